@@ -1,0 +1,190 @@
+//! What a handler's failure asks jobq to do next.
+
+use std::any::Any;
+use std::fmt;
+use std::time::Duration;
+
+/// How jobq treats a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobErrorKind {
+    /// Retry after the delay the job's [`RetryPolicy`](crate::RetryPolicy) gives; uses up an attempt.
+    Retry,
+    /// Retry after exactly this delay; uses up an attempt.
+    RetryIn(Duration),
+    /// Do not retry: the job goes straight to `failed`.
+    Permanent,
+    /// Run again after this delay without using up an attempt.
+    Snooze(Duration),
+}
+
+/// The error a job handler returns to steer what happens next.
+///
+/// Any `Result<(), E>` with `E: Display` is accepted from a `#[job]` fn and
+/// becomes [`JobError::retry`]; return a `JobError` to choose explicitly.
+///
+/// ```
+/// use std::time::Duration;
+/// use jobq_core::{JobError, JobErrorKind};
+///
+/// let e = JobError::retry_in(Duration::from_secs(30), "rate limited");
+/// assert_eq!(e.kind(), JobErrorKind::RetryIn(Duration::from_secs(30)));
+/// assert_eq!(e.to_string(), "rate limited");
+/// assert_eq!(JobError::permanent("no such user").kind(), JobErrorKind::Permanent);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobError {
+    kind: JobErrorKind,
+    message: String,
+}
+
+impl JobError {
+    /// A failed attempt, retried on the job's retry schedule (the default).
+    pub fn retry(message: impl fmt::Display) -> Self {
+        Self::new(JobErrorKind::Retry, message)
+    }
+
+    /// A failed attempt, retried after exactly `delay`.
+    pub fn retry_in(delay: Duration, message: impl fmt::Display) -> Self {
+        Self::new(JobErrorKind::RetryIn(delay), message)
+    }
+
+    /// A failure that retrying cannot fix: the job is marked `failed` at once.
+    pub fn permanent(message: impl fmt::Display) -> Self {
+        Self::new(JobErrorKind::Permanent, message)
+    }
+
+    /// Not a failure: run the job again after `delay`, without using up an attempt.
+    pub fn snooze(delay: Duration) -> Self {
+        Self::new(
+            JobErrorKind::Snooze(delay),
+            format_args!("snoozed for {delay:?}"),
+        )
+    }
+
+    fn new(kind: JobErrorKind, message: impl fmt::Display) -> Self {
+        Self {
+            kind,
+            message: message.to_string(),
+        }
+    }
+
+    /// What jobq does with this failure.
+    pub fn kind(&self) -> JobErrorKind {
+        self.kind
+    }
+
+    /// The message stored as the job's `last_error`.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Turns any displayable error into a `JobError`; a `JobError` passes through unchanged.
+    ///
+    /// The alternate form (`{:#}`) is used, so error types that print their
+    /// cause chain that way (such as `anyhow::Error`) keep it.
+    pub fn from_display<E: fmt::Display + 'static>(error: E) -> Self {
+        let mut slot = Some(error);
+        if let Some(job_error) = (&mut slot as &mut dyn Any).downcast_mut::<Option<JobError>>() {
+            if let Some(job_error) = job_error.take() {
+                return job_error;
+            }
+        }
+        match slot {
+            Some(error) => Self::retry(format_args!("{error:#}")),
+            None => Self::retry("error"),
+        }
+    }
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for JobError {}
+
+/// Converts what a `#[job]` fn returns into the outcome of the attempt.
+///
+/// Implemented for `()` and for `Result<(), E>` with `E: Display + 'static`.
+pub trait IntoJobResult {
+    /// The outcome of the attempt.
+    fn into_job_result(self) -> Result<(), JobError>;
+}
+
+impl IntoJobResult for () {
+    fn into_job_result(self) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+impl<E: fmt::Display + 'static> IntoJobResult for Result<(), E> {
+    fn into_job_result(self) -> Result<(), JobError> {
+        self.map_err(JobError::from_display)
+    }
+}
+
+/// Why a stored job could not be started.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DispatchError {
+    /// The payload is not JSON of the job's payload type (a changed struct, a bad row).
+    #[error("payload of job `{job}` does not deserialize into its payload type")]
+    Payload {
+        /// The job name.
+        job: &'static str,
+        /// What serde reported.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The handler takes a `State<T>` that the worker was not given.
+    #[error("job `{job}` needs `State<{type_name}>`, which the worker was not given")]
+    MissingState {
+        /// The job name.
+        job: &'static str,
+        /// The missing state's type.
+        type_name: &'static str,
+    },
+}
+
+/// Renders an error and its `source()` chain as `outer: inner: innermost`.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_error_passes_through_from_display_unchanged() {
+        let original = JobError::snooze(Duration::from_secs(5));
+        assert_eq!(JobError::from_display(original.clone()), original);
+    }
+
+    #[test]
+    fn any_display_error_becomes_a_retry() {
+        let e = JobError::from_display("smtp timeout");
+        assert_eq!(e.kind(), JobErrorKind::Retry);
+        assert_eq!(e.message(), "smtp timeout");
+        let r: Result<(), std::io::Error> = Err(std::io::Error::other("disk full"));
+        assert_eq!(r.into_job_result().unwrap_err().message(), "disk full");
+    }
+
+    #[test]
+    fn a_dispatch_error_chain_names_the_job_and_the_serde_error() {
+        let source = serde_json::from_str::<u32>("\"x\"").unwrap_err();
+        let e = DispatchError::Payload { job: "send", source };
+        let chain = error_chain(&e);
+        assert!(chain.starts_with("payload of job `send` does not deserialize"), "{chain}");
+        assert!(chain.contains("invalid type"), "{chain}");
+    }
+}

@@ -1,0 +1,43 @@
+//! The `Job` trait: a typed payload bound to a registered handler.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::RetryPolicy;
+
+/// The queue a job goes to when it names none.
+pub const DEFAULT_QUEUE: &str = "default";
+/// How many attempts a job gets when it sets no `max_attempts`.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 20;
+
+/// A job's typed payload and its settings.
+///
+/// `#[job]` implements this for the payload struct it generates; implement it
+/// by hand only together with a [`JobRegistration`](crate::JobRegistration).
+pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The name stored in each row; the registry key of the handler.
+    ///
+    /// It is part of the storage contract: queued rows find their handler by it.
+    const NAME: &'static str;
+    /// The queue jobs of this type go to unless enqueued elsewhere.
+    const QUEUE: &'static str = DEFAULT_QUEUE;
+    /// Smaller runs first.
+    const PRIORITY: i16 = 0;
+    /// Attempts before the job is marked `failed`.
+    const MAX_ATTEMPTS: u32 = DEFAULT_MAX_ATTEMPTS;
+    /// How long one attempt may run; `None` lets it run as long as its lease is renewed.
+    const TIMEOUT: Option<Duration> = None;
+
+    /// When a failed attempt runs again.
+    fn retry_policy() -> RetryPolicy {
+        RetryPolicy::DEFAULT
+    }
+
+    /// The idempotency key of this job, if its type defines one: enqueueing a
+    /// job whose key already exists returns the existing job.
+    fn idempotency_key(&self) -> Option<String> {
+        None
+    }
+}

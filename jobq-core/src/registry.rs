@@ -113,9 +113,9 @@ pub enum RegistryError {
         /// The contested name.
         name: &'static str,
         /// One definition.
-        first: Definition,
+        first: Box<Definition>,
         /// The other.
-        second: Definition,
+        second: Box<Definition>,
     },
 }
 
@@ -145,8 +145,8 @@ impl Registry {
                 };
                 return Err(RegistryError::DuplicateName {
                     name: registration.name,
-                    first,
-                    second,
+                    first: Box::new(first),
+                    second: Box::new(second),
                 });
             }
         }

@@ -1,0 +1,55 @@
+//! The runtime's error type.
+
+use jobq_core::RegistryError;
+
+/// Everything that can go wrong in a jobq call.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The database returned an error or could not be reached.
+    #[error("database error")]
+    Database(#[from] sqlx::Error),
+    /// The embedded migrations could not be applied.
+    #[error("migration failed")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A payload could not be serialized to JSON.
+    #[error("payload of job `{job}` could not be serialized to JSON")]
+    Serialize {
+        /// The job name.
+        job: String,
+        /// What serde reported.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The URL names no database jobq supports.
+    #[error(
+        "unsupported database URL `{0}`: expected mysql://, mariadb://, sqlite:// (or sqlite::memory:) or postgres://"
+    )]
+    UnsupportedUrl(String),
+    /// An argument is out of range or malformed; the message says which and what is allowed.
+    #[error("{0}")]
+    Invalid(String),
+    /// The job registry is inconsistent (two jobs share a name).
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// A worker could not be built; the message says what is missing.
+    #[error("the worker cannot be built: {0}")]
+    Config(String),
+    /// A connection of one backend was given to a `Jobq` of another.
+    #[error("this Jobq stores jobs in {expected}, but the connection given is {given}")]
+    BackendMismatch {
+        /// The handle's backend.
+        expected: &'static str,
+        /// The connection's backend.
+        given: &'static str,
+    },
+}
+
+/// `Result<T, jobq_runtime::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::Invalid(message.into())
+    }
+}

@@ -1,0 +1,346 @@
+//! The `Jobq` handle: connect, migrate, enqueue, inspect.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobq_core::Job;
+use sqlx::{MySqlConnection, MySqlPool, PgConnection, PgPool, SqliteConnection, SqlitePool};
+
+use crate::store::{self, MySqlStore, NewJob, PgStore, SqliteStore, Store};
+use crate::types::{Enqueue, Enqueued, JobInfo, RunAt};
+use crate::{Backend, Error, Result, wakeup};
+
+/// Longest queue name, in bytes.
+pub const MAX_QUEUE_LEN: usize = 128;
+/// Longest idempotency key, in characters.
+pub const MAX_KEY_LEN: usize = 255;
+/// Largest payload accepted by default, in bytes of JSON (see [`Jobq::with_max_payload_bytes`]).
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 4 << 20;
+/// Longest delay accepted (100 years).
+pub const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Connections a `Jobq` opens when it builds its own pool.
+const DEFAULT_MAX_CONNECTIONS: u32 = 10;
+
+/// A cheap-to-clone handle on one database's jobs.
+///
+/// ```no_run
+/// # async fn demo() -> jobq_runtime::Result<()> {
+/// let jobq = jobq_runtime::Jobq::connect("sqlite://jobs.db").await?;
+/// jobq.migrate().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Jobq {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Store,
+    max_payload_bytes: usize,
+}
+
+impl Jobq {
+    /// Connects to `mysql://`/`mariadb://`, `sqlite://` (or `sqlite::memory:`)
+    /// or `postgres://`/`postgresql://`, building a pool of 10 connections.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(url, DEFAULT_MAX_CONNECTIONS).await
+    }
+
+    /// Like [`connect`](Self::connect) with a pool of `max_connections`.
+    pub async fn connect_with(url: &str, max_connections: u32) -> Result<Self> {
+        let scheme = url.split(':').next().unwrap_or_default();
+        let store = match scheme {
+            "mysql" => Store::MySql(MySqlStore::connect(url, max_connections).await?),
+            "mariadb" => {
+                let url = format!("mysql{}", &url["mariadb".len()..]);
+                Store::MySql(MySqlStore::connect(&url, max_connections).await?)
+            }
+            "sqlite" => Store::Sqlite(SqliteStore::connect(url, max_connections).await?),
+            "postgres" | "postgresql" => {
+                Store::Postgres(PgStore::connect(url, max_connections).await?)
+            }
+            _ => return Err(Error::UnsupportedUrl(url.to_owned())),
+        };
+        Ok(Self::new(store))
+    }
+
+    /// Uses an existing MySQL/MariaDB pool. jobq's own transactions still run
+    /// at READ COMMITTED (set per transaction).
+    pub async fn from_mysql_pool(pool: MySqlPool) -> Result<Self> {
+        Ok(Self::new(Store::MySql(MySqlStore::from_pool(pool).await?)))
+    }
+
+    /// Uses an existing SQLite pool (it should have WAL and a busy timeout).
+    pub async fn from_sqlite_pool(pool: SqlitePool) -> Result<Self> {
+        Ok(Self::new(Store::Sqlite(SqliteStore::from_pool(pool).await?)))
+    }
+
+    /// Uses an existing PostgreSQL pool.
+    pub async fn from_pg_pool(pool: PgPool) -> Result<Self> {
+        Ok(Self::new(Store::Postgres(PgStore::from_pool(pool).await?)))
+    }
+
+    fn new(store: Store) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            }),
+        }
+    }
+
+    /// The same handle with another payload size limit.
+    #[must_use]
+    pub fn with_max_payload_bytes(self, max_payload_bytes: usize) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store: self.inner.store.clone(),
+                max_payload_bytes,
+            }),
+        }
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// Which database this handle stores jobs in.
+    pub fn backend(&self) -> Backend {
+        self.inner.store.backend()
+    }
+
+    /// The MySQL pool, if this handle is on MySQL/MariaDB.
+    pub fn mysql_pool(&self) -> Option<&MySqlPool> {
+        match self.store() {
+            Store::MySql(s) => Some(s.pool()),
+            _ => None,
+        }
+    }
+
+    /// The SQLite pool, if this handle is on SQLite.
+    pub fn sqlite_pool(&self) -> Option<&SqlitePool> {
+        match self.store() {
+            Store::Sqlite(s) => Some(s.pool()),
+            _ => None,
+        }
+    }
+
+    /// The PostgreSQL pool, if this handle is on PostgreSQL.
+    pub fn pg_pool(&self) -> Option<&PgPool> {
+        match self.store() {
+            Store::Postgres(s) => Some(s.pool()),
+            _ => None,
+        }
+    }
+
+    /// Creates or upgrades the `jobq_jobs` table. Idempotent, and safe to run
+    /// from many processes at once (the migrator takes a database lock).
+    pub async fn migrate(&self) -> Result<()> {
+        self.store().migrate().await
+    }
+
+    /// Stores a job to run as soon as a worker is free.
+    pub async fn enqueue<J: Job>(&self, job: J) -> Result<Enqueued> {
+        self.enqueue_with(job, Enqueue::new()).await
+    }
+
+    /// Stores a job with options (delay, priority, queue, attempts, key).
+    pub async fn enqueue_with<J: Job>(&self, job: J, options: Enqueue) -> Result<Enqueued> {
+        let row = self.row(&job, options)?;
+        let enqueued = self.store().enqueue(&row).await?;
+        wakeup::notify(&row.queue);
+        Ok(enqueued)
+    }
+
+    /// Stores many jobs in as few round trips as the backend allows; results in input order.
+    pub async fn enqueue_many<J: Job>(
+        &self,
+        jobs: impl IntoIterator<Item = J>,
+    ) -> Result<Vec<Enqueued>> {
+        let rows = jobs
+            .into_iter()
+            .map(|job| self.row(&job, Enqueue::new()))
+            .collect::<Result<Vec<_>>>()?;
+        let enqueued = self.store().enqueue_many(&rows).await?;
+        let mut queues: Vec<&str> = rows.iter().map(|r| r.queue.as_str()).collect();
+        queues.sort_unstable();
+        queues.dedup();
+        for queue in queues {
+            wakeup::notify(queue);
+        }
+        Ok(enqueued)
+    }
+
+    /// Stores a job inside the caller's own transaction (the outbox pattern):
+    /// rolled back, no job; committed, one job.
+    ///
+    /// `conn` is that backend's sqlx connection, e.g. `&mut *tx` for a
+    /// `sqlx::Transaction<'_, MySql>`. jobq never retries inside a caller's
+    /// transaction: a deadlock is returned to the caller, whose transaction it is.
+    pub async fn enqueue_in<'c, C, J>(&self, conn: C, job: J) -> Result<Enqueued>
+    where
+        C: EnqueueConnection<'c>,
+        J: Job,
+    {
+        self.enqueue_in_with(conn, job, Enqueue::new()).await
+    }
+
+    /// [`enqueue_in`](Self::enqueue_in) with options.
+    pub async fn enqueue_in_with<'c, C, J>(&self, conn: C, job: J, options: Enqueue) -> Result<Enqueued>
+    where
+        C: EnqueueConnection<'c>,
+        J: Job,
+    {
+        let row = self.row(&job, options)?;
+        let given = conn.into_connection();
+        let enqueued = match (self.backend(), given) {
+            (Backend::MySql, AnyConnection::MySql(c)) => store::mysql::insert(c, &row).await?,
+            (Backend::Sqlite, AnyConnection::Sqlite(c)) => store::sqlite::insert(c, &row).await?,
+            (Backend::Postgres, AnyConnection::Postgres(c)) => {
+                store::postgres::insert(c, &row).await?
+            }
+            (expected, given) => {
+                return Err(Error::BackendMismatch {
+                    expected: expected.name(),
+                    given: given.backend().name(),
+                });
+            }
+        };
+        // Wakes claimers early; if the caller's transaction has not committed
+        // yet they find nothing and the next poll picks the job up.
+        wakeup::notify(&row.queue);
+        Ok(enqueued)
+    }
+
+    /// The job with this id, as stored.
+    pub async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
+        self.store().job(id).await
+    }
+
+    /// Cancels a `pending` or `processing` job; `false` if it was neither.
+    /// A running attempt is stopped at the worker's next heartbeat and not settled.
+    pub async fn cancel(&self, id: i64) -> Result<bool> {
+        self.store().cancel(id).await
+    }
+
+    /// Sends a `failed` or `cancelled` job back to `pending`, runnable now,
+    /// with at least one more attempt; `false` if it was neither.
+    pub async fn retry(&self, id: i64) -> Result<bool> {
+        self.store().retry(id).await
+    }
+
+    /// Validates and serializes one job into a row.
+    fn row<J: Job>(&self, job: &J, options: Enqueue) -> Result<NewJob> {
+        let payload = serde_json::to_string(job).map_err(|source| Error::Serialize {
+            job: J::NAME.to_owned(),
+            source,
+        })?;
+        if payload.len() > self.inner.max_payload_bytes {
+            return Err(Error::invalid(format!(
+                "payload of job `{}` is {} bytes of JSON, over the limit of {} bytes; store large data elsewhere and enqueue a reference to it, or raise the limit with Jobq::with_max_payload_bytes",
+                J::NAME,
+                payload.len(),
+                self.inner.max_payload_bytes
+            )));
+        }
+        let queue = options.queue.unwrap_or_else(|| J::QUEUE.to_owned());
+        validate_queue(&queue)?;
+        let idempotency_key = options.idempotency_key.or_else(|| job.idempotency_key());
+        if let Some(key) = &idempotency_key {
+            let len = key.chars().count();
+            if len == 0 || len > MAX_KEY_LEN {
+                return Err(Error::invalid(format!(
+                    "idempotency key of job `{}` is {len} characters long; it must be 1 to {MAX_KEY_LEN} (hash a longer key)",
+                    J::NAME
+                )));
+            }
+        }
+        let max_attempts = options.max_attempts.unwrap_or(J::MAX_ATTEMPTS);
+        if max_attempts == 0 || max_attempts > i32::MAX as u32 {
+            return Err(Error::invalid(format!(
+                "max_attempts of job `{}` is {max_attempts}; it must be at least 1",
+                J::NAME
+            )));
+        }
+        if let RunAt::After(delay) = options.run_at {
+            if delay > MAX_DELAY {
+                return Err(Error::invalid(format!(
+                    "delay of job `{}` is {delay:?}, longer than the limit of 100 years",
+                    J::NAME
+                )));
+            }
+        }
+        Ok(NewJob {
+            queue,
+            job_name: J::NAME.to_owned(),
+            payload,
+            priority: options.priority.unwrap_or(J::PRIORITY),
+            max_attempts,
+            run_at: options.run_at,
+            idempotency_key,
+        })
+    }
+}
+
+/// Checks a queue name: 1 to 128 bytes.
+pub(crate) fn validate_queue(queue: &str) -> Result<()> {
+    if queue.is_empty() || queue.len() > MAX_QUEUE_LEN {
+        return Err(Error::invalid(format!(
+            "queue name `{queue}` is {} bytes long; it must be 1 to {MAX_QUEUE_LEN} bytes",
+            queue.len()
+        )));
+    }
+    Ok(())
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for &mut sqlx::MySqlConnection {}
+    impl Sealed for &mut sqlx::SqliteConnection {}
+    impl Sealed for &mut sqlx::PgConnection {}
+}
+
+/// A connection [`Jobq::enqueue_in`] can write to: `&mut MySqlConnection`,
+/// `&mut SqliteConnection` or `&mut PgConnection` (for a transaction `tx`, pass `&mut *tx`).
+pub trait EnqueueConnection<'c>: sealed::Sealed + Send {
+    #[doc(hidden)]
+    fn into_connection(self) -> AnyConnection<'c>;
+}
+
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum AnyConnection<'c> {
+    MySql(&'c mut MySqlConnection),
+    Sqlite(&'c mut SqliteConnection),
+    Postgres(&'c mut PgConnection),
+}
+
+impl AnyConnection<'_> {
+    fn backend(&self) -> Backend {
+        match self {
+            Self::MySql(_) => Backend::MySql,
+            Self::Sqlite(_) => Backend::Sqlite,
+            Self::Postgres(_) => Backend::Postgres,
+        }
+    }
+}
+
+impl<'c> EnqueueConnection<'c> for &'c mut MySqlConnection {
+    fn into_connection(self) -> AnyConnection<'c> {
+        AnyConnection::MySql(self)
+    }
+}
+
+impl<'c> EnqueueConnection<'c> for &'c mut SqliteConnection {
+    fn into_connection(self) -> AnyConnection<'c> {
+        AnyConnection::Sqlite(self)
+    }
+}
+
+impl<'c> EnqueueConnection<'c> for &'c mut PgConnection {
+    fn into_connection(self) -> AnyConnection<'c> {
+        AnyConnection::Postgres(self)
+    }
+}

@@ -1,0 +1,241 @@
+//! Where jobs are stored: one enum over the three concrete stores.
+//!
+//! The set of backends is closed, so [`Store`] is an enum matched in one
+//! place ([`dispatch!`]) rather than a boxed trait object: no allocation per
+//! call, no `async fn` in `dyn` traits, and every backend must implement every
+//! operation (the compiler checks the match). Each concrete store owns its pool
+//! and its SQL; nothing outside `store/` sees a dialect.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::types::{Enqueued, JobInfo, RunAt};
+use crate::{Backend, Result};
+
+pub(crate) mod mysql;
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
+
+pub(crate) use mysql::MySqlStore;
+pub(crate) use postgres::PgStore;
+pub(crate) use sqlite::SqliteStore;
+
+/// A row to insert.
+#[derive(Debug, Clone)]
+pub(crate) struct NewJob {
+    pub(crate) queue: String,
+    pub(crate) job_name: String,
+    pub(crate) payload: String,
+    pub(crate) priority: i16,
+    pub(crate) max_attempts: u32,
+    pub(crate) run_at: RunAt,
+    pub(crate) idempotency_key: Option<String>,
+}
+
+/// A row this worker now holds.
+#[derive(Debug, Clone)]
+pub(crate) struct ClaimedJob {
+    pub(crate) id: i64,
+    pub(crate) job_name: String,
+    pub(crate) payload: String,
+    /// The attempt now starting (attempts after the claim's increment).
+    pub(crate) attempt: u32,
+    pub(crate) max_attempts: u32,
+    pub(crate) idempotency_key: Option<String>,
+    pub(crate) token: i64,
+}
+
+impl ClaimedJob {
+    pub(crate) fn fence(&self) -> Fence {
+        Fence {
+            id: self.id,
+            token: self.token,
+        }
+    }
+}
+
+/// The claim a settle must still match: the row id and the token written by
+/// the claim. A settle whose fence no longer matches changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Fence {
+    pub(crate) id: i64,
+    pub(crate) token: i64,
+}
+
+/// Where a non-successful settle sends a held job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// Back to `pending`, runnable after `delay`.
+    Pending,
+    /// To `failed`, for good.
+    Failed,
+}
+
+/// A fenced move of one held job out of `processing` (other than success).
+#[derive(Debug, Clone)]
+pub(crate) struct Transition {
+    pub(crate) fence: Fence,
+    pub(crate) target: Target,
+    pub(crate) delay: Duration,
+    /// Give the attempt back (snooze, shutdown release).
+    pub(crate) refund_attempt: bool,
+    /// New `last_error`; `None` keeps the old one.
+    pub(crate) error: Option<String>,
+}
+
+/// The concrete stores.
+#[derive(Debug, Clone)]
+pub(crate) enum Store {
+    MySql(MySqlStore),
+    Sqlite(SqliteStore),
+    Postgres(PgStore),
+}
+
+/// Runs `$body` with `$s` bound to the concrete store.
+macro_rules! dispatch {
+    ($self:expr, $s:ident => $body:expr) => {
+        match $self {
+            Store::MySql($s) => $body,
+            Store::Sqlite($s) => $body,
+            Store::Postgres($s) => $body,
+        }
+    };
+}
+
+impl Store {
+    pub(crate) fn backend(&self) -> Backend {
+        match self {
+            Self::MySql(_) => Backend::MySql,
+            Self::Sqlite(_) => Backend::Sqlite,
+            Self::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Applies the embedded migrations; safe from many processes at once.
+    pub(crate) async fn migrate(&self) -> Result<()> {
+        dispatch!(self, s => s.migrate().await)
+    }
+
+    pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
+        dispatch!(self, s => s.enqueue(job).await)
+    }
+
+    /// Inserts a batch; results are in input order.
+    pub(crate) async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+        dispatch!(self, s => s.enqueue_many(jobs).await)
+    }
+
+    /// Claims up to `limit` due jobs of `queue`, ordered by priority, run_at, id.
+    pub(crate) async fn claim(
+        &self,
+        queue: &str,
+        limit: u32,
+        lease: Duration,
+        worker: &str,
+    ) -> Result<Vec<ClaimedJob>> {
+        dispatch!(self, s => s.claim(queue, limit, lease, worker).await)
+    }
+
+    /// Marks held jobs `done`; returns how many were still held.
+    pub(crate) async fn complete(&self, fences: &[Fence]) -> Result<u64> {
+        dispatch!(self, s => s.complete(fences).await)
+    }
+
+    /// Applies one fenced transition; `false` when the fence no longer matched.
+    pub(crate) async fn transition(&self, t: &Transition) -> Result<bool> {
+        dispatch!(self, s => s.transition(t).await)
+    }
+
+    /// Extends the leases of held jobs; returns the fences that are no longer held.
+    pub(crate) async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
+        dispatch!(self, s => s.heartbeat(fences, lease).await)
+    }
+
+    /// Returns up to `limit` expired `processing` rows of `queue` to `pending`
+    /// (or `failed` when their attempts are used up); returns how many.
+    pub(crate) async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
+        dispatch!(self, s => s.reap(queue, limit).await)
+    }
+
+    pub(crate) async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
+        dispatch!(self, s => s.job(id).await)
+    }
+
+    pub(crate) async fn cancel(&self, id: i64) -> Result<bool> {
+        dispatch!(self, s => s.cancel(id).await)
+    }
+
+    pub(crate) async fn retry(&self, id: i64) -> Result<bool> {
+        dispatch!(self, s => s.retry(id).await)
+    }
+}
+
+static INTERNAL_RETRIES: AtomicU64 = AtomicU64::new(0);
+
+/// How many times jobq re-ran one of its own transactions or statements after
+/// a transient database error (deadlock, lock wait timeout, snapshot
+/// conflict, busy database) since the process started.
+pub fn internal_retries() -> u64 {
+    INTERNAL_RETRIES.load(Ordering::Relaxed)
+}
+
+/// Runs `op` again (up to 8 times, with a short jittered pause) while it fails
+/// with an error `transient` accepts. Only for work jobq started itself:
+/// never inside a caller's transaction.
+pub(crate) async fn retry_transient<T, F, Fut>(
+    transient: fn(&sqlx::Error) -> bool,
+    mut op: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut attempt = 0u32;
+    loop {
+        match op().await {
+            Ok(value) => return Ok(value),
+            Err(error) if attempt < 8 && transient(&error) => {
+                attempt += 1;
+                INTERNAL_RETRIES.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(error = &error as &dyn std::error::Error, attempt, "retrying after a transient database error");
+                let pause_ms = rand::random_range(1..=(5u64 << attempt.min(5)));
+                tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+/// Microseconds in `d`, saturated to what a signed 64-bit column holds.
+pub(crate) fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// A fresh fencing token.
+pub(crate) fn new_token() -> i64 {
+    rand::random::<i64>() & i64::MAX
+}
+
+/// Pads a list to the next power of two by repeating its first element, so a
+/// statement with an IN-list is prepared for at most log2(max) list lengths
+/// per connection instead of one per length.
+pub(crate) fn padded<T: Copy>(items: &[T]) -> Vec<T> {
+    let mut out = items.to_vec();
+    if let Some(&first) = items.first() {
+        out.resize(items.len().next_power_of_two(), first);
+    }
+    out
+}
+
+/// `?, ?, ?` with `n` placeholders.
+pub(crate) fn placeholders(n: usize) -> String {
+    let mut s = String::with_capacity(n * 3);
+    for i in 0..n {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push('?');
+    }
+    s
+}

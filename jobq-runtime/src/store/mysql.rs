@@ -1,0 +1,493 @@
+//! MySQL 8.0.1+ / MariaDB 10.6+: `SELECT … FOR UPDATE SKIP LOCKED` at READ COMMITTED.
+//!
+//! Facts behind this SQL (verified on MariaDB 10.11):
+//! - the claim's `ORDER BY priority, run_at, id` is served by the
+//!   `(queue, status, priority, run_at, id)` index, so InnoDB locks only the
+//!   rows it returns; a filesort would lock every candidate and starve other workers;
+//! - every jobq transaction runs at READ COMMITTED: under REPEATABLE READ the
+//!   claim's gap locks block enqueues and deadlock claimers;
+//! - the reaper selects with SKIP LOCKED and updates by primary key (a bulk
+//!   UPDATE through the secondary index deadlocks with settles);
+//! - times are the server's `UTC_TIMESTAMP(6)`; the application passes durations only;
+//! - `rows_affected` counts *matched* rows (sqlx connects with CLIENT_FOUND_ROWS),
+//!   so `ON DUPLICATE KEY UPDATE` bumps `dedupe_hits` to tell a duplicate (2) from a new row (1).
+
+use std::collections::HashSet;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions};
+use sqlx::{Executor, MySqlConnection, MySqlPool, Row};
+
+use super::{
+    ClaimedJob, Fence, NewJob, Target, Transition, micros, new_token, padded, placeholders,
+    retry_transient,
+};
+use crate::types::{Enqueued, JobInfo, RunAt};
+use crate::{Error, Result};
+
+/// Every jobq transaction starts with this: READ COMMITTED for the one
+/// transaction, whatever the session default (for pools the caller built).
+const BEGIN_RC: &str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
+
+/// Session settings for connections jobq opens itself.
+const SESSION_SETUP: &str =
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 5";
+
+const INSERT_COLUMNS: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at) VALUES ";
+const INSERT_ROW: &str =
+    "(?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), ?, ?, UTC_TIMESTAMP(6))";
+const ON_DUPLICATE: &str = " ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), dedupe_hits = dedupe_hits + 1";
+
+const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_attempts, idempotency_key \
+     FROM jobq_jobs \
+     WHERE queue = ? AND status = 'pending' AND run_at <= UTC_TIMESTAMP(6) \
+     ORDER BY priority, run_at, id \
+     LIMIT ? FOR UPDATE SKIP LOCKED";
+
+/// MySQL assigns left to right, so `finished_at` sees the new `status`.
+const TRANSITION: &str = "UPDATE jobq_jobs SET status = ?, \
+     run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, \
+     attempts = attempts - ?, \
+     last_error = COALESCE(?, last_error), \
+     finished_at = IF(status = 'failed', UTC_TIMESTAMP(6), NULL), \
+     lease_token = NULL \
+     WHERE id = ? AND lease_token = ? AND status = 'processing'";
+
+const REAP_SELECT: &str = "SELECT id FROM jobq_jobs \
+     WHERE queue = ? AND status = 'processing' AND run_at < UTC_TIMESTAMP(6) \
+     ORDER BY priority, run_at, id \
+     LIMIT ? FOR UPDATE SKIP LOCKED";
+
+const JOB_COLUMNS: &str = "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts, \
+     run_at, idempotency_key, last_error, claimed_by, claimed_at, created_at, finished_at \
+     FROM jobq_jobs WHERE id = ?";
+
+/// Rows per multi-row INSERT.
+const INSERT_CHUNK: usize = 500;
+/// Ids per IN-list of a settle or heartbeat.
+const IN_CHUNK: usize = 1024;
+
+/// Deadlock, lock wait timeout, and MariaDB's snapshot-isolation conflict.
+fn is_transient(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.try_downcast_ref::<MySqlDatabaseError>())
+        .is_some_and(|e| matches!(e.number(), 1213 | 1205 | 1020))
+}
+
+/// The MySQL/MariaDB store.
+#[derive(Debug, Clone)]
+pub(crate) struct MySqlStore {
+    pool: MySqlPool,
+    /// MariaDB has `INSERT … RETURNING`; MySQL does not.
+    mariadb: bool,
+}
+
+impl MySqlStore {
+    pub(crate) async fn connect(url: &str, max_connections: u32) -> Result<Self> {
+        let options = MySqlConnectOptions::from_str(url)?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(max_connections)
+            .after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    conn.execute(SESSION_SETUP).await?;
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await?;
+        Self::from_pool(pool).await
+    }
+
+    pub(crate) async fn from_pool(pool: MySqlPool) -> Result<Self> {
+        let version: String = sqlx::query_scalar("SELECT VERSION()")
+            .fetch_one(&pool)
+            .await?;
+        Ok(Self {
+            pool,
+            mariadb: version.to_ascii_lowercase().contains("mariadb"),
+        })
+    }
+
+    pub(crate) fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    pub(crate) async fn migrate(&self) -> Result<()> {
+        sqlx::migrate!("../migrations/mysql").run(&self.pool).await?;
+        Ok(())
+    }
+
+    pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
+        retry_transient(is_transient, || async {
+            let mut conn = self.pool.acquire().await?;
+            insert(&mut conn, job).await
+        })
+        .await
+    }
+
+    pub(crate) async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for chunk in jobs.chunks(INSERT_CHUNK) {
+            let done = if self.mariadb {
+                retry_transient(is_transient, || self.insert_returning(chunk)).await?
+            } else {
+                retry_transient(is_transient, || self.insert_each(chunk)).await?
+            };
+            out.extend(done);
+        }
+        Ok(out)
+    }
+
+    /// MariaDB: one multi-row `INSERT … RETURNING`, duplicates included, in input order.
+    async fn insert_returning(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
+        let mut sql = String::from(INSERT_COLUMNS);
+        for i in 0..chunk.len() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(INSERT_ROW);
+        }
+        sql.push_str(" ON DUPLICATE KEY UPDATE dedupe_hits = dedupe_hits + 1 RETURNING id, dedupe_hits");
+        let mut query = sqlx::query_as::<_, (i64, i32)>(&sql).persistent(chunk.len() == INSERT_CHUNK);
+        for job in chunk {
+            let (at, delay) = run_at_binds(job.run_at);
+            query = query
+                .bind(&job.queue)
+                .bind(&job.job_name)
+                .bind(&job.payload)
+                .bind(job.priority)
+                .bind(at)
+                .bind(delay)
+                .bind(job.max_attempts)
+                .bind(&job.idempotency_key);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, hits)| Enqueued {
+                id,
+                duplicate: hits > 0,
+            })
+            .collect())
+    }
+
+    /// MySQL: no RETURNING and no promise of consecutive ids under
+    /// `innodb_autoinc_lock_mode = 2`, so one INSERT per row in one transaction.
+    async fn insert_each(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
+        let mut tx = self.pool.begin_with(BEGIN_RC).await?;
+        let mut out = Vec::with_capacity(chunk.len());
+        for job in chunk {
+            out.push(insert(&mut tx, job).await?);
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    pub(crate) async fn claim(
+        &self,
+        queue: &str,
+        limit: u32,
+        lease: Duration,
+        worker: &str,
+    ) -> Result<Vec<ClaimedJob>> {
+        retry_transient(is_transient, || self.claim_once(queue, limit, lease, worker)).await
+    }
+
+    async fn claim_once(
+        &self,
+        queue: &str,
+        limit: u32,
+        lease: Duration,
+        worker: &str,
+    ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+        let mut tx = self.pool.begin_with(BEGIN_RC).await?;
+        let rows: Vec<(i64, String, String, i32, i32, Option<String>)> =
+            sqlx::query_as(CLAIM_SELECT)
+                .bind(queue)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?;
+        if rows.is_empty() {
+            tx.commit().await?;
+            return Ok(Vec::new());
+        }
+        let token = new_token();
+        let ids = padded(&rows.iter().map(|r| r.0).collect::<Vec<_>>());
+        let sql = format!(
+            "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, lease_token = ?, \
+             run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, claimed_by = ?, claimed_at = UTC_TIMESTAMP(6) \
+             WHERE id IN ({})",
+            placeholders(ids.len())
+        );
+        let mut update = sqlx::query(&sql).bind(token).bind(micros(lease)).bind(worker);
+        for id in &ids {
+            update = update.bind(id);
+        }
+        update.execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(id, job_name, payload, attempts, max_attempts, idempotency_key)| ClaimedJob {
+                    id,
+                    job_name,
+                    payload,
+                    attempt: u32::try_from(attempts + 1).unwrap_or(u32::MAX),
+                    max_attempts: u32::try_from(max_attempts).unwrap_or(1),
+                    idempotency_key,
+                    token,
+                },
+            )
+            .collect())
+    }
+
+    pub(crate) async fn complete(&self, fences: &[Fence]) -> Result<u64> {
+        let mut total = 0;
+        for chunk in fences.chunks(IN_CHUNK) {
+            total += retry_transient(is_transient, || {
+                self.fenced_update(
+                    "UPDATE jobq_jobs SET status = 'done', finished_at = UTC_TIMESTAMP(6), lease_token = NULL",
+                    None,
+                    chunk,
+                )
+            })
+            .await?;
+        }
+        Ok(total)
+    }
+
+    /// `<set> WHERE status = 'processing' AND id IN (…) AND lease_token IN (…)`.
+    ///
+    /// Tokens are random 63-bit values, one per claim batch; a row re-claimed by
+    /// another worker carries another token, so matching the two lists
+    /// separately fences as exactly as matching pairs (a collision needs two
+    /// equal random 63-bit tokens).
+    async fn fenced_update(
+        &self,
+        set: &str,
+        lease: Option<Duration>,
+        fences: &[Fence],
+    ) -> Result<u64, sqlx::Error> {
+        let ids = padded(&fences.iter().map(|f| f.id).collect::<Vec<_>>());
+        let tokens = padded(&distinct_tokens(fences));
+        let sql = format!(
+            "{set} WHERE status = 'processing' AND id IN ({}) AND lease_token IN ({})",
+            placeholders(ids.len()),
+            placeholders(tokens.len())
+        );
+        let mut query = sqlx::query(&sql);
+        if let Some(lease) = lease {
+            query = query.bind(micros(lease));
+        }
+        for id in &ids {
+            query = query.bind(id);
+        }
+        for token in &tokens {
+            query = query.bind(token);
+        }
+        Ok(query.execute(&self.pool).await?.rows_affected())
+    }
+
+    pub(crate) async fn transition(&self, t: &Transition) -> Result<bool> {
+        let status = match t.target {
+            Target::Pending => "pending",
+            Target::Failed => "failed",
+        };
+        let affected = retry_transient(is_transient, || async {
+            sqlx::query(TRANSITION)
+                .bind(status)
+                .bind(micros(t.delay))
+                .bind(i32::from(t.refund_attempt))
+                .bind(&t.error)
+                .bind(t.fence.id)
+                .bind(t.fence.token)
+                .execute(&self.pool)
+                .await
+                .map(|r| r.rows_affected())
+        })
+        .await?;
+        Ok(affected == 1)
+    }
+
+    pub(crate) async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
+        let mut lost = Vec::new();
+        for chunk in fences.chunks(IN_CHUNK) {
+            let extended = retry_transient(is_transient, || {
+                self.fenced_update(
+                    "UPDATE jobq_jobs SET run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND",
+                    Some(lease),
+                    chunk,
+                )
+            })
+            .await?;
+            if extended < chunk.len() as u64 {
+                lost.extend(self.not_held(chunk).await?);
+            }
+        }
+        Ok(lost)
+    }
+
+    /// The fences among `fences` whose row is no longer `processing` under that token.
+    async fn not_held(&self, fences: &[Fence]) -> Result<Vec<Fence>> {
+        let ids = padded(&fences.iter().map(|f| f.id).collect::<Vec<_>>());
+        let sql = format!(
+            "SELECT id, lease_token FROM jobq_jobs WHERE status = 'processing' AND id IN ({})",
+            placeholders(ids.len())
+        );
+        let mut query = sqlx::query_as::<_, (i64, Option<i64>)>(&sql);
+        for id in &ids {
+            query = query.bind(id);
+        }
+        let held: HashSet<(i64, Option<i64>)> =
+            query.fetch_all(&self.pool).await?.into_iter().collect();
+        Ok(fences
+            .iter()
+            .filter(|f| !held.contains(&(f.id, Some(f.token))))
+            .copied()
+            .collect())
+    }
+
+    pub(crate) async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
+        retry_transient(is_transient, || self.reap_once(queue, limit)).await
+    }
+
+    async fn reap_once(&self, queue: &str, limit: u32) -> Result<u64, sqlx::Error> {
+        let mut tx = self.pool.begin_with(BEGIN_RC).await?;
+        let ids: Vec<i64> = sqlx::query_scalar(REAP_SELECT)
+            .bind(queue)
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        if ids.is_empty() {
+            tx.commit().await?;
+            return Ok(0);
+        }
+        let padded_ids = padded(&ids);
+        let sql = format!(
+            "UPDATE jobq_jobs SET \
+             last_error = CONCAT('lease expired during attempt ', attempts, ': worker ', COALESCE(claimed_by, '?'), ' stopped renewing it (crashed, killed or stalled)'), \
+             finished_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), NULL), \
+             status = IF(attempts >= max_attempts, 'failed', 'pending'), \
+             run_at = UTC_TIMESTAMP(6), lease_token = NULL \
+             WHERE id IN ({})",
+            placeholders(padded_ids.len())
+        );
+        let mut update = sqlx::query(&sql);
+        for id in &padded_ids {
+            update = update.bind(id);
+        }
+        update.execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(ids.len() as u64)
+    }
+
+    pub(crate) async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
+        let row = sqlx::query(JOB_COLUMNS)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| job_info(&row)).transpose()
+    }
+
+    pub(crate) async fn cancel(&self, id: i64) -> Result<bool> {
+        let affected = retry_transient(is_transient, || async {
+            sqlx::query(
+                "UPDATE jobq_jobs SET status = 'cancelled', finished_at = UTC_TIMESTAMP(6), lease_token = NULL \
+                 WHERE id = ? AND status IN ('pending', 'processing')",
+            )
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map(|r| r.rows_affected())
+        })
+        .await?;
+        Ok(affected == 1)
+    }
+
+    pub(crate) async fn retry(&self, id: i64) -> Result<bool> {
+        let affected = retry_transient(is_transient, || async {
+            sqlx::query(
+                "UPDATE jobq_jobs SET status = 'pending', run_at = UTC_TIMESTAMP(6), finished_at = NULL, \
+                 max_attempts = GREATEST(max_attempts, attempts + 1) \
+                 WHERE id = ? AND status IN ('failed', 'cancelled')",
+            )
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map(|r| r.rows_affected())
+        })
+        .await?;
+        Ok(affected == 1)
+    }
+}
+
+/// One idempotent INSERT on any MySQL connection (the pool's or the caller's transaction).
+pub(crate) async fn insert(conn: &mut MySqlConnection, job: &NewJob) -> Result<Enqueued, sqlx::Error> {
+    let (at, delay) = run_at_binds(job.run_at);
+    let sql = insert_sql();
+    let result = sqlx::query(sql)
+        .bind(&job.queue)
+        .bind(&job.job_name)
+        .bind(&job.payload)
+        .bind(job.priority)
+        .bind(at)
+        .bind(delay)
+        .bind(job.max_attempts)
+        .bind(&job.idempotency_key)
+        .execute(&mut *conn)
+        .await?;
+    let id = i64::try_from(result.last_insert_id()).unwrap_or(i64::MAX);
+    Ok(Enqueued {
+        id,
+        duplicate: result.rows_affected() == 2,
+    })
+}
+
+fn insert_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| format!("{INSERT_COLUMNS}{INSERT_ROW}{ON_DUPLICATE}"))
+}
+
+/// `(absolute time, delay µs)` for the `COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)` pair.
+fn run_at_binds(run_at: RunAt) -> (Option<NaiveDateTime>, i64) {
+    match run_at {
+        RunAt::Now => (None, 0),
+        RunAt::After(delay) => (None, micros(delay)),
+        RunAt::At(at) => (Some(at.naive_utc()), 0),
+    }
+}
+
+fn distinct_tokens(fences: &[Fence]) -> Vec<i64> {
+    let mut tokens: Vec<i64> = fences.iter().map(|f| f.token).collect();
+    tokens.sort_unstable();
+    tokens.dedup();
+    tokens
+}
+
+fn utc(t: NaiveDateTime) -> DateTime<Utc> {
+    t.and_utc()
+}
+
+fn job_info(row: &sqlx::mysql::MySqlRow) -> Result<JobInfo> {
+    let status: String = row.try_get("status")?;
+    Ok(JobInfo {
+        id: row.try_get("id")?,
+        queue: row.try_get("queue")?,
+        job_name: row.try_get("job_name")?,
+        payload: row.try_get("payload")?,
+        status: status.parse().map_err(Error::Invalid)?,
+        priority: row.try_get("priority")?,
+        attempts: u32::try_from(row.try_get::<i32, _>("attempts")?).unwrap_or(0),
+        max_attempts: u32::try_from(row.try_get::<i32, _>("max_attempts")?).unwrap_or(0),
+        run_at: utc(row.try_get("run_at")?),
+        idempotency_key: row.try_get("idempotency_key")?,
+        last_error: row.try_get("last_error")?,
+        claimed_by: row.try_get("claimed_by")?,
+        claimed_at: row.try_get::<Option<NaiveDateTime>, _>("claimed_at")?.map(utc),
+        created_at: utc(row.try_get("created_at")?),
+        finished_at: row.try_get::<Option<NaiveDateTime>, _>("finished_at")?.map(utc),
+    })
+}

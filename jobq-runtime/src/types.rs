@@ -1,0 +1,204 @@
+//! Public value types: enqueue options, results, and what `Jobq::job` reports.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+/// Which database a [`Jobq`](crate::Jobq) stores its jobs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Backend {
+    /// MySQL 8.0.1+ or MariaDB 10.6+.
+    MySql,
+    /// SQLite 3.35+ (a local file or memory).
+    Sqlite,
+    /// PostgreSQL 13+.
+    Postgres,
+}
+
+impl Backend {
+    /// A human name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::MySql => "MySQL/MariaDB",
+            Self::Sqlite => "SQLite",
+            Self::Postgres => "PostgreSQL",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobStatus {
+    /// Waiting for `run_at` and a free worker.
+    Pending,
+    /// Claimed by a worker; `run_at` is its lease deadline.
+    Processing,
+    /// Ran successfully.
+    Done,
+    /// Attempts exhausted, a permanent error, or a payload that does not decode.
+    Failed,
+    /// Cancelled by [`Jobq::cancel`](crate::Jobq::cancel).
+    Cancelled,
+}
+
+impl JobStatus {
+    /// The value stored in the `status` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Processing => "processing",
+            Self::Done => "done",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JobStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "pending" => Self::Pending,
+            "processing" => Self::Processing,
+            "done" => Self::Done,
+            "failed" => Self::Failed,
+            "cancelled" => Self::Cancelled,
+            other => return Err(format!("unknown job status `{other}`")),
+        })
+    }
+}
+
+/// What an enqueue did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Enqueued {
+    /// The job's id: the new row's, or the existing one's for a duplicate key.
+    pub id: i64,
+    /// `true` when a job with the same idempotency key already existed and nothing was inserted.
+    pub duplicate: bool,
+}
+
+/// Options for one enqueue: when, how urgent, where, how many attempts, which key.
+///
+/// ```
+/// use std::time::Duration;
+/// use jobq_runtime::Enqueue;
+///
+/// let opts = Enqueue::new()
+///     .delay(Duration::from_secs(60))
+///     .priority(-5)
+///     .queue("mail-bulk")
+///     .idempotency_key("welcome:42");
+/// # let _ = opts;
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Enqueue {
+    pub(crate) run_at: RunAt,
+    pub(crate) priority: Option<i16>,
+    pub(crate) queue: Option<String>,
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) idempotency_key: Option<String>,
+}
+
+/// When a job may first run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum RunAt {
+    #[default]
+    Now,
+    After(Duration),
+    At(DateTime<Utc>),
+}
+
+impl Enqueue {
+    /// The job's own defaults: run now, its queue, priority and attempt limit, its key.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Not before `delay` from now (the database's clock).
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.run_at = RunAt::After(delay);
+        self
+    }
+
+    /// Not before this instant. An instant in the past means "now".
+    pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
+        self.run_at = RunAt::At(at);
+        self
+    }
+
+    /// Smaller runs first; overrides the job's default.
+    pub fn priority(mut self, priority: i16) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Another queue than the job's default.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Another attempt limit than the job's default (at least 1).
+    pub fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// The idempotency key: if a job with this key exists, nothing is inserted
+    /// and its id is returned. Overrides the key the job's `key` template gives.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+}
+
+/// A job as stored, as [`Jobq::job`](crate::Jobq::job) reports it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct JobInfo {
+    /// Row id.
+    pub id: i64,
+    /// Queue.
+    pub queue: String,
+    /// Registered job name.
+    pub job_name: String,
+    /// The JSON payload as stored.
+    pub payload: String,
+    /// Where it is in its life.
+    pub status: JobStatus,
+    /// Smaller runs first.
+    pub priority: i16,
+    /// Attempts started so far.
+    pub attempts: u32,
+    /// Attempt limit.
+    pub max_attempts: u32,
+    /// `pending`: not before; `processing`: the lease deadline.
+    pub run_at: DateTime<Utc>,
+    /// Idempotency key, if any.
+    pub idempotency_key: Option<String>,
+    /// The message of the last failed attempt.
+    pub last_error: Option<String>,
+    /// The worker that claimed it last.
+    pub claimed_by: Option<String>,
+    /// When it was claimed last.
+    pub claimed_at: Option<DateTime<Utc>>,
+    /// When it was enqueued.
+    pub created_at: DateTime<Utc>,
+    /// When it reached `done`, `failed` or `cancelled`.
+    pub finished_at: Option<DateTime<Utc>>,
+}

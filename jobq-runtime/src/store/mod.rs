@@ -10,6 +10,8 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::types::{Enqueued, JobInfo, RunAt};
 use crate::{Backend, Result};
 
@@ -156,6 +158,13 @@ impl Store {
     /// (or `failed` when their attempts are used up); returns how many.
     pub(crate) async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
         dispatch!(self, s => s.reap(queue, limit).await)
+    }
+
+    /// Forwards the database's own wake-ups (PostgreSQL NOTIFY) for `queues`
+    /// to the in-process ones until `stop`; returns at once on backends that
+    /// have none. Polling stays on regardless: a lost listener never stalls a queue.
+    pub(crate) async fn listen(&self, queues: &[String], stop: &CancellationToken) {
+        dispatch!(self, s => s.listen(queues, stop).await)
     }
 
     pub(crate) async fn job(&self, id: i64) -> Result<Option<JobInfo>> {

@@ -384,6 +384,8 @@ impl MySqlStore {
         Ok(ids.len() as u64)
     }
 
+    pub(crate) async fn listen(&self, _queues: &[String], _stop: &tokio_util::sync::CancellationToken) {}
+
     pub(crate) async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
         let row = sqlx::query(JOB_COLUMNS)
             .bind(id)

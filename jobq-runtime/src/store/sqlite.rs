@@ -52,6 +52,8 @@ impl SqliteStore {
     pub(crate) async fn reap(&self, _queue: &str, _limit: u32) -> Result<u64> {
         missing()
     }
+    pub(crate) async fn listen(&self, _queues: &[String], _stop: &tokio_util::sync::CancellationToken) {}
+
     pub(crate) async fn job(&self, _id: i64) -> Result<Option<JobInfo>> {
         missing()
     }

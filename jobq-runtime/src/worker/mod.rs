@@ -205,6 +205,13 @@ impl Worker {
             tasks.spawn(heartbeat_loop(Arc::clone(&shared)));
         }
         tasks.spawn(reaper_loop(Arc::clone(&shared)));
+        let listener = Arc::clone(&shared);
+        tasks.spawn(async move {
+            listener
+                .store
+                .listen(&listener.queue_names, &listener.stop_background)
+                .await;
+        });
         tasks.close();
         WorkerHandle {
             shared,

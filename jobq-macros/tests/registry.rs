@@ -1,0 +1,261 @@
+//! `#[job]` fns register with the right settings and run through their registration.
+
+use std::fmt;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use jobq_runtime::{
+    DispatchError, Job, JobContext, JobMeta, Registry, RetryPolicy, State, States, job,
+};
+
+/// Records what the handlers saw.
+#[derive(Debug, Default)]
+struct Mailbox {
+    sent: Mutex<Vec<String>>,
+}
+
+/// An error a handler can return.
+#[derive(Debug)]
+struct MailError;
+
+impl fmt::Display for MailError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("mail server refused")
+    }
+}
+
+/// Sends the welcome mail.
+#[job(
+    queue = "mail",
+    priority = -5,
+    max_attempts = 8,
+    timeout = "30s",
+    backoff = exponential("2s", "10m"),
+    key = "welcome:{user_id}:{{{locale}}}"
+)]
+async fn send_welcome(
+    ctx: JobContext,
+    mailbox: State<Mailbox>,
+    user_id: u64,
+    locale: String,
+) -> Result<(), MailError> {
+    if locale == "xx" {
+        return Err(MailError);
+    }
+    mailbox
+        .sent
+        .lock()
+        .unwrap()
+        .push(format!("{} {user_id} {locale}", ctx.id()));
+    Ok(())
+}
+
+static NIGHTLY_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// Rebuilds the nightly report.
+#[job(name = "reports.nightly", retry = ["1s", "30s", "5m"])]
+async fn nightly_report() {
+    NIGHTLY_RUNS.fetch_add(1, Ordering::SeqCst);
+}
+
+static COUNTED: AtomicUsize = AtomicUsize::new(0);
+
+#[job(queue = "counters", backoff = fixed("5s"))]
+async fn count_by(ctx: &JobContext, by: usize) -> Result<(), String> {
+    assert_eq!(ctx.attempt(), 1);
+    COUNTED.fetch_add(by, Ordering::SeqCst);
+    Ok(())
+}
+
+fn context(name: &str) -> JobContext {
+    JobContext::detached(JobMeta::new(7, name, "test"))
+}
+
+fn states_with_mailbox() -> States {
+    let mut states = States::default();
+    states.insert(Mailbox::default());
+    states
+}
+
+#[test]
+fn every_job_is_registered_under_its_name() {
+    let registry = Registry::from_inventory().unwrap();
+    let names: Vec<_> = registry.iter().map(|registration| registration.name).collect();
+    assert_eq!(names, ["count_by", "reports.nightly", "send_welcome"]);
+}
+
+#[test]
+fn the_attribute_keys_become_the_registered_settings() {
+    let registry = Registry::from_inventory().unwrap();
+    let welcome = registry.get("send_welcome").unwrap();
+    assert_eq!(welcome.queue, "mail");
+    assert_eq!(welcome.priority, -5);
+    assert_eq!(welcome.max_attempts, 8);
+    assert_eq!(welcome.timeout, Some(Duration::from_secs(30)));
+    assert_eq!(
+        (welcome.retry_policy)(),
+        RetryPolicy::exponential(Duration::from_secs(2), Duration::from_secs(600))
+    );
+    assert_eq!(welcome.definition.function, "send_welcome");
+    assert_eq!(welcome.definition.module_path, "registry");
+    let states: Vec<_> = (welcome.states)().iter().map(|s| s.type_name).collect();
+    assert_eq!(states, [std::any::type_name::<Mailbox>()]);
+}
+
+#[test]
+fn keys_that_are_not_given_keep_the_trait_defaults() {
+    let registry = Registry::from_inventory().unwrap();
+    let nightly = registry.get("reports.nightly").unwrap();
+    assert_eq!(nightly.queue, jobq_runtime::DEFAULT_QUEUE);
+    assert_eq!(nightly.priority, 0);
+    assert_eq!(nightly.max_attempts, jobq_runtime::DEFAULT_MAX_ATTEMPTS);
+    assert_eq!(nightly.timeout, None);
+    assert!((nightly.states)().is_empty());
+
+    let counter = registry.get("count_by").unwrap();
+    assert_eq!(counter.queue, "counters");
+    assert_eq!(
+        (counter.retry_policy)(),
+        RetryPolicy::fixed(Duration::from_secs(5))
+    );
+}
+
+#[test]
+fn an_explicit_retry_list_becomes_a_schedule() {
+    let nightly = Registry::from_inventory()
+        .unwrap()
+        .get("reports.nightly")
+        .unwrap();
+    assert_eq!(
+        (nightly.retry_policy)().plan(5),
+        [1, 30, 300, 300].map(Duration::from_secs)
+    );
+}
+
+#[test]
+fn name_pins_the_stored_name_and_the_fn_keeps_its_own() {
+    assert_eq!(NightlyReport::NAME, "reports.nightly");
+    let nightly = Registry::from_inventory()
+        .unwrap()
+        .get("reports.nightly")
+        .unwrap();
+    assert_eq!(nightly.definition.function, "nightly_report");
+    assert!(Registry::from_inventory().unwrap().get("nightly_report").is_none());
+}
+
+#[test]
+fn the_payload_struct_has_the_payload_parameters_in_order() {
+    let job = SendWelcome::new(42, "en".into());
+    assert_eq!(job.user_id, 42);
+    assert_eq!(job.locale, "en");
+    let json = serde_json::to_string(&job).unwrap();
+    assert_eq!(json, r#"{"user_id":42,"locale":"en"}"#);
+    let back: SendWelcome = serde_json::from_str(&json).unwrap();
+    assert_eq!((back.user_id, back.locale), (42, "en".to_owned()));
+}
+
+#[test]
+fn a_job_without_payload_parameters_is_an_empty_json_object() {
+    assert_eq!(serde_json::to_string(&NightlyReport::new()).unwrap(), "{}");
+    let _: NightlyReport = serde_json::from_str("{}").unwrap();
+}
+
+#[test]
+fn the_key_template_renders_from_the_payload_fields() {
+    let job = SendWelcome::new(42, "en".into());
+    assert_eq!(job.idempotency_key().as_deref(), Some("welcome:42:{en}"));
+    assert_eq!(NightlyReport::new().idempotency_key(), None);
+}
+
+#[tokio::test]
+async fn running_a_registration_decodes_the_payload_and_calls_the_fn() {
+    let registry = Registry::from_inventory().unwrap();
+    let welcome = registry.get("send_welcome").unwrap();
+    let states = states_with_mailbox();
+    let json = serde_json::to_string(&SendWelcome::new(42, "en".into())).unwrap();
+    let future = (welcome.run)(context("send_welcome"), &json, &states).unwrap();
+    future.await.unwrap();
+    let mailbox: State<Mailbox> = states.get().unwrap();
+    assert_eq!(*mailbox.sent.lock().unwrap(), ["7 42 en"]);
+}
+
+#[tokio::test]
+async fn a_job_taking_a_context_reference_and_no_state_runs() {
+    let counter = Registry::from_inventory().unwrap().get("count_by").unwrap();
+    let before = COUNTED.load(Ordering::SeqCst);
+    let future = (counter.run)(context("count_by"), r#"{"by":3}"#, &States::default()).unwrap();
+    future.await.unwrap();
+    assert_eq!(COUNTED.load(Ordering::SeqCst), before + 3);
+}
+
+#[tokio::test]
+async fn a_job_without_parameters_runs_from_an_empty_object() {
+    let nightly = Registry::from_inventory()
+        .unwrap()
+        .get("reports.nightly")
+        .unwrap();
+    let before = NIGHTLY_RUNS.load(Ordering::SeqCst);
+    (nightly.run)(context("reports.nightly"), "{}", &States::default())
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(NIGHTLY_RUNS.load(Ordering::SeqCst), before + 1);
+}
+
+#[tokio::test]
+async fn an_error_returned_by_the_fn_becomes_the_attempt_error() {
+    let welcome = Registry::from_inventory()
+        .unwrap()
+        .get("send_welcome")
+        .unwrap();
+    let json = r#"{"user_id":1,"locale":"xx"}"#;
+    let error = (welcome.run)(context("send_welcome"), json, &states_with_mailbox())
+        .unwrap()
+        .await
+        .unwrap_err();
+    assert_eq!(error.message(), "mail server refused");
+}
+
+#[test]
+fn a_missing_state_is_a_dispatch_error_naming_the_type() {
+    let welcome = Registry::from_inventory()
+        .unwrap()
+        .get("send_welcome")
+        .unwrap();
+    let json = r#"{"user_id":1,"locale":"en"}"#;
+    let Err(error) = (welcome.run)(context("send_welcome"), json, &States::default()) else {
+        panic!("a job whose state is missing must not start");
+    };
+    match error {
+        DispatchError::MissingState { job, type_name } => {
+            assert_eq!(job, "send_welcome");
+            assert_eq!(type_name, std::any::type_name::<Mailbox>());
+        }
+        other => panic!("expected MissingState, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_bad_payload_is_a_dispatch_error_naming_the_job() {
+    let nightly = Registry::from_inventory()
+        .unwrap()
+        .get("reports.nightly")
+        .unwrap();
+    let Err(error) = (nightly.run)(context("reports.nightly"), "[1, 2]", &States::default())
+    else {
+        panic!("a bad payload must not start the job");
+    };
+    assert!(
+        matches!(error, DispatchError::Payload { job: "reports.nightly", .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("`reports.nightly`"), "{error}");
+}
+
+#[tokio::test]
+async fn the_fn_stays_callable_as_written() {
+    let before = COUNTED.load(Ordering::SeqCst);
+    count_by(&context("count_by"), 2).await.unwrap();
+    assert_eq!(COUNTED.load(Ordering::SeqCst), before + 2);
+}

@@ -68,9 +68,7 @@ fn payload_struct(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
     let types: Vec<_> = fields.iter().map(|(_, ty)| ty).collect();
 
     // With no fields, `new()` would trip `clippy::new_without_default`.
-    let default = fields
-        .is_empty()
-        .then(|| quote!(::core::default::Default,));
+    let default = fields.is_empty().then(|| quote!(::core::default::Default,));
     let dead_code = (!matches!(vis, Visibility::Public(_))).then(|| quote!(#[allow(dead_code)]));
     let many_args = (fields.len() > 7).then(|| quote!(#[allow(clippy::too_many_arguments)]));
     let new_doc = format!(" The payload of a call of {link} with these arguments.");

@@ -7,7 +7,7 @@ use jobq_core::Job;
 use sqlx::{MySqlConnection, MySqlPool, PgConnection, PgPool, SqliteConnection, SqlitePool};
 
 use crate::store::{self, MySqlStore, NewJob, PgStore, SqliteStore, Store};
-use crate::types::{Enqueue, Enqueued, JobInfo, RunAt};
+use crate::types::{Enqueue, Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result, wakeup};
 
 /// Longest queue name, in bytes.
@@ -74,7 +74,9 @@ impl Jobq {
 
     /// Uses an existing SQLite pool (it should have WAL and a busy timeout).
     pub async fn from_sqlite_pool(pool: SqlitePool) -> Result<Self> {
-        Ok(Self::new(Store::Sqlite(SqliteStore::from_pool(pool).await?)))
+        Ok(Self::new(Store::Sqlite(
+            SqliteStore::from_pool(pool).await?,
+        )))
     }
 
     /// Uses an existing PostgreSQL pool.
@@ -159,10 +161,22 @@ impl Jobq {
         &self,
         jobs: impl IntoIterator<Item = J>,
     ) -> Result<Vec<Enqueued>> {
+        self.enqueue_many_with(jobs.into_iter().map(|job| (job, Enqueue::new())))
+            .await
+    }
+
+    /// [`enqueue_many`](Self::enqueue_many) with options per job.
+    pub async fn enqueue_many_with<J: Job>(
+        &self,
+        jobs: impl IntoIterator<Item = (J, Enqueue)>,
+    ) -> Result<Vec<Enqueued>> {
         let rows = jobs
             .into_iter()
-            .map(|job| self.row(&job, Enqueue::new()))
+            .map(|(job, options)| self.row(&job, options))
             .collect::<Result<Vec<_>>>()?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
         let enqueued = self.store().enqueue_many(&rows).await?;
         let mut queues: Vec<&str> = rows.iter().map(|r| r.queue.as_str()).collect();
         queues.sort_unstable();
@@ -188,7 +202,12 @@ impl Jobq {
     }
 
     /// [`enqueue_in`](Self::enqueue_in) with options.
-    pub async fn enqueue_in_with<'c, C, J>(&self, conn: C, job: J, options: Enqueue) -> Result<Enqueued>
+    pub async fn enqueue_in_with<'c, C, J>(
+        &self,
+        conn: C,
+        job: J,
+        options: Enqueue,
+    ) -> Result<Enqueued>
     where
         C: EnqueueConnection<'c>,
         J: Job,
@@ -217,6 +236,11 @@ impl Jobq {
     /// The job with this id, as stored.
     pub async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
         self.store().job(id).await
+    }
+
+    /// How many jobs of `queue` are in each status.
+    pub async fn counts(&self, queue: &str) -> Result<QueueCounts> {
+        self.store().counts(queue).await
     }
 
     /// Cancels a `pending` or `processing` job; `false` if it was neither.

@@ -202,3 +202,26 @@ pub struct JobInfo {
     /// When it reached `done`, `failed` or `cancelled`.
     pub finished_at: Option<DateTime<Utc>>,
 }
+
+/// How many jobs of one queue are in each status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueCounts {
+    /// Waiting to run.
+    pub pending: u64,
+    /// Claimed by a worker.
+    pub processing: u64,
+    /// Succeeded.
+    pub done: u64,
+    /// Failed for good.
+    pub failed: u64,
+    /// Cancelled.
+    pub cancelled: u64,
+}
+
+impl QueueCounts {
+    /// All jobs of the queue.
+    pub fn total(&self) -> u64 {
+        self.pending + self.processing + self.done + self.failed + self.cancelled
+    }
+}

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::types::{Enqueued, JobInfo, RunAt};
+use crate::types::{Enqueued, JobInfo, JobStatus, QueueCounts, RunAt};
 use crate::{Backend, Result};
 
 pub(crate) mod mysql;
@@ -171,6 +171,39 @@ impl Store {
         dispatch!(self, s => s.job(id).await)
     }
 
+    /// How many jobs of `queue` are in each status.
+    pub(crate) async fn counts(&self, queue: &str) -> Result<QueueCounts> {
+        const SQL: &str = "SELECT status, COUNT(*) FROM jobq_jobs WHERE queue = ? GROUP BY status";
+        let rows: Vec<(String, i64)> = match self {
+            // An ENUM with a binary collation is reported as BINARY: read it as text.
+            Self::MySql(s) => {
+                sqlx::query_as(&SQL.replacen("status", "CAST(status AS CHAR)", 1))
+                    .bind(queue)
+                    .fetch_all(s.pool())
+                    .await?
+            }
+            Self::Sqlite(s) => sqlx::query_as(SQL).bind(queue).fetch_all(s.pool()).await?,
+            Self::Postgres(s) => {
+                sqlx::query_as(&SQL.replace('?', "$1"))
+                    .bind(queue)
+                    .fetch_all(s.pool())
+                    .await?
+            }
+        };
+        let mut counts = QueueCounts::default();
+        for (status, n) in rows {
+            let n = u64::try_from(n).unwrap_or(0);
+            match status.parse::<JobStatus>().map_err(crate::Error::Invalid)? {
+                JobStatus::Pending => counts.pending = n,
+                JobStatus::Processing => counts.processing = n,
+                JobStatus::Done => counts.done = n,
+                JobStatus::Failed => counts.failed = n,
+                JobStatus::Cancelled => counts.cancelled = n,
+            }
+        }
+        Ok(counts)
+    }
+
     pub(crate) async fn cancel(&self, id: i64) -> Result<bool> {
         dispatch!(self, s => s.cancel(id).await)
     }
@@ -207,7 +240,11 @@ where
             Err(error) if attempt < 8 && transient(&error) => {
                 attempt += 1;
                 INTERNAL_RETRIES.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(error = &error as &dyn std::error::Error, attempt, "retrying after a transient database error");
+                tracing::debug!(
+                    error = &error as &dyn std::error::Error,
+                    attempt,
+                    "retrying after a transient database error"
+                );
                 let pause_ms = rand::random_range(1..=(5u64 << attempt.min(5)));
                 tokio::time::sleep(Duration::from_millis(pause_ms)).await;
             }

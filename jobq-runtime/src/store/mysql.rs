@@ -32,15 +32,16 @@ use crate::{Error, Result};
 const BEGIN_RC: &str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
 
 /// Session settings for connections jobq opens itself.
-const SESSION_SETUP: &str =
-    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 5";
+const SESSION_SETUP: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 5";
 
 const INSERT_COLUMNS: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at) VALUES ";
 const INSERT_ROW: &str =
     "(?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), ?, ?, UTC_TIMESTAMP(6))";
-const ON_DUPLICATE: &str = " ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), dedupe_hits = dedupe_hits + 1";
+const ON_DUPLICATE: &str =
+    " ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), dedupe_hits = dedupe_hits + 1";
 
-const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_attempts, idempotency_key \
+/// The claim's locking read.
+pub const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_attempts, idempotency_key \
      FROM jobq_jobs \
      WHERE queue = ? AND status = 'pending' AND run_at <= UTC_TIMESTAMP(6) \
      ORDER BY priority, run_at, id \
@@ -68,6 +69,36 @@ const JOB_COLUMNS: &str = "SELECT id, queue, job_name, payload, status, priority
 const INSERT_CHUNK: usize = 500;
 /// Ids per IN-list of a settle or heartbeat.
 const IN_CHUNK: usize = 1024;
+
+/// Text from a column with a binary collation (`utf8mb4_bin`: keys and names
+/// compare byte for byte), which the driver reports as binary and will not
+/// decode as `String`.
+struct Text(String);
+
+impl sqlx::Type<sqlx::MySql> for Text {
+    fn type_info() -> sqlx::mysql::MySqlTypeInfo {
+        <str as sqlx::Type<sqlx::MySql>>::type_info()
+    }
+
+    fn compatible(ty: &sqlx::mysql::MySqlTypeInfo) -> bool {
+        <[u8] as sqlx::Type<sqlx::MySql>>::compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::MySql> for Text {
+    fn decode(value: sqlx::mysql::MySqlValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        let bytes = <&[u8] as sqlx::Decode<sqlx::MySql>>::decode(value)?;
+        Ok(Self(std::str::from_utf8(bytes)?.to_owned()))
+    }
+}
+
+fn text(row: &sqlx::mysql::MySqlRow, column: &str) -> Result<String, sqlx::Error> {
+    Ok(row.try_get::<Text, _>(column)?.0)
+}
+
+fn opt_text(row: &sqlx::mysql::MySqlRow, column: &str) -> Result<Option<String>, sqlx::Error> {
+    Ok(row.try_get::<Option<Text>, _>(column)?.map(|t| t.0))
+}
 
 /// Deadlock, lock wait timeout, and MariaDB's snapshot-isolation conflict.
 fn is_transient(error: &sqlx::Error) -> bool {
@@ -116,7 +147,9 @@ impl MySqlStore {
     }
 
     pub(crate) async fn migrate(&self) -> Result<()> {
-        sqlx::migrate!("../migrations/mysql").run(&self.pool).await?;
+        sqlx::migrate!("../migrations/mysql")
+            .run(&self.pool)
+            .await?;
         Ok(())
     }
 
@@ -150,8 +183,11 @@ impl MySqlStore {
             }
             sql.push_str(INSERT_ROW);
         }
-        sql.push_str(" ON DUPLICATE KEY UPDATE dedupe_hits = dedupe_hits + 1 RETURNING id, dedupe_hits");
-        let mut query = sqlx::query_as::<_, (i64, i32)>(&sql).persistent(chunk.len() == INSERT_CHUNK);
+        sql.push_str(
+            " ON DUPLICATE KEY UPDATE dedupe_hits = dedupe_hits + 1 RETURNING id, dedupe_hits",
+        );
+        let mut query =
+            sqlx::query_as::<_, (i64, i32)>(&sql).persistent(chunk.len() == INSERT_CHUNK);
         for job in chunk {
             let (at, delay) = run_at_binds(job.run_at);
             query = query
@@ -193,7 +229,10 @@ impl MySqlStore {
         lease: Duration,
         worker: &str,
     ) -> Result<Vec<ClaimedJob>> {
-        retry_transient(is_transient, || self.claim_once(queue, limit, lease, worker)).await
+        retry_transient(is_transient, || {
+            self.claim_once(queue, limit, lease, worker)
+        })
+        .await
     }
 
     async fn claim_once(
@@ -204,12 +243,11 @@ impl MySqlStore {
         worker: &str,
     ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
         let mut tx = self.pool.begin_with(BEGIN_RC).await?;
-        let rows: Vec<(i64, String, String, i32, i32, Option<String>)> =
-            sqlx::query_as(CLAIM_SELECT)
-                .bind(queue)
-                .bind(limit)
-                .fetch_all(&mut *tx)
-                .await?;
+        let rows: Vec<(i64, Text, Text, i32, i32, Option<Text>)> = sqlx::query_as(CLAIM_SELECT)
+            .bind(queue)
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
         if rows.is_empty() {
             tx.commit().await?;
             return Ok(Vec::new());
@@ -222,7 +260,10 @@ impl MySqlStore {
              WHERE id IN ({})",
             placeholders(ids.len())
         );
-        let mut update = sqlx::query(&sql).bind(token).bind(micros(lease)).bind(worker);
+        let mut update = sqlx::query(&sql)
+            .bind(token)
+            .bind(micros(lease))
+            .bind(worker);
         for id in &ids {
             update = update.bind(id);
         }
@@ -233,11 +274,11 @@ impl MySqlStore {
             .map(
                 |(id, job_name, payload, attempts, max_attempts, idempotency_key)| ClaimedJob {
                     id,
-                    job_name,
-                    payload,
+                    job_name: job_name.0,
+                    payload: payload.0,
                     attempt: u32::try_from(attempts + 1).unwrap_or(u32::MAX),
                     max_attempts: u32::try_from(max_attempts).unwrap_or(1),
-                    idempotency_key,
+                    idempotency_key: idempotency_key.map(|k| k.0),
                     token,
                 },
             )
@@ -384,7 +425,12 @@ impl MySqlStore {
         Ok(ids.len() as u64)
     }
 
-    pub(crate) async fn listen(&self, _queues: &[String], _stop: &tokio_util::sync::CancellationToken) {}
+    pub(crate) async fn listen(
+        &self,
+        _queues: &[String],
+        _stop: &tokio_util::sync::CancellationToken,
+    ) {
+    }
 
     pub(crate) async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
         let row = sqlx::query(JOB_COLUMNS)
@@ -427,7 +473,10 @@ impl MySqlStore {
 }
 
 /// One idempotent INSERT on any MySQL connection (the pool's or the caller's transaction).
-pub(crate) async fn insert(conn: &mut MySqlConnection, job: &NewJob) -> Result<Enqueued, sqlx::Error> {
+pub(crate) async fn insert(
+    conn: &mut MySqlConnection,
+    job: &NewJob,
+) -> Result<Enqueued, sqlx::Error> {
     let (at, delay) = run_at_binds(job.run_at);
     let sql = insert_sql();
     let result = sqlx::query(sql)
@@ -474,22 +523,26 @@ fn utc(t: NaiveDateTime) -> DateTime<Utc> {
 }
 
 fn job_info(row: &sqlx::mysql::MySqlRow) -> Result<JobInfo> {
-    let status: String = row.try_get("status")?;
+    let status = text(row, "status")?;
     Ok(JobInfo {
         id: row.try_get("id")?,
-        queue: row.try_get("queue")?,
-        job_name: row.try_get("job_name")?,
-        payload: row.try_get("payload")?,
+        queue: text(row, "queue")?,
+        job_name: text(row, "job_name")?,
+        payload: text(row, "payload")?,
         status: status.parse().map_err(Error::Invalid)?,
         priority: row.try_get("priority")?,
         attempts: u32::try_from(row.try_get::<i32, _>("attempts")?).unwrap_or(0),
         max_attempts: u32::try_from(row.try_get::<i32, _>("max_attempts")?).unwrap_or(0),
         run_at: utc(row.try_get("run_at")?),
-        idempotency_key: row.try_get("idempotency_key")?,
-        last_error: row.try_get("last_error")?,
-        claimed_by: row.try_get("claimed_by")?,
-        claimed_at: row.try_get::<Option<NaiveDateTime>, _>("claimed_at")?.map(utc),
+        idempotency_key: opt_text(row, "idempotency_key")?,
+        last_error: opt_text(row, "last_error")?,
+        claimed_by: opt_text(row, "claimed_by")?,
+        claimed_at: row
+            .try_get::<Option<NaiveDateTime>, _>("claimed_at")?
+            .map(utc),
         created_at: utc(row.try_get("created_at")?),
-        finished_at: row.try_get::<Option<NaiveDateTime>, _>("finished_at")?.map(utc),
+        finished_at: row
+            .try_get::<Option<NaiveDateTime>, _>("finished_at")?
+            .map(utc),
     })
 }

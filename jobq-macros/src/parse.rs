@@ -181,7 +181,10 @@ impl RawArgs {
     fn parse_key(&mut self, meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<()> {
         let Some(key) = meta.path.get_ident().map(Ident::unraw) else {
             let value = meta.value()?.parse::<Expr>();
-            errors.at(&meta.path, unknown_key(&meta.path.to_token_stream().to_string()));
+            errors.at(
+                &meta.path,
+                unknown_key(&meta.path.to_token_stream().to_string()),
+            );
             return value.map(drop);
         };
         let name = key.to_string();
@@ -456,7 +459,10 @@ fn schedule(value: &Expr, errors: &mut Errors) -> Option<Retry> {
             duration(&lit, errors)
         })
         .collect();
-    delays.into_iter().collect::<Option<_>>().map(Retry::Schedule)
+    delays
+        .into_iter()
+        .collect::<Option<_>>()
+        .map(Retry::Schedule)
 }
 
 /// `crate = path` or `crate = "path"`.

@@ -81,7 +81,10 @@ fn states_with_mailbox() -> States {
 #[test]
 fn every_job_is_registered_under_its_name() {
     let registry = Registry::from_inventory().unwrap();
-    let names: Vec<_> = registry.iter().map(|registration| registration.name).collect();
+    let names: Vec<_> = registry
+        .iter()
+        .map(|registration| registration.name)
+        .collect();
     assert_eq!(names, ["count_by", "reports.nightly", "send_welcome"]);
 }
 
@@ -141,7 +144,12 @@ fn name_pins_the_stored_name_and_the_fn_keeps_its_own() {
         .get("reports.nightly")
         .unwrap();
     assert_eq!(nightly.definition.function, "nightly_report");
-    assert!(Registry::from_inventory().unwrap().get("nightly_report").is_none());
+    assert!(
+        Registry::from_inventory()
+            .unwrap()
+            .get("nightly_report")
+            .is_none()
+    );
 }
 
 #[test]
@@ -242,12 +250,17 @@ fn a_bad_payload_is_a_dispatch_error_naming_the_job() {
         .unwrap()
         .get("reports.nightly")
         .unwrap();
-    let Err(error) = (nightly.run)(context("reports.nightly"), "[1, 2]", &States::default())
-    else {
+    let Err(error) = (nightly.run)(context("reports.nightly"), "[1, 2]", &States::default()) else {
         panic!("a bad payload must not start the job");
     };
     assert!(
-        matches!(error, DispatchError::Payload { job: "reports.nightly", .. }),
+        matches!(
+            error,
+            DispatchError::Payload {
+                job: "reports.nightly",
+                ..
+            }
+        ),
         "{error:?}"
     );
     assert!(error.to_string().contains("`reports.nightly`"), "{error}");

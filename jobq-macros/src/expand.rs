@@ -35,7 +35,9 @@ fn generate(model: &Model) -> TokenStream {
     let payload_struct = payload_struct(model, &cfgs);
     let job_impl = job_impl(model, &cfgs);
     let registration = registration(model, &cfgs);
+    // `#[job]` requires `async` even of a body that awaits nothing.
     quote! {
+        #[allow(clippy::unused_async)]
         #func
         #payload_checks
         #payload_struct

@@ -187,9 +187,13 @@ fn job_impl(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
             let text = key.format.value().replace("{{", "{").replace("}}", "}");
             quote!(::std::string::String::from(#text))
         } else {
-            let format = &key.format;
-            let args = &key.args;
             // Spanned on the template, so a field that is not `Display` is reported there.
+            let format = &key.format;
+            let args = key.args.iter().map(|field| {
+                let mut field = field.clone();
+                field.set_span(format.span());
+                field
+            });
             quote_spanned!(format.span()=> ::std::format!(#format, #(self.#args),*))
         };
         quote! {

@@ -31,14 +31,40 @@ pub(crate) fn token_stream_with_error(mut item: TokenStream, error: syn::Error) 
 fn generate(model: &Model) -> TokenStream {
     let func = &model.func;
     let cfgs: Vec<_> = parse::cfgs(&func.attrs).collect();
+    let payload_checks = payload_checks(model, &cfgs);
     let payload_struct = payload_struct(model, &cfgs);
     let job_impl = job_impl(model, &cfgs);
     let registration = registration(model, &cfgs);
+    // `#[job]` requires `async` even of a body that awaits nothing.
     quote! {
+        #[allow(clippy::unused_async)]
         #func
+        #payload_checks
         #payload_struct
         #job_impl
         #registration
+    }
+}
+
+/// Asserts that each payload field's type can be stored, spanned on the type.
+///
+/// Emitted first, so the first error about a field that is not serde-able is
+/// `PayloadField`'s "cannot be a payload field of a `#[job]` fn", on the
+/// parameter; the errors from the derives that follow point at it too.
+fn payload_checks(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
+    if model.fields().next().is_none() {
+        return TokenStream::new();
+    }
+    let krate = &model.krate;
+    let checks = model.fields().map(|(_, ty)| {
+        quote_spanned! {ty.span()=> __jobq_payload_field::<#ty>();}
+    });
+    quote! {
+        #(#cfgs)*
+        const _: fn() = || {
+            fn __jobq_payload_field<T: #krate::__private::PayloadField>() {}
+            #(#checks)*
+        };
     }
 }
 
@@ -62,7 +88,7 @@ fn payload_struct(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
     let fields: Vec<_> = model.fields().collect();
     let field_defs = fields.iter().map(|(ident, ty)| {
         let doc = format!(" The `{}` argument of {link}.", ident.unraw());
-        quote!(#[doc = #doc] #vis #ident: #ty)
+        quote_spanned!(ident.span()=> #[doc = #doc] #vis #ident: #ty)
     });
     let idents: Vec<_> = fields.iter().map(|(ident, _)| ident).collect();
     let types: Vec<_> = fields.iter().map(|(_, ty)| ty).collect();
@@ -161,9 +187,13 @@ fn job_impl(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
             let text = key.format.value().replace("{{", "{").replace("}}", "}");
             quote!(::std::string::String::from(#text))
         } else {
-            let format = &key.format;
-            let args = &key.args;
             // Spanned on the template, so a field that is not `Display` is reported there.
+            let format = &key.format;
+            let args = key.args.iter().map(|field| {
+                let mut field = field.clone();
+                field.set_span(format.span());
+                field
+            });
             quote_spanned!(format.span()=> ::std::format!(#format, #(self.#args),*))
         };
         quote! {
@@ -275,29 +305,11 @@ fn registration(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
         });
     };
 
-    // Payload types must be storable: checked on each type, so the error
-    // lands on the parameter that is not.
-    let payload_checks = model.fields().map(|(_, ty)| {
-        quote_spanned! {ty.span()=> __jobq_assert_payload::<#ty>();}
-    });
     let line = quote_spanned!(fn_ident.span()=> ::core::line!());
 
     quote! {
         #(#cfgs)*
         const _: () = {
-            const _: fn() = || {
-                fn __jobq_assert_payload<T>()
-                where
-                    T: #private::serde::Serialize
-                        + #private::serde::de::DeserializeOwned
-                        + ::core::marker::Send
-                        + ::core::marker::Sync
-                        + 'static,
-                {
-                }
-                #(#payload_checks)*
-            };
-
             #[allow(deprecated)]
             fn __jobq_run(
                 #ctx_param: #private::JobContext,

@@ -788,7 +788,7 @@ pub(crate) fn cfgs(attrs: &[Attribute]) -> impl Iterator<Item = &Attribute> {
     attrs.iter().filter(|attr| attr.path().is_ident("cfg"))
 }
 
-/// A fresh local name that cannot collide with the user's items.
+/// A local of the generated code: `__jobq_{name}`, mixed-site, so user locals never see it.
 pub(crate) fn local(name: &str) -> Ident {
     format_ident!("__jobq_{}", name, span = Span::mixed_site())
 }

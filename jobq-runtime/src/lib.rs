@@ -78,4 +78,18 @@ pub mod __private {
     };
     pub use ::serde;
     pub use ::serde_json;
+
+    /// What a payload field's type must be; `#[job]` asserts it on each
+    /// payload parameter, so a type that is not storable is reported there.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` cannot be a payload field of a `#[job]` fn",
+        label = "payload fields must be `Serialize + DeserializeOwned + Send + Sync + 'static`",
+        note = "the payload is stored as JSON: derive `serde::Serialize` and `serde::Deserialize` for `{Self}`, or, if the worker should provide it, take it as `State<{Self}>`"
+    )]
+    pub trait PayloadField {}
+
+    impl<T> PayloadField for T where
+        T: ::serde::Serialize + ::serde::de::DeserializeOwned + Send + Sync + 'static
+    {
+    }
 }

@@ -1,0 +1,49 @@
+//! Two `#[job]`s that claim one stored name make the registry fail to build.
+
+use jobq_runtime::{Registry, RegistryError, job};
+
+mod billing {
+    use super::job;
+
+    #[job(name = "charge")]
+    pub(crate) async fn charge_card(cents: u64) {
+        let _ = cents;
+    }
+}
+
+mod legacy {
+    use super::job;
+
+    #[job(name = "charge")]
+    pub(crate) async fn charge_invoice(invoice: String) {
+        let _ = invoice;
+    }
+}
+
+#[test]
+fn a_duplicate_name_is_an_error_naming_both_definitions() {
+    let error = Registry::from_inventory().unwrap_err();
+    let RegistryError::DuplicateName {
+        name,
+        first,
+        second,
+    } = &error
+    else {
+        panic!("expected DuplicateName, got {error:?}");
+    };
+    assert_eq!(*name, "charge");
+    let mut functions = [first.function, second.function];
+    functions.sort_unstable();
+    assert_eq!(functions, ["charge_card", "charge_invoice"]);
+
+    let message = error.to_string();
+    assert!(
+        message.contains("`duplicate::billing::charge_card`"),
+        "{message}"
+    );
+    assert!(
+        message.contains("`duplicate::legacy::charge_invoice`"),
+        "{message}"
+    );
+    assert!(message.contains("tests/duplicate.rs:"), "{message}");
+}

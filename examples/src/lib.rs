@@ -1,0 +1,1 @@
+//! Runnable examples of jobq: see `examples/` (`cargo run -p jobq-examples --example quickstart`).

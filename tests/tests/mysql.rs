@@ -1,0 +1,152 @@
+//! MySQL/MariaDB promises that depend on the dialect: the claim is served by
+//! the claim index without a filesort, so concurrent claimers skip each
+//! other's rows instead of waiting or seeing an empty queue; jobq's sessions
+//! run at READ COMMITTED whatever the server default.
+
+use std::time::{Duration, Instant};
+
+use jobq_runtime::{Enqueue, JobContext, JobStatus, Worker, job};
+use jobq_tests::{TestDb, unique_queue, wait_until};
+use sqlx::{Connection, Executor, MySqlConnection, Row};
+
+#[job(name = "mysql_noop")]
+async fn noop(ctx: &JobContext, n: u64) {
+    let _ = (ctx, n);
+}
+
+async fn seed(db: &TestDb, queue: &str, n: u64) -> Vec<i64> {
+    let jobq = db.jobq().await;
+    let rows = (0..n).map(|i| (Noop::new(i), Enqueue::new().queue(queue)));
+    jobq.enqueue_many_with(rows)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect()
+}
+
+async fn session(db: &TestDb) -> MySqlConnection {
+    let mut conn = MySqlConnection::connect(db.url()).await.unwrap();
+    conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 3")
+        .await
+        .unwrap();
+    conn
+}
+
+async fn claim(conn: &mut MySqlConnection, queue: &str, limit: u32) -> Vec<i64> {
+    sqlx::query(jobq_runtime::__sql::MYSQL_CLAIM)
+        .bind(queue)
+        .bind(limit)
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<i64, _>(0))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_claim_is_served_by_the_claim_index_without_a_filesort() {
+    let Some(db) = TestDb::mysql() else { return };
+    let queue = unique_queue("explain");
+    seed(&db, &queue, 300).await;
+    seed(&db, &unique_queue("explain-other"), 300).await;
+    let mut conn = session(&db).await;
+    conn.execute("ANALYZE TABLE jobq_jobs").await.unwrap();
+    let explain = format!("EXPLAIN {}", jobq_runtime::__sql::MYSQL_CLAIM);
+    let rows = sqlx::query(&explain)
+        .bind(&queue)
+        .bind(10u32)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let key: Option<String> = rows[0]
+        .try_get::<Option<Vec<u8>>, _>("key")
+        .unwrap()
+        .map(|k| String::from_utf8(k).unwrap());
+    let extra: String = rows[0]
+        .try_get::<Option<Vec<u8>>, _>("Extra")
+        .unwrap()
+        .map(|k| String::from_utf8(k).unwrap())
+        .unwrap_or_default();
+    assert_eq!(key.as_deref(), Some("jobq_jobs_claim"), "extra: {extra}");
+    assert!(!extra.contains("filesort"), "the claim must not filesort: {extra}");
+}
+
+#[tokio::test]
+async fn a_second_claimer_gets_the_next_rows_at_once_while_the_first_holds_its_own() {
+    let Some(db) = TestDb::mysql() else { return };
+    let queue = unique_queue("skip");
+    let ids = seed(&db, &queue, 6).await;
+    let mut first = session(&db).await;
+    let mut second = session(&db).await;
+    let mut tx1 = first.begin().await.unwrap();
+    let held = claim(&mut tx1, &queue, 2).await;
+    assert_eq!(held, ids[..2]);
+    let started = Instant::now();
+    let mut tx2 = second.begin().await.unwrap();
+    let next = claim(&mut tx2, &queue, 2).await;
+    let waited = started.elapsed();
+    assert_eq!(next, ids[2..4], "the next rows, not zero");
+    assert!(waited < Duration::from_millis(500), "no lock wait: {waited:?}");
+    tx2.rollback().await.unwrap();
+
+    // The real worker drains everything the open transaction does not hold.
+    let jobq = db.jobq().await;
+    let handle = Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 4)
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .unwrap()
+        .start();
+    wait_until("the four unlocked jobs are done", Duration::from_secs(10), || async {
+        jobq.counts(&queue).await.unwrap().done == 4
+    })
+    .await;
+    for id in &ids[..2] {
+        assert_eq!(jobq.job(*id).await.unwrap().unwrap().status, JobStatus::Pending);
+    }
+    tx1.rollback().await.unwrap();
+    wait_until("the rest are done after the lock is released", Duration::from_secs(10), || async {
+        jobq.counts(&queue).await.unwrap().done == 6
+    })
+    .await;
+    handle.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test]
+async fn jobq_sessions_run_at_read_committed() {
+    let Some(db) = TestDb::mysql() else { return };
+    let jobq = db.jobq().await;
+    let level: String = sqlx::query_scalar("SELECT CAST(@@SESSION.tx_isolation AS CHAR)")
+        .fetch_one(jobq.mysql_pool().unwrap())
+        .await
+        .or_else(|_| -> Result<String, sqlx::Error> { Ok(String::new()) })
+        .unwrap();
+    let level = if level.is_empty() {
+        sqlx::query_scalar("SELECT CAST(@@SESSION.transaction_isolation AS CHAR)")
+            .fetch_one(jobq.mysql_pool().unwrap())
+            .await
+            .unwrap()
+    } else {
+        level
+    };
+    assert_eq!(level, "READ-COMMITTED");
+}
+
+#[tokio::test]
+async fn many_processes_can_migrate_at_once() {
+    let Some(db) = TestDb::mysql() else { return };
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let url = db.url().to_owned();
+        tasks.push(tokio::spawn(async move {
+            let jobq = jobq_runtime::Jobq::connect_with(&url, 1).await.unwrap();
+            jobq.migrate().await
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+}

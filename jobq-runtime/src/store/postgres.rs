@@ -102,7 +102,8 @@ const TRANSITION: &str = "UPDATE jobq_jobs SET status = $1,
        lease_token = NULL
  WHERE id = $5 AND lease_token = $6 AND status = 'processing'";
 
-const CANCEL: &str = "UPDATE jobq_jobs SET status = 'cancelled', finished_at = now(), lease_token = NULL
+const CANCEL: &str = "UPDATE jobq_jobs
+   SET status = 'cancelled', finished_at = now(), lease_token = NULL
  WHERE id = $1 AND status IN ('pending', 'processing')";
 
 const RETRY: &str = "UPDATE jobq_jobs SET status = 'pending', run_at = now(), finished_at = NULL,
@@ -150,7 +151,9 @@ impl PgStore {
     }
 
     pub(crate) async fn migrate(&self) -> Result<()> {
-        sqlx::migrate!("../migrations/postgres").run(&self.pool).await?;
+        sqlx::migrate!("../migrations/postgres")
+            .run(&self.pool)
+            .await?;
         Ok(())
     }
 
@@ -236,7 +239,10 @@ impl PgStore {
             .into_iter()
             .map(|(slot, repeat)| {
                 let enqueued = stored.get(slot).copied().flatten().ok_or_else(|| {
-                    sqlx::Error::Protocol(format!("enqueue_many returned no row for input {}", slot + 1))
+                    sqlx::Error::Protocol(format!(
+                        "enqueue_many returned no row for input {}",
+                        slot + 1
+                    ))
                 })?;
                 Ok(Enqueued {
                     id: enqueued.id,
@@ -472,7 +478,9 @@ async fn forward_notifications(
                 }
             }
             None => {
-                tracing::warn!("the PostgreSQL notification connection was lost and has been re-established");
+                tracing::warn!(
+                    "the PostgreSQL notification connection was lost and has been re-established"
+                );
                 wake_all(queues);
             }
         }

@@ -227,29 +227,29 @@ impl PgStore {
             .bind(keys)
             .fetch_all(&self.pool)
             .await?;
-        let mut stored = vec![None; sent.len()];
-        for (ord, id, hits) in rows {
-            let slot = usize::try_from(ord - 1).map_err(|e| sqlx::Error::Decode(e.into()))?;
-            stored[slot] = Some(Enqueued {
-                id,
-                duplicate: hits > 0,
-            });
+        // One row per sent job, ordered by its ordinal: check, then fan out to the input.
+        let in_order = rows.len() == sent.len()
+            && rows
+                .iter()
+                .zip(1..)
+                .all(|(&(ord, _, _), expected)| ord == expected);
+        if !in_order {
+            return Err(sqlx::Error::Protocol(format!(
+                "enqueue_many sent {} rows and got {} results back, not one per row in order",
+                sent.len(),
+                rows.len()
+            )));
         }
-        slots
+        Ok(slots
             .into_iter()
             .map(|(slot, repeat)| {
-                let enqueued = stored.get(slot).copied().flatten().ok_or_else(|| {
-                    sqlx::Error::Protocol(format!(
-                        "enqueue_many returned no row for input {}",
-                        slot + 1
-                    ))
-                })?;
-                Ok(Enqueued {
-                    id: enqueued.id,
-                    duplicate: enqueued.duplicate || repeat,
-                })
+                let (_, id, hits) = rows[slot];
+                Enqueued {
+                    id,
+                    duplicate: hits > 0 || repeat,
+                }
             })
-            .collect()
+            .collect())
     }
 
     pub(crate) async fn claim(

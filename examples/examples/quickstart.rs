@@ -50,7 +50,12 @@ async fn resize_image(stats: State<Stats>, path: String, width: u32) {
 
 /// Charges a card; the payment provider is flaky and fails every first attempt.
 #[job(queue = "quickstart", max_attempts = 5, retry = ["100ms", "1s"])]
-async fn charge_card(ctx: JobContext, stats: State<Stats>, order_id: u64, cents: u64) -> Result<(), JobError> {
+async fn charge_card(
+    ctx: JobContext,
+    stats: State<Stats>,
+    order_id: u64,
+    cents: u64,
+) -> Result<(), JobError> {
     let _ = (order_id, cents);
     if ctx.attempt() == 1 {
         stats.0.retried.fetch_add(1, Ordering::Relaxed);
@@ -72,7 +77,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = match std::env::var("DATABASE_URL") {
         Ok(url) => url,
         Err(_) => {
-            let path = std::env::temp_dir().join(format!("jobq-quickstart-{}.db", std::process::id()));
+            let path =
+                std::env::temp_dir().join(format!("jobq-quickstart-{}.db", std::process::id()));
             format!("sqlite://{}", path.display())
         }
     };
@@ -114,7 +120,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?
         .start();
     while stats.0.done.load(Ordering::Relaxed) < total {
-        progress.set_message(format!("({} retried)", stats.0.retried.load(Ordering::Relaxed)));
+        progress.set_message(format!(
+            "({} retried)",
+            stats.0.retried.load(Ordering::Relaxed)
+        ));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let ran = running.elapsed();

@@ -71,7 +71,10 @@ async fn the_claim_is_served_by_the_claim_index_without_a_filesort() {
         .map(|k| String::from_utf8(k).unwrap())
         .unwrap_or_default();
     assert_eq!(key.as_deref(), Some("jobq_jobs_claim"), "extra: {extra}");
-    assert!(!extra.contains("filesort"), "the claim must not filesort: {extra}");
+    assert!(
+        !extra.contains("filesort"),
+        "the claim must not filesort: {extra}"
+    );
 }
 
 #[tokio::test]
@@ -89,7 +92,10 @@ async fn a_second_claimer_gets_the_next_rows_at_once_while_the_first_holds_its_o
     let next = claim(&mut tx2, &queue, 2).await;
     let waited = started.elapsed();
     assert_eq!(next, ids[2..4], "the next rows, not zero");
-    assert!(waited < Duration::from_millis(500), "no lock wait: {waited:?}");
+    assert!(
+        waited < Duration::from_millis(500),
+        "no lock wait: {waited:?}"
+    );
     tx2.rollback().await.unwrap();
 
     // The real worker drains everything the open transaction does not hold.
@@ -100,17 +106,24 @@ async fn a_second_claimer_gets_the_next_rows_at_once_while_the_first_holds_its_o
         .build()
         .unwrap()
         .start();
-    wait_until("the four unlocked jobs are done", Duration::from_secs(10), || async {
-        jobq.counts(&queue).await.unwrap().done == 4
-    })
+    wait_until(
+        "the four unlocked jobs are done",
+        Duration::from_secs(10),
+        || async { jobq.counts(&queue).await.unwrap().done == 4 },
+    )
     .await;
     for id in &ids[..2] {
-        assert_eq!(jobq.job(*id).await.unwrap().unwrap().status, JobStatus::Pending);
+        assert_eq!(
+            jobq.job(*id).await.unwrap().unwrap().status,
+            JobStatus::Pending
+        );
     }
     tx1.rollback().await.unwrap();
-    wait_until("the rest are done after the lock is released", Duration::from_secs(10), || async {
-        jobq.counts(&queue).await.unwrap().done == 6
-    })
+    wait_until(
+        "the rest are done after the lock is released",
+        Duration::from_secs(10),
+        || async { jobq.counts(&queue).await.unwrap().done == 6 },
+    )
     .await;
     handle.shutdown(Duration::from_secs(5)).await.unwrap();
 }

@@ -1,0 +1,16 @@
+WITH picked AS (
+    SELECT id FROM jobq_jobs
+     WHERE queue = $1 AND status = 'pending' AND run_at <= now()
+     ORDER BY priority, run_at, id
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE jobq_jobs AS j
+   SET status = 'processing',
+       attempts = j.attempts + 1,
+       lease_token = $3,
+       run_at = now() + $4 * interval '1 microsecond',
+       claimed_by = $5,
+       claimed_at = now()
+ WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
+RETURNING j.id, j.job_name, j.payload, j.attempts, j.max_attempts, j.idempotency_key

@@ -1,0 +1,15 @@
+WITH expired AS (
+    SELECT id FROM jobq_jobs
+     WHERE queue = $1 AND status = 'processing' AND run_at < now()
+     ORDER BY run_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE jobq_jobs AS j
+   SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'pending' END,
+       finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+       last_error = 'lease expired during attempt ' || j.attempts || ': worker '
+           || COALESCE(j.claimed_by, '?') || ' stopped renewing it (crashed, killed or stalled)',
+       run_at = now(),
+       lease_token = NULL
+ WHERE j.id = ANY (ARRAY(SELECT id FROM expired))

@@ -60,11 +60,7 @@ impl Probe {
     }
 
     fn with_mode(n: i64, mode: Mode) -> Self {
-        Self {
-            n,
-            mode,
-            key: None,
-        }
+        Self { n, mode, key: None }
     }
 
     fn keyed(n: i64, key: &str) -> Self {
@@ -79,14 +75,18 @@ impl Probe {
         record(&side, &ctx, self.n, "start").await?;
         match (self.mode, ctx.attempt()) {
             (Mode::Succeed, _) => {}
-            (Mode::Fail, attempt) => return Err(JobError::retry(format!("boom on attempt {attempt}"))),
+            (Mode::Fail, attempt) => {
+                return Err(JobError::retry(format!("boom on attempt {attempt}")));
+            }
             (Mode::StaleThenFail, 1) => {
                 wait_for_run(&side, ctx.id(), 2, "start").await?;
                 record(&side, &ctx, self.n, "end").await?;
             }
             (Mode::StaleThenFail, attempt) => {
                 wait_for_run(&side, ctx.id(), 1, "end").await?;
-                return Err(JobError::permanent(format!("attempt {attempt} failed after the stale one finished")));
+                return Err(JobError::permanent(format!(
+                    "attempt {attempt} failed after the stale one finished"
+                )));
             }
         }
         Ok(())
@@ -126,15 +126,17 @@ inventory::submit! {
 
 async fn record(side: &SqlitePool, ctx: &JobContext, n: i64, phase: &str) -> Result<(), JobError> {
     let now = chrono::Utc::now().timestamp_micros();
-    sqlx::query("INSERT INTO probe_runs (job_id, attempt, n, phase, at) VALUES (?1, ?2, ?3, ?4, ?5)")
-        .bind(ctx.id())
-        .bind(ctx.attempt())
-        .bind(n)
-        .bind(phase)
-        .bind(now)
-        .execute(side)
-        .await
-        .map_err(|e| JobError::retry(format!("recording the run failed: {e}")))?;
+    sqlx::query(
+        "INSERT INTO probe_runs (job_id, attempt, n, phase, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .bind(ctx.id())
+    .bind(ctx.attempt())
+    .bind(n)
+    .bind(phase)
+    .bind(now)
+    .execute(side)
+    .await
+    .map_err(|e| JobError::retry(format!("recording the run failed: {e}")))?;
     if phase == "start" {
         sqlx::query(
             "INSERT INTO probe_counts (job_id, runs) VALUES (?1, 1) \
@@ -149,21 +151,30 @@ async fn record(side: &SqlitePool, ctx: &JobContext, n: i64, phase: &str) -> Res
 }
 
 /// Waits (10 s at most) until attempt `attempt` of job `id` recorded `phase`.
-async fn wait_for_run(side: &SqlitePool, id: i64, attempt: u32, phase: &str) -> Result<(), JobError> {
+async fn wait_for_run(
+    side: &SqlitePool,
+    id: i64,
+    attempt: u32,
+    phase: &str,
+) -> Result<(), JobError> {
     let found = eventually(Duration::from_secs(10), || async {
-        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM probe_runs WHERE job_id = ?1 AND attempt = ?2 AND phase = ?3")
-            .bind(id)
-            .bind(attempt)
-            .bind(phase)
-            .fetch_one(side)
-            .await
-            .is_ok_and(|count| count > 0)
+        sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM probe_runs WHERE job_id = ?1 AND attempt = ?2 AND phase = ?3",
+        )
+        .bind(id)
+        .bind(attempt)
+        .bind(phase)
+        .fetch_one(side)
+        .await
+        .is_ok_and(|count| count > 0)
     })
     .await;
     if found {
         Ok(())
     } else {
-        Err(JobError::permanent(format!("attempt {attempt} of job {id} never recorded `{phase}`")))
+        Err(JobError::permanent(format!(
+            "attempt {attempt} of job {id} never recorded `{phase}`"
+        )))
     }
 }
 
@@ -227,7 +238,10 @@ impl Db {
     }
 
     async fn count(&self, sql: &str) -> i64 {
-        sqlx::query_scalar(sql).fetch_one(self.pool()).await.unwrap()
+        sqlx::query_scalar(sql)
+            .fetch_one(self.pool())
+            .await
+            .unwrap()
     }
 }
 
@@ -267,8 +281,16 @@ async fn a_worker_drains_enqueued_jobs_to_done() {
         assert!(job.finished_at.is_some());
     }
     worker.shutdown(Duration::from_secs(10)).await.unwrap();
-    assert_eq!(db.count("SELECT COUNT(*) FROM probe_counts WHERE runs = 1").await, 50);
-    assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs WHERE status <> 'done'").await, 0);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM probe_counts WHERE runs = 1")
+            .await,
+        50
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM jobq_jobs WHERE status <> 'done'")
+            .await,
+        0
+    );
 }
 
 #[tokio::test]
@@ -292,7 +314,11 @@ async fn an_existing_idempotency_key_returns_the_existing_job() {
     assert_ne!(other.id, first.id);
     let stored = db.job(first.id).await;
     assert_eq!(stored.idempotency_key.as_deref(), Some("welcome:1"));
-    assert!(stored.payload.contains("\"n\":1"), "the first payload is kept: {}", stored.payload);
+    assert!(
+        stored.payload.contains("\"n\":1"),
+        "the first payload is kept: {}",
+        stored.payload
+    );
     assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs").await, 2);
 }
 
@@ -305,7 +331,11 @@ async fn concurrent_enqueues_of_one_key_store_one_row() {
         tasks.spawn(async move { jobq.enqueue(Probe::keyed(n, "cron:tick:42")).await.unwrap() });
     }
     let results = tasks.join_all().await;
-    assert_eq!(results.iter().filter(|r| !r.duplicate).count(), 1, "{results:?}");
+    assert_eq!(
+        results.iter().filter(|r| !r.duplicate).count(),
+        1,
+        "{results:?}"
+    );
     assert!(results.iter().all(|r| r.id == results[0].id), "{results:?}");
     assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs").await, 1);
     assert_eq!(db.count("SELECT dedupe_hits FROM jobq_jobs").await, 15);
@@ -314,27 +344,31 @@ async fn concurrent_enqueues_of_one_key_store_one_row() {
 #[tokio::test]
 async fn enqueue_many_returns_ids_in_input_order() {
     let db = Db::new().await;
-    let existing = db.jobq.enqueue(Probe::keyed(0, "k:existing")).await.unwrap();
+    let existing = db
+        .jobq
+        .enqueue(Probe::keyed(0, "k:existing"))
+        .await
+        .unwrap();
     // Over one chunk of the batch insert, with duplicates of an existing key
     // and of a key first seen in the batch itself.
     let mut jobs: Vec<Probe> = (1..=2500).map(Probe::new).collect();
-    jobs[10] = Probe::keyed(10, "k:existing");
-    jobs[20] = Probe::keyed(20, "k:batch");
-    jobs[2400] = Probe::keyed(2400, "k:batch");
+    jobs[10] = Probe::keyed(-10, "k:existing");
+    jobs[20] = Probe::keyed(-20, "k:batch");
+    jobs[2400] = Probe::keyed(-2400, "k:batch");
     let enqueued = db.jobq.enqueue_many(jobs.clone()).await.unwrap();
     assert_eq!(enqueued.len(), jobs.len());
 
-    for (job, result) in jobs.iter().zip(&enqueued) {
+    for (i, (job, result)) in jobs.iter().zip(&enqueued).enumerate() {
         let stored = db.job(result.id).await;
-        let expected_n = match job.n {
-            2400 => 20,
+        // A duplicate gets the job that holds its key.
+        let expected_n = match i {
             10 => 0,
-            n => n,
+            2400 => -20,
+            _ => job.n,
         };
         assert!(
             stored.payload.contains(&format!("\"n\":{expected_n},")),
-            "input {} got job {} with payload {}",
-            job.n,
+            "input {i} got job {} with payload {}",
             result.id,
             stored.payload
         );
@@ -344,7 +378,10 @@ async fn enqueue_many_returns_ids_in_input_order() {
     assert_eq!(enqueued[2400].id, enqueued[20].id);
     assert!(enqueued[2400].duplicate && !enqueued[20].duplicate);
     assert_eq!(enqueued.iter().filter(|r| r.duplicate).count(), 2);
-    assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs").await, 2500 + 1 - 2);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM jobq_jobs").await,
+        2500 + 1 - 2
+    );
 }
 
 #[tokio::test]
@@ -357,22 +394,35 @@ async fn a_worker_runs_jobs_by_priority_then_run_at() {
             .priority(priority)
     };
     // (n, seconds ago, priority), enqueued in this order.
-    let plan = [(1, 1, 5), (2, 3, 5), (3, 1, 0), (4, 2, 0), (5, 5, -1), (6, 2, 0)];
+    let plan = [
+        (1, 1, 5),
+        (2, 3, 5),
+        (3, 1, 0),
+        (4, 2, 0),
+        (5, 5, -1),
+        (6, 2, 0),
+    ];
     for (n, secs_ago, priority) in plan {
-        db.jobq.enqueue_with(Probe::new(n), at(secs_ago, priority)).await.unwrap();
+        db.jobq
+            .enqueue_with(Probe::new(n), at(secs_ago, priority))
+            .await
+            .unwrap();
     }
     let worker = db.worker(1).build().unwrap().start();
     assert!(
         eventually(Duration::from_secs(20), || async {
-            db.count("SELECT COUNT(*) FROM jobq_jobs WHERE status = 'done'").await == 6
+            db.count("SELECT COUNT(*) FROM jobq_jobs WHERE status = 'done'")
+                .await
+                == 6
         })
         .await
     );
     worker.shutdown(Duration::from_secs(10)).await.unwrap();
-    let order: Vec<i64> = sqlx::query_scalar("SELECT n FROM probe_runs WHERE phase = 'start' ORDER BY seq")
-        .fetch_all(db.pool())
-        .await
-        .unwrap();
+    let order: Vec<i64> =
+        sqlx::query_scalar("SELECT n FROM probe_runs WHERE phase = 'start' ORDER BY seq")
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
     assert_eq!(order, vec![5, 4, 6, 3, 2, 1]);
 }
 
@@ -382,13 +432,19 @@ async fn a_delayed_job_is_not_run_before_its_time() {
     let enqueued_at = chrono::Utc::now().timestamp_micros();
     let soon = db
         .jobq
-        .enqueue_with(Probe::new(1), Enqueue::new().delay(Duration::from_millis(300)))
+        .enqueue_with(
+            Probe::new(1),
+            Enqueue::new().delay(Duration::from_millis(300)),
+        )
         .await
         .unwrap()
         .id;
     let later = db
         .jobq
-        .enqueue_with(Probe::new(2), Enqueue::new().delay(Duration::from_secs(3600)))
+        .enqueue_with(
+            Probe::new(2),
+            Enqueue::new().delay(Duration::from_secs(3600)),
+        )
         .await
         .unwrap()
         .id;
@@ -401,7 +457,11 @@ async fn a_delayed_job_is_not_run_before_its_time() {
         .fetch_one(db.pool())
         .await
         .unwrap();
-    assert!(started - enqueued_at >= 300_000, "ran {} µs after enqueue", started - enqueued_at);
+    assert!(
+        started - enqueued_at >= 300_000,
+        "ran {} µs after enqueue",
+        started - enqueued_at
+    );
     let waiting = db.job(later).await;
     assert_eq!(waiting.status, JobStatus::Pending);
     assert_eq!(waiting.attempts, 0);
@@ -410,7 +470,12 @@ async fn a_delayed_job_is_not_run_before_its_time() {
 #[tokio::test]
 async fn a_failing_job_is_retried_then_failed_with_its_last_error() {
     let db = Db::new().await;
-    let id = db.jobq.enqueue(Probe::with_mode(1, Mode::Fail)).await.unwrap().id;
+    let id = db
+        .jobq
+        .enqueue(Probe::with_mode(1, Mode::Fail))
+        .await
+        .unwrap()
+        .id;
     let worker = db.worker(2).build().unwrap().start();
     let failed = db.wait_for_status(id, JobStatus::Failed).await;
     worker.shutdown(Duration::from_secs(10)).await.unwrap();
@@ -448,15 +513,23 @@ async fn a_stale_attempt_cannot_settle_a_reclaimed_job() {
     worker.shutdown(Duration::from_secs(10)).await.unwrap();
 
     let job = db.job(id).await;
-    assert_eq!(job.status, JobStatus::Failed, "the stale success must not land: {job:?}");
+    assert_eq!(
+        job.status,
+        JobStatus::Failed,
+        "the stale success must not land: {job:?}"
+    );
     assert_eq!(job.attempts, 2);
     assert_eq!(job.last_error, failed.last_error);
     assert!(
-        job.last_error.as_deref().unwrap_or_default().contains("attempt 2 failed after the stale one finished"),
+        job.last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("attempt 2 failed after the stale one finished"),
         "{job:?}"
     );
     assert_eq!(
-        db.count("SELECT COUNT(*) FROM probe_runs WHERE attempt = 1 AND phase = 'end'").await,
+        db.count("SELECT COUNT(*) FROM probe_runs WHERE attempt = 1 AND phase = 'end'")
+            .await,
         1,
         "attempt 1 ran to the end"
     );
@@ -496,7 +569,11 @@ async fn two_processes_drain_one_file_running_every_job_once() {
     let children: Vec<tokio::process::Child> = (0..2)
         .map(|_| {
             tokio::process::Command::new(&exe)
-                .args(["--exact", "two_processes_drain_one_file_running_every_job_once", "--nocapture"])
+                .args([
+                    "--exact",
+                    "two_processes_drain_one_file_running_every_job_once",
+                    "--nocapture",
+                ])
                 .env(CHILD_DB, &url)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -509,7 +586,9 @@ async fn two_processes_drain_one_file_running_every_job_once() {
     // Both workers are running before the first job exists, so both get work.
     assert!(
         eventually(Duration::from_secs(30), || async {
-            db.count("SELECT COUNT(*) FROM probe_control WHERE name LIKE 'ready:%'").await == 2
+            db.count("SELECT COUNT(*) FROM probe_control WHERE name LIKE 'ready:%'")
+                .await
+                == 2
         })
         .await,
         "the child processes never became ready"
@@ -533,7 +612,14 @@ async fn two_processes_drain_one_file_running_every_job_once() {
             output.status,
             String::from_utf8_lossy(&output.stdout)
         );
-        assert!(!stderr.contains("locked"), "child logged a locking error:\n{stderr}");
+        assert!(
+            !stderr.contains("locked"),
+            "child logged a locking error:\n{stderr}"
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if let Some(line) = stdout.lines().find(|l| l.starts_with("child ")) {
+            println!("{line}");
+        }
         assert!(
             !stderr.contains("WARN") && !stderr.contains("ERROR"),
             "child logged warnings or errors:\n{stderr}"
@@ -541,12 +627,29 @@ async fn two_processes_drain_one_file_running_every_job_once() {
     }
 
     let n = CROSS_PROCESS_JOBS;
-    assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs WHERE status = 'done' AND attempts = 1").await, n);
-    assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs WHERE last_error IS NOT NULL").await, 0);
-    assert_eq!(db.count("SELECT COUNT(*) FROM probe_counts WHERE runs = 1").await, n);
-    assert_eq!(db.count("SELECT COALESCE(SUM(runs), 0) FROM probe_counts").await, n);
     assert_eq!(
-        db.count("SELECT COUNT(DISTINCT claimed_by) FROM jobq_jobs").await,
+        db.count("SELECT COUNT(*) FROM jobq_jobs WHERE status = 'done' AND attempts = 1")
+            .await,
+        n
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM jobq_jobs WHERE last_error IS NOT NULL")
+            .await,
+        0
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM probe_counts WHERE runs = 1")
+            .await,
+        n
+    );
+    assert_eq!(
+        db.count("SELECT COALESCE(SUM(runs), 0) FROM probe_counts")
+            .await,
+        n
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(DISTINCT claimed_by) FROM jobq_jobs")
+            .await,
         2,
         "both processes ran jobs"
     );
@@ -570,6 +673,7 @@ async fn drain_as_child(url: &str) {
         .build()
         .unwrap();
     let handle = worker.start();
+    let handle_id = handle.id().to_owned();
     sqlx::query("INSERT INTO probe_control (name) VALUES (?1)")
         .bind(format!("ready:{}", std::process::id()))
         .execute(&pool)
@@ -588,5 +692,14 @@ async fn drain_as_child(url: &str) {
     .await;
     handle.shutdown(Duration::from_secs(10)).await.unwrap();
     assert!(drained, "the queue was not drained in time");
-    println!("internal retries: {}", jobq_runtime::internal_retries());
+    let ran: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobq_jobs WHERE claimed_by = ?1")
+        .bind(handle_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    println!(
+        "child {}: ran {ran} jobs, {} internal retries after transient errors",
+        std::process::id(),
+        jobq_runtime::internal_retries()
+    );
 }

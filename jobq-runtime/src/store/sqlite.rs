@@ -110,7 +110,7 @@ fn is_transient(error: &sqlx::Error) -> bool {
     error
         .as_database_error()
         .and_then(|e| e.try_downcast_ref::<SqliteError>())
-        .and_then(|e| sqlx::error::DatabaseError::code(e))
+        .and_then(sqlx::error::DatabaseError::code)
         .and_then(|code| code.parse::<i32>().ok())
         .is_some_and(|code| matches!(code & 0xff, SQLITE_BUSY | SQLITE_LOCKED))
 }
@@ -343,7 +343,12 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn listen(&self, _queues: &[String], _stop: &tokio_util::sync::CancellationToken) {}
+    pub(crate) async fn listen(
+        &self,
+        _queues: &[String],
+        _stop: &tokio_util::sync::CancellationToken,
+    ) {
+    }
 
     pub(crate) async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
         let row = sqlx::query(JOB).bind(id).fetch_optional(&self.pool).await?;
@@ -382,7 +387,11 @@ pub(crate) async fn insert(conn: &mut SqliteConnection, job: &NewJob) -> Result<
     Ok(insert_row(conn, job, now_micros()).await?)
 }
 
-async fn insert_row(conn: &mut SqliteConnection, job: &NewJob, now: i64) -> Result<Enqueued, sqlx::Error> {
+async fn insert_row(
+    conn: &mut SqliteConnection,
+    job: &NewJob,
+    now: i64,
+) -> Result<Enqueued, sqlx::Error> {
     let run_at = match job.run_at {
         RunAt::Now => now,
         RunAt::After(delay) => now.saturating_add(micros(delay)),
@@ -525,7 +534,12 @@ mod tests {
         }
     }
 
-    async fn claim_one(store: &SqliteStore, queue: &str, lease: Duration, worker: &str) -> ClaimedJob {
+    async fn claim_one(
+        store: &SqliteStore,
+        queue: &str,
+        lease: Duration,
+        worker: &str,
+    ) -> ClaimedJob {
         let mut claimed = store.claim(queue, 1, lease, worker).await.unwrap();
         assert_eq!(claimed.len(), 1, "expected one claimable job in `{queue}`");
         claimed.pop().unwrap()
@@ -541,7 +555,10 @@ mod tests {
                 return;
             }
             assert_eq!(reaped, 0, "reaped an unexpected number of jobs");
-            assert!(tokio::time::Instant::now() < deadline, "nothing to reap in `{queue}`");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "nothing to reap in `{queue}`"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
@@ -612,7 +629,12 @@ mod tests {
         store.enqueue(&urgent_but_delayed).await.unwrap();
 
         let mut order = Vec::new();
-        while let Some(claimed) = store.claim("q", 1, Duration::from_secs(30), "w").await.unwrap().pop() {
+        while let Some(claimed) = store
+            .claim("q", 1, Duration::from_secs(30), "w")
+            .await
+            .unwrap()
+            .pop()
+        {
             order.push(claimed.id);
         }
         assert_eq!(order, vec![early_a, early_b, late, late_low]);
@@ -631,7 +653,10 @@ mod tests {
             };
             ids.push(store.enqueue(&row).await.unwrap().id);
         }
-        let claimed = store.claim("q", 3, Duration::from_secs(30), "w").await.unwrap();
+        let claimed = store
+            .claim("q", 3, Duration::from_secs(30), "w")
+            .await
+            .unwrap();
         let claimed: Vec<i64> = claimed.iter().map(|c| c.id).collect();
         // (priority, id): the two priority-0 jobs, then the priority-1 one.
         assert_eq!(claimed, vec![ids[1], ids[2], ids[3]]);
@@ -650,7 +675,13 @@ mod tests {
         };
         let delayed_id = store.enqueue(&delayed).await.unwrap().id;
         store.enqueue(&scheduled).await.unwrap();
-        assert!(store.claim("q", 10, Duration::from_secs(30), "w").await.unwrap().is_empty());
+        assert!(
+            store
+                .claim("q", 10, Duration::from_secs(30), "w")
+                .await
+                .unwrap()
+                .is_empty()
+        );
 
         let run_at = info(&store, delayed_id).await.run_at;
         let expected = Utc::now() + chrono::Duration::hours(1);
@@ -661,8 +692,14 @@ mod tests {
             ..job("q")
         };
         let past_id = store.enqueue(&past).await.unwrap().id;
-        let claimed = store.claim("q", 10, Duration::from_secs(30), "w").await.unwrap();
-        assert_eq!(claimed.iter().map(|c| c.id).collect::<Vec<_>>(), vec![past_id]);
+        let claimed = store
+            .claim("q", 10, Duration::from_secs(30), "w")
+            .await
+            .unwrap();
+        assert_eq!(
+            claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
+            vec![past_id]
+        );
     }
 
     #[tokio::test]
@@ -677,7 +714,10 @@ mod tests {
                 .map(|row| row.get::<String, _>("detail"))
                 .collect();
             let plan = plan.join("\n");
-            assert!(plan.contains("INDEX jobq_jobs_claim (queue=? AND status=?)"), "{plan}");
+            assert!(
+                plan.contains("INDEX jobq_jobs_claim (queue=? AND status=?)"),
+                "{plan}"
+            );
             assert!(!plan.contains("TEMP B-TREE"), "{plan}");
         }
     }
@@ -716,7 +756,13 @@ mod tests {
         assert_eq!(snoozed.attempts, 1);
         assert_eq!(snoozed.last_error.as_deref(), Some("first failure"));
         assert!(snoozed.run_at > Utc::now() + chrono::Duration::minutes(59));
-        assert!(store.claim("q", 1, Duration::from_secs(30), "w").await.unwrap().is_empty());
+        assert!(
+            store
+                .claim("q", 1, Duration::from_secs(30), "w")
+                .await
+                .unwrap()
+                .is_empty()
+        );
         // A settle of an already-settled claim changes nothing.
         assert!(!store.transition(&snooze).await.unwrap());
     }
@@ -753,7 +799,12 @@ mod tests {
         let failed = info(&store, id).await;
         assert_eq!(failed.status, crate::JobStatus::Failed);
         assert!(failed.finished_at.is_some());
-        assert!(failed.last_error.unwrap().contains("lease expired during attempt 1"));
+        assert!(
+            failed
+                .last_error
+                .unwrap()
+                .contains("lease expired during attempt 1")
+        );
     }
 
     #[tokio::test]
@@ -793,7 +844,12 @@ mod tests {
         assert_eq!(retried.status, crate::JobStatus::Pending);
         assert_eq!(retried.finished_at, None);
         assert!(retried.max_attempts > retried.attempts);
-        assert_eq!(claim_one(&store, "q", Duration::from_secs(30), "w").await.attempt, 2);
+        assert_eq!(
+            claim_one(&store, "q", Duration::from_secs(30), "w")
+                .await
+                .attempt,
+            2
+        );
     }
 
     #[tokio::test]
@@ -809,7 +865,10 @@ mod tests {
         for id in ids {
             assert!(store.job(id).await.unwrap().is_some());
         }
-        let claimed = store.claim("q", 100, Duration::from_secs(30), "w").await.unwrap();
+        let claimed = store
+            .claim("q", 100, Duration::from_secs(30), "w")
+            .await
+            .unwrap();
         assert_eq!(claimed.len(), 8);
     }
 

@@ -182,9 +182,15 @@ mod tests {
     #[test]
     fn a_dispatch_error_chain_names_the_job_and_the_serde_error() {
         let source = serde_json::from_str::<u32>("\"x\"").unwrap_err();
-        let e = DispatchError::Payload { job: "send", source };
+        let e = DispatchError::Payload {
+            job: "send",
+            source,
+        };
         let chain = error_chain(&e);
-        assert!(chain.starts_with("payload of job `send` does not deserialize"), "{chain}");
+        assert!(
+            chain.starts_with("payload of job `send` does not deserialize"),
+            "{chain}"
+        );
         assert!(chain.contains("invalid type"), "{chain}");
     }
 }

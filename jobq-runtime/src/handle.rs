@@ -74,7 +74,9 @@ impl Jobq {
 
     /// Uses an existing SQLite pool (it should have WAL and a busy timeout).
     pub async fn from_sqlite_pool(pool: SqlitePool) -> Result<Self> {
-        Ok(Self::new(Store::Sqlite(SqliteStore::from_pool(pool).await?)))
+        Ok(Self::new(Store::Sqlite(
+            SqliteStore::from_pool(pool).await?,
+        )))
     }
 
     /// Uses an existing PostgreSQL pool.
@@ -188,7 +190,12 @@ impl Jobq {
     }
 
     /// [`enqueue_in`](Self::enqueue_in) with options.
-    pub async fn enqueue_in_with<'c, C, J>(&self, conn: C, job: J, options: Enqueue) -> Result<Enqueued>
+    pub async fn enqueue_in_with<'c, C, J>(
+        &self,
+        conn: C,
+        job: J,
+        options: Enqueue,
+    ) -> Result<Enqueued>
     where
         C: EnqueueConnection<'c>,
         J: Job,

@@ -52,9 +52,9 @@ pub use handle::{
     MAX_QUEUE_LEN,
 };
 pub use jobq_core::{
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, IntoJobResult, Job,
-    JobContext, JobError, JobErrorKind, JobMeta, JobRegistration, LeaseError, Registry,
-    RegistryError, RetryPolicy, State, StateRequirement, States, retry,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, IntoJobResult, Job, JobContext,
+    JobError, JobErrorKind, JobMeta, JobRegistration, LeaseError, Registry, RegistryError,
+    RetryPolicy, State, StateRequirement, States, retry,
 };
 pub use jobq_macros::job;
 pub use store::internal_retries;

@@ -17,14 +17,18 @@ fn table() -> &'static Mutex<HashMap<String, Arc<Notify>>> {
 
 /// The notifier for `queue` (created on first use).
 pub(crate) fn subscribe(queue: &str) -> Arc<Notify> {
-    let mut table = table().lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut table = table()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     Arc::clone(table.entry(queue.to_owned()).or_default())
 }
 
 /// Wakes every claim loop of this process waiting on `queue`.
 pub(crate) fn notify(queue: &str) {
     let notify = {
-        let table = table().lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let table = table()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         table.get(queue).cloned()
     };
     if let Some(notify) = notify {

@@ -207,7 +207,11 @@ where
             Err(error) if attempt < 8 && transient(&error) => {
                 attempt += 1;
                 INTERNAL_RETRIES.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(error = &error as &dyn std::error::Error, attempt, "retrying after a transient database error");
+                tracing::debug!(
+                    error = &error as &dyn std::error::Error,
+                    attempt,
+                    "retrying after a transient database error"
+                );
                 let pause_ms = rand::random_range(1..=(5u64 << attempt.min(5)));
                 tokio::time::sleep(Duration::from_millis(pause_ms)).await;
             }

@@ -32,13 +32,13 @@ use crate::{Error, Result};
 const BEGIN_RC: &str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
 
 /// Session settings for connections jobq opens itself.
-const SESSION_SETUP: &str =
-    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 5";
+const SESSION_SETUP: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 5";
 
 const INSERT_COLUMNS: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at) VALUES ";
 const INSERT_ROW: &str =
     "(?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), ?, ?, UTC_TIMESTAMP(6))";
-const ON_DUPLICATE: &str = " ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), dedupe_hits = dedupe_hits + 1";
+const ON_DUPLICATE: &str =
+    " ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), dedupe_hits = dedupe_hits + 1";
 
 const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_attempts, idempotency_key \
      FROM jobq_jobs \
@@ -116,7 +116,9 @@ impl MySqlStore {
     }
 
     pub(crate) async fn migrate(&self) -> Result<()> {
-        sqlx::migrate!("../migrations/mysql").run(&self.pool).await?;
+        sqlx::migrate!("../migrations/mysql")
+            .run(&self.pool)
+            .await?;
         Ok(())
     }
 
@@ -150,8 +152,11 @@ impl MySqlStore {
             }
             sql.push_str(INSERT_ROW);
         }
-        sql.push_str(" ON DUPLICATE KEY UPDATE dedupe_hits = dedupe_hits + 1 RETURNING id, dedupe_hits");
-        let mut query = sqlx::query_as::<_, (i64, i32)>(&sql).persistent(chunk.len() == INSERT_CHUNK);
+        sql.push_str(
+            " ON DUPLICATE KEY UPDATE dedupe_hits = dedupe_hits + 1 RETURNING id, dedupe_hits",
+        );
+        let mut query =
+            sqlx::query_as::<_, (i64, i32)>(&sql).persistent(chunk.len() == INSERT_CHUNK);
         for job in chunk {
             let (at, delay) = run_at_binds(job.run_at);
             query = query
@@ -193,7 +198,10 @@ impl MySqlStore {
         lease: Duration,
         worker: &str,
     ) -> Result<Vec<ClaimedJob>> {
-        retry_transient(is_transient, || self.claim_once(queue, limit, lease, worker)).await
+        retry_transient(is_transient, || {
+            self.claim_once(queue, limit, lease, worker)
+        })
+        .await
     }
 
     async fn claim_once(
@@ -222,7 +230,10 @@ impl MySqlStore {
              WHERE id IN ({})",
             placeholders(ids.len())
         );
-        let mut update = sqlx::query(&sql).bind(token).bind(micros(lease)).bind(worker);
+        let mut update = sqlx::query(&sql)
+            .bind(token)
+            .bind(micros(lease))
+            .bind(worker);
         for id in &ids {
             update = update.bind(id);
         }
@@ -384,7 +395,12 @@ impl MySqlStore {
         Ok(ids.len() as u64)
     }
 
-    pub(crate) async fn listen(&self, _queues: &[String], _stop: &tokio_util::sync::CancellationToken) {}
+    pub(crate) async fn listen(
+        &self,
+        _queues: &[String],
+        _stop: &tokio_util::sync::CancellationToken,
+    ) {
+    }
 
     pub(crate) async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
         let row = sqlx::query(JOB_COLUMNS)
@@ -427,7 +443,10 @@ impl MySqlStore {
 }
 
 /// One idempotent INSERT on any MySQL connection (the pool's or the caller's transaction).
-pub(crate) async fn insert(conn: &mut MySqlConnection, job: &NewJob) -> Result<Enqueued, sqlx::Error> {
+pub(crate) async fn insert(
+    conn: &mut MySqlConnection,
+    job: &NewJob,
+) -> Result<Enqueued, sqlx::Error> {
     let (at, delay) = run_at_binds(job.run_at);
     let sql = insert_sql();
     let result = sqlx::query(sql)
@@ -488,8 +507,12 @@ fn job_info(row: &sqlx::mysql::MySqlRow) -> Result<JobInfo> {
         idempotency_key: row.try_get("idempotency_key")?,
         last_error: row.try_get("last_error")?,
         claimed_by: row.try_get("claimed_by")?,
-        claimed_at: row.try_get::<Option<NaiveDateTime>, _>("claimed_at")?.map(utc),
+        claimed_at: row
+            .try_get::<Option<NaiveDateTime>, _>("claimed_at")?
+            .map(utc),
         created_at: utc(row.try_get("created_at")?),
-        finished_at: row.try_get::<Option<NaiveDateTime>, _>("finished_at")?.map(utc),
+        finished_at: row
+            .try_get::<Option<NaiveDateTime>, _>("finished_at")?
+            .map(utc),
     })
 }

@@ -37,7 +37,13 @@ impl PgStore {
     pub(crate) async fn enqueue_many(&self, _jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         missing()
     }
-    pub(crate) async fn claim(&self, _queue: &str, _limit: u32, _lease: Duration, _worker: &str) -> Result<Vec<ClaimedJob>> {
+    pub(crate) async fn claim(
+        &self,
+        _queue: &str,
+        _limit: u32,
+        _lease: Duration,
+        _worker: &str,
+    ) -> Result<Vec<ClaimedJob>> {
         missing()
     }
     pub(crate) async fn complete(&self, _fences: &[Fence]) -> Result<u64> {
@@ -46,13 +52,22 @@ impl PgStore {
     pub(crate) async fn transition(&self, _t: &Transition) -> Result<bool> {
         missing()
     }
-    pub(crate) async fn heartbeat(&self, _fences: &[Fence], _lease: Duration) -> Result<Vec<Fence>> {
+    pub(crate) async fn heartbeat(
+        &self,
+        _fences: &[Fence],
+        _lease: Duration,
+    ) -> Result<Vec<Fence>> {
         missing()
     }
     pub(crate) async fn reap(&self, _queue: &str, _limit: u32) -> Result<u64> {
         missing()
     }
-    pub(crate) async fn listen(&self, _queues: &[String], _stop: &tokio_util::sync::CancellationToken) {}
+    pub(crate) async fn listen(
+        &self,
+        _queues: &[String],
+        _stop: &tokio_util::sync::CancellationToken,
+    ) {
+    }
 
     pub(crate) async fn job(&self, _id: i64) -> Result<Option<JobInfo>> {
         missing()

@@ -135,7 +135,11 @@ impl WorkerBuilder {
                 return Err(Error::Config(format!(
                     "queue `{}` has no registered job (queues of registered jobs: {}); check the name, or use .queue_unchecked for a queue fed only by Enqueue::queue overrides",
                     spec.name,
-                    known.into_iter().map(|q| format!("`{q}`")).collect::<Vec<_>>().join(", ")
+                    known
+                        .into_iter()
+                        .map(|q| format!("`{q}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )));
             }
         }
@@ -162,7 +166,12 @@ impl WorkerBuilder {
         }
         let worker_id = self.worker_id.unwrap_or_else(default_worker_id);
         Ok(Worker::new(
-            self.jobq, self.queues, registry, self.states, settings, worker_id,
+            self.jobq,
+            self.queues,
+            registry,
+            self.states,
+            settings,
+            worker_id,
         ))
     }
 }

@@ -65,7 +65,12 @@ pub(super) fn spawn_job(
     );
 }
 
-async fn execute(shared: &Shared, queue: &str, job: &ClaimedJob, cancel: CancellationToken) -> Outcome {
+async fn execute(
+    shared: &Shared,
+    queue: &str,
+    job: &ClaimedJob,
+    cancel: CancellationToken,
+) -> Outcome {
     let Some(registration) = shared.registry.get(&job.job_name) else {
         return Outcome::Failed(
             JobError::retry(format!(
@@ -95,7 +100,9 @@ async fn execute(shared: &Shared, queue: &str, job: &ClaimedJob, cancel: Cancell
     let attempt = AssertUnwindSafe(attempt).catch_unwind();
     let timed = async {
         match registration.timeout {
-            Some(limit) => tokio::time::timeout(limit, attempt).await.map_err(|_| limit),
+            Some(limit) => tokio::time::timeout(limit, attempt)
+                .await
+                .map_err(|_| limit),
             None => Ok(attempt.await),
         }
     };
@@ -117,7 +124,13 @@ async fn execute(shared: &Shared, queue: &str, job: &ClaimedJob, cancel: Cancell
     }
 }
 
-async fn settle(shared: &Shared, job: &ClaimedJob, fence: Fence, outcome: Outcome, lease_lost: &AtomicBool) {
+async fn settle(
+    shared: &Shared,
+    job: &ClaimedJob,
+    fence: Fence,
+    outcome: Outcome,
+    lease_lost: &AtomicBool,
+) {
     let span = tracing::Span::current();
     let transition = match outcome {
         Outcome::Succeeded => {
@@ -159,7 +172,12 @@ async fn settle(shared: &Shared, job: &ClaimedJob, fence: Fence, outcome: Outcom
 }
 
 /// What a failed attempt turns into.
-fn plan_failure(job: &ClaimedJob, fence: Fence, error: &JobError, policy: &RetryPolicy) -> Transition {
+fn plan_failure(
+    job: &ClaimedJob,
+    fence: Fence,
+    error: &JobError,
+    policy: &RetryPolicy,
+) -> Transition {
     let exhausted = job.attempt >= job.max_attempts;
     let (target, delay, refund_attempt) = match error.kind() {
         JobErrorKind::Snooze(delay) => (Target::Pending, delay, true),
@@ -170,8 +188,16 @@ fn plan_failure(job: &ClaimedJob, fence: Fence, error: &JobError, policy: &Retry
     };
     let error = match error.kind() {
         JobErrorKind::Snooze(_) => None,
-        _ if exhausted && target == Target::Failed && !matches!(error.kind(), JobErrorKind::Permanent) => {
-            Some(format!("{} (attempt {} of {}: attempts exhausted)", error.message(), job.attempt, job.max_attempts))
+        _ if exhausted
+            && target == Target::Failed
+            && !matches!(error.kind(), JobErrorKind::Permanent) =>
+        {
+            Some(format!(
+                "{} (attempt {} of {}: attempts exhausted)",
+                error.message(),
+                job.attempt,
+                job.max_attempts
+            ))
         }
         _ => Some(error.message().to_owned()),
     };
@@ -193,7 +219,9 @@ async fn apply(shared: &Shared, transition: &Transition) {
         match shared.store.transition(transition).await {
             Ok(true) => return,
             Ok(false) => {
-                tracing::warn!("settle fenced out: the job is no longer held by this attempt (lease expired and re-claimed, or cancelled); nothing changed");
+                tracing::warn!(
+                    "settle fenced out: the job is no longer held by this attempt (lease expired and re-claimed, or cancelled); nothing changed"
+                );
                 return;
             }
             Err(error) if tokio::time::Instant::now() < give_up => {
@@ -203,7 +231,10 @@ async fn apply(shared: &Shared, transition: &Transition) {
                 tokio::time::sleep(pause).await;
             }
             Err(error) => {
-                tracing::error!(error = &error as &dyn std::error::Error, "giving up settling the attempt; the reaper will return the job when its lease expires");
+                tracing::error!(
+                    error = &error as &dyn std::error::Error,
+                    "giving up settling the attempt; the reaper will return the job when its lease expires"
+                );
                 return;
             }
         }

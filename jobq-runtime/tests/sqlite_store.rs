@@ -294,6 +294,30 @@ async fn a_worker_drains_enqueued_jobs_to_done() {
 }
 
 #[tokio::test]
+async fn an_in_memory_database_runs_jobs_on_its_single_connection() {
+    let jobq = Jobq::connect("sqlite::memory:").await.unwrap();
+    jobq.migrate().await.unwrap();
+    create_side_tables(pool(&jobq)).await;
+    let enqueued = jobq.enqueue_many((0..20).map(Probe::new)).await.unwrap();
+    let worker = Worker::builder(jobq.clone())
+        .queue(Probe::QUEUE, 4)
+        .state(Side(pool(&jobq).clone()))
+        .build()
+        .unwrap()
+        .start();
+    let done = eventually(Duration::from_secs(20), || async {
+        let mut all = true;
+        for e in &enqueued {
+            all &= jobq.job(e.id).await.unwrap().unwrap().status == JobStatus::Done;
+        }
+        all
+    })
+    .await;
+    worker.shutdown(Duration::from_secs(10)).await.unwrap();
+    assert!(done, "not every job reached done");
+}
+
+#[tokio::test]
 async fn an_existing_idempotency_key_returns_the_existing_job() {
     let db = Db::new().await;
     let first = db

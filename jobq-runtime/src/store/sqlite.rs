@@ -182,7 +182,11 @@ impl SqliteStore {
     /// second finds everything applied.
     pub(crate) async fn migrate(&self) -> Result<()> {
         let mut tx = self.pool.begin_with(BEGIN_IMMEDIATE).await?;
-        sqlx::migrate!("../migrations/sqlite").run(&mut *tx).await?;
+        // `run_direct`, sqlx's own way around `run(&mut *tx)` making this
+        // future not `Send` ("implementation of `Acquire` is not general enough").
+        sqlx::migrate!("../migrations/sqlite")
+            .run_direct(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -870,6 +874,35 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(claimed.len(), 8);
+    }
+
+    #[tokio::test]
+    async fn concurrent_connects_and_migrations_of_a_new_file_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("new.db").display());
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..8 {
+            let url = url.clone();
+            tasks.spawn(async move {
+                let store = SqliteStore::connect(&url, 2).await?;
+                store.migrate().await?;
+                store.enqueue(&job("q")).await
+            });
+        }
+        for result in tasks.join_all().await {
+            result.unwrap();
+        }
+        let store = SqliteStore::connect(&url, 1).await.unwrap();
+        let migrations: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(migrations, 1);
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(mode, "wal");
     }
 
     #[test]

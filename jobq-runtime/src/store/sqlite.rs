@@ -1,67 +1,352 @@
-//! sqlite store (placeholder until implemented).
+//! SQLite 3.35+: one writer at a time, so every write is a single autocommit
+//! statement and no claim needs SKIP LOCKED.
+//!
+//! Facts behind this SQL (sqlx 0.8.6, bundled SQLite 3.46):
+//! - a write statement in autocommit takes the write lock when it starts, and
+//!   waits for it under the busy timeout. A *deferred* transaction that reads
+//!   and then writes fails at once with `SQLITE_BUSY`/`SQLITE_BUSY_SNAPSHOT`
+//!   when another connection wrote in between, whatever the busy timeout. So the
+//!   claim is one `UPDATE … WHERE id IN (SELECT … LIMIT ?) RETURNING …`, the
+//!   reaper one `UPDATE`, and the only multi-statement transactions jobq opens
+//!   (batch enqueue, migrations) begin `IMMEDIATE`;
+//! - the order of `RETURNING` rows is unspecified, so nothing relies on it: a
+//!   claimed batch is sorted in Rust, and a batch enqueue is one single-row
+//!   INSERT per job inside one `BEGIN IMMEDIATE` transaction (no network round
+//!   trip, so this costs microseconds per row);
+//! - times are INTEGER unix microseconds from the application's clock, passed
+//!   as parameters (an embedded queue has one clock); `run_at` of a
+//!   `processing` row is its lease deadline;
+//! - the claim's `ORDER BY priority, run_at, id` is served by the
+//!   `(queue, status, priority, run_at, id)` index, without a temporary B-tree.
 
+use std::collections::HashSet;
+use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::{SqliteConnection, SqlitePool};
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::{
+    SqliteArguments, SqliteConnectOptions, SqliteError, SqliteJournalMode, SqlitePoolOptions,
+    SqliteRow, SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool};
 
-use super::{ClaimedJob, Fence, NewJob, Transition};
-use crate::types::{Enqueued, JobInfo};
+use super::{
+    ClaimedJob, Fence, NewJob, Target, Transition, micros, new_token, padded, placeholders,
+    retry_transient,
+};
+use crate::types::{Enqueued, JobInfo, RunAt};
 use crate::{Error, Result};
 
-fn missing<T>() -> Result<T> {
-    Err(Error::invalid("the sqlite store is not implemented yet"))
+/// How long a statement waits for another connection's write lock before
+/// failing with `SQLITE_BUSY` (which jobq then retries for its own statements).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `UPDATE … RETURNING` and `INSERT … ON CONFLICT … RETURNING` arrived in 3.35.
+const MIN_VERSION: (u32, u32) = (3, 35);
+
+const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
+
+/// `?1` queue … `?8` created_at. A duplicate key bumps `dedupe_hits` and
+/// returns the existing row, so `dedupe_hits > 0` means "duplicate".
+const INSERT: &str = "INSERT INTO jobq_jobs \
+     (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+     ON CONFLICT (idempotency_key) DO UPDATE SET dedupe_hits = dedupe_hits + 1 \
+     RETURNING id, dedupe_hits";
+
+/// `?1` token, `?2` now, `?3` lease deadline, `?4` worker, `?5` queue, `?6` limit.
+const CLAIM: &str = "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, \
+     lease_token = ?1, run_at = ?3, claimed_by = ?4, claimed_at = ?2 \
+     WHERE id IN (SELECT id FROM jobq_jobs \
+                  WHERE queue = ?5 AND status = 'pending' AND run_at <= ?2 \
+                  ORDER BY priority, run_at, id LIMIT ?6) \
+     RETURNING id, job_name, payload, attempts, max_attempts, idempotency_key, priority";
+
+/// `?1` status, `?2` new run_at, `?3` refunded attempts, `?4` error, `?5` now,
+/// `?6` id, `?7` token. SQLite's SET sees the old row, hence `?1` in `finished_at`.
+const TRANSITION: &str = "UPDATE jobq_jobs SET status = ?1, run_at = ?2, attempts = attempts - ?3, \
+     last_error = COALESCE(?4, last_error), \
+     finished_at = CASE WHEN ?1 = 'failed' THEN ?5 ELSE NULL END, \
+     lease_token = NULL \
+     WHERE id = ?6 AND lease_token = ?7 AND status = 'processing'";
+
+/// `?1` now, `?2` queue, `?3` limit. A single statement: with one writer at a
+/// time there is no lock order to get wrong (unlike InnoDB).
+const REAP: &str = "UPDATE jobq_jobs SET \
+     last_error = 'lease expired during attempt ' || attempts || ': worker ' || COALESCE(claimed_by, '?') \
+         || ' stopped renewing it (crashed, killed or stalled)', \
+     finished_at = CASE WHEN attempts >= max_attempts THEN ?1 ELSE NULL END, \
+     status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END, \
+     run_at = ?1, lease_token = NULL \
+     WHERE id IN (SELECT id FROM jobq_jobs \
+                  WHERE queue = ?2 AND status = 'processing' AND run_at < ?1 \
+                  ORDER BY priority, run_at, id LIMIT ?3)";
+
+const JOB: &str = "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts, \
+     run_at, idempotency_key, last_error, claimed_by, claimed_at, created_at, finished_at \
+     FROM jobq_jobs WHERE id = ?1";
+
+const CANCEL: &str = "UPDATE jobq_jobs SET status = 'cancelled', finished_at = ?1, lease_token = NULL \
+     WHERE id = ?2 AND status IN ('pending', 'processing')";
+
+const RETRY: &str = "UPDATE jobq_jobs SET status = 'pending', run_at = ?1, finished_at = NULL, \
+     max_attempts = MAX(max_attempts, attempts + 1) \
+     WHERE id = ?2 AND status IN ('failed', 'cancelled')";
+
+/// Rows per `BEGIN IMMEDIATE` transaction of a batch enqueue: bounds how long
+/// one batch holds the write lock (a few milliseconds) while other writers wait.
+const INSERT_CHUNK: usize = 1000;
+/// Ids per IN-list of a settle or heartbeat: with as many tokens, 2 × 1024 + 1
+/// parameters, far below SQLite's limit of 32766.
+const IN_CHUNK: usize = 1024;
+
+const SQLITE_BUSY: i32 = 5;
+const SQLITE_LOCKED: i32 = 6;
+
+/// `SQLITE_BUSY` and `SQLITE_LOCKED` with all their extended codes
+/// (`SQLITE_BUSY_SNAPSHOT` 517, `SQLITE_BUSY_RECOVERY` 261,
+/// `SQLITE_LOCKED_SHAREDCACHE` 262, …): another connection holds a lock.
+fn is_transient(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.try_downcast_ref::<SqliteError>())
+        .and_then(sqlx::error::DatabaseError::code)
+        .and_then(|code| code.parse::<i32>().ok())
+        .is_some_and(|code| matches!(code & 0xff, SQLITE_BUSY | SQLITE_LOCKED))
 }
 
-/// The sqlite store.
+/// The SQLite store.
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteStore {
     pool: SqlitePool,
 }
 
 impl SqliteStore {
-    pub(crate) async fn connect(_url: &str, _max_connections: u32) -> Result<Self> {
-        missing()
+    /// Opens `url` (creating the file if missing) in WAL mode with
+    /// `synchronous = NORMAL` and a 10 s busy timeout.
+    ///
+    /// An in-memory database (`sqlite::memory:`, `mode=memory`) gets a pool of
+    /// exactly one connection that is never closed, whatever
+    /// `max_connections` says: the database lives only as long as a connection
+    /// to it, and one connection is also what a database with a single writer
+    /// needs (sqlx opens it in shared-cache mode, where several connections
+    /// would lock tables against each other instead of waiting on the busy
+    /// timeout). Use a file for anything that has to survive the pool.
+    pub(crate) async fn connect(url: &str, max_connections: u32) -> Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let pool = if is_memory(url) {
+            SqlitePoolOptions::new()
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_with(options)
+                .await?
+        } else {
+            SqlitePoolOptions::new()
+                .max_connections(max_connections)
+                .connect_with(
+                    options
+                        .journal_mode(SqliteJournalMode::Wal)
+                        .synchronous(SqliteSynchronous::Normal),
+                )
+                .await?
+        };
+        Self::from_pool(pool).await
     }
+
+    /// Uses the caller's pool; checks that its SQLite has `RETURNING`.
     pub(crate) async fn from_pool(pool: SqlitePool) -> Result<Self> {
+        let version: String = sqlx::query_scalar("SELECT sqlite_version()")
+            .fetch_one(&pool)
+            .await?;
+        if !version_at_least(&version, MIN_VERSION) {
+            return Err(Error::invalid(format!(
+                "SQLite {version} is too old for jobq: it needs {}.{} or newer (UPDATE … RETURNING)",
+                MIN_VERSION.0, MIN_VERSION.1
+            )));
+        }
         Ok(Self { pool })
     }
+
     pub(crate) fn pool(&self) -> &SqlitePool {
         &self.pool
     }
+
+    /// sqlx's SQLite migrator takes no lock, so two processes migrating a new
+    /// file at once would both apply the migration and one would fail on
+    /// `_sqlx_migrations`. Run inside one `BEGIN IMMEDIATE` transaction (the
+    /// migrator's own transactions become savepoints), they take turns and the
+    /// second finds everything applied.
     pub(crate) async fn migrate(&self) -> Result<()> {
-        missing()
+        let mut tx = self.pool.begin_with(BEGIN_IMMEDIATE).await?;
+        // `run_direct`, sqlx's own way around `run(&mut *tx)` making this
+        // future not `Send` ("implementation of `Acquire` is not general enough").
+        sqlx::migrate!("../migrations/sqlite")
+            .run_direct(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
     }
-    pub(crate) async fn enqueue(&self, _job: &NewJob) -> Result<Enqueued> {
-        missing()
+
+    pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
+        retry_transient(is_transient, || async {
+            let mut conn = self.pool.acquire().await?;
+            insert_row(&mut conn, job, now_micros()).await
+        })
+        .await
     }
-    pub(crate) async fn enqueue_many(&self, _jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        missing()
+
+    pub(crate) async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for chunk in jobs.chunks(INSERT_CHUNK) {
+            out.extend(retry_transient(is_transient, || self.insert_each(chunk)).await?);
+        }
+        Ok(out)
     }
+
+    /// One INSERT per row in one `BEGIN IMMEDIATE` transaction: results in
+    /// input order without relying on the order of a multi-row `RETURNING`.
+    async fn insert_each(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
+        let mut tx = self.pool.begin_with(BEGIN_IMMEDIATE).await?;
+        let now = now_micros();
+        let mut out = Vec::with_capacity(chunk.len());
+        for job in chunk {
+            out.push(insert_row(&mut tx, job, now).await?);
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
     pub(crate) async fn claim(
         &self,
-        _queue: &str,
-        _limit: u32,
-        _lease: Duration,
-        _worker: &str,
+        queue: &str,
+        limit: u32,
+        lease: Duration,
+        worker: &str,
     ) -> Result<Vec<ClaimedJob>> {
-        missing()
+        let token = new_token();
+        let mut jobs = retry_transient(is_transient, || async {
+            let now = now_micros();
+            let rows: Vec<ClaimRow> = sqlx::query_as(CLAIM)
+                .bind(token)
+                .bind(now)
+                .bind(now.saturating_add(micros(lease)))
+                .bind(worker)
+                .bind(queue)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+            Ok(rows)
+        })
+        .await?;
+        // RETURNING order is unspecified; the rows picked are the first by
+        // (priority, run_at, id), but their old run_at is gone (it is now the
+        // lease deadline), so the batch is handed out by (priority, id).
+        jobs.sort_unstable_by_key(|row| (row.6, row.0));
+        Ok(jobs
+            .into_iter()
+            .map(
+                |(id, job_name, payload, attempts, max_attempts, idempotency_key, _priority)| {
+                    ClaimedJob {
+                        id,
+                        job_name,
+                        payload,
+                        attempt: u32::try_from(attempts).unwrap_or(u32::MAX),
+                        max_attempts: u32::try_from(max_attempts).unwrap_or(1),
+                        idempotency_key,
+                        token,
+                    }
+                },
+            )
+            .collect())
     }
-    pub(crate) async fn complete(&self, _fences: &[Fence]) -> Result<u64> {
-        missing()
+
+    pub(crate) async fn complete(&self, fences: &[Fence]) -> Result<u64> {
+        let mut total = 0;
+        for chunk in fences.chunks(IN_CHUNK) {
+            let update = Fenced::new(
+                "UPDATE jobq_jobs SET status = 'done', finished_at = ?, lease_token = NULL",
+                chunk,
+                "",
+            );
+            total += retry_transient(is_transient, || async {
+                let result = update.query(now_micros()).execute(&self.pool).await?;
+                Ok(result.rows_affected())
+            })
+            .await?;
+        }
+        Ok(total)
     }
-    pub(crate) async fn transition(&self, _t: &Transition) -> Result<bool> {
-        missing()
+
+    pub(crate) async fn transition(&self, t: &Transition) -> Result<bool> {
+        let status = match t.target {
+            Target::Pending => "pending",
+            Target::Failed => "failed",
+        };
+        let affected = retry_transient(is_transient, || async {
+            let now = now_micros();
+            let result = sqlx::query(TRANSITION)
+                .bind(status)
+                .bind(now.saturating_add(micros(t.delay)))
+                .bind(i32::from(t.refund_attempt))
+                .bind(&t.error)
+                .bind(now)
+                .bind(t.fence.id)
+                .bind(t.fence.token)
+                .execute(&self.pool)
+                .await?;
+            Ok(result.rows_affected())
+        })
+        .await?;
+        Ok(affected == 1)
     }
-    pub(crate) async fn heartbeat(
-        &self,
-        _fences: &[Fence],
-        _lease: Duration,
-    ) -> Result<Vec<Fence>> {
-        missing()
+
+    /// One UPDATE per chunk; `RETURNING id, lease_token` tells exactly which
+    /// fences still hold their row, so no second query is needed.
+    pub(crate) async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
+        let mut lost = Vec::new();
+        for chunk in fences.chunks(IN_CHUNK) {
+            let update = Fenced::new(
+                "UPDATE jobq_jobs SET run_at = ?",
+                chunk,
+                " RETURNING id, lease_token",
+            );
+            let held: HashSet<Fence> = retry_transient(is_transient, || async {
+                let rows = update
+                    .query(now_micros().saturating_add(micros(lease)))
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter()
+                    .map(|row| {
+                        Ok(Fence {
+                            id: row.try_get(0)?,
+                            token: row.try_get(1)?,
+                        })
+                    })
+                    .collect()
+            })
+            .await?;
+            lost.extend(chunk.iter().filter(|f| !held.contains(f)).copied());
+        }
+        Ok(lost)
     }
-    pub(crate) async fn reap(&self, _queue: &str, _limit: u32) -> Result<u64> {
-        missing()
+
+    pub(crate) async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
+        retry_transient(is_transient, || async {
+            let result = sqlx::query(REAP)
+                .bind(now_micros())
+                .bind(queue)
+                .bind(limit)
+                .execute(&self.pool)
+                .await?;
+            Ok(result.rows_affected())
+        })
+        .await
     }
+
     pub(crate) async fn listen(
         &self,
         _queues: &[String],
@@ -69,18 +354,571 @@ impl SqliteStore {
     ) {
     }
 
-    pub(crate) async fn job(&self, _id: i64) -> Result<Option<JobInfo>> {
-        missing()
+    pub(crate) async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
+        let row = sqlx::query(JOB).bind(id).fetch_optional(&self.pool).await?;
+        row.map(|row| job_info(&row)).transpose()
     }
-    pub(crate) async fn cancel(&self, _id: i64) -> Result<bool> {
-        missing()
+
+    pub(crate) async fn cancel(&self, id: i64) -> Result<bool> {
+        self.update_one(CANCEL, id).await
     }
-    pub(crate) async fn retry(&self, _id: i64) -> Result<bool> {
-        missing()
+
+    pub(crate) async fn retry(&self, id: i64) -> Result<bool> {
+        self.update_one(RETRY, id).await
+    }
+
+    /// Runs `sql` with `?1` = now and `?2` = `id`; `true` if it changed the row.
+    async fn update_one(&self, sql: &str, id: i64) -> Result<bool> {
+        let affected = retry_transient(is_transient, || async {
+            let result = sqlx::query(sql)
+                .bind(now_micros())
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+            Ok(result.rows_affected())
+        })
+        .await?;
+        Ok(affected == 1)
     }
 }
 
-/// One idempotent INSERT on the caller's connection.
-pub(crate) async fn insert(_conn: &mut SqliteConnection, _job: &NewJob) -> Result<Enqueued> {
-    missing()
+/// One idempotent INSERT on the caller's connection (their transaction, never retried).
+///
+/// A caller's transaction should begin `IMMEDIATE` if it reads before this
+/// write: a deferred one fails with `SQLITE_BUSY_SNAPSHOT` when another
+/// connection wrote since its read.
+pub(crate) async fn insert(conn: &mut SqliteConnection, job: &NewJob) -> Result<Enqueued> {
+    Ok(insert_row(conn, job, now_micros()).await?)
+}
+
+async fn insert_row(
+    conn: &mut SqliteConnection,
+    job: &NewJob,
+    now: i64,
+) -> Result<Enqueued, sqlx::Error> {
+    let run_at = match job.run_at {
+        RunAt::Now => now,
+        RunAt::After(delay) => now.saturating_add(micros(delay)),
+        RunAt::At(at) => at.timestamp_micros(),
+    };
+    let (id, dedupe_hits): (i64, i64) = sqlx::query_as(INSERT)
+        .bind(&job.queue)
+        .bind(&job.job_name)
+        .bind(&job.payload)
+        .bind(job.priority)
+        .bind(run_at)
+        .bind(job.max_attempts)
+        .bind(&job.idempotency_key)
+        .bind(now)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(Enqueued {
+        id,
+        duplicate: dedupe_hits > 0,
+    })
+}
+
+/// `id, job_name, payload, attempts, max_attempts, idempotency_key, priority`.
+type ClaimRow = (i64, String, String, i64, i64, Option<String>, i64);
+
+/// `<set> WHERE status = 'processing' AND id IN (…) AND lease_token IN (…)<tail>`,
+/// where `set` has one `?` for a value bound first.
+///
+/// Tokens are random 63-bit values, one per claim batch; a row re-claimed by
+/// another worker carries another token, so matching the two lists separately
+/// fences as exactly as matching pairs (a collision needs two equal random
+/// 63-bit tokens). Both lists are padded to a power of two so each statement
+/// is prepared for a handful of lengths only.
+struct Fenced {
+    sql: String,
+    ids: Vec<i64>,
+    tokens: Vec<i64>,
+}
+
+impl Fenced {
+    fn new(set: &str, fences: &[Fence], tail: &str) -> Self {
+        let ids = padded(&fences.iter().map(|f| f.id).collect::<Vec<_>>());
+        let mut tokens: Vec<i64> = fences.iter().map(|f| f.token).collect();
+        tokens.sort_unstable();
+        tokens.dedup();
+        let tokens = padded(&tokens);
+        let sql = format!(
+            "{set} WHERE status = 'processing' AND id IN ({}) AND lease_token IN ({}){tail}",
+            placeholders(ids.len()),
+            placeholders(tokens.len())
+        );
+        Self { sql, ids, tokens }
+    }
+
+    fn query(&self, value: i64) -> sqlx::query::Query<'_, Sqlite, SqliteArguments<'_>> {
+        let mut query = sqlx::query(&self.sql).bind(value);
+        for id in &self.ids {
+            query = query.bind(id);
+        }
+        for token in &self.tokens {
+            query = query.bind(token);
+        }
+        query
+    }
+}
+
+/// Now, in unix microseconds.
+fn now_micros() -> i64 {
+    Utc::now().timestamp_micros()
+}
+
+/// Unix microseconds as a time, clamped to what `DateTime` holds (a lease of
+/// `Duration::MAX` is stored as `i64::MAX`).
+fn utc(micros: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(micros).unwrap_or(if micros > 0 {
+        DateTime::<Utc>::MAX_UTC
+    } else {
+        DateTime::<Utc>::MIN_UTC
+    })
+}
+
+/// Whether `version` (`"3.46.0"`) is at least `major.minor`.
+fn version_at_least(version: &str, (major, minor): (u32, u32)) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    found >= (major, minor)
+}
+
+/// Whether a `sqlite:` URL names an in-memory database.
+fn is_memory(url: &str) -> bool {
+    let rest = url.strip_prefix("sqlite:").unwrap_or(url);
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let (database, params) = rest.split_once('?').unwrap_or((rest, ""));
+    database == ":memory:" || params.split('&').any(|p| p == "mode=memory")
+}
+
+fn job_info(row: &SqliteRow) -> Result<JobInfo> {
+    let status: String = row.try_get("status")?;
+    Ok(JobInfo {
+        id: row.try_get("id")?,
+        queue: row.try_get("queue")?,
+        job_name: row.try_get("job_name")?,
+        payload: row.try_get("payload")?,
+        status: status.parse().map_err(Error::Invalid)?,
+        priority: row.try_get("priority")?,
+        attempts: u32::try_from(row.try_get::<i64, _>("attempts")?).unwrap_or(0),
+        max_attempts: u32::try_from(row.try_get::<i64, _>("max_attempts")?).unwrap_or(0),
+        run_at: utc(row.try_get("run_at")?),
+        idempotency_key: row.try_get("idempotency_key")?,
+        last_error: row.try_get("last_error")?,
+        claimed_by: row.try_get("claimed_by")?,
+        claimed_at: row.try_get::<Option<i64>, _>("claimed_at")?.map(utc),
+        created_at: utc(row.try_get("created_at")?),
+        finished_at: row.try_get::<Option<i64>, _>("finished_at")?.map(utc),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A migrated store on a fresh file; keep the directory alive.
+    async fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("jobs.db").display());
+        let store = SqliteStore::connect(&url, 4).await.unwrap();
+        store.migrate().await.unwrap();
+        (dir, store)
+    }
+
+    fn job(queue: &str) -> NewJob {
+        NewJob {
+            queue: queue.to_owned(),
+            job_name: "probe".to_owned(),
+            payload: "{}".to_owned(),
+            priority: 0,
+            max_attempts: 3,
+            run_at: RunAt::Now,
+            idempotency_key: None,
+        }
+    }
+
+    async fn claim_one(
+        store: &SqliteStore,
+        queue: &str,
+        lease: Duration,
+        worker: &str,
+    ) -> ClaimedJob {
+        let mut claimed = store.claim(queue, 1, lease, worker).await.unwrap();
+        assert_eq!(claimed.len(), 1, "expected one claimable job in `{queue}`");
+        claimed.pop().unwrap()
+    }
+
+    /// Reaps `queue` until it returns `expected` jobs (a lease of zero expires
+    /// one microsecond after the claim), for at most 5 s.
+    async fn reap_until(store: &SqliteStore, queue: &str, expected: u64) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let reaped = store.reap(queue, 500).await.unwrap();
+            if reaped == expected {
+                return;
+            }
+            assert_eq!(reaped, 0, "reaped an unexpected number of jobs");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "nothing to reap in `{queue}`"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn info(store: &SqliteStore, id: i64) -> JobInfo {
+        store.job(id).await.unwrap().expect("the job exists")
+    }
+
+    #[tokio::test]
+    async fn a_stale_fence_cannot_settle_a_reclaimed_job() {
+        let (_dir, store) = store().await;
+        let id = store.enqueue(&job("q")).await.unwrap().id;
+
+        let stale = claim_one(&store, "q", Duration::ZERO, "w1").await;
+        reap_until(&store, "q", 1).await;
+        let fresh = claim_one(&store, "q", Duration::from_secs(30), "w2").await;
+        assert_eq!((stale.id, fresh.id), (id, id));
+        assert_eq!((stale.attempt, fresh.attempt), (1, 2));
+        assert_ne!(stale.token, fresh.token);
+
+        assert_eq!(store.complete(&[stale.fence()]).await.unwrap(), 0);
+        let stale_failure = Transition {
+            fence: stale.fence(),
+            target: Target::Failed,
+            delay: Duration::ZERO,
+            refund_attempt: false,
+            error: Some("stale".into()),
+        };
+        assert!(!store.transition(&stale_failure).await.unwrap());
+        let lost = store
+            .heartbeat(&[stale.fence(), fresh.fence()], Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(lost, vec![stale.fence()]);
+        assert_eq!(info(&store, id).await.status, crate::JobStatus::Processing);
+
+        assert_eq!(store.complete(&[fresh.fence()]).await.unwrap(), 1);
+        let done = info(&store, id).await;
+        assert_eq!(done.status, crate::JobStatus::Done);
+        assert_eq!(done.attempts, 2);
+        assert_eq!(done.claimed_by.as_deref(), Some("w2"));
+        assert!(done.finished_at.is_some());
+        let error = done.last_error.unwrap();
+        assert!(
+            error.starts_with("lease expired during attempt 1: worker w1 stopped renewing it"),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn claims_take_priority_then_run_at_then_id() {
+        let (_dir, store) = store().await;
+        let now = Utc::now();
+        let at = |secs_ago: i64, priority: i16| NewJob {
+            priority,
+            run_at: RunAt::At(now - chrono::Duration::seconds(secs_ago)),
+            ..job("q")
+        };
+        let late_low = store.enqueue(&at(1, 5)).await.unwrap().id;
+        let late = store.enqueue(&at(1, 0)).await.unwrap().id;
+        let early_a = store.enqueue(&at(2, 0)).await.unwrap().id;
+        let early_b = store.enqueue(&at(2, 0)).await.unwrap().id;
+        let urgent_but_delayed = NewJob {
+            priority: -10,
+            run_at: RunAt::After(Duration::from_secs(3600)),
+            ..job("q")
+        };
+        store.enqueue(&urgent_but_delayed).await.unwrap();
+
+        let mut order = Vec::new();
+        while let Some(claimed) = store
+            .claim("q", 1, Duration::from_secs(30), "w")
+            .await
+            .unwrap()
+            .pop()
+        {
+            order.push(claimed.id);
+        }
+        assert_eq!(order, vec![early_a, early_b, late, late_low]);
+    }
+
+    #[tokio::test]
+    async fn a_batch_claim_takes_the_first_jobs_in_claim_order() {
+        let (_dir, store) = store().await;
+        let now = Utc::now();
+        let mut ids = Vec::new();
+        for (secs_ago, priority) in [(1, 5), (1, 0), (2, 0), (3, 1)] {
+            let row = NewJob {
+                priority,
+                run_at: RunAt::At(now - chrono::Duration::seconds(secs_ago)),
+                ..job("q")
+            };
+            ids.push(store.enqueue(&row).await.unwrap().id);
+        }
+        let claimed = store
+            .claim("q", 3, Duration::from_secs(30), "w")
+            .await
+            .unwrap();
+        let claimed: Vec<i64> = claimed.iter().map(|c| c.id).collect();
+        // (priority, id): the two priority-0 jobs, then the priority-1 one.
+        assert_eq!(claimed, vec![ids[1], ids[2], ids[3]]);
+    }
+
+    #[tokio::test]
+    async fn a_job_is_not_claimed_before_its_run_at() {
+        let (_dir, store) = store().await;
+        let delayed = NewJob {
+            run_at: RunAt::After(Duration::from_secs(3600)),
+            ..job("q")
+        };
+        let scheduled = NewJob {
+            run_at: RunAt::At(Utc::now() + chrono::Duration::hours(1)),
+            ..job("q")
+        };
+        let delayed_id = store.enqueue(&delayed).await.unwrap().id;
+        store.enqueue(&scheduled).await.unwrap();
+        assert!(
+            store
+                .claim("q", 10, Duration::from_secs(30), "w")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+
+        let run_at = info(&store, delayed_id).await.run_at;
+        let expected = Utc::now() + chrono::Duration::hours(1);
+        assert!((run_at - expected).num_seconds().abs() < 60, "{run_at}");
+
+        let past = NewJob {
+            run_at: RunAt::At(Utc::now() - chrono::Duration::minutes(1)),
+            ..job("q")
+        };
+        let past_id = store.enqueue(&past).await.unwrap().id;
+        let claimed = store
+            .claim("q", 10, Duration::from_secs(30), "w")
+            .await
+            .unwrap();
+        assert_eq!(
+            claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
+            vec![past_id]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_claim_and_the_reaper_use_the_index_without_sorting() {
+        let (_dir, store) = store().await;
+        for sql in [CLAIM, REAP] {
+            let plan: Vec<String> = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .fetch_all(store.pool())
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| row.get::<String, _>("detail"))
+                .collect();
+            let plan = plan.join("\n");
+            assert!(
+                plan.contains("INDEX jobq_jobs_claim (queue=? AND status=?)"),
+                "{plan}"
+            );
+            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_transition_can_refund_the_attempt_and_keep_the_last_error() {
+        let (_dir, store) = store().await;
+        let id = store.enqueue(&job("q")).await.unwrap().id;
+        let first = claim_one(&store, "q", Duration::from_secs(30), "w").await;
+        let retry = Transition {
+            fence: first.fence(),
+            target: Target::Pending,
+            delay: Duration::ZERO,
+            refund_attempt: false,
+            error: Some("first failure".into()),
+        };
+        assert!(store.transition(&retry).await.unwrap());
+        let after_retry = info(&store, id).await;
+        assert_eq!(after_retry.status, crate::JobStatus::Pending);
+        assert_eq!(after_retry.attempts, 1);
+        assert_eq!(after_retry.last_error.as_deref(), Some("first failure"));
+        assert_eq!(after_retry.finished_at, None);
+
+        let second = claim_one(&store, "q", Duration::from_secs(30), "w").await;
+        assert_eq!(second.attempt, 2);
+        let snooze = Transition {
+            fence: second.fence(),
+            target: Target::Pending,
+            delay: Duration::from_secs(3600),
+            refund_attempt: true,
+            error: None,
+        };
+        assert!(store.transition(&snooze).await.unwrap());
+        let snoozed = info(&store, id).await;
+        assert_eq!(snoozed.status, crate::JobStatus::Pending);
+        assert_eq!(snoozed.attempts, 1);
+        assert_eq!(snoozed.last_error.as_deref(), Some("first failure"));
+        assert!(snoozed.run_at > Utc::now() + chrono::Duration::minutes(59));
+        assert!(
+            store
+                .claim("q", 1, Duration::from_secs(30), "w")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // A settle of an already-settled claim changes nothing.
+        assert!(!store.transition(&snooze).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_failing_transition_sets_finished_at() {
+        let (_dir, store) = store().await;
+        let id = store.enqueue(&job("q")).await.unwrap().id;
+        let claimed = claim_one(&store, "q", Duration::from_secs(30), "w").await;
+        let fail = Transition {
+            fence: claimed.fence(),
+            target: Target::Failed,
+            delay: Duration::ZERO,
+            refund_attempt: false,
+            error: Some("no such user".into()),
+        };
+        assert!(store.transition(&fail).await.unwrap());
+        let failed = info(&store, id).await;
+        assert_eq!(failed.status, crate::JobStatus::Failed);
+        assert_eq!(failed.last_error.as_deref(), Some("no such user"));
+        assert!(failed.finished_at.is_some());
+    }
+
+    #[tokio::test]
+    async fn the_reaper_fails_a_job_whose_last_attempt_expired() {
+        let (_dir, store) = store().await;
+        let last_try = NewJob {
+            max_attempts: 1,
+            ..job("q")
+        };
+        let id = store.enqueue(&last_try).await.unwrap().id;
+        claim_one(&store, "q", Duration::ZERO, "w1").await;
+        reap_until(&store, "q", 1).await;
+        let failed = info(&store, id).await;
+        assert_eq!(failed.status, crate::JobStatus::Failed);
+        assert!(failed.finished_at.is_some());
+        assert!(
+            failed
+                .last_error
+                .unwrap()
+                .contains("lease expired during attempt 1")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_heartbeat_extends_the_lease_of_held_jobs() {
+        let (_dir, store) = store().await;
+        let id = store.enqueue(&job("q")).await.unwrap().id;
+        let claimed = claim_one(&store, "q", Duration::ZERO, "w").await;
+        let lost = store
+            .heartbeat(&[claimed.fence()], Duration::from_secs(3600))
+            .await
+            .unwrap();
+        assert!(lost.is_empty());
+        assert_eq!(store.reap("q", 500).await.unwrap(), 0);
+        assert!(info(&store, id).await.run_at > Utc::now() + chrono::Duration::minutes(59));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_job_loses_its_lease_and_can_be_retried() {
+        let (_dir, store) = store().await;
+        let id = store.enqueue(&job("q")).await.unwrap().id;
+        let claimed = claim_one(&store, "q", Duration::from_secs(30), "w").await;
+        assert!(store.cancel(id).await.unwrap());
+        assert!(!store.cancel(id).await.unwrap());
+        let cancelled = info(&store, id).await;
+        assert_eq!(cancelled.status, crate::JobStatus::Cancelled);
+        assert!(cancelled.finished_at.is_some());
+        let lost = store
+            .heartbeat(&[claimed.fence()], Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(lost, vec![claimed.fence()]);
+        assert_eq!(store.complete(&[claimed.fence()]).await.unwrap(), 0);
+
+        assert!(store.retry(id).await.unwrap());
+        assert!(!store.retry(id).await.unwrap());
+        let retried = info(&store, id).await;
+        assert_eq!(retried.status, crate::JobStatus::Pending);
+        assert_eq!(retried.finished_at, None);
+        assert!(retried.max_attempts > retried.attempts);
+        assert_eq!(
+            claim_one(&store, "q", Duration::from_secs(30), "w")
+                .await
+                .attempt,
+            2
+        );
+    }
+
+    #[tokio::test]
+    async fn an_in_memory_database_is_one_database_for_the_whole_pool() {
+        let store = SqliteStore::connect("sqlite::memory:", 8).await.unwrap();
+        store.migrate().await.unwrap();
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..8 {
+            let store = store.clone();
+            tasks.spawn(async move { store.enqueue(&job("q")).await.unwrap().id });
+        }
+        let ids = tasks.join_all().await;
+        for id in ids {
+            assert!(store.job(id).await.unwrap().is_some());
+        }
+        let claimed = store
+            .claim("q", 100, Duration::from_secs(30), "w")
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 8);
+    }
+
+    #[tokio::test]
+    async fn concurrent_connects_and_migrations_of_a_new_file_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("new.db").display());
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..8 {
+            let url = url.clone();
+            tasks.spawn(async move {
+                let store = SqliteStore::connect(&url, 2).await?;
+                store.migrate().await?;
+                store.enqueue(&job("q")).await
+            });
+        }
+        for result in tasks.join_all().await {
+            result.unwrap();
+        }
+        let store = SqliteStore::connect(&url, 1).await.unwrap();
+        let migrations: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(migrations, 1);
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+
+    #[test]
+    fn in_memory_urls_are_recognised() {
+        assert!(is_memory("sqlite::memory:"));
+        assert!(is_memory("sqlite://:memory:"));
+        assert!(is_memory("sqlite://shared?mode=memory"));
+        assert!(!is_memory("sqlite://jobs.db"));
+        assert!(!is_memory("sqlite:///tmp/memory.db?mode=rwc"));
+    }
+
+    #[test]
+    fn versions_compare_by_major_then_minor() {
+        assert!(version_at_least("3.46.0", (3, 35)));
+        assert!(version_at_least("3.35.5", (3, 35)));
+        assert!(!version_at_least("3.34.1", (3, 35)));
+        assert!(version_at_least("4.0.0", (3, 35)));
+    }
 }

@@ -1,0 +1,729 @@
+//! The SQLite store through the public API: `Jobq` and `Worker` on a real
+//! SQLite file, including two OS processes draining one file.
+//!
+//! `#[job]` is not used here: the test job implements `Job` by hand and
+//! registers its handler with `inventory`, as the macro's expansion does.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::time::Duration;
+
+use jobq_runtime::{
+    Definition, DispatchError, Enqueue, Job, JobContext, JobError, JobInfo, JobRegistration,
+    JobStatus, Jobq, RetryPolicy, StateRequirement, States, Worker,
+};
+use serde::{Deserialize, Serialize};
+use sqlx::SqlitePool;
+
+/// What the test job does when it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+enum Mode {
+    /// Records the run and succeeds.
+    #[default]
+    Succeed,
+    /// Records the run and fails (retried on a 10 ms schedule).
+    Fail,
+    /// Attempt 1 outlives its lease and succeeds only after attempt 2 has
+    /// started; attempt 2 waits for attempt 1 to finish, then fails for good.
+    StaleThenFail,
+}
+
+/// The test job: records every run in `probe_runs` / `probe_counts`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Probe {
+    n: i64,
+    mode: Mode,
+    key: Option<String>,
+}
+
+impl Job for Probe {
+    const NAME: &'static str = "sqlite_store_probe";
+    const QUEUE: &'static str = "probe";
+    const MAX_ATTEMPTS: u32 = 3;
+
+    fn retry_policy() -> RetryPolicy {
+        RetryPolicy::fixed(Duration::from_millis(10))
+    }
+
+    fn idempotency_key(&self) -> Option<String> {
+        self.key.clone()
+    }
+}
+
+impl Probe {
+    fn new(n: i64) -> Self {
+        Self {
+            n,
+            ..Self::default()
+        }
+    }
+
+    fn with_mode(n: i64, mode: Mode) -> Self {
+        Self { n, mode, key: None }
+    }
+
+    fn keyed(n: i64, key: &str) -> Self {
+        Self {
+            n,
+            mode: Mode::Succeed,
+            key: Some(key.to_owned()),
+        }
+    }
+
+    async fn run(self, ctx: JobContext, side: SqlitePool) -> Result<(), JobError> {
+        record(&side, &ctx, self.n, "start").await?;
+        match (self.mode, ctx.attempt()) {
+            (Mode::Succeed, _) => {}
+            (Mode::Fail, attempt) => {
+                return Err(JobError::retry(format!("boom on attempt {attempt}")));
+            }
+            (Mode::StaleThenFail, 1) => {
+                wait_for_run(&side, ctx.id(), 2, "start").await?;
+                record(&side, &ctx, self.n, "end").await?;
+            }
+            (Mode::StaleThenFail, attempt) => {
+                wait_for_run(&side, ctx.id(), 1, "end").await?;
+                return Err(JobError::permanent(format!(
+                    "attempt {attempt} failed after the stale one finished"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The side tables the handler writes to, in the jobs database itself, so
+/// that the handler's writes compete for the same write lock as the queue's.
+#[derive(Debug, Clone)]
+struct Side(SqlitePool);
+
+type JobFuture = Pin<Box<dyn Future<Output = Result<(), JobError>> + Send + 'static>>;
+
+fn run_probe(ctx: JobContext, payload: &str, states: &States) -> Result<JobFuture, DispatchError> {
+    let probe: Probe = serde_json::from_str(payload).map_err(|source| DispatchError::Payload {
+        job: Probe::NAME,
+        source,
+    })?;
+    let side = states.get::<Side>().ok_or(DispatchError::MissingState {
+        job: Probe::NAME,
+        type_name: "Side",
+    })?;
+    Ok(Box::pin(probe.run(ctx, side.0.clone())))
+}
+
+fn probe_states() -> Vec<StateRequirement> {
+    vec![StateRequirement::of::<Side>()]
+}
+
+inventory::submit! {
+    JobRegistration::of::<Probe>(
+        run_probe,
+        probe_states,
+        Definition { module_path: module_path!(), function: "probe", file: file!(), line: line!() },
+    )
+}
+
+async fn record(side: &SqlitePool, ctx: &JobContext, n: i64, phase: &str) -> Result<(), JobError> {
+    let now = chrono::Utc::now().timestamp_micros();
+    sqlx::query(
+        "INSERT INTO probe_runs (job_id, attempt, n, phase, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .bind(ctx.id())
+    .bind(ctx.attempt())
+    .bind(n)
+    .bind(phase)
+    .bind(now)
+    .execute(side)
+    .await
+    .map_err(|e| JobError::retry(format!("recording the run failed: {e}")))?;
+    if phase == "start" {
+        sqlx::query(
+            "INSERT INTO probe_counts (job_id, runs) VALUES (?1, 1) \
+             ON CONFLICT (job_id) DO UPDATE SET runs = runs + 1",
+        )
+        .bind(ctx.id())
+        .execute(side)
+        .await
+        .map_err(|e| JobError::retry(format!("counting the run failed: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Waits (10 s at most) until attempt `attempt` of job `id` recorded `phase`.
+async fn wait_for_run(
+    side: &SqlitePool,
+    id: i64,
+    attempt: u32,
+    phase: &str,
+) -> Result<(), JobError> {
+    let found = eventually(Duration::from_secs(10), || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM probe_runs WHERE job_id = ?1 AND attempt = ?2 AND phase = ?3",
+        )
+        .bind(id)
+        .bind(attempt)
+        .bind(phase)
+        .fetch_one(side)
+        .await
+        .is_ok_and(|count| count > 0)
+    })
+    .await;
+    if found {
+        Ok(())
+    } else {
+        Err(JobError::permanent(format!(
+            "attempt {attempt} of job {id} never recorded `{phase}`"
+        )))
+    }
+}
+
+/// Polls `condition` every 10 ms until it holds or `limit` passes; whether it held.
+async fn eventually<F, Fut>(limit: Duration, mut condition: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if condition().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A migrated database in a fresh temporary file, with the side tables.
+struct Db {
+    dir: tempfile::TempDir,
+    jobq: Jobq,
+}
+
+impl Db {
+    async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let jobq = Jobq::connect(&url(&dir)).await.unwrap();
+        jobq.migrate().await.unwrap();
+        create_side_tables(pool(&jobq)).await;
+        Self { dir, jobq }
+    }
+
+    fn pool(&self) -> &SqlitePool {
+        pool(&self.jobq)
+    }
+
+    fn worker(&self, concurrency: usize) -> jobq_runtime::WorkerBuilder {
+        Worker::builder(self.jobq.clone())
+            .queue(Probe::QUEUE, concurrency)
+            .state(Side(self.pool().clone()))
+            .poll_interval(Duration::from_millis(20))
+    }
+
+    async fn job(&self, id: i64) -> JobInfo {
+        self.jobq.job(id).await.unwrap().expect("the job exists")
+    }
+
+    /// Waits (20 s at most) until job `id` has `status`; returns it.
+    async fn wait_for_status(&self, id: i64, status: JobStatus) -> JobInfo {
+        let reached = eventually(Duration::from_secs(20), || async {
+            self.job(id).await.status == status
+        })
+        .await;
+        let job = self.job(id).await;
+        assert!(reached, "job {id} never became {status}: {job:?}");
+        job
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        sqlx::query_scalar(sql)
+            .fetch_one(self.pool())
+            .await
+            .unwrap()
+    }
+}
+
+fn url(dir: &tempfile::TempDir) -> String {
+    format!("sqlite://{}", dir.path().join("jobs.db").display())
+}
+
+fn pool(jobq: &Jobq) -> &SqlitePool {
+    jobq.sqlite_pool().expect("a SQLite Jobq")
+}
+
+async fn create_side_tables(pool: &SqlitePool) {
+    sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS probe_runs (seq INTEGER PRIMARY KEY AUTOINCREMENT, \
+             job_id INTEGER NOT NULL, attempt INTEGER NOT NULL, n INTEGER NOT NULL, \
+             phase TEXT NOT NULL, at INTEGER NOT NULL); \
+         CREATE TABLE IF NOT EXISTS probe_counts (job_id INTEGER PRIMARY KEY, runs INTEGER NOT NULL); \
+         CREATE TABLE IF NOT EXISTS probe_control (name TEXT PRIMARY KEY);",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_worker_drains_enqueued_jobs_to_done() {
+    let db = Db::new().await;
+    let mut ids = Vec::new();
+    for n in 0..50 {
+        ids.push(db.jobq.enqueue(Probe::new(n)).await.unwrap().id);
+    }
+    let worker = db.worker(4).build().unwrap().start();
+    for &id in &ids {
+        let job = db.wait_for_status(id, JobStatus::Done).await;
+        assert_eq!(job.attempts, 1);
+        assert_eq!(job.last_error, None);
+        assert!(job.finished_at.is_some());
+    }
+    worker.shutdown(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM probe_counts WHERE runs = 1")
+            .await,
+        50
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM jobq_jobs WHERE status <> 'done'")
+            .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn an_in_memory_database_runs_jobs_on_its_single_connection() {
+    let jobq = Jobq::connect("sqlite::memory:").await.unwrap();
+    jobq.migrate().await.unwrap();
+    create_side_tables(pool(&jobq)).await;
+    let enqueued = jobq.enqueue_many((0..20).map(Probe::new)).await.unwrap();
+    let worker = Worker::builder(jobq.clone())
+        .queue(Probe::QUEUE, 4)
+        .state(Side(pool(&jobq).clone()))
+        .build()
+        .unwrap()
+        .start();
+    let done = eventually(Duration::from_secs(20), || async {
+        let mut all = true;
+        for e in &enqueued {
+            all &= jobq.job(e.id).await.unwrap().unwrap().status == JobStatus::Done;
+        }
+        all
+    })
+    .await;
+    worker.shutdown(Duration::from_secs(10)).await.unwrap();
+    assert!(done, "not every job reached done");
+}
+
+#[tokio::test]
+async fn an_existing_idempotency_key_returns_the_existing_job() {
+    let db = Db::new().await;
+    let first = db
+        .jobq
+        .enqueue_with(Probe::new(1), Enqueue::new().idempotency_key("welcome:1"))
+        .await
+        .unwrap();
+    let second = db
+        .jobq
+        .enqueue_with(Probe::new(2), Enqueue::new().idempotency_key("welcome:1"))
+        .await
+        .unwrap();
+    let other = db.jobq.enqueue(Probe::keyed(3, "welcome:2")).await.unwrap();
+    assert!(!first.duplicate);
+    assert!(second.duplicate);
+    assert_eq!(second.id, first.id);
+    assert!(!other.duplicate);
+    assert_ne!(other.id, first.id);
+    let stored = db.job(first.id).await;
+    assert_eq!(stored.idempotency_key.as_deref(), Some("welcome:1"));
+    assert!(
+        stored.payload.contains("\"n\":1"),
+        "the first payload is kept: {}",
+        stored.payload
+    );
+    assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs").await, 2);
+}
+
+#[tokio::test]
+async fn concurrent_enqueues_of_one_key_store_one_row() {
+    let db = Db::new().await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..16 {
+        let jobq = db.jobq.clone();
+        tasks.spawn(async move { jobq.enqueue(Probe::keyed(n, "cron:tick:42")).await.unwrap() });
+    }
+    let results = tasks.join_all().await;
+    assert_eq!(
+        results.iter().filter(|r| !r.duplicate).count(),
+        1,
+        "{results:?}"
+    );
+    assert!(results.iter().all(|r| r.id == results[0].id), "{results:?}");
+    assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs").await, 1);
+    assert_eq!(db.count("SELECT dedupe_hits FROM jobq_jobs").await, 15);
+}
+
+#[tokio::test]
+async fn enqueue_many_returns_ids_in_input_order() {
+    let db = Db::new().await;
+    let existing = db
+        .jobq
+        .enqueue(Probe::keyed(0, "k:existing"))
+        .await
+        .unwrap();
+    // Over one chunk of the batch insert, with duplicates of an existing key
+    // and of a key first seen in the batch itself.
+    let mut jobs: Vec<Probe> = (1..=2500).map(Probe::new).collect();
+    jobs[10] = Probe::keyed(-10, "k:existing");
+    jobs[20] = Probe::keyed(-20, "k:batch");
+    jobs[2400] = Probe::keyed(-2400, "k:batch");
+    let enqueued = db.jobq.enqueue_many(jobs.clone()).await.unwrap();
+    assert_eq!(enqueued.len(), jobs.len());
+
+    for (i, (job, result)) in jobs.iter().zip(&enqueued).enumerate() {
+        let stored = db.job(result.id).await;
+        // A duplicate gets the job that holds its key.
+        let expected_n = match i {
+            10 => 0,
+            2400 => -20,
+            _ => job.n,
+        };
+        assert!(
+            stored.payload.contains(&format!("\"n\":{expected_n},")),
+            "input {i} got job {} with payload {}",
+            result.id,
+            stored.payload
+        );
+    }
+    assert_eq!(enqueued[10].id, existing.id);
+    assert!(enqueued[10].duplicate);
+    assert_eq!(enqueued[2400].id, enqueued[20].id);
+    assert!(enqueued[2400].duplicate && !enqueued[20].duplicate);
+    assert_eq!(enqueued.iter().filter(|r| r.duplicate).count(), 2);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM jobq_jobs").await,
+        2500 + 1 - 2
+    );
+}
+
+#[tokio::test]
+async fn a_worker_runs_jobs_by_priority_then_run_at() {
+    let db = Db::new().await;
+    let now = chrono::Utc::now();
+    let at = |secs_ago: i64, priority: i16| {
+        Enqueue::new()
+            .run_at(now - chrono::Duration::seconds(secs_ago))
+            .priority(priority)
+    };
+    // (n, seconds ago, priority), enqueued in this order.
+    let plan = [
+        (1, 1, 5),
+        (2, 3, 5),
+        (3, 1, 0),
+        (4, 2, 0),
+        (5, 5, -1),
+        (6, 2, 0),
+    ];
+    for (n, secs_ago, priority) in plan {
+        db.jobq
+            .enqueue_with(Probe::new(n), at(secs_ago, priority))
+            .await
+            .unwrap();
+    }
+    let worker = db.worker(1).build().unwrap().start();
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            db.count("SELECT COUNT(*) FROM jobq_jobs WHERE status = 'done'")
+                .await
+                == 6
+        })
+        .await
+    );
+    worker.shutdown(Duration::from_secs(10)).await.unwrap();
+    let order: Vec<i64> =
+        sqlx::query_scalar("SELECT n FROM probe_runs WHERE phase = 'start' ORDER BY seq")
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
+    assert_eq!(order, vec![5, 4, 6, 3, 2, 1]);
+}
+
+#[tokio::test]
+async fn a_delayed_job_is_not_run_before_its_time() {
+    let db = Db::new().await;
+    let enqueued_at = chrono::Utc::now().timestamp_micros();
+    let soon = db
+        .jobq
+        .enqueue_with(
+            Probe::new(1),
+            Enqueue::new().delay(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap()
+        .id;
+    let later = db
+        .jobq
+        .enqueue_with(
+            Probe::new(2),
+            Enqueue::new().delay(Duration::from_secs(3600)),
+        )
+        .await
+        .unwrap()
+        .id;
+    let worker = db.worker(4).build().unwrap().start();
+    db.wait_for_status(soon, JobStatus::Done).await;
+    worker.shutdown(Duration::from_secs(10)).await.unwrap();
+
+    let started: i64 = sqlx::query_scalar("SELECT at FROM probe_runs WHERE job_id = ?1")
+        .bind(soon)
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert!(
+        started - enqueued_at >= 300_000,
+        "ran {} µs after enqueue",
+        started - enqueued_at
+    );
+    let waiting = db.job(later).await;
+    assert_eq!(waiting.status, JobStatus::Pending);
+    assert_eq!(waiting.attempts, 0);
+}
+
+#[tokio::test]
+async fn a_failing_job_is_retried_then_failed_with_its_last_error() {
+    let db = Db::new().await;
+    let id = db
+        .jobq
+        .enqueue(Probe::with_mode(1, Mode::Fail))
+        .await
+        .unwrap()
+        .id;
+    let worker = db.worker(2).build().unwrap().start();
+    let failed = db.wait_for_status(id, JobStatus::Failed).await;
+    worker.shutdown(Duration::from_secs(10)).await.unwrap();
+
+    assert_eq!(failed.attempts, Probe::MAX_ATTEMPTS);
+    let error = failed.last_error.unwrap();
+    assert!(error.contains("boom on attempt 3"), "{error}");
+    assert!(error.contains("attempts exhausted"), "{error}");
+    assert!(failed.finished_at.is_some());
+    assert_eq!(db.count("SELECT runs FROM probe_counts").await, 3);
+}
+
+#[tokio::test]
+async fn a_stale_attempt_cannot_settle_a_reclaimed_job() {
+    let db = Db::new().await;
+    let id = db
+        .jobq
+        .enqueue(Probe::with_mode(1, Mode::StaleThenFail))
+        .await
+        .unwrap()
+        .id;
+    // No heartbeats: attempt 1 outlives its lease, the reaper hands the job to
+    // attempt 2, and attempt 1 then succeeds while attempt 2 holds the job.
+    let worker = db
+        .worker(2)
+        .lease(Duration::from_millis(200))
+        .reap_interval(Duration::from_millis(50))
+        .disable_heartbeats()
+        .build()
+        .unwrap()
+        .start();
+    let failed = db.wait_for_status(id, JobStatus::Failed).await;
+    // Shutting down flushes the completer: attempt 1's success has been
+    // written (and fenced out) by the time it returns.
+    worker.shutdown(Duration::from_secs(10)).await.unwrap();
+
+    let job = db.job(id).await;
+    assert_eq!(
+        job.status,
+        JobStatus::Failed,
+        "the stale success must not land: {job:?}"
+    );
+    assert_eq!(job.attempts, 2);
+    assert_eq!(job.last_error, failed.last_error);
+    assert!(
+        job.last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("attempt 2 failed after the stale one finished"),
+        "{job:?}"
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM probe_runs WHERE attempt = 1 AND phase = 'end'")
+            .await,
+        1,
+        "attempt 1 ran to the end"
+    );
+}
+
+#[tokio::test]
+async fn enqueue_in_a_transaction_stores_the_job_only_on_commit() {
+    let db = Db::new().await;
+
+    let mut tx = db.pool().begin().await.unwrap();
+    let rolled_back = db.jobq.enqueue_in(&mut *tx, Probe::new(1)).await.unwrap();
+    tx.rollback().await.unwrap();
+    assert!(db.jobq.job(rolled_back.id).await.unwrap().is_none());
+    assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs").await, 0);
+
+    let mut tx = db.pool().begin().await.unwrap();
+    let committed = db.jobq.enqueue_in(&mut *tx, Probe::new(2)).await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(!committed.duplicate);
+    assert_eq!(db.job(committed.id).await.status, JobStatus::Pending);
+    assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs").await, 1);
+}
+
+/// Set in the child processes of [`two_processes_drain_one_file_running_every_job_once`]:
+/// the database file to work on.
+const CHILD_DB: &str = "JOBQ_SQLITE_TEST_CHILD_DB";
+const CROSS_PROCESS_JOBS: i64 = 1000;
+
+#[tokio::test]
+async fn two_processes_drain_one_file_running_every_job_once() {
+    if let Ok(url) = std::env::var(CHILD_DB) {
+        return drain_as_child(&url).await;
+    }
+    let db = Db::new().await;
+    let url = url(&db.dir);
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<tokio::process::Child> = (0..2)
+        .map(|_| {
+            tokio::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "two_processes_drain_one_file_running_every_job_once",
+                    "--nocapture",
+                ])
+                .env(CHILD_DB, &url)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+
+    // Both workers are running before the first job exists, so both get work.
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            db.count("SELECT COUNT(*) FROM probe_control WHERE name LIKE 'ready:%'")
+                .await
+                == 2
+        })
+        .await,
+        "the child processes never became ready"
+    );
+    let jobs: Vec<Probe> = (0..CROSS_PROCESS_JOBS).map(Probe::new).collect();
+    db.jobq.enqueue_many(jobs).await.unwrap();
+    sqlx::query("INSERT INTO probe_control (name) VALUES ('go')")
+        .execute(db.pool())
+        .await
+        .unwrap();
+
+    for child in children {
+        let output = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+            .await
+            .expect("a child process did not finish in time")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "child failed: {}\nstdout:\n{}\nstderr:\n{stderr}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout)
+        );
+        assert!(
+            !stderr.contains("locked"),
+            "child logged a locking error:\n{stderr}"
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if let Some(line) = stdout.lines().find(|l| l.starts_with("child ")) {
+            println!("{line}");
+        }
+        assert!(
+            !stderr.contains("WARN") && !stderr.contains("ERROR"),
+            "child logged warnings or errors:\n{stderr}"
+        );
+    }
+
+    let n = CROSS_PROCESS_JOBS;
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM jobq_jobs WHERE status = 'done' AND attempts = 1")
+            .await,
+        n
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM jobq_jobs WHERE last_error IS NOT NULL")
+            .await,
+        0
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM probe_counts WHERE runs = 1")
+            .await,
+        n
+    );
+    assert_eq!(
+        db.count("SELECT COALESCE(SUM(runs), 0) FROM probe_counts")
+            .await,
+        n
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(DISTINCT claimed_by) FROM jobq_jobs")
+            .await,
+        2,
+        "both processes ran jobs"
+    );
+}
+
+/// The child's side of the two-process test: a worker of concurrency 8 on
+/// the shared file until every job has been settled; warnings go to stderr.
+async fn drain_as_child(url: &str) {
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .init();
+    let jobq = Jobq::connect(url).await.unwrap();
+    jobq.migrate().await.unwrap();
+    let pool = pool(&jobq).clone();
+    let worker = Worker::builder(jobq.clone())
+        .queue(Probe::QUEUE, 8)
+        .state(Side(pool.clone()))
+        .poll_interval(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let handle = worker.start();
+    let handle_id = handle.id().to_owned();
+    sqlx::query("INSERT INTO probe_control (name) VALUES (?1)")
+        .bind(format!("ready:{}", std::process::id()))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let drained = eventually(Duration::from_secs(90), || async {
+        let remaining: i64 = sqlx::query_scalar(
+            "SELECT (SELECT COUNT(*) FROM probe_control WHERE name = 'go') = 0 \
+                 OR EXISTS (SELECT 1 FROM jobq_jobs WHERE status IN ('pending', 'processing'))",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        remaining == 0
+    })
+    .await;
+    handle.shutdown(Duration::from_secs(10)).await.unwrap();
+    assert!(drained, "the queue was not drained in time");
+    let ran: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobq_jobs WHERE claimed_by = ?1")
+        .bind(handle_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    println!(
+        "child {}: ran {ran} jobs, {} internal retries after transient errors",
+        std::process::id(),
+        jobq_runtime::internal_retries()
+    );
+}

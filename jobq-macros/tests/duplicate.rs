@@ -47,3 +47,19 @@ fn a_duplicate_name_is_an_error_naming_both_definitions() {
     );
     assert!(message.contains("tests/duplicate.rs:"), "{message}");
 }
+
+#[tokio::test]
+async fn a_worker_does_not_build_when_two_jobs_share_a_name() {
+    let jobq = jobq_runtime::Jobq::connect("sqlite::memory:")
+        .await
+        .unwrap();
+    let error = jobq_runtime::Worker::builder(jobq)
+        .queue("default", 1)
+        .build()
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("job name `charge` is registered twice"),
+        "{message}"
+    );
+}

@@ -9,9 +9,6 @@ pub enum Error {
     /// The database returned an error or could not be reached.
     #[error("database error")]
     Database(#[from] sqlx::Error),
-    /// The embedded migrations could not be applied.
-    #[error("migration failed")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
     /// A payload could not be serialized to JSON.
     #[error("payload of job `{job}` could not be serialized to JSON")]
     Serialize {

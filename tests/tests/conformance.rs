@@ -845,6 +845,45 @@ async fn cancel_stops_a_job_and_retry_revives_it(db: TestDb) {
     assert!(!jobq.retry(id).await.unwrap(), "a done job is not retried");
 }
 
+async fn cancelling_a_running_job_stops_it_without_settling(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("cancelrun");
+    let recorder = Recorder::default();
+    let handle = worker(&jobq, &queue, 1, &recorder)
+        .heartbeat_interval(Duration::from_millis(100))
+        .build()
+        .unwrap()
+        .start();
+    let id = jobq
+        .enqueue_with(Long::new(60_000), on(&queue))
+        .await
+        .unwrap()
+        .id;
+    wait_until("the job started", LONG, || async {
+        !recorder.runs(id).is_empty()
+    })
+    .await;
+    assert!(jobq.cancel(id).await.unwrap());
+    wait_until("the heartbeat stopped the attempt", LONG, || async {
+        handle.held_jobs() == 0
+    })
+    .await;
+    let next = jobq
+        .enqueue_with(Record::new(1), on(&queue))
+        .await
+        .unwrap()
+        .id;
+    wait_for_status(&jobq, next, JobStatus::Done, LONG).await;
+    stop(handle).await;
+    let info = jobq.job(id).await.unwrap().unwrap();
+    assert_eq!(
+        info.status,
+        JobStatus::Cancelled,
+        "not overwritten by a settle"
+    );
+    assert_eq!(recorder.runs(id).len(), 1);
+}
+
 async fn the_handler_sees_a_stable_idempotency_key(db: TestDb) {
     let jobq = db.jobq().await;
     let queue = unique_queue("ctxkey");
@@ -933,5 +972,6 @@ conformance!(
     shutdown_releases_unfinished_jobs_to_pending_by_the_deadline,
     enqueue_in_follows_the_callers_transaction,
     cancel_stops_a_job_and_retry_revives_it,
+    cancelling_a_running_job_stops_it_without_settling,
     the_handler_sees_a_stable_idempotency_key,
 );

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::types::{Enqueued, JobInfo, JobStatus, QueueCounts, RunAt};
 use crate::{Backend, Result};
 
+mod migrate;
 pub(crate) mod mysql;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;

@@ -21,8 +21,8 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions};
 use sqlx::{Executor, MySqlConnection, MySqlPool, Row};
 
 use super::{
-    ClaimedJob, Fence, NewJob, Target, Transition, micros, new_token, padded, placeholders,
-    retry_transient,
+    ClaimedJob, Fence, NewJob, Target, Transition, micros, migrate, new_token, padded,
+    placeholders, retry_transient,
 };
 use crate::types::{Enqueued, JobInfo, RunAt};
 use crate::{Error, Result};
@@ -147,10 +147,20 @@ impl MySqlStore {
     }
 
     pub(crate) async fn migrate(&self) -> Result<()> {
-        sqlx::migrate!("../migrations/mysql")
-            .run(&self.pool)
+        let mut conn = self.pool.acquire().await?;
+        let locked: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK('jobq_migrate', 120)")
+            .fetch_one(&mut *conn)
             .await?;
-        Ok(())
+        if locked != Some(1) {
+            return Err(Error::invalid(
+                "could not take the migration lock `jobq_migrate` within 120 s; is another migration stuck?",
+            ));
+        }
+        let applied = apply_migrations(&mut conn).await;
+        sqlx::query("SELECT RELEASE_LOCK('jobq_migrate')")
+            .execute(&mut *conn)
+            .await?;
+        Ok(applied?)
     }
 
     pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
@@ -470,6 +480,29 @@ impl MySqlStore {
         .await?;
         Ok(affected == 1)
     }
+}
+
+/// Applies the migrations `jobq_migrations` does not list (the caller holds the lock).
+async fn apply_migrations(conn: &mut MySqlConnection) -> Result<(), sqlx::Error> {
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS jobq_migrations (version BIGINT NOT NULL PRIMARY KEY, \
+         description VARCHAR(255) NOT NULL, applied_at DATETIME(6) NOT NULL) ENGINE = InnoDB",
+    )
+    .await?;
+    let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM jobq_migrations")
+        .fetch_all(&mut *conn)
+        .await?;
+    for migration in migrate::pending(migrate::MYSQL, &applied) {
+        conn.execute(migration.sql).await?;
+        sqlx::query(
+            "INSERT INTO jobq_migrations (version, description, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))",
+        )
+        .bind(migration.version)
+        .bind(migration.description)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
 }
 
 /// One idempotent INSERT on any MySQL connection (the pool's or the caller's transaction).

@@ -28,10 +28,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgListener, PgPoolOptions, PgRow};
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{Executor, PgConnection, PgPool, Row};
 use tokio_util::sync::CancellationToken;
 
-use super::{ClaimedJob, Fence, NewJob, Target, Transition, micros, new_token, retry_transient};
+use super::{
+    ClaimedJob, Fence, NewJob, Target, Transition, micros, migrate, new_token, retry_transient,
+};
 use crate::types::{Enqueued, JobInfo, RunAt};
 use crate::{Error, Result, wakeup};
 
@@ -150,10 +152,32 @@ impl PgStore {
         &self.pool
     }
 
+    /// In one transaction under an advisory lock: DDL is transactional here,
+    /// so a failed migration leaves nothing half-applied, and concurrent
+    /// migrators take turns.
     pub(crate) async fn migrate(&self) -> Result<()> {
-        sqlx::migrate!("../migrations/postgres")
-            .run(&self.pool)
+        let mut tx = self.pool.begin().await?;
+        // 0x6a6f6271 = "jobq"
+        sqlx::query("SELECT pg_advisory_xact_lock(1785684593)")
+            .execute(&mut *tx)
             .await?;
+        tx.execute(
+            "CREATE TABLE IF NOT EXISTS jobq_migrations (version bigint PRIMARY KEY, \
+             description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+        )
+        .await?;
+        let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM jobq_migrations")
+            .fetch_all(&mut *tx)
+            .await?;
+        for migration in migrate::pending(migrate::POSTGRES, &applied) {
+            tx.execute(migration.sql).await?;
+            sqlx::query("INSERT INTO jobq_migrations (version, description) VALUES ($1, $2)")
+                .bind(migration.version)
+                .bind(migration.description)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 

@@ -28,11 +28,11 @@ use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteError, SqliteJournalMode, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool};
+use sqlx::{Executor, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use super::{
-    ClaimedJob, Fence, NewJob, Target, Transition, micros, new_token, padded, placeholders,
-    retry_transient,
+    ClaimedJob, Fence, NewJob, Target, Transition, micros, migrate, new_token, padded,
+    placeholders, retry_transient,
 };
 use crate::types::{Enqueued, JobInfo, RunAt};
 use crate::{Error, Result};
@@ -175,18 +175,29 @@ impl SqliteStore {
         &self.pool
     }
 
-    /// sqlx's SQLite migrator takes no lock, so two processes migrating a new
-    /// file at once would both apply the migration and one would fail on
-    /// `_sqlx_migrations`. Run inside one `BEGIN IMMEDIATE` transaction (the
-    /// migrator's own transactions become savepoints), they take turns and the
-    /// second finds everything applied.
+    /// Inside one `BEGIN IMMEDIATE` transaction: processes migrating a new
+    /// file at once take turns, and the later ones find everything applied.
     pub(crate) async fn migrate(&self) -> Result<()> {
         let mut tx = self.pool.begin_with(BEGIN_IMMEDIATE).await?;
-        // `run_direct`, sqlx's own way around `run(&mut *tx)` making this
-        // future not `Send` ("implementation of `Acquire` is not general enough").
-        sqlx::migrate!("../migrations/sqlite")
-            .run_direct(&mut *tx)
+        tx.execute(
+            "CREATE TABLE IF NOT EXISTS jobq_migrations (version INTEGER NOT NULL PRIMARY KEY, \
+             description TEXT NOT NULL, applied_at INTEGER NOT NULL)",
+        )
+        .await?;
+        let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM jobq_migrations")
+            .fetch_all(&mut *tx)
             .await?;
+        for migration in migrate::pending(migrate::SQLITE, &applied) {
+            tx.execute(migration.sql).await?;
+            sqlx::query(
+                "INSERT INTO jobq_migrations (version, description, applied_at) VALUES (?, ?, ?)",
+            )
+            .bind(migration.version)
+            .bind(migration.description)
+            .bind(now_micros())
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(())
     }
@@ -893,7 +904,7 @@ mod tests {
             result.unwrap();
         }
         let store = SqliteStore::connect(&url, 1).await.unwrap();
-        let migrations: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations")
+        let migrations: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobq_migrations")
             .fetch_one(store.pool())
             .await
             .unwrap();

@@ -163,7 +163,11 @@ async fn settle(
                 (Target::Pending, _) => "retry",
             };
             span.record("job.outcome", outcome);
-            tracing::warn!(error = %error, retry_in = ?transition.delay, outcome, "attempt failed");
+            if transition.target == Target::Failed {
+                tracing::warn!(error = %error, outcome, "job failed");
+            } else {
+                tracing::info!(error = %error, retry_in = ?transition.delay, outcome, "attempt failed; the job will run again");
+            }
             transition
         }
     };

@@ -1,0 +1,89 @@
+//! `Worker::build` refuses configurations that could not work, with a message
+//! that says what is wrong and what to do.
+
+use std::time::Duration;
+
+use jobq_runtime::{Error, Jobq, State, Worker, job};
+
+/// Something a handler needs from the service.
+#[derive(Debug)]
+struct Mailer;
+
+#[job(name = "build_needs_mailer", queue = "build-mail")]
+async fn needs_mailer(mailer: State<Mailer>, to: String) {
+    let _ = (mailer, to);
+}
+
+async fn jobq() -> Jobq {
+    Jobq::connect("sqlite::memory:").await.unwrap()
+}
+
+fn message(result: Result<Worker, Error>) -> String {
+    let error = result.expect_err("build must fail");
+    assert!(matches!(error, Error::Config(_)), "{error:?}");
+    error.to_string()
+}
+
+#[tokio::test]
+async fn a_missing_state_names_the_job_and_the_type() {
+    let m = message(Worker::builder(jobq().await).queue("build-mail", 2).build());
+    assert!(m.contains("job `build_needs_mailer`"), "{m}");
+    assert!(m.contains("State<worker_build::Mailer>"), "{m}");
+    assert!(m.contains(".state(value)"), "{m}");
+}
+
+#[tokio::test]
+async fn given_the_state_the_worker_builds() {
+    Worker::builder(jobq().await)
+        .queue("build-mail", 2)
+        .state(Mailer)
+        .build()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_queue_without_registered_jobs_is_refused_unless_unchecked() {
+    let m = message(Worker::builder(jobq().await).queue("build-mial", 2).build());
+    assert!(
+        m.contains("queue `build-mial` has no registered job"),
+        "{m}"
+    );
+    assert!(m.contains("`build-mail`"), "lists the known queues: {m}");
+    Worker::builder(jobq().await)
+        .queue_unchecked("build-mial", 2)
+        .build()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn concurrency_zero_and_bad_queues_are_refused() {
+    let m = message(
+        Worker::builder(jobq().await)
+            .queue_unchecked("q", 0)
+            .build(),
+    );
+    assert!(m.contains("concurrency 0"), "{m}");
+    let m = message(Worker::builder(jobq().await).queue_unchecked("", 1).build());
+    assert!(m.contains("must be 1 to 128 bytes"), "{m}");
+    let m = message(Worker::builder(jobq().await).build());
+    assert!(m.contains("serves no queue"), "{m}");
+    let m = message(
+        Worker::builder(jobq().await)
+            .queue_unchecked("q", 1)
+            .queue_unchecked("q", 1)
+            .build(),
+    );
+    assert!(m.contains("served twice"), "{m}");
+}
+
+#[tokio::test]
+async fn a_heartbeat_must_be_shorter_than_the_lease() {
+    let m = message(
+        Worker::builder(jobq().await)
+            .queue_unchecked("q", 1)
+            .lease(Duration::from_secs(1))
+            .heartbeat_interval(Duration::from_secs(2))
+            .build(),
+    );
+    assert!(m.contains("heartbeat interval"), "{m}");
+}

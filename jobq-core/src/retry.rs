@@ -34,7 +34,8 @@ use std::time::Duration;
 /// assert_eq!(p.base_delay(4), Duration::from_secs(8));
 /// assert_eq!(p.base_delay(30), Duration::from_secs(60));
 ///
-/// let p = RetryPolicy::schedule(&[Duration::from_secs(1), Duration::from_secs(30)]);
+/// const DELAYS: &[Duration] = &[Duration::from_secs(1), Duration::from_secs(30)];
+/// let p = RetryPolicy::schedule(DELAYS);
 /// assert_eq!(p.delay(1), Duration::from_secs(1));
 /// assert_eq!(p.delay(5), Duration::from_secs(30)); // the last entry repeats
 /// ```

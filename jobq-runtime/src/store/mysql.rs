@@ -407,12 +407,15 @@ impl MySqlStore {
             return Ok(0);
         }
         let padded_ids = padded(&ids);
+        // An orphan keeps its place in line: `run_at` goes back to when the
+        // job was enqueued, not to the back of a backlog, so it runs again
+        // about one lease after the crash even when the queue is deep.
         let sql = format!(
             "UPDATE jobq_jobs SET \
              last_error = CONCAT('lease expired during attempt ', attempts, ': worker ', COALESCE(claimed_by, '?'), ' stopped renewing it (crashed, killed or stalled)'), \
              finished_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), NULL), \
              status = IF(attempts >= max_attempts, 'failed', 'pending'), \
-             run_at = UTC_TIMESTAMP(6), lease_token = NULL \
+             run_at = created_at, lease_token = NULL \
              WHERE id IN ({})",
             placeholders(padded_ids.len())
         );

@@ -94,6 +94,11 @@ impl Jobq {
     }
 
     /// The same handle with another payload size limit.
+    ///
+    /// On MySQL/MariaDB the server's own limit also applies: a payload that
+    /// cannot fit in one statement of `max_allowed_packet` bytes (as read when
+    /// the handle connected) is refused at enqueue with an error naming it,
+    /// and `enqueue_many` splits its INSERTs so each fits.
     #[must_use]
     pub fn with_max_payload_bytes(self, max_payload_bytes: usize) -> Self {
         Self {
@@ -268,6 +273,16 @@ impl Jobq {
                 payload.len(),
                 self.inner.max_payload_bytes
             )));
+        }
+        if let Some((limit, setting)) = self.store().server_payload_limit() {
+            if payload.len() > limit {
+                return Err(Error::invalid(format!(
+                    "payload of job `{}` is {} bytes of JSON, more than the {} server takes in one statement ({limit} bytes: {setting}, less room for the other columns); raise max_allowed_packet on the server (new connections see it), or store large data elsewhere and enqueue a reference to it",
+                    J::NAME,
+                    payload.len(),
+                    self.backend(),
+                )));
+            }
         }
         let queue = options.queue.unwrap_or_else(|| J::QUEUE.to_owned());
         validate_queue(&queue)?;

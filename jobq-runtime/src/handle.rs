@@ -303,21 +303,35 @@ impl Jobq {
                 J::NAME
             )));
         }
-        if let RunAt::After(delay) = options.run_at {
-            if delay > MAX_DELAY {
+        let run_at = match options.run_at {
+            RunAt::After(delay) if delay > MAX_DELAY => {
                 return Err(Error::invalid(format!(
-                    "delay of job `{}` is {delay:?}, longer than the limit of 100 years",
+                    "delay of job `{}` is {delay:?}, longer than the limit of 100 years (jobq_runtime::MAX_DELAY); pass a shorter delay",
                     J::NAME
                 )));
             }
-        }
+            RunAt::At(at) => {
+                let latest = chrono::Utc::now()
+                    + chrono::Duration::from_std(MAX_DELAY).unwrap_or(chrono::TimeDelta::MAX);
+                if at > latest {
+                    return Err(Error::invalid(format!(
+                        "run_at of job `{}` is {at}, more than 100 years from now (jobq_runtime::MAX_DELAY); pass an instant within 100 years",
+                        J::NAME
+                    )));
+                }
+                // Past is past: the earliest instant every backend stores
+                // (MySQL's DATETIME starts at year 1000) still means "now".
+                RunAt::At(at.max(chrono::DateTime::UNIX_EPOCH))
+            }
+            run_at => run_at,
+        };
         Ok(NewJob {
             queue,
             job_name: J::NAME.to_owned(),
             payload,
             priority: options.priority.unwrap_or(J::PRIORITY),
             max_attempts,
-            run_at: options.run_at,
+            run_at,
             idempotency_key,
         })
     }

@@ -299,8 +299,9 @@ impl Jobq {
         let max_attempts = options.max_attempts.unwrap_or(J::MAX_ATTEMPTS);
         if max_attempts == 0 || max_attempts > i32::MAX as u32 {
             return Err(Error::invalid(format!(
-                "max_attempts of job `{}` is {max_attempts}; it must be at least 1",
-                J::NAME
+                "max_attempts of job `{}` is {max_attempts}; it must be 1 to {}",
+                J::NAME,
+                i32::MAX
             )));
         }
         let run_at = match options.run_at {

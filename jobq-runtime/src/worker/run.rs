@@ -93,7 +93,13 @@ async fn execute(
     let attempt = match (registration.run)(ctx, &job.payload, &shared.states) {
         Ok(attempt) => attempt,
         Err(error @ DispatchError::Payload { .. }) => {
-            return Outcome::Failed(JobError::permanent(error_chain(&error)), policy);
+            return Outcome::Failed(
+                JobError::permanent(format!(
+                    "{}; failed without retrying, as another attempt cannot fix it: correct the row's payload (or make the payload type accept it) and call Jobq::retry",
+                    error_chain(&error)
+                )),
+                policy,
+            );
         }
         Err(error) => return Outcome::Failed(JobError::retry(error_chain(&error)), policy),
     };
@@ -247,7 +253,7 @@ fn panic_message(panic: &(dyn Any + Send)) -> String {
     } else if let Some(s) = panic.downcast_ref::<String>() {
         s.clone()
     } else {
-        "a non-string panic payload".to_owned()
+        "its payload is not a string (std::panic::panic_any), so the panic hook's report on stderr is the place to look".to_owned()
     }
 }
 

@@ -357,7 +357,11 @@ impl fmt::Display for Report {
                 writeln!(f, "    - {v}")?;
             }
             writeln!(f, "  worker logs: {}", self.logs.display())
+        }?;
+        if std::env::var_os("JOBQ_CHAOS_KEEP_LOGS").is_some() {
+            writeln!(f, "  worker logs: {}", self.logs.display())?;
         }
+        Ok(())
     }
 }
 
@@ -867,7 +871,7 @@ fn scan_logs(report: &mut Report) {
                 .push(format!("a worker panicked: {line}"));
         }
     }
-    if report.violations.is_empty() {
+    if report.violations.is_empty() && std::env::var_os("JOBQ_CHAOS_KEEP_LOGS").is_none() {
         let _ = std::fs::remove_dir_all(report.logs.parent().expect("dir"));
     }
 }

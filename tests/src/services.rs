@@ -73,7 +73,7 @@ impl Server {
                     succeeds("mariadb-admin", &["--version"])
                         && std::path::Path::new("/usr/sbin/mariadbd").exists()
                 }
-                Self::Postgres => succeeds("pg_ctlcluster", &["--help"]) && pg_version().is_ok(),
+                Self::Postgres => succeeds("pg_lsclusters", &[]) && pg_version().is_ok(),
             }
     }
 

@@ -39,6 +39,15 @@ async fn blocks_thread(ctx: &JobContext, recorder: State<Recorder>, ms: u64) {
     std::thread::sleep(Duration::from_millis(ms));
 }
 
+/// Blocks its runtime thread on the first attempt only.
+#[job(name = "bad_blocks_first", max_attempts = 3)]
+async fn blocks_first(ctx: &JobContext, recorder: State<Recorder>, ms: u64) {
+    recorder.record(ctx.id(), ctx.attempt());
+    if ctx.attempt() == 1 {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+}
+
 /// A job no worker has a handler for.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Unregistered {
@@ -478,6 +487,70 @@ async fn a_handler_blocking_its_thread_does_not_stall_other_queues(db: TestDb) {
     assert_eq!(info.attempts, 1);
 }
 
+/// When a handler blocks every thread of its runtime (here the only one),
+/// the whole worker stalls with it, heartbeats included: the lease expires,
+/// another worker runs the job again, and the blocked attempt's late
+/// success is fenced out. At-least-once holds; the run is wasted.
+async fn a_handler_blocking_every_runtime_thread_loses_its_lease_to_another_worker(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("blockall");
+    let recorder = Recorder::default();
+    let id = jobq
+        .enqueue_with(BlocksFirst::new(2_500), on(&queue))
+        .await
+        .unwrap()
+        .id;
+    // A: a current-thread runtime of its own, so the blocking handler blocks all of it.
+    let (url, q, r) = (db.url().to_owned(), queue.clone(), recorder.clone());
+    let a = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let jobq = Jobq::connect(&url).await.unwrap();
+            let handle = Worker::builder(jobq.clone())
+                .queue_unchecked(&q, 1)
+                .state(r.clone())
+                .lease(Duration::from_millis(600))
+                .poll_interval(Duration::from_millis(50))
+                .worker_id("blocked-a")
+                .build()
+                .unwrap()
+                .start();
+            wait_until("A finished its attempt", LONG, || async {
+                handle.held_jobs() == 0 && !r.runs(id).is_empty()
+            })
+            .await;
+            stop(handle).await;
+        });
+    });
+    wait_until("A started the job", LONG, || async {
+        !recorder.runs(id).is_empty()
+    })
+    .await;
+    let b = worker(&jobq, &queue, &recorder)
+        .worker_id("free-b")
+        .build()
+        .unwrap()
+        .start();
+    let info = wait_for_status(&jobq, id, JobStatus::Done, LONG).await;
+    tokio::task::spawn_blocking(move || a.join().unwrap())
+        .await
+        .unwrap();
+    stop(b).await;
+    assert_eq!(recorder.runs(id).len(), 2, "B ran it again");
+    let info_after = jobq.job(id).await.unwrap().unwrap();
+    assert_eq!(info_after, info, "A's late success changed nothing");
+    assert_eq!(info.attempts, 2);
+    assert_eq!(info.claimed_by.as_deref(), Some("free-b"));
+    assert!(
+        info.last_error
+            .unwrap_or_default()
+            .contains("lease expired during attempt 1: worker blocked-a"),
+    );
+}
+
 /// A real server limit behind jobq's: MariaDB/MySQL `max_allowed_packet`
 /// (16 MiB on MariaDB, 64 MiB on MySQL 8). A payload over it is refused at
 /// enqueue with an error naming it — before jobq checked, the server dropped
@@ -591,4 +664,5 @@ on_every_backend!(
     a_run_at_beyond_the_limit_is_refused,
     a_handler_panicking_with_a_non_string_payload_is_a_failed_attempt,
     a_handler_blocking_its_thread_does_not_stall_other_queues,
+    a_handler_blocking_every_runtime_thread_loses_its_lease_to_another_worker,
 );

@@ -241,7 +241,7 @@ impl Config {
             jobs: env_u64("JOBQ_CHAOS_JOBS").unwrap_or(if long { 40_000 } else { 1_500 }),
             workers: env_u64("JOBQ_CHAOS_WORKERS").map_or(if long { 8 } else { 3 }, |v| v as usize),
             concurrency: env_u64("JOBQ_CHAOS_CONCURRENCY")
-                .map_or(if long { 2 } else { 2 }, |v| v as usize),
+                .map_or(2, |v| v as usize),
             lease: Duration::from_millis(env_u64("JOBQ_CHAOS_LEASE_MS").unwrap_or(2_000)),
             max_sleep_ms: 50,
             kill_every: Some(if long {
@@ -411,7 +411,9 @@ impl Fleet {
         if self.live.is_empty() {
             return;
         }
-        let mut proc = self.live.swap_remove(rand::random_range(0..self.live.len()));
+        let mut proc = self
+            .live
+            .swap_remove(rand::random_range(0..self.live.len()));
         let _ = proc.child.kill(); // SIGKILL
         let at = now_us();
         let _ = proc.child.wait();
@@ -472,6 +474,11 @@ impl Drop for Fleet {
     }
 }
 
+/// A job's row: id, status, attempts, claimed_by, finished_at (µs).
+type JobRow = (i64, String, i32, Option<String>, Option<i64>);
+/// A logged execution: job, attempt, pid, worker, started (µs), finished (µs).
+type ExecutionRow = (i64, i32, i64, String, i64, Option<i64>);
+
 /// One logged execution.
 #[derive(Debug, Clone)]
 struct Execution {
@@ -521,10 +528,19 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
         env: vec![
             ("JOBQ_CHAOS_URL".into(), db.url().to_owned()),
             ("JOBQ_CHAOS_QUEUE".into(), queue.clone()),
-            ("JOBQ_CHAOS_CONCURRENCY".into(), config.concurrency.to_string()),
+            (
+                "JOBQ_CHAOS_CONCURRENCY".into(),
+                config.concurrency.to_string(),
+            ),
             ("JOBQ_CHAOS_POOL".into(), pool_size.to_string()),
-            ("JOBQ_CHAOS_LEASE_MS".into(), config.lease.as_millis().to_string()),
-            ("JOBQ_CHAOS_MAX_SLEEP_MS".into(), config.max_sleep_ms.to_string()),
+            (
+                "JOBQ_CHAOS_LEASE_MS".into(),
+                config.lease.as_millis().to_string(),
+            ),
+            (
+                "JOBQ_CHAOS_MAX_SLEEP_MS".into(),
+                config.max_sleep_ms.to_string(),
+            ),
             (
                 "JOBQ_CHAOS_MAX_SECS".into(),
                 (config.deadline.as_secs() + 60).to_string(),
@@ -547,7 +563,9 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
             range.0.as_millis() as u64..=range.1.as_millis() as u64,
         ))
     };
-    let mut next_kill = config.kill_every.map(|r| Instant::now() + next_kill_after(r));
+    let mut next_kill = config
+        .kill_every
+        .map(|r| Instant::now() + next_kill_after(r));
     let mut outage_task: Option<tokio::task::JoinHandle<Result<(i64, i64), String>>> = None;
     let mut outage_window: Option<(i64, i64)> = None;
     let mut last_progress = Instant::now() - Duration::from_secs(1);
@@ -700,7 +718,7 @@ async fn check(
          FROM jobq_jobs WHERE queue = ?",
         "SELECT id, status, attempts, claimed_by, finished_at FROM jobq_jobs WHERE queue = ?",
     );
-    let rows: Vec<(i64, String, i32, Option<String>, Option<i64>)> = sql
+    let rows: Vec<JobRow> = sql
         .fetch_all(rows_sql, &[queue.into()])
         .await
         .expect("read the jobs");
@@ -733,7 +751,7 @@ async fn check(
     }
 
     // The execution log.
-    let logged: Vec<(i64, i32, i64, String, i64, Option<i64>)> = sql
+    let logged: Vec<ExecutionRow> = sql
         .fetch_all(
             "SELECT job_id, attempt, pid, worker, started_us, finished_us \
              FROM jobq_chaos_executions WHERE run = ?",
@@ -787,7 +805,8 @@ async fn check(
                 "job {id}: an attempt ran twice (double claim): {runs:?}"
             ));
         }
-        report.silent_claims += u64::try_from(i64::from(*attempts) - runs.len() as i64).unwrap_or(0);
+        report.silent_claims +=
+            u64::try_from(i64::from(*attempts) - runs.len() as i64).unwrap_or(0);
         let last = runs.last().expect("not empty");
         // The row was settled by its last claim, after that claim's handler finished.
         if last.attempt != i64::from(*attempts) {
@@ -866,9 +885,7 @@ fn scan_logs(report: &mut Report) {
             report.warnings += 1;
         }
         if line.contains("panicked") {
-            report
-                .violations
-                .push(format!("a worker panicked: {line}"));
+            report.violations.push(format!("a worker panicked: {line}"));
         }
     }
     if report.violations.is_empty() && std::env::var_os("JOBQ_CHAOS_KEEP_LOGS").is_none() {

@@ -165,9 +165,6 @@ impl Db {
 mod tests {
     #[test]
     fn placeholders_are_numbered_for_postgres() {
-        assert_eq!(
-            super::numbered("SELECT ? + ?, ?"),
-            "SELECT $1 + $2, $3"
-        );
+        assert_eq!(super::numbered("SELECT ? + ?, ?"), "SELECT $1 + $2, $3");
     }
 }

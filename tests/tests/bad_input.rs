@@ -139,9 +139,15 @@ async fn a_payload_that_is_not_json_fails_at_once_and_names_the_fix(db: TestDb) 
         error.contains("payload of job `bad_record` does not deserialize"),
         "{error}"
     );
-    assert!(error.contains("expected ident at line 1 column 2"), "{error}");
+    assert!(
+        error.contains("expected ident at line 1 column 2"),
+        "{error}"
+    );
     assert!(error.contains("failed without retrying"), "{error}");
-    assert!(error.contains("call Jobq::retry"), "says what to do: {error}");
+    assert!(
+        error.contains("call Jobq::retry"),
+        "says what to do: {error}"
+    );
 }
 
 async fn json_of_the_wrong_shape_fails_naming_the_field(db: TestDb) {
@@ -153,7 +159,10 @@ async fn json_of_the_wrong_shape_fails_naming_the_field(db: TestDb) {
         ("{}", "missing field `n`"),
         (r#"{"m": 1}"#, "missing field `n`"),
         (r#"{"n": -1}"#, "invalid value: integer `-1`, expected u64"),
-        (r#"{"n": 1.5}"#, "invalid type: floating point `1.5`, expected u64"),
+        (
+            r#"{"n": 1.5}"#,
+            "invalid type: floating point `1.5`, expected u64",
+        ),
         ("null", "invalid type: null"),
         ("[]", "invalid length 0"),
         (r#""n""#, "invalid type: string"),
@@ -164,7 +173,13 @@ async fn json_of_the_wrong_shape_fails_naming_the_field(db: TestDb) {
     }
     // Unknown fields are ignored (serde's default): a newer producer may add
     // fields. And serde reads a struct from an array of its fields in order.
-    let extra = insert_raw(&jobq, &queue, "bad_record", r#"{"n": 3, "added_later": true}"#).await;
+    let extra = insert_raw(
+        &jobq,
+        &queue,
+        "bad_record",
+        r#"{"n": 3, "added_later": true}"#,
+    )
+    .await;
     let array = insert_raw(&jobq, &queue, "bad_record", "[4]").await;
     for (id, (payload, expected)) in ids.iter().zip(cases) {
         let info = wait_for_status(&jobq, *id, JobStatus::Failed, LONG).await;
@@ -204,8 +219,14 @@ async fn a_payload_over_the_limit_is_refused_at_enqueue_naming_the_limit(db: Tes
     let big = "x".repeat(2000);
     let message = invalid(jobq.enqueue_with(Blob::new(big.clone()), on(&queue)).await);
     assert!(message.contains("payload of job `bad_blob`"), "{message}");
-    assert!(message.contains("over the limit of 1024 bytes"), "{message}");
-    assert!(message.contains("Jobq::with_max_payload_bytes"), "{message}");
+    assert!(
+        message.contains("over the limit of 1024 bytes"),
+        "{message}"
+    );
+    assert!(
+        message.contains("Jobq::with_max_payload_bytes"),
+        "{message}"
+    );
     // A batch with one payload over the limit inserts nothing.
     let batch = vec![
         (Blob::new("small".into()), on(&queue)),
@@ -215,7 +236,9 @@ async fn a_payload_over_the_limit_is_refused_at_enqueue_naming_the_limit(db: Tes
     assert_eq!(jobq.counts(&queue).await.unwrap().total(), 0);
     // Just under the limit is fine, and so is the default limit of 4 MiB.
     let fits = "x".repeat(1024 - r#"{"data":""}"#.len());
-    jobq.enqueue_with(Blob::new(fits), on(&queue)).await.unwrap();
+    jobq.enqueue_with(Blob::new(fits), on(&queue))
+        .await
+        .unwrap();
     let default = db.jobq().await;
     assert_eq!(DEFAULT_MAX_PAYLOAD_BYTES, 4 << 20);
     let id = default
@@ -248,7 +271,11 @@ async fn an_idempotency_key_over_the_column_length_is_refused(db: TestDb) {
     );
     assert!(message.contains("is 0 characters long"), "{message}");
     // 255 four-byte characters fit (the limit is in characters, as the column's).
-    let key = format!("{}{}", "🦀".repeat(MAX_KEY_LEN - 9), &queue[queue.len() - 9..]);
+    let key = format!(
+        "{}{}",
+        "🦀".repeat(MAX_KEY_LEN - 9),
+        &queue[queue.len() - 9..]
+    );
     assert_eq!(key.chars().count(), MAX_KEY_LEN);
     let e = jobq
         .enqueue_with(Record::new(2), on(&queue).idempotency_key(key.clone()))
@@ -339,10 +366,19 @@ async fn a_delay_beyond_the_limit_is_refused(db: TestDb) {
     let jobq = db.jobq().await;
     let queue = unique_queue("delay");
     for delay in [Duration::MAX, MAX_DELAY + Duration::from_secs(1)] {
-        let message = invalid(jobq.enqueue_with(Record::new(1), on(&queue).delay(delay)).await);
-        assert!(message.contains("longer than the limit of 100 years"), "{message}");
+        let message = invalid(
+            jobq.enqueue_with(Record::new(1), on(&queue).delay(delay))
+                .await,
+        );
+        assert!(
+            message.contains("longer than the limit of 100 years"),
+            "{message}"
+        );
         assert!(message.contains("MAX_DELAY"), "{message}");
-        assert!(message.contains("pass a shorter delay"), "says what to do: {message}");
+        assert!(
+            message.contains("pass a shorter delay"),
+            "says what to do: {message}"
+        );
     }
     // The limit itself is stored as it is.
     let id = jobq
@@ -368,7 +404,10 @@ async fn a_run_at_far_in_the_past_runs_now(db: TestDb) {
     for (at, stored) in [
         (DateTime::<Utc>::MIN_UTC, epoch),
         (epoch - chrono::Duration::days(365 * 2000), epoch),
-        (epoch + chrono::Duration::days(1), epoch + chrono::Duration::days(1)),
+        (
+            epoch + chrono::Duration::days(1),
+            epoch + chrono::Duration::days(1),
+        ),
     ] {
         let id = jobq
             .enqueue_with(Record::new(1), on(&queue).run_at(at))
@@ -395,10 +434,16 @@ async fn a_run_at_beyond_the_limit_is_refused(db: TestDb) {
         "9999-12-31T23:59:59Z".parse::<DateTime<Utc>>().unwrap(),
         Utc::now() + chrono::Duration::from_std(MAX_DELAY + Duration::from_secs(3600)).unwrap(),
     ] {
-        let message = invalid(jobq.enqueue_with(Record::new(1), on(&queue).run_at(at)).await);
+        let message = invalid(
+            jobq.enqueue_with(Record::new(1), on(&queue).run_at(at))
+                .await,
+        );
         assert!(message.contains("run_at"), "{message}");
         assert!(message.contains("more than 100 years"), "{message}");
-        assert!(message.contains("within 100 years"), "says what to do: {message}");
+        assert!(
+            message.contains("within 100 years"),
+            "says what to do: {message}"
+        );
     }
     assert_eq!(jobq.counts(&queue).await.unwrap().total(), 0);
 }
@@ -603,7 +648,10 @@ async fn mysql_a_batch_larger_than_max_allowed_packet_is_split_to_fit() {
     assert_eq!(enqueued.len(), count);
     for (i, e) in enqueued.iter().enumerate().step_by(7) {
         let info = jobq.job(e.id).await.unwrap().unwrap();
-        assert!(info.payload.starts_with(&format!(r#"{{"data":"{i}:"#)), "row {i}");
+        assert!(
+            info.payload.starts_with(&format!(r#"{{"data":"{i}:"#)),
+            "row {i}"
+        );
     }
     assert_eq!(jobq.counts(&queue).await.unwrap().pending, count as u64);
 }

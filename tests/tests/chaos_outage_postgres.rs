@@ -20,7 +20,10 @@ async fn postgres_restarted_mid_drain_loses_no_job_and_repeats_no_effect() {
             std::env::var("CI").as_deref() != Ok("true"),
             "under CI=true the local PostgreSQL must be restartable"
         );
-        eprintln!("skipped: PostgreSQL at {} cannot be restarted from here", db.url());
+        eprintln!(
+            "skipped: PostgreSQL at {} cannot be restarted from here",
+            db.url()
+        );
         return;
     }
     chaos::run(&db, WORKER, Config::outage("outage", Server::Postgres)).await;

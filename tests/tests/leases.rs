@@ -91,7 +91,14 @@ async fn stop(handle: WorkerHandle) {
         .expect("shutdown");
 }
 
-fn builder(jobq: &Jobq, queue: &str, concurrency: usize, recorder: &Recorder, gates: &Gates, id: &str) -> jobq_runtime::WorkerBuilder {
+fn builder(
+    jobq: &Jobq,
+    queue: &str,
+    concurrency: usize,
+    recorder: &Recorder,
+    gates: &Gates,
+    id: &str,
+) -> jobq_runtime::WorkerBuilder {
     Worker::builder(jobq.clone())
         .queue_unchecked(queue, concurrency)
         .state(recorder.clone())
@@ -108,12 +115,23 @@ async fn heartbeats_keep_handlers_that_outlive_the_lease_from_running_twice(db: 
     let recorder = Recorder::default();
     let gates = Gates::default();
     // Two workers: either would take over a job whose lease expired.
-    let a = builder(&jobq, &queue, 4, &recorder, &gates, "hb-a").build().unwrap().start();
-    let b = builder(&jobq, &queue, 4, &recorder, &gates, "hb-b").build().unwrap().start();
+    let a = builder(&jobq, &queue, 4, &recorder, &gates, "hb-a")
+        .build()
+        .unwrap()
+        .start();
+    let b = builder(&jobq, &queue, 4, &recorder, &gates, "hb-b")
+        .build()
+        .unwrap()
+        .start();
     let mut ids = Vec::new();
     for _ in 0..8 {
         // 4 leases long.
-        ids.push(jobq.enqueue_with(Slow::new(2_400), on(&queue)).await.unwrap().id);
+        ids.push(
+            jobq.enqueue_with(Slow::new(2_400), on(&queue))
+                .await
+                .unwrap()
+                .id,
+        );
     }
     for id in &ids {
         let info = wait_for_status(&jobq, *id, JobStatus::Done, LONG).await;
@@ -163,7 +181,10 @@ async fn without_heartbeats_expired_jobs_rerun_and_stale_settles_are_fenced_out(
     })
     .await;
     // A's attempts now end (half succeed, half fail) and try to settle.
-    wait_until("A settled (or tried to)", LONG, || async { a.held_jobs() == 0 }).await;
+    wait_until("A settled (or tried to)", LONG, || async {
+        a.held_jobs() == 0
+    })
+    .await;
     for id in &ids {
         let info = jobq.job(*id).await.unwrap().unwrap();
         assert_eq!(info.status, JobStatus::Processing, "still B's: {info:?}");
@@ -180,7 +201,10 @@ async fn without_heartbeats_expired_jobs_rerun_and_stale_settles_are_fenced_out(
         let info = wait_for_status(&jobq, *id, JobStatus::Done, LONG).await;
         assert_eq!(info.attempts, 2, "{info:?}");
         assert!(
-            !info.last_error.unwrap_or_default().contains("stale failure"),
+            !info
+                .last_error
+                .unwrap_or_default()
+                .contains("stale failure"),
             "A's failure was not recorded"
         );
         assert_eq!(recorder.runs(*id).len(), 2, "no third run");

@@ -52,7 +52,10 @@ impl Warnings {
     }
 
     fn snapshot(&self) -> BTreeMap<String, u64> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -201,7 +204,10 @@ async fn load(label: &str, handles: Vec<Jobq>) {
                     40..=59 => {
                         what = "enqueue_many";
                         let batch = (0..20).map(|_| {
-                            (Work::new(rand::random_range(0..100)), Enqueue::new().queue(queue))
+                            (
+                                Work::new(rand::random_range(0..100)),
+                                Enqueue::new().queue(queue),
+                            )
                         });
                         jobq.enqueue_many_with(batch).await.map(|e| {
                             enqueued.fetch_add(e.len() as u64, Ordering::Relaxed);

@@ -19,7 +19,12 @@ use tokio::io::AsyncReadExt;
 
 /// Logs its execution, sleeps a little, records its side effect once per key.
 #[job(name = "jobq_chaos", max_attempts = 1000, retry = ["100ms"])]
-async fn chaos(ctx: JobContext, effects: State<Effects>, run: String, n: u64) -> Result<(), String> {
+async fn chaos(
+    ctx: JobContext,
+    effects: State<Effects>,
+    run: String,
+    n: u64,
+) -> Result<(), String> {
     let _ = n;
     effects
         .run(ctx.id(), ctx.attempt(), &ctx.idempotency_key(), &run)

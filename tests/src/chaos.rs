@@ -240,8 +240,7 @@ impl Config {
             name: name.to_owned(),
             jobs: env_u64("JOBQ_CHAOS_JOBS").unwrap_or(if long { 40_000 } else { 1_500 }),
             workers: env_u64("JOBQ_CHAOS_WORKERS").map_or(if long { 8 } else { 3 }, |v| v as usize),
-            concurrency: env_u64("JOBQ_CHAOS_CONCURRENCY")
-                .map_or(2, |v| v as usize),
+            concurrency: env_u64("JOBQ_CHAOS_CONCURRENCY").map_or(2, |v| v as usize),
             lease: Duration::from_millis(env_u64("JOBQ_CHAOS_LEASE_MS").unwrap_or(2_000)),
             max_sleep_ms: 50,
             kill_every: Some(if long {

@@ -36,11 +36,13 @@ pub(super) fn spawn_job(
 ) {
     let cancel = shared.stop_jobs.child_token();
     let lease_lost = Arc::new(AtomicBool::new(false));
+    let ended = Arc::new(AtomicBool::new(false));
     shared.held().insert(
         job.fence(),
         Held {
             cancel: cancel.clone(),
             lease_lost: Arc::clone(&lease_lost),
+            ended: Arc::clone(&ended),
         },
     );
     let span = tracing::info_span!(
@@ -58,6 +60,7 @@ pub(super) fn spawn_job(
             let shared = shared_for_task;
             let fence = job.fence();
             let outcome = execute(&shared, &queue, &job, cancel).await;
+            ended.store(true, Ordering::SeqCst);
             settle(&shared, &job, fence, outcome, &lease_lost).await;
             drop(permit);
         }

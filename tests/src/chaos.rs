@@ -69,11 +69,11 @@ pub fn now_us() -> i64 {
 pub async fn create_tables(db: &Db) -> sqlx::Result<()> {
     let statements: &[&str] = match db {
         Db::MySql(_) => &[
-            "CREATE TABLE IF NOT EXISTS jobq_chaos_executions (\
+            "CREATE TABLE IF NOT EXISTS jobq_chaos_attempts (\
                run VARCHAR(64) NOT NULL, job_id BIGINT NOT NULL, attempt INT NOT NULL, \
                pid BIGINT NOT NULL, worker VARCHAR(255) NOT NULL, \
                started_us BIGINT NOT NULL, finished_us BIGINT NULL, \
-               KEY jobq_chaos_executions_run (run, job_id, attempt)\
+               UNIQUE KEY jobq_chaos_attempts_run (run, job_id, attempt, pid)\
              ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4",
             "CREATE TABLE IF NOT EXISTS jobq_chaos_effects (\
                idem_key VARCHAR(255) NOT NULL PRIMARY KEY, run VARCHAR(64) NOT NULL, \
@@ -82,12 +82,12 @@ pub async fn create_tables(db: &Db) -> sqlx::Result<()> {
              ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4",
         ],
         _ => &[
-            "CREATE TABLE IF NOT EXISTS jobq_chaos_executions (\
+            "CREATE TABLE IF NOT EXISTS jobq_chaos_attempts (\
                run TEXT NOT NULL, job_id BIGINT NOT NULL, attempt INTEGER NOT NULL, \
                pid BIGINT NOT NULL, worker TEXT NOT NULL, \
                started_us BIGINT NOT NULL, finished_us BIGINT NULL)",
-            "CREATE INDEX IF NOT EXISTS jobq_chaos_executions_run \
-               ON jobq_chaos_executions (run, job_id, attempt)",
+            "CREATE UNIQUE INDEX IF NOT EXISTS jobq_chaos_attempts_run \
+               ON jobq_chaos_attempts (run, job_id, attempt, pid)",
             "CREATE TABLE IF NOT EXISTS jobq_chaos_effects (\
                idem_key TEXT NOT NULL PRIMARY KEY, run TEXT NOT NULL, \
                job_id BIGINT NOT NULL, attempt INTEGER NOT NULL, pid BIGINT NOT NULL)",
@@ -148,10 +148,19 @@ impl Effects {
     pub async fn run(&self, id: i64, attempt: u32, key: &str, run: &str) -> Result<(), String> {
         let attempt = i64::from(attempt);
         let pid = i64::from(self.pid);
+        // Idempotent: a retried INSERT whose first try committed unseen
+        // (the connection died with the server) must not log it twice.
+        let log_start = self.db.pick(
+            "INSERT IGNORE INTO jobq_chaos_attempts (run, job_id, attempt, pid, worker, started_us) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO jobq_chaos_attempts (run, job_id, attempt, pid, worker, started_us) \
+             VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            "INSERT INTO jobq_chaos_attempts (run, job_id, attempt, pid, worker, started_us) \
+             VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        );
         self.persist(
             "log the execution",
-            "INSERT INTO jobq_chaos_executions (run, job_id, attempt, pid, worker, started_us) \
-             VALUES (?, ?, ?, ?, ?, ?)",
+            log_start,
             &[
                 run.into(),
                 id.into(),
@@ -183,7 +192,7 @@ impl Effects {
         .await?;
         self.persist(
             "log the end of the execution",
-            "UPDATE jobq_chaos_executions SET finished_us = ? \
+            "UPDATE jobq_chaos_attempts SET finished_us = ? \
              WHERE run = ? AND job_id = ? AND attempt = ? AND pid = ?",
             &[
                 now_us().into(),
@@ -753,7 +762,7 @@ async fn check(
     let logged: Vec<ExecutionRow> = sql
         .fetch_all(
             "SELECT job_id, attempt, pid, worker, started_us, finished_us \
-             FROM jobq_chaos_executions WHERE run = ?",
+             FROM jobq_chaos_attempts WHERE run = ?",
             &[run.into()],
         )
         .await
@@ -831,9 +840,18 @@ async fn check(
         for pair in runs.windows(2) {
             let (earlier, next) = (&pair[0], &pair[1]);
             report.re_executions += 1;
-            if let Some(&kill) = killed.get(&earlier.pid) {
+            // The earlier attempt's worker was killed after it started and
+            // before the next attempt started.
+            let kill = killed
+                .get(&earlier.pid)
+                .copied()
+                .filter(|&kill| kill >= earlier.started_us && kill <= next.started_us);
+            if let Some(kill) = kill {
                 report.re_executions_after_kill += 1;
-                if next.attempt == earlier.attempt + 1 && next.started_us > kill {
+                // A kill near the outage waits for the database too: not an orphan-recovery time.
+                let near_outage = outage
+                    .is_some_and(|(down, up)| kill > down - lease_us && kill < up + 2 * lease_us);
+                if next.attempt == earlier.attempt + 1 && next.started_us > kill && !near_outage {
                     waits.push(next.started_us - kill);
                 }
                 continue;

@@ -11,6 +11,49 @@ use std::time::Duration;
 use jobq_runtime::{Enqueue, JobContext, JobStatus, Jobq, State, Worker, WorkerHandle, job};
 use jobq_tests::{Recorder, TestDb, unique_queue, wait_for_status, wait_until};
 use tokio::sync::Notify;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+/// The job ids of jobq's "lease lost" warnings.
+struct LeaseLostWarnings;
+
+static LEASE_LOST: Mutex<Vec<i64>> = Mutex::new(Vec::new());
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LeaseLostWarnings {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        #[derive(Default)]
+        struct Fields {
+            lease_lost: bool,
+            job: Option<i64>,
+        }
+        impl tracing::field::Visit for Fields {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.lease_lost = format!("{value:?}").starts_with("lease lost");
+                }
+            }
+            fn record_i64(&mut self, field: &tracing::field::Field, value: i64) {
+                if field.name() == "job.id" {
+                    self.job = Some(value);
+                }
+            }
+        }
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        if let (true, Some(job)) = (fields.lease_lost, fields.job) {
+            LEASE_LOST
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(job);
+        }
+    }
+}
+
+fn count_lease_lost_warnings() {
+    let _ = tracing_subscriber::registry()
+        .with(LeaseLostWarnings)
+        .try_init();
+}
 
 /// Jobs whose next attempt may finish, by id.
 #[derive(Debug, Clone, Default)]
@@ -78,7 +121,11 @@ async fn overtaken(
 }
 
 const LONG: Duration = Duration::from_secs(30);
-const LEASE: Duration = Duration::from_millis(600);
+/// Lease of the workers whose leases must expire: short, so tests are quick.
+const SHORT_LEASE: Duration = Duration::from_millis(600);
+/// Lease of workers with heartbeats: long enough that a heartbeat delayed by
+/// a loaded machine does not lose it.
+const LEASE: Duration = Duration::from_millis(1_500);
 
 fn on(queue: &str) -> Enqueue {
     Enqueue::new().queue(queue)
@@ -125,9 +172,9 @@ async fn heartbeats_keep_handlers_that_outlive_the_lease_from_running_twice(db: 
         .start();
     let mut ids = Vec::new();
     for _ in 0..8 {
-        // 4 leases long.
+        // 3 leases long.
         ids.push(
-            jobq.enqueue_with(Slow::new(2_400), on(&queue))
+            jobq.enqueue_with(Slow::new(4_500), on(&queue))
                 .await
                 .unwrap()
                 .id,
@@ -154,6 +201,7 @@ async fn without_heartbeats_expired_jobs_rerun_and_stale_settles_are_fenced_out(
     // A: no heartbeats, and exactly one slot per job, so it cannot take the
     // expired jobs back itself.
     let a = builder(&jobq, &queue, JOBS, &recorder, &gates, "stale-a")
+        .lease(SHORT_LEASE)
         .disable_heartbeats()
         .build()
         .unwrap()
@@ -171,7 +219,15 @@ async fn without_heartbeats_expired_jobs_rerun_and_stale_settles_are_fenced_out(
         ids.iter().all(|id| recorder.runs(*id).len() == 1)
     })
     .await;
-    // B: heartbeats on; it takes over each job once its lease has expired.
+    // A's leases run out while its handlers still run; A's own reaper
+    // returns the jobs to pending (A cannot take them back: its slots are busy).
+    wait_until("every job is back to pending", LONG, || async {
+        jobq.counts(&queue).await.unwrap().pending == JOBS as u64
+    })
+    .await;
+    // B: heartbeats on; it takes over every job in one claim (were they
+    // returned one by one, A's slots freed by the first stale settles
+    // could take the later ones back).
     let b = builder(&jobq, &queue, JOBS, &recorder, &gates, "fresh-b")
         .build()
         .unwrap()
@@ -181,10 +237,21 @@ async fn without_heartbeats_expired_jobs_rerun_and_stale_settles_are_fenced_out(
     })
     .await;
     // A's attempts now end (half succeed, half fail) and try to settle.
-    wait_until("A settled (or tried to)", LONG, || async {
-        a.held_jobs() == 0
-    })
-    .await;
+    let since = std::time::Instant::now();
+    while a.held_jobs() != 0 {
+        if since.elapsed() > LONG {
+            let mut rows = Vec::new();
+            for id in &ids {
+                rows.push((recorder.runs(*id).len(), jobq.job(*id).await.unwrap()));
+            }
+            panic!(
+                "A still holds {} jobs after {LONG:?} (B holds {}); (runs, row): {rows:#?}",
+                a.held_jobs(),
+                b.held_jobs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     for id in &ids {
         let info = jobq.job(*id).await.unwrap().unwrap();
         assert_eq!(info.status, JobStatus::Processing, "still B's: {info:?}");
@@ -213,12 +280,76 @@ async fn without_heartbeats_expired_jobs_rerun_and_stale_settles_are_fenced_out(
     stop(b).await;
 }
 
+/// Attempts that have ended but wait for the completer are still renewed;
+/// a heartbeat that meets one just after its settle must not report it lost
+/// (it did: "lease lost" warnings, and a cancel, for jobs that had succeeded).
+async fn a_settled_attempt_is_not_reported_as_a_lost_lease(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("settled");
+    let recorder = Recorder::default();
+    let gates = Gates::default();
+    let handle = builder(&jobq, &queue, 16, &recorder, &gates, "settled")
+        .heartbeat_interval(Duration::from_millis(5))
+        .build()
+        .unwrap()
+        .start();
+    let batch = (0..1_500).map(|_| (Slow::new(0), on(&queue)));
+    let ids: HashSet<i64> = jobq
+        .enqueue_many_with(batch)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    wait_until("every job is done", LONG, || async {
+        jobq.counts(&queue).await.unwrap().done == 1_500
+    })
+    .await;
+    stop(handle).await;
+    let reported: Vec<i64> = LEASE_LOST
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter(|id| ids.contains(id))
+        .copied()
+        .collect();
+    assert!(
+        reported.is_empty(),
+        "no lease was lost, none may be reported: {reported:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_a_settled_attempt_is_not_reported_as_a_lost_lease() {
+    count_lease_lost_warnings();
+    if let Some(db) = TestDb::mysql() {
+        a_settled_attempt_is_not_reported_as_a_lost_lease(db).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_settled_attempt_is_not_reported_as_a_lost_lease() {
+    count_lease_lost_warnings();
+    if let Some(db) = TestDb::postgres() {
+        a_settled_attempt_is_not_reported_as_a_lost_lease(db).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_settled_attempt_is_not_reported_as_a_lost_lease() {
+    count_lease_lost_warnings();
+    if let Some(db) = TestDb::sqlite() {
+        a_settled_attempt_is_not_reported_as_a_lost_lease(db).await;
+    }
+}
+
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
         mod mysql {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
+                    super::count_lease_lost_warnings();
                     if let Some(db) = jobq_tests::TestDb::mysql() {
                         super::$test(db).await;
                     }
@@ -229,6 +360,7 @@ macro_rules! on_every_backend {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
+                    super::count_lease_lost_warnings();
                     if let Some(db) = jobq_tests::TestDb::postgres() {
                         super::$test(db).await;
                     }
@@ -239,6 +371,7 @@ macro_rules! on_every_backend {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
+                    super::count_lease_lost_warnings();
                     if let Some(db) = jobq_tests::TestDb::sqlite() {
                         super::$test(db).await;
                     }

@@ -77,7 +77,7 @@ async fn execute(
     let Some(registration) = shared.registry.get(&job.job_name) else {
         return Outcome::Failed(
             JobError::retry(format!(
-                "unknown job `{}`: worker {} has no handler registered under this name (enqueued by a newer deploy, or a #[job] renamed without pinning `name`?); retrying with backoff",
+                "unknown job `{}`: worker {} has no handler registered under this name (enqueued by a newer deploy, or a #[job] renamed without pinning `name`?); it is retried with backoff until a worker with the handler runs it or its attempts run out: deploy that worker, or pin the old name with #[job(name = \"…\")]",
                 job.job_name, shared.worker_id
             )),
             RetryPolicy::DEFAULT,

@@ -211,6 +211,10 @@ async fn an_unknown_job_fails_once_its_attempts_are_used_up(db: TestDb) {
     assert!(error.contains("unknown job `bad_unregistered`"), "{error}");
     assert!(error.contains("no handler registered"), "{error}");
     assert!(error.contains("attempts exhausted"), "{error}");
+    assert!(
+        error.contains("pin the old name"),
+        "says what to do: {error}"
+    );
 }
 
 async fn a_payload_over_the_limit_is_refused_at_enqueue_naming_the_limit(db: TestDb) {

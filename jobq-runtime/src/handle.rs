@@ -94,6 +94,11 @@ impl Jobq {
     }
 
     /// The same handle with another payload size limit.
+    ///
+    /// On MySQL/MariaDB the server's own limit also applies: a payload that
+    /// cannot fit in one statement of `max_allowed_packet` bytes (as read when
+    /// the handle connected) is refused at enqueue with an error naming it,
+    /// and `enqueue_many` splits its INSERTs so each fits.
     #[must_use]
     pub fn with_max_payload_bytes(self, max_payload_bytes: usize) -> Self {
         Self {
@@ -269,6 +274,16 @@ impl Jobq {
                 self.inner.max_payload_bytes
             )));
         }
+        if let Some((limit, setting)) = self.store().server_payload_limit() {
+            if payload.len() > limit {
+                return Err(Error::invalid(format!(
+                    "payload of job `{}` is {} bytes of JSON, more than the {} server takes in one statement ({limit} bytes: {setting}, less room for the other columns); raise max_allowed_packet on the server (new connections see it), or store large data elsewhere and enqueue a reference to it",
+                    J::NAME,
+                    payload.len(),
+                    self.backend(),
+                )));
+            }
+        }
         let queue = options.queue.unwrap_or_else(|| J::QUEUE.to_owned());
         validate_queue(&queue)?;
         let idempotency_key = options.idempotency_key.or_else(|| job.idempotency_key());
@@ -284,25 +299,40 @@ impl Jobq {
         let max_attempts = options.max_attempts.unwrap_or(J::MAX_ATTEMPTS);
         if max_attempts == 0 || max_attempts > i32::MAX as u32 {
             return Err(Error::invalid(format!(
-                "max_attempts of job `{}` is {max_attempts}; it must be at least 1",
-                J::NAME
+                "max_attempts of job `{}` is {max_attempts}; it must be 1 to {}",
+                J::NAME,
+                i32::MAX
             )));
         }
-        if let RunAt::After(delay) = options.run_at {
-            if delay > MAX_DELAY {
+        let run_at = match options.run_at {
+            RunAt::After(delay) if delay > MAX_DELAY => {
                 return Err(Error::invalid(format!(
-                    "delay of job `{}` is {delay:?}, longer than the limit of 100 years",
+                    "delay of job `{}` is {delay:?}, longer than the limit of 100 years (jobq_runtime::MAX_DELAY); pass a shorter delay",
                     J::NAME
                 )));
             }
-        }
+            RunAt::At(at) => {
+                let latest = chrono::Utc::now()
+                    + chrono::Duration::from_std(MAX_DELAY).unwrap_or(chrono::TimeDelta::MAX);
+                if at > latest {
+                    return Err(Error::invalid(format!(
+                        "run_at of job `{}` is {at}, more than 100 years from now (jobq_runtime::MAX_DELAY); pass an instant within 100 years",
+                        J::NAME
+                    )));
+                }
+                // Past is past: the earliest instant every backend stores
+                // (MySQL's DATETIME starts at year 1000) still means "now".
+                RunAt::At(at.max(chrono::DateTime::UNIX_EPOCH))
+            }
+            run_at => run_at,
+        };
         Ok(NewJob {
             queue,
             job_name: J::NAME.to_owned(),
             payload,
             priority: options.priority.unwrap_or(J::PRIORITY),
             max_attempts,
-            run_at: options.run_at,
+            run_at,
             idempotency_key,
         })
     }

@@ -129,13 +129,17 @@ impl Enqueue {
         Self::default()
     }
 
-    /// Not before `delay` from now (the database's clock).
+    /// Not before `delay` from now (the database's clock). A delay over 100
+    /// years ([`MAX_DELAY`](crate::MAX_DELAY)) is refused at enqueue.
     pub fn delay(mut self, delay: Duration) -> Self {
         self.run_at = RunAt::After(delay);
         self
     }
 
-    /// Not before this instant. An instant in the past means "now".
+    /// Not before this instant. An instant in the past means "now" (one
+    /// before 1970 is stored as 1970-01-01T00:00:00Z, which every backend
+    /// holds); one more than 100 years ahead ([`MAX_DELAY`](crate::MAX_DELAY))
+    /// is refused at enqueue.
     pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
         self.run_at = RunAt::At(at);
         self

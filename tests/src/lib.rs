@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 use jobq_runtime::{Backend, JobInfo, JobStatus, Jobq};
 use tokio::sync::Notify;
 
+pub mod chaos;
+pub mod services;
+pub mod sql;
+
 /// A database for one test.
 #[derive(Debug)]
 pub struct TestDb {

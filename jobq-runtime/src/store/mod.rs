@@ -115,6 +115,19 @@ impl Store {
         }
     }
 
+    /// The largest payload the server takes in one statement, below jobq's
+    /// own limit, with the setting that decides it: `None` when the server's
+    /// limit is far beyond any payload jobq accepts.
+    pub(crate) fn server_payload_limit(&self) -> Option<(usize, String)> {
+        match self {
+            Self::MySql(s) => Some((
+                s.max_payload_bytes(),
+                format!("max_allowed_packet = {} bytes", s.max_packet()),
+            )),
+            Self::Sqlite(_) | Self::Postgres(_) => None,
+        }
+    }
+
     /// Applies the embedded migrations; safe from many processes at once.
     pub(crate) async fn migrate(&self) -> Result<()> {
         dispatch!(self, s => s.migrate().await)

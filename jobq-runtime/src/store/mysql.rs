@@ -67,6 +67,9 @@ const JOB_COLUMNS: &str = "SELECT id, queue, job_name, payload, status, priority
 
 /// Rows per multi-row INSERT.
 const INSERT_CHUNK: usize = 500;
+/// Room left in a statement of `max_allowed_packet` bytes for the protocol
+/// and the SQL text around the values.
+const PACKET_HEADROOM: usize = 16 << 10;
 /// Ids per IN-list of a settle or heartbeat.
 const IN_CHUNK: usize = 1024;
 
@@ -114,6 +117,10 @@ pub(crate) struct MySqlStore {
     pool: MySqlPool,
     /// MariaDB has `INSERT … RETURNING`; MySQL does not.
     mariadb: bool,
+    /// The server's `max_allowed_packet` when the store connected: the
+    /// largest statement it accepts (a larger one is refused with error 1153
+    /// and the connection is dropped).
+    max_packet: usize,
 }
 
 impl MySqlStore {
@@ -133,13 +140,25 @@ impl MySqlStore {
     }
 
     pub(crate) async fn from_pool(pool: MySqlPool) -> Result<Self> {
-        let version: String = sqlx::query_scalar("SELECT VERSION()")
-            .fetch_one(&pool)
-            .await?;
+        let (version, max_packet): (String, u64) =
+            sqlx::query_as("SELECT VERSION(), @@max_allowed_packet")
+                .fetch_one(&pool)
+                .await?;
         Ok(Self {
             pool,
             mariadb: version.to_ascii_lowercase().contains("mariadb"),
+            max_packet: usize::try_from(max_packet).unwrap_or(usize::MAX),
         })
+    }
+
+    /// The largest payload one INSERT can carry on this server.
+    pub(crate) fn max_payload_bytes(&self) -> usize {
+        self.max_packet.saturating_sub(PACKET_HEADROOM)
+    }
+
+    /// Server setting that bounds [`max_payload_bytes`](Self::max_payload_bytes), and its value.
+    pub(crate) fn max_packet(&self) -> usize {
+        self.max_packet
     }
 
     pub(crate) fn pool(&self) -> &MySqlPool {
@@ -173,7 +192,7 @@ impl MySqlStore {
 
     pub(crate) async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let mut out = Vec::with_capacity(jobs.len());
-        for chunk in jobs.chunks(INSERT_CHUNK) {
+        for chunk in statement_chunks(jobs, self.max_payload_bytes()) {
             let done = if self.mariadb {
                 retry_transient(is_transient, || self.insert_returning(chunk)).await?
             } else {
@@ -417,12 +436,15 @@ impl MySqlStore {
             return Ok(0);
         }
         let padded_ids = padded(&ids);
+        // An orphan keeps its place in line: `run_at` goes back to when the
+        // job was enqueued, not to the back of a backlog, so it runs again
+        // about one lease after the crash even when the queue is deep.
         let sql = format!(
             "UPDATE jobq_jobs SET \
              last_error = CONCAT('lease expired during attempt ', attempts, ': worker ', COALESCE(claimed_by, '?'), ' stopped renewing it (crashed, killed or stalled)'), \
              finished_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), NULL), \
              status = IF(attempts >= max_attempts, 'failed', 'pending'), \
-             run_at = UTC_TIMESTAMP(6), lease_token = NULL \
+             run_at = created_at, lease_token = NULL \
              WHERE id IN ({})",
             placeholders(padded_ids.len())
         );
@@ -528,6 +550,30 @@ pub(crate) async fn insert(
         id,
         duplicate: result.rows_affected() == 2,
     })
+}
+
+/// `jobs` in runs of at most [`INSERT_CHUNK`] rows whose values add up to at
+/// most `budget` bytes, so each multi-row INSERT fits in `max_allowed_packet`
+/// (a batch of payloads that each fit may not fit together).
+fn statement_chunks(jobs: &[NewJob], budget: usize) -> Vec<&[NewJob]> {
+    let mut chunks = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, job) in jobs.iter().enumerate() {
+        let size = job.payload.len()
+            + job.queue.len()
+            + job.job_name.len()
+            + job.idempotency_key.as_ref().map_or(0, String::len)
+            + 64;
+        if i > start && (i - start == INSERT_CHUNK || bytes + size > budget) {
+            chunks.push(&jobs[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < jobs.len() {
+        chunks.push(&jobs[start..]);
+    }
+    chunks
 }
 
 fn insert_sql() -> &'static str {

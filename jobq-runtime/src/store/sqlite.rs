@@ -72,12 +72,13 @@ const TRANSITION: &str = "UPDATE jobq_jobs SET status = ?1, run_at = ?2, attempt
 
 /// `?1` now, `?2` queue, `?3` limit. A single statement: with one writer at a
 /// time there is no lock order to get wrong (unlike InnoDB).
+/// An orphan keeps its place in line: `run_at` goes back to when it was enqueued.
 const REAP: &str = "UPDATE jobq_jobs SET \
      last_error = 'lease expired during attempt ' || attempts || ': worker ' || COALESCE(claimed_by, '?') \
          || ' stopped renewing it (crashed, killed or stalled)', \
      finished_at = CASE WHEN attempts >= max_attempts THEN ?1 ELSE NULL END, \
      status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END, \
-     run_at = ?1, lease_token = NULL \
+     run_at = created_at, lease_token = NULL \
      WHERE id IN (SELECT id FROM jobq_jobs \
                   WHERE queue = ?2 AND status = 'processing' AND run_at < ?1 \
                   ORDER BY priority, run_at, id LIMIT ?3)";

@@ -9,6 +9,13 @@ use super::{QueueSpec, Settings, Worker};
 use crate::handle::validate_queue;
 use crate::{Error, Jobq, Result};
 
+/// Most jobs of one queue a worker runs at once. A claim takes up to this
+/// many rows in one statement, and on MySQL/MariaDB marks them with an
+/// IN-list (padded to 16,384 ids), well below the 65,535 placeholders a
+/// prepared statement may have; a concurrency beyond that would make every
+/// claim of a deep queue fail.
+const MAX_CONCURRENCY: usize = 10_000;
+
 /// Builds a [`Worker`]; see [`Worker::builder`].
 #[derive(Debug)]
 #[must_use]
@@ -31,8 +38,8 @@ impl WorkerBuilder {
         }
     }
 
-    /// Serves `queue` with at most `concurrency` jobs running at once.
-    /// `build` fails if no registered job has this queue as its default.
+    /// Serves `queue` with at most `concurrency` jobs running at once
+    /// (1 to 10,000). `build` fails if no registered job has this queue as its default.
     pub fn queue(mut self, queue: impl Into<String>, concurrency: usize) -> Self {
         self.queues.push(QueueSpec {
             name: queue.into(),
@@ -105,7 +112,7 @@ impl WorkerBuilder {
 
     /// Checks the configuration against the job registry and builds the worker.
     ///
-    /// Fails when no queue is served, a concurrency is 0, a queue is served
+    /// Fails when no queue is served, a concurrency is 0 or over 10,000, a queue is served
     /// twice, a checked queue has no registered job, a registered job of a
     /// served queue needs a `State<T>` that was not given, or two jobs share a name.
     pub fn build(self) -> Result<Worker> {
@@ -118,10 +125,10 @@ impl WorkerBuilder {
         let mut seen = BTreeSet::new();
         for spec in &self.queues {
             validate_queue(&spec.name).map_err(|e| Error::Config(e.to_string()))?;
-            if spec.concurrency == 0 {
+            if spec.concurrency == 0 || spec.concurrency > MAX_CONCURRENCY {
                 return Err(Error::Config(format!(
-                    "queue `{}` has concurrency 0; it must be at least 1",
-                    spec.name
+                    "queue `{}` has concurrency {}; it must be 1 to {MAX_CONCURRENCY} (for more jobs at once, run more workers)",
+                    spec.name, spec.concurrency
                 )));
             }
             if !seen.insert(spec.name.as_str()) {

@@ -86,6 +86,10 @@ struct Held {
     cancel: CancellationToken,
     /// Set before `cancel` when the lease was lost: the attempt must not settle.
     lease_lost: Arc<std::sync::atomic::AtomicBool>,
+    /// Set when the attempt has ended and its outcome is being settled: a
+    /// heartbeat that then finds the row gone from `processing` is seeing
+    /// that settle (a fenced-out one is reported by the settle), not a lost lease.
+    ended: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// State shared by a worker's tasks.
@@ -421,6 +425,12 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
             Ok(lost) => {
                 let mut held = shared.held();
                 for fence in lost {
+                    let ended = held
+                        .get(&fence)
+                        .is_some_and(|job| job.ended.load(std::sync::atomic::Ordering::SeqCst));
+                    if ended {
+                        continue;
+                    }
                     if let Some(job) = held.remove(&fence) {
                         tracing::warn!(
                             job.id = fence.id,

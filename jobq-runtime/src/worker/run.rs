@@ -36,11 +36,13 @@ pub(super) fn spawn_job(
 ) {
     let cancel = shared.stop_jobs.child_token();
     let lease_lost = Arc::new(AtomicBool::new(false));
+    let ended = Arc::new(AtomicBool::new(false));
     shared.held().insert(
         job.fence(),
         Held {
             cancel: cancel.clone(),
             lease_lost: Arc::clone(&lease_lost),
+            ended: Arc::clone(&ended),
         },
     );
     let span = tracing::info_span!(
@@ -58,6 +60,7 @@ pub(super) fn spawn_job(
             let shared = shared_for_task;
             let fence = job.fence();
             let outcome = execute(&shared, &queue, &job, cancel).await;
+            ended.store(true, Ordering::SeqCst);
             settle(&shared, &job, fence, outcome, &lease_lost).await;
             drop(permit);
         }
@@ -74,7 +77,7 @@ async fn execute(
     let Some(registration) = shared.registry.get(&job.job_name) else {
         return Outcome::Failed(
             JobError::retry(format!(
-                "unknown job `{}`: worker {} has no handler registered under this name (enqueued by a newer deploy, or a #[job] renamed without pinning `name`?); retrying with backoff",
+                "unknown job `{}`: worker {} has no handler registered under this name (enqueued by a newer deploy, or a #[job] renamed without pinning `name`?); it is retried with backoff until a worker with the handler runs it or its attempts run out: deploy that worker, or pin the old name with #[job(name = \"…\")]",
                 job.job_name, shared.worker_id
             )),
             RetryPolicy::DEFAULT,
@@ -93,7 +96,13 @@ async fn execute(
     let attempt = match (registration.run)(ctx, &job.payload, &shared.states) {
         Ok(attempt) => attempt,
         Err(error @ DispatchError::Payload { .. }) => {
-            return Outcome::Failed(JobError::permanent(error_chain(&error)), policy);
+            return Outcome::Failed(
+                JobError::permanent(format!(
+                    "{}; failed without retrying, as another attempt cannot fix it: correct the row's payload (or make the payload type accept it) and call Jobq::retry",
+                    error_chain(&error)
+                )),
+                policy,
+            );
         }
         Err(error) => return Outcome::Failed(JobError::retry(error_chain(&error)), policy),
     };
@@ -251,7 +260,7 @@ fn panic_message(panic: &(dyn Any + Send)) -> String {
     } else if let Some(s) = panic.downcast_ref::<String>() {
         s.clone()
     } else {
-        "a non-string panic payload".to_owned()
+        "its payload is not a string (std::panic::panic_any), so the panic hook's report on stderr is the place to look".to_owned()
     }
 }
 

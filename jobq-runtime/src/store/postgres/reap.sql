@@ -1,3 +1,5 @@
+-- An orphan keeps its place in line: run_at goes back to when it was
+-- enqueued, not behind a backlog of jobs enqueued since.
 WITH expired AS (
     SELECT id FROM jobq_jobs
      WHERE queue = $1 AND status = 'processing' AND run_at < now()
@@ -10,6 +12,6 @@ UPDATE jobq_jobs AS j
        finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
        last_error = 'lease expired during attempt ' || j.attempts || ': worker '
            || COALESCE(j.claimed_by, '?') || ' stopped renewing it (crashed, killed or stalled)',
-       run_at = now(),
+       run_at = j.created_at,
        lease_token = NULL
  WHERE j.id = ANY (ARRAY(SELECT id FROM expired))

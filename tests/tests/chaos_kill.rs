@@ -1,0 +1,31 @@
+//! Worker processes are `kill -9`ed at random every 0.5–1 s while they drain
+//! a queue, and replaced; at the end no job is lost, each is settled once by
+//! its last claim, each side effect happened once, and every re-execution
+//! follows a kill (see `jobq_tests::chaos`). `JOBQ_CHAOS_LONG=1` runs the long
+//! form (more jobs, more workers, more kills: minutes).
+
+use jobq_tests::TestDb;
+use jobq_tests::chaos::{self, Config};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_jobq-chaos-worker");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_killed_workers_lose_no_job_and_repeat_no_effect() {
+    if let Some(db) = TestDb::mysql() {
+        chaos::run(&db, WORKER, Config::kills("kill")).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_killed_workers_lose_no_job_and_repeat_no_effect() {
+    if let Some(db) = TestDb::postgres() {
+        chaos::run(&db, WORKER, Config::kills("kill")).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_killed_workers_lose_no_job_and_repeat_no_effect() {
+    if let Some(db) = TestDb::sqlite() {
+        chaos::run(&db, WORKER, Config::kills("kill")).await;
+    }
+}

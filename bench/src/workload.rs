@@ -411,6 +411,9 @@ impl Bench {
                 for _ in 0..spec.repeats {
                     self.db.fill(n).await?;
                     let one = self.drain(side, n).await?;
+                    if std::env::var_os("BENCH_VERBOSE").is_some() {
+                        eprintln!("  drain of {n}: {:.1} ms", one.secs * 1000.0);
+                    }
                     total.jobs += one.jobs;
                     total.secs += one.secs;
                 }

@@ -137,6 +137,9 @@ impl PgStore {
     pub(crate) async fn connect(url: &str, max_connections: u32) -> Result<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
+            // No ping round trip before every checkout (sqlx's default):
+            // a connection that died fails its statement, which jobq retries.
+            .test_before_acquire(false)
             .connect(url)
             .await?;
         Self::from_pool(pool).await

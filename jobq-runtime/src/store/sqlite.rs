@@ -138,6 +138,7 @@ impl SqliteStore {
             .busy_timeout(BUSY_TIMEOUT);
         let pool = if is_memory(url) {
             SqlitePoolOptions::new()
+                .test_before_acquire(false)
                 .max_connections(1)
                 .min_connections(1)
                 .idle_timeout(None)
@@ -145,7 +146,10 @@ impl SqliteStore {
                 .connect_with(options)
                 .await?
         } else {
+            // No ping before every checkout (sqlx's default): a round trip
+            // to the connection's worker thread per statement.
             SqlitePoolOptions::new()
+                .test_before_acquire(false)
                 .max_connections(max_connections)
                 .connect_with(
                     options

@@ -21,6 +21,7 @@
 
 use std::collections::HashSet;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -120,6 +121,12 @@ fn is_transient(error: &sqlx::Error) -> bool {
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteStore {
     pool: SqlitePool,
+    /// Taken around each of jobq's own writes: they queue here, in order,
+    /// instead of colliding on the database's write lock, where the loser
+    /// sleeps in SQLite's busy handler (1 ms, then 2, 5, 10, …) even when the
+    /// winner is done in microseconds. Writes from other processes or
+    /// handles still meet the busy timeout.
+    writes: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl SqliteStore {
@@ -139,6 +146,7 @@ impl SqliteStore {
             .busy_timeout(BUSY_TIMEOUT);
         let pool = if is_memory(url) {
             SqlitePoolOptions::new()
+                .test_before_acquire(false)
                 .max_connections(1)
                 .min_connections(1)
                 .idle_timeout(None)
@@ -146,7 +154,10 @@ impl SqliteStore {
                 .connect_with(options)
                 .await?
         } else {
+            // No ping before every checkout (sqlx's default): a round trip
+            // to the connection's worker thread per statement.
             SqlitePoolOptions::new()
+                .test_before_acquire(false)
                 .max_connections(max_connections)
                 .connect_with(
                     options
@@ -169,7 +180,10 @@ impl SqliteStore {
                 MIN_VERSION.0, MIN_VERSION.1
             )));
         }
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            writes: Arc::default(),
+        })
     }
 
     pub(crate) fn pool(&self) -> &SqlitePool {
@@ -205,6 +219,7 @@ impl SqliteStore {
 
     pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
         retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
             let mut conn = self.pool.acquire().await?;
             insert_row(&mut conn, job, now_micros()).await
         })
@@ -222,6 +237,10 @@ impl SqliteStore {
     /// One INSERT per row in one `BEGIN IMMEDIATE` transaction: results in
     /// input order without relying on the order of a multi-row `RETURNING`.
     async fn insert_each(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
+        if chunk.iter().all(|job| job.idempotency_key.is_none()) {
+            return self.insert_keyless(chunk).await;
+        }
+        let _turn = self.writes.lock().await;
         let mut tx = self.pool.begin_with(BEGIN_IMMEDIATE).await?;
         let now = now_micros();
         let mut out = Vec::with_capacity(chunk.len());
@@ -230,6 +249,43 @@ impl SqliteStore {
         }
         tx.commit().await?;
         Ok(out)
+    }
+
+    /// A batch without idempotency keys as one multi-row INSERT: nothing can
+    /// conflict, and the statement holds the write lock from its first row to
+    /// its last, so AUTOINCREMENT hands its rows consecutive ids in VALUES
+    /// order, ending at `last_insert_rowid()`. (A statement per row costs a
+    /// hop to the connection's worker thread each.)
+    async fn insert_keyless(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
+        let now = now_micros();
+        let mut insert = sqlx::QueryBuilder::<Sqlite>::new(
+            "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, created_at) ",
+        );
+        insert.push_values(chunk, |mut row, job| {
+            row.push_bind(&job.queue)
+                .push_bind(&job.job_name)
+                .push_bind(&job.payload)
+                .push_bind(job.priority)
+                .push_bind(run_at_micros(job.run_at, now))
+                .push_bind(job.max_attempts)
+                .push_bind(now);
+        });
+        let _turn = self.writes.lock().await;
+        let done = insert.build().execute(&self.pool).await?;
+        let n = chunk.len() as i64;
+        if done.rows_affected() != chunk.len() as u64 {
+            return Err(sqlx::Error::Protocol(format!(
+                "a batch INSERT of {n} rows inserted {}",
+                done.rows_affected()
+            )));
+        }
+        let last = done.last_insert_rowid();
+        Ok((last - n + 1..=last)
+            .map(|id| Enqueued {
+                id,
+                duplicate: false,
+            })
+            .collect())
     }
 
     pub(crate) async fn claim(
@@ -241,6 +297,7 @@ impl SqliteStore {
     ) -> Result<Vec<ClaimedJob>> {
         let token = new_token();
         let mut jobs = retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
             let now = now_micros();
             let rows: Vec<ClaimRow> = sqlx::query_as(CLAIM)
                 .bind(token)
@@ -285,6 +342,7 @@ impl SqliteStore {
                 "",
             );
             total += retry_transient(is_transient, || async {
+                let _turn = self.writes.lock().await;
                 let result = update.query(now_micros()).execute(&self.pool).await?;
                 Ok(result.rows_affected())
             })
@@ -299,6 +357,7 @@ impl SqliteStore {
             Target::Failed => "failed",
         };
         let affected = retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
             let now = now_micros();
             let result = sqlx::query(TRANSITION)
                 .bind(status)
@@ -327,6 +386,7 @@ impl SqliteStore {
                 " RETURNING id, lease_token",
             );
             let held: HashSet<Fence> = retry_transient(is_transient, || async {
+                let _turn = self.writes.lock().await;
                 let rows = update
                     .query(now_micros().saturating_add(micros(lease)))
                     .fetch_all(&self.pool)
@@ -348,6 +408,7 @@ impl SqliteStore {
 
     pub(crate) async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
         retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
             let result = sqlx::query(REAP)
                 .bind(now_micros())
                 .bind(queue)
@@ -382,6 +443,7 @@ impl SqliteStore {
     /// Runs `sql` with `?1` = now and `?2` = `id`; `true` if it changed the row.
     async fn update_one(&self, sql: &str, id: i64) -> Result<bool> {
         let affected = retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
             let result = sqlx::query(sql)
                 .bind(now_micros())
                 .bind(id)
@@ -408,11 +470,7 @@ async fn insert_row(
     job: &NewJob,
     now: i64,
 ) -> Result<Enqueued, sqlx::Error> {
-    let run_at = match job.run_at {
-        RunAt::Now => now,
-        RunAt::After(delay) => now.saturating_add(micros(delay)),
-        RunAt::At(at) => at.timestamp_micros(),
-    };
+    let run_at = run_at_micros(job.run_at, now);
     let (id, dedupe_hits): (i64, i64) = sqlx::query_as(INSERT)
         .bind(&job.queue)
         .bind(&job.job_name)
@@ -428,6 +486,15 @@ async fn insert_row(
         id,
         duplicate: dedupe_hits > 0,
     })
+}
+
+/// When a job enqueued at `now` may first run, in unix µs.
+fn run_at_micros(run_at: RunAt, now: i64) -> i64 {
+    match run_at {
+        RunAt::Now => now,
+        RunAt::After(delay) => now.saturating_add(micros(delay)),
+        RunAt::At(at) => at.timestamp_micros(),
+    }
 }
 
 /// `id, job_name, payload, attempts, max_attempts, idempotency_key, priority`.

@@ -1,0 +1,125 @@
+//! The job both sides run: a no-op with a small typed payload, and the probe
+//! that counts runs and records enqueue → handler-start latencies.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jobq_runtime::{State, job};
+use tokio::sync::Notify;
+
+/// The queue every workload uses (the bench has a database of its own).
+pub(crate) const QUEUE: &str = "bench";
+/// The stored job name.
+pub(crate) const NAME: &str = "bench_noop";
+/// The stored attempt limit (the default of `#[job]`).
+pub(crate) const MAX_ATTEMPTS: i32 = 20;
+
+/// Does nothing but tell the probe it ran.
+#[job(name = "bench_noop", queue = "bench")]
+pub(crate) async fn bench_noop(
+    probe: State<Probe>,
+    user_id: u64,
+    account: String,
+    locale: String,
+    sent_at_us: u64,
+) {
+    let _ = (user_id, account, locale);
+    probe.ran(sent_at_us);
+}
+
+impl BenchNoop {
+    /// The `i`-th payload: about 80 bytes of JSON. `sent_at_us` is the wall
+    /// clock at enqueue for latency runs, 0 otherwise.
+    pub(crate) fn nth(i: u64, sent_at_us: u64) -> Self {
+        Self::new(
+            1_000_000 + i,
+            format!("acct-{i:012}"),
+            "en-GB".to_owned(),
+            sent_at_us,
+        )
+    }
+
+    /// The JSON the row stores.
+    pub(crate) fn json(&self) -> String {
+        serde_json::to_string(self).expect("payload serializes")
+    }
+}
+
+/// Wall clock in µs since the epoch: comparable across processes on one machine.
+pub(crate) fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// Counts handler runs; wakes a waiter when `target` is reached.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Probe(Arc<Inner>);
+
+#[derive(Debug, Default)]
+struct Inner {
+    ran: AtomicU64,
+    target: AtomicU64,
+    reached: Notify,
+    latencies_us: Mutex<Vec<u64>>,
+}
+
+impl Probe {
+    /// A probe that signals after `target` runs.
+    pub(crate) fn new(target: u64) -> Self {
+        let probe = Self::default();
+        probe.0.target.store(target, Ordering::SeqCst);
+        probe
+    }
+
+    /// One handler run.
+    pub(crate) fn ran(&self, sent_at_us: u64) {
+        if sent_at_us != 0 {
+            let latency = now_us().saturating_sub(sent_at_us);
+            self.0
+                .latencies_us
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(latency);
+        }
+        let ran = self.0.ran.fetch_add(1, Ordering::Relaxed) + 1;
+        if ran == self.0.target.load(Ordering::Relaxed) {
+            self.0.reached.notify_one();
+        }
+    }
+
+    /// How many runs so far.
+    pub(crate) fn count(&self) -> u64 {
+        self.0.ran.load(Ordering::Relaxed)
+    }
+
+    /// Waits until `target` runs happened; an error after `deadline`.
+    pub(crate) async fn wait(&self, deadline: Duration) -> Result<(), String> {
+        let target = self.0.target.load(Ordering::Relaxed);
+        tokio::time::timeout(deadline, async {
+            while self.count() < target {
+                self.0.reached.notified().await;
+            }
+        })
+        .await
+        .map_err(|_| {
+            format!(
+                "only {} of {target} jobs ran within {deadline:?}",
+                self.count()
+            )
+        })
+    }
+
+    /// The recorded latencies in µs, sorted.
+    pub(crate) fn latencies(&self) -> Vec<u64> {
+        let mut l = self
+            .0
+            .latencies_us
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        l.sort_unstable();
+        l
+    }
+}

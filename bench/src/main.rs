@@ -1,0 +1,170 @@
+//! jobq's benchmark: each workload runs twice in one invocation, on the same
+//! server and table, once as hand-written SQL (the same claim and settle jobq
+//! uses, on connections each task holds) and once through jobq's public API,
+//! so the framework's overhead is the number to read.
+//!
+//! ```text
+//! cargo run --release -p jobq-bench --bin bench -- --backend all --runs 3 --out results.json
+//! cargo run --release -p jobq-bench --bin bench -- --backend mysql --url mysql://root@127.0.0.1:3306/jobq_bench --quick
+//! ```
+//!
+//! The bench empties (TRUNCATE/DELETE) the `jobq_jobs` table of the database
+//! it is given between workloads: give it a database of its own (the default
+//! URLs name `jobq_bench`, which it creates if missing).
+
+mod job;
+mod raw;
+mod report;
+mod workload;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use jobq_runtime::Jobq;
+use serde::Serialize;
+
+use crate::job::{BenchNoop, now_us};
+use crate::report::{BackendReport, load, table};
+
+const MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/jobq_bench";
+const POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/jobq_bench";
+
+/// jobq against raw SQL on MySQL/MariaDB, PostgreSQL and SQLite.
+#[derive(Debug, Parser)]
+#[command(args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Which database(s) to measure.
+    #[arg(long, value_enum, default_value_t = BackendArg::All)]
+    backend: BackendArg,
+    /// The database URL (one backend only). Defaults: the `jobq_bench`
+    /// database on 127.0.0.1 as root/postgres; a temporary SQLite file.
+    #[arg(long)]
+    url: Option<String>,
+    /// Runs of every workload; the table shows the median and min–max.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Also write the results as JSON here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// CI-sized runs: every workload about ten times smaller.
+    #[arg(long)]
+    quick: bool,
+    /// The worker's poll interval (the latency across processes depends on it
+    /// where the database has no wake-ups).
+    #[arg(long, default_value_t = 500)]
+    poll_ms: u64,
+    /// Only these workloads (comma-separated ids, see the table); all by default.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Enqueues jobs at a steady rate through jobq (the other process of the
+    /// cross-process latency workload).
+    Enqueuer {
+        #[arg(long)]
+        url: String,
+        /// Jobs per second.
+        #[arg(long)]
+        rate: f64,
+        #[arg(long)]
+        count: u64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendArg {
+    Mysql,
+    Postgres,
+    Sqlite,
+    All,
+}
+
+#[derive(Debug, Serialize)]
+struct Results {
+    command: String,
+    cores: usize,
+    backends: Vec<BackendReport>,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    if let Some(Command::Enqueuer { url, rate, count }) = cli.command {
+        return enqueuer(&url, rate, count).await;
+    }
+    let backends = match cli.backend {
+        BackendArg::All => vec![BackendArg::Mysql, BackendArg::Postgres, BackendArg::Sqlite],
+        one => vec![one],
+    };
+    if cli.url.is_some() && backends.len() > 1 {
+        return Err("--url needs a single --backend".into());
+    }
+    let mut reports = Vec::new();
+    for backend in backends {
+        let _dir;
+        let url = match (backend, &cli.url) {
+            (_, Some(url)) => url.clone(),
+            (BackendArg::Mysql, None) => MYSQL_URL.to_owned(),
+            (BackendArg::Postgres, None) => POSTGRES_URL.to_owned(),
+            (_, None) => {
+                let dir = tempfile::tempdir()?;
+                let url = format!("sqlite://{}", dir.path().join("bench.db").display());
+                _dir = dir;
+                url
+            }
+        };
+        let report = workload::run_backend(
+            &url,
+            &workload::Options {
+                runs: cli.runs.max(1),
+                quick: cli.quick,
+                poll: Duration::from_millis(cli.poll_ms),
+                only: cli.only.clone(),
+            },
+        )
+        .await?;
+        println!("{}", table(&report));
+        reports.push(report);
+    }
+    if reports.len() > 1 {
+        println!("load average now: {:.1}", load());
+    }
+    if let Some(out) = cli.out {
+        let results = Results {
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            cores: std::thread::available_parallelism().map_or(0, usize::from),
+            backends: reports,
+        };
+        std::fs::write(&out, serde_json::to_string_pretty(&results)?)?;
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(())
+}
+
+/// The other process of the cross-process latency workload.
+async fn enqueuer(
+    url: &str,
+    rate: f64,
+    count: u64,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let jobq = Jobq::connect(url).await?;
+    let start = tokio::time::Instant::now();
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    for i in 0..count {
+        tokio::time::sleep_until(start + interval.mul_f64(i as f64)).await;
+        jobq.enqueue(BenchNoop::nth(i, now_us())).await?;
+    }
+    Ok(())
+}

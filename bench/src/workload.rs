@@ -1,0 +1,667 @@
+//! The workloads, each measured as raw SQL and through jobq, and the runs.
+
+use std::time::{Duration, Instant};
+
+use jobq_runtime::{Jobq, Worker};
+use tokio::task::JoinSet;
+
+use crate::job::{BenchNoop, Probe, QUEUE, now_us};
+use crate::raw::Db;
+use crate::report::{BackendReport, Row, Summary, load};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Res<T> = Result<T, BoxError>;
+
+/// How a backend is run.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    pub(crate) runs: usize,
+    pub(crate) quick: bool,
+    pub(crate) poll: Duration,
+    pub(crate) only: Vec<String>,
+}
+
+/// How long any one drain may take before the bench gives up.
+const DEADLINE: Duration = Duration::from_secs(300);
+/// Jobs per second of the latency workloads.
+const RATE: f64 = 200.0;
+/// The jobq worker's concurrency where a workload does not vary it.
+const DEFAULT_CONCURRENCY: usize = 32;
+
+/// What one side of one workload did in one run.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sample {
+    jobs: u64,
+    secs: f64,
+    p50_ms: Option<f64>,
+    p99_ms: Option<f64>,
+}
+
+impl Sample {
+    fn rate(self) -> f64 {
+        self.jobs as f64 / self.secs
+    }
+}
+
+/// One workload: a raw side (if any), a jobq side, and how big.
+#[derive(Debug, Clone)]
+struct Spec {
+    id: &'static str,
+    title: String,
+    raw: Option<Side>,
+    jobq: Side,
+    jobs: u64,
+    /// Drains of the backlog per run (short drains are repeated and summed).
+    repeats: u32,
+    /// Runs after the 1,000,000 finished rows were added.
+    history: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Side {
+    /// `tasks` tasks, each with its own connection, single-row INSERTs.
+    RawEnqueueOne {
+        tasks: usize,
+    },
+    /// One connection, multi-row INSERTs of `batch`.
+    RawEnqueueMany {
+        batch: usize,
+    },
+    /// `conns` tasks with their own connection claiming `batch` at a time.
+    RawDrain {
+        conns: usize,
+        batch: u32,
+    },
+    JobqEnqueueOne {
+        tasks: usize,
+    },
+    JobqEnqueueMany {
+        batch: usize,
+    },
+    JobqDrain {
+        concurrency: usize,
+    },
+    /// Worker in this process; enqueues at `RATE` from this process or another.
+    JobqLatency {
+        other_process: bool,
+    },
+}
+
+impl Side {
+    fn describe(self) -> String {
+        match self {
+            Self::RawEnqueueOne { tasks } => format!("{tasks} conn × 1-row INSERT"),
+            Self::RawEnqueueMany { batch } => format!("1 conn × {batch}-row INSERT"),
+            Self::RawDrain { conns, batch } => format!("{conns} conn × batch {batch}"),
+            Self::JobqEnqueueOne { tasks } => format!("{tasks} task × enqueue"),
+            Self::JobqEnqueueMany { batch } => format!("enqueue_many({batch})"),
+            Self::JobqDrain { concurrency } => format!("worker, concurrency {concurrency}"),
+            Self::JobqLatency { other_process } => format!(
+                "{RATE:.0} jobs/s from {}, concurrency {DEFAULT_CONCURRENCY}",
+                if other_process {
+                    "another process"
+                } else {
+                    "the same process"
+                }
+            ),
+        }
+    }
+}
+
+fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
+    let s = |full: u64| if quick { (full / 10).max(50) } else { full };
+    let spec = |id, title: &str, raw, jobq, jobs| Spec {
+        id,
+        title: title.to_owned(),
+        raw,
+        jobq,
+        jobs,
+        repeats: 1,
+        history: false,
+    };
+    let latency_jobs = (RATE * latency_secs) as u64;
+    vec![
+        spec(
+            "enqueue1",
+            "enqueue, single rows, 1 task",
+            Some(Side::RawEnqueueOne { tasks: 1 }),
+            Side::JobqEnqueueOne { tasks: 1 },
+            s(1_000),
+        ),
+        spec(
+            "enqueue8",
+            "enqueue, single rows, 8 tasks",
+            Some(Side::RawEnqueueOne { tasks: 8 }),
+            Side::JobqEnqueueOne { tasks: 8 },
+            s(4_000),
+        ),
+        spec(
+            "enqueue100",
+            "enqueue, batches of 100",
+            Some(Side::RawEnqueueMany { batch: 100 }),
+            Side::JobqEnqueueMany { batch: 100 },
+            s(20_000),
+        ),
+        spec(
+            "drain1",
+            "drain, concurrency 1",
+            Some(Side::RawDrain { conns: 1, batch: 1 }),
+            Side::JobqDrain { concurrency: 1 },
+            s(600),
+        ),
+        spec(
+            "drain8",
+            "drain, concurrency 8",
+            Some(Side::RawDrain { conns: 1, batch: 8 }),
+            Side::JobqDrain { concurrency: 8 },
+            s(4_000),
+        ),
+        spec(
+            "drain32",
+            "drain, concurrency 32",
+            Some(Side::RawDrain {
+                conns: 1,
+                batch: 32,
+            }),
+            Side::JobqDrain { concurrency: 32 },
+            s(20_000),
+        ),
+        spec(
+            "best",
+            "drain, raw best vs jobq defaults",
+            Some(Side::RawDrain {
+                conns: 8,
+                batch: 100,
+            }),
+            Side::JobqDrain { concurrency: 32 },
+            s(20_000),
+        ),
+        spec(
+            "latency",
+            "latency, enqueuer in-process",
+            None,
+            Side::JobqLatency {
+                other_process: false,
+            },
+            latency_jobs,
+        ),
+        spec(
+            "latency_xproc",
+            "latency, enqueuer in another process",
+            None,
+            Side::JobqLatency {
+                other_process: true,
+            },
+            latency_jobs,
+        ),
+        Spec {
+            repeats: 5,
+            ..spec(
+                "backlog1k",
+                "drain, backlog 1,000",
+                Some(Side::RawDrain {
+                    conns: 1,
+                    batch: 32,
+                }),
+                Side::JobqDrain { concurrency: 32 },
+                1_000,
+            )
+        },
+        spec(
+            "backlog100k",
+            if quick {
+                "drain, backlog 10,000 (--quick)"
+            } else {
+                "drain, backlog 100,000"
+            },
+            Some(Side::RawDrain {
+                conns: 1,
+                batch: 32,
+            }),
+            Side::JobqDrain { concurrency: 32 },
+            if quick { 10_000 } else { 100_000 },
+        ),
+        Spec {
+            repeats: 5,
+            history: true,
+            ..spec(
+                "history1m",
+                if quick {
+                    "drain, backlog 1,000 + 100,000 done rows (--quick)"
+                } else {
+                    "drain, backlog 1,000 + 1,000,000 done rows"
+                },
+                Some(Side::RawDrain {
+                    conns: 1,
+                    batch: 32,
+                }),
+                Side::JobqDrain { concurrency: 32 },
+                1_000,
+            )
+        },
+    ]
+}
+
+/// Everything one side needs.
+struct Bench {
+    url: String,
+    db: Db,
+    jobq: Jobq,
+    poll: Duration,
+}
+
+/// Runs every workload `runs` times on the database at `url`.
+pub(crate) async fn run_backend(url: &str, options: &Options) -> Res<BackendReport> {
+    let started = Instant::now();
+    let load_before = load();
+    ensure_database(url).await?;
+    let jobq = Jobq::connect(url).await?;
+    jobq.migrate().await?;
+    let db = Db::connect(url, 40).await?;
+    let server_version = db.version().await?;
+    let backend = format!("{}", jobq.backend());
+    eprintln!("== {backend} ({server_version}) at {url}");
+    let bench = Bench {
+        url: url.to_owned(),
+        db,
+        jobq,
+        poll: options.poll,
+    };
+    let latency_secs = if options.quick { 2.0 } else { 5.0 };
+    let specs: Vec<Spec> = specs(options.quick, latency_secs)
+        .into_iter()
+        .filter(|s| options.only.is_empty() || options.only.iter().any(|o| o == s.id))
+        .collect();
+    let mut samples: Vec<(Vec<Sample>, Vec<Sample>)> = vec![Default::default(); specs.len()];
+    let history_rows = if options.quick { 100_000 } else { 1_000_000 };
+    for pass in [false, true] {
+        if pass && !specs.iter().any(|s| s.history) {
+            continue;
+        }
+        if pass {
+            bench.db.reset().await?;
+            eprintln!("adding {history_rows} done rows");
+            bench.db.add_history(history_rows).await?;
+        }
+        for run in 0..options.runs {
+            for (spec, (raw, jobq)) in specs.iter().zip(samples.iter_mut()) {
+                if spec.history != pass {
+                    continue;
+                }
+                // Alternate which side goes first, so drift favours neither.
+                let order = if run % 2 == 0 {
+                    [true, false]
+                } else {
+                    [false, true]
+                };
+                for raw_side in order {
+                    let side = if raw_side { spec.raw } else { Some(spec.jobq) };
+                    let Some(side) = side else { continue };
+                    // Other sessions on this machine may restart the database
+                    // servers (fault-injection tests): retry a failed measurement.
+                    let mut attempt = 1;
+                    let sample = loop {
+                        match bench.measure(spec, side).await {
+                            Ok(sample) => break sample,
+                            Err(error) if attempt < 3 => {
+                                eprintln!("{} failed ({error}); measuring again", spec.id);
+                                attempt += 1;
+                                tokio::time::sleep(Duration::from_secs(3)).await;
+                                bench.db.delete_unfinished().await?;
+                            }
+                            Err(error) => return Err(error),
+                        }
+                    };
+                    eprintln!(
+                        "[{backend} run {}/{}] {:<14} {:<5} {:>9.0} jobs/s{}",
+                        run + 1,
+                        options.runs,
+                        spec.id,
+                        if raw_side { "raw" } else { "jobq" },
+                        sample.rate(),
+                        sample.p50_ms.map_or_else(String::new, |p50| format!(
+                            "  p50 {p50:.2} ms  p99 {:.2} ms",
+                            sample.p99_ms.unwrap_or(f64::NAN)
+                        )),
+                    );
+                    if raw_side {
+                        raw.push(sample);
+                    } else {
+                        jobq.push(sample);
+                    }
+                }
+            }
+        }
+    }
+    bench.db.reset().await?;
+    bench.db.close().await;
+
+    let mut rows: Vec<Row> = specs
+        .iter()
+        .zip(&samples)
+        .map(|(spec, (raw, jobq))| {
+            let rates = |s: &[Sample]| s.iter().map(|s| s.rate()).collect::<Vec<_>>();
+            let raw_rate = Summary::of(&rates(raw));
+            let jobq_rate = Summary::of(&rates(jobq));
+            let ratio = raw_rate
+                .as_ref()
+                .zip(jobq_rate.as_ref())
+                .map(|(r, j)| j.median / r.median);
+            let p = |f: fn(&Sample) -> Option<f64>| {
+                Summary::of(&jobq.iter().filter_map(f).collect::<Vec<_>>())
+            };
+            Row {
+                backend: backend.clone(),
+                workload: spec.title.clone(),
+                raw_config: spec.raw.map_or_else(|| "—".to_owned(), Side::describe),
+                jobq_config: spec.jobq.describe(),
+                jobs: spec.jobs * u64::from(spec.repeats),
+                raw_jobs_per_s: raw_rate,
+                jobq_jobs_per_s: jobq_rate,
+                ratio,
+                jobq_p50_ms: p(|s| s.p50_ms),
+                jobq_p99_ms: p(|s| s.p99_ms),
+                target: None,
+                target_met: None,
+            }
+        })
+        .collect();
+    judge(&specs, &mut rows, &bench.jobq, options.poll);
+    Ok(BackendReport {
+        backend,
+        server_version,
+        url: url.to_owned(),
+        runs: options.runs,
+        quick: options.quick,
+        poll_interval_ms: u64::try_from(options.poll.as_millis()).unwrap_or(u64::MAX),
+        load_before,
+        load_after: load(),
+        seconds: started.elapsed().as_secs_f64(),
+        rows,
+    })
+}
+
+/// Fills in each row's target and whether it is met.
+fn judge(specs: &[Spec], rows: &mut [Row], jobq: &Jobq, poll: Duration) {
+    let backlog_1k = specs
+        .iter()
+        .zip(rows.iter())
+        .find(|(s, _)| s.id == "backlog1k")
+        .and_then(|(_, r)| r.jobq_jobs_per_s.as_ref().map(|s| s.median));
+    let half_poll_ms = poll.as_secs_f64() * 500.0;
+    for (spec, row) in specs.iter().zip(rows.iter_mut()) {
+        let p50 = row.jobq_p50_ms.as_ref().map(|s| s.median);
+        let p99 = row.jobq_p99_ms.as_ref().map(|s| s.median);
+        let (target, met) = match spec.id {
+            "enqueue1" | "enqueue8" | "enqueue100" | "drain1" | "drain8" | "drain32" => {
+                ("≥ 0.90 × raw".to_owned(), row.ratio.map(|r| r >= 0.9))
+            }
+            "best" => ("≥ 0.80 × raw best".to_owned(), row.ratio.map(|r| r >= 0.8)),
+            "latency" => (
+                "p50 ≤ 2 ms, p99 ≤ 10 ms".to_owned(),
+                p50.zip(p99).map(|(a, b)| a <= 2.0 && b <= 10.0),
+            ),
+            "latency_xproc" => match jobq.backend() {
+                jobq_runtime::Backend::Postgres => {
+                    ("p50 ≤ 5 ms (NOTIFY)".to_owned(), p50.map(|a| a <= 5.0))
+                }
+                _ => (
+                    format!("p50 ≤ {half_poll_ms:.0} ms (½ poll)"),
+                    p50.map(|a| a <= half_poll_ms),
+                ),
+            },
+            "backlog100k" | "history1m" => (
+                "jobq ≥ 0.85 × its backlog-1,000 figure".to_owned(),
+                row.jobq_jobs_per_s
+                    .as_ref()
+                    .zip(backlog_1k)
+                    .map(|(s, base)| s.median >= 0.85 * base),
+            ),
+            _ => continue,
+        };
+        row.target = Some(target);
+        row.target_met = met;
+    }
+}
+
+impl Bench {
+    async fn measure(&self, spec: &Spec, side: Side) -> Res<Sample> {
+        let n = spec.jobs;
+        if !spec.history {
+            self.db.reset().await?;
+        }
+        let sample = match side {
+            Side::RawEnqueueOne { tasks } => self.raw_enqueue_one(tasks, n).await?,
+            Side::RawEnqueueMany { batch } => self.raw_enqueue_many(batch, n).await?,
+            Side::JobqEnqueueOne { tasks } => self.jobq_enqueue_one(tasks, n).await?,
+            Side::JobqEnqueueMany { batch } => self.jobq_enqueue_many(batch, n).await?,
+            Side::RawDrain { .. } | Side::JobqDrain { .. } => {
+                let mut total = Sample::default();
+                for _ in 0..spec.repeats {
+                    self.db.fill(n).await?;
+                    let one = self.drain(side, n).await?;
+                    if std::env::var_os("BENCH_VERBOSE").is_some() {
+                        eprintln!("  drain of {n}: {:.1} ms", one.secs * 1000.0);
+                    }
+                    total.jobs += one.jobs;
+                    total.secs += one.secs;
+                }
+                total
+            }
+            Side::JobqLatency { other_process } => self.latency(other_process, n).await?,
+        };
+        Ok(sample)
+    }
+
+    async fn raw_enqueue_one(&self, tasks: usize, n: u64) -> Res<Sample> {
+        let conns = self.db.conns(tasks).await?;
+        let per = n / tasks as u64;
+        let start = Instant::now();
+        let mut set = JoinSet::new();
+        for (k, mut conn) in conns.into_iter().enumerate() {
+            set.spawn(async move {
+                let base = k as u64 * per;
+                for i in base..base + per {
+                    conn.enqueue_one(&BenchNoop::nth(i, 0)).await?;
+                }
+                Ok::<_, sqlx::Error>(())
+            });
+        }
+        for r in set.join_all().await {
+            r?;
+        }
+        self.enqueued(per * tasks as u64, start).await
+    }
+
+    async fn jobq_enqueue_one(&self, tasks: usize, n: u64) -> Res<Sample> {
+        let per = n / tasks as u64;
+        let start = Instant::now();
+        let mut set = JoinSet::new();
+        for k in 0..tasks as u64 {
+            let jobq = self.jobq.clone();
+            set.spawn(async move {
+                for i in k * per..(k + 1) * per {
+                    jobq.enqueue(BenchNoop::nth(i, 0)).await?;
+                }
+                Ok::<_, jobq_runtime::Error>(())
+            });
+        }
+        for r in set.join_all().await {
+            r?;
+        }
+        self.enqueued(per * tasks as u64, start).await
+    }
+
+    async fn raw_enqueue_many(&self, batch: usize, n: u64) -> Res<Sample> {
+        let mut conn = self.db.conns(1).await?.pop().expect("a connection");
+        let start = Instant::now();
+        let mut i = 0;
+        while i < n {
+            let jobs: Vec<BenchNoop> = (i..(i + batch as u64).min(n))
+                .map(|k| BenchNoop::nth(k, 0))
+                .collect();
+            conn.enqueue_many(&jobs).await?;
+            i += jobs.len() as u64;
+        }
+        drop(conn);
+        self.enqueued(n, start).await
+    }
+
+    async fn jobq_enqueue_many(&self, batch: usize, n: u64) -> Res<Sample> {
+        let start = Instant::now();
+        let mut i = 0;
+        while i < n {
+            let jobs: Vec<BenchNoop> = (i..(i + batch as u64).min(n))
+                .map(|k| BenchNoop::nth(k, 0))
+                .collect();
+            let len = jobs.len() as u64;
+            self.jobq.enqueue_many(jobs).await?;
+            i += len;
+        }
+        self.enqueued(n, start).await
+    }
+
+    /// The sample of an enqueue workload, after checking every row arrived.
+    async fn enqueued(&self, n: u64, start: Instant) -> Res<Sample> {
+        let secs = start.elapsed().as_secs_f64();
+        let pending = self.db.count("pending").await?;
+        if pending != i64::try_from(n)? {
+            return Err(format!("enqueued {n} jobs but {pending} rows are pending").into());
+        }
+        Ok(Sample {
+            jobs: n,
+            secs,
+            ..Sample::default()
+        })
+    }
+
+    async fn drain(&self, side: Side, n: u64) -> Res<Sample> {
+        let probe = Probe::new(n);
+        let secs = match side {
+            Side::RawDrain { conns, batch } => {
+                let conns = self.db.conns(conns).await?;
+                let start = Instant::now();
+                let mut set = JoinSet::new();
+                for mut conn in conns {
+                    let probe = probe.clone();
+                    set.spawn(async move { conn.drain(batch, &probe).await });
+                }
+                let mut done = 0;
+                for r in set.join_all().await {
+                    done += r?;
+                }
+                let secs = start.elapsed().as_secs_f64();
+                if done != n {
+                    return Err(format!("raw drain settled {done} of {n}").into());
+                }
+                secs
+            }
+            Side::JobqDrain { concurrency } => {
+                let start = Instant::now();
+                let worker = Worker::builder(self.jobq.clone())
+                    .queue(QUEUE, concurrency)
+                    .state(probe.clone())
+                    .poll_interval(self.poll)
+                    .build()?
+                    .start();
+                probe.wait(DEADLINE).await?;
+                worker.shutdown(Duration::from_secs(60)).await?;
+                start.elapsed().as_secs_f64()
+            }
+            _ => unreachable!("not a drain"),
+        };
+        self.check_drained(&probe, n).await?;
+        Ok(Sample {
+            jobs: n,
+            secs,
+            ..Sample::default()
+        })
+    }
+
+    /// Every job ran exactly once and nothing is left pending or processing.
+    async fn check_drained(&self, probe: &Probe, n: u64) -> Res<()> {
+        let (pending, processing) = (
+            self.db.count("pending").await?,
+            self.db.count("processing").await?,
+        );
+        if probe.count() != n || pending != 0 || processing != 0 {
+            return Err(format!(
+                "after draining {n} jobs: {} runs, {pending} pending, {processing} processing",
+                probe.count()
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    async fn latency(&self, other_process: bool, n: u64) -> Res<Sample> {
+        let probe = Probe::new(n);
+        let worker = Worker::builder(self.jobq.clone())
+            .queue(QUEUE, DEFAULT_CONCURRENCY)
+            .state(probe.clone())
+            .poll_interval(self.poll)
+            .build()?
+            .start();
+        // Let the worker's first (empty) claim and listener start happen.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let start = Instant::now();
+        if other_process {
+            let status = tokio::process::Command::new(std::env::current_exe()?)
+                .args(["enqueuer", "--url", &self.url])
+                .args(["--rate", &RATE.to_string(), "--count", &n.to_string()])
+                .status()
+                .await?;
+            if !status.success() {
+                return Err(format!("the enqueuer process failed: {status}").into());
+            }
+        } else {
+            let begin = tokio::time::Instant::now();
+            let interval = Duration::from_secs_f64(1.0 / RATE);
+            for i in 0..n {
+                tokio::time::sleep_until(begin + interval.mul_f64(i as f64)).await;
+                self.jobq.enqueue(BenchNoop::nth(i, now_us())).await?;
+            }
+        }
+        probe.wait(DEADLINE).await?;
+        let secs = start.elapsed().as_secs_f64();
+        worker.shutdown(Duration::from_secs(60)).await?;
+        self.check_drained(&probe, n).await?;
+        let latencies = probe.latencies();
+        let pct = |p: f64| {
+            let i = ((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1;
+            latencies[i] as f64 / 1000.0
+        };
+        Ok(Sample {
+            jobs: n,
+            secs,
+            p50_ms: Some(pct(0.50)),
+            p99_ms: Some(pct(0.99)),
+        })
+    }
+}
+
+/// Creates the database named in a MySQL or PostgreSQL URL if it is missing,
+/// through the server's default database.
+async fn ensure_database(url: &str) -> Res<()> {
+    if url.starts_with("sqlite") || Db::connect(url, 1).await.is_ok() {
+        return Ok(());
+    }
+    let (base, name) = url
+        .rsplit_once('/')
+        .ok_or_else(|| format!("no database name in {url}"))?;
+    let name = name.split('?').next().unwrap_or(name);
+    if url.starts_with("postgres") {
+        let admin = Db::connect(&format!("{base}/postgres"), 1).await?;
+        admin
+            .execute(&format!("CREATE DATABASE \"{name}\""))
+            .await?;
+        admin.close().await;
+    } else {
+        let admin = Db::connect(&format!("{base}/"), 1).await?;
+        admin
+            .execute(&format!("CREATE DATABASE IF NOT EXISTS `{name}`"))
+            .await?;
+        admin.close().await;
+    }
+    Ok(())
+}

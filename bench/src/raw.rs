@@ -107,9 +107,15 @@ impl Db {
     /// Empties the table.
     pub(crate) async fn reset(&self) -> Res<()> {
         match self {
-            Self::MySql(p) => drop(p.execute("TRUNCATE TABLE jobq_jobs").await?),
-            Self::Postgres(p) => drop(p.execute("TRUNCATE jobq_jobs").await?),
-            Self::Sqlite(p) => drop(p.execute("DELETE FROM jobq_jobs").await?),
+            Self::MySql(p) => {
+                p.execute("TRUNCATE TABLE jobq_jobs").await?;
+            }
+            Self::Postgres(p) => {
+                p.execute("TRUNCATE jobq_jobs").await?;
+            }
+            Self::Sqlite(p) => {
+                p.execute("DELETE FROM jobq_jobs").await?;
+            }
         }
         Ok(())
     }
@@ -123,9 +129,15 @@ impl Db {
     /// Refreshes the planner's statistics (as autovacuum/autoanalyze would).
     pub(crate) async fn analyze(&self) -> Res<()> {
         match self {
-            Self::MySql(p) => drop(p.execute("ANALYZE TABLE jobq_jobs").await?),
-            Self::Postgres(p) => drop(p.execute("ANALYZE jobq_jobs").await?),
-            Self::Sqlite(p) => drop(p.execute("ANALYZE").await?),
+            Self::MySql(p) => {
+                p.execute("ANALYZE TABLE jobq_jobs").await?;
+            }
+            Self::Postgres(p) => {
+                p.execute("ANALYZE jobq_jobs").await?;
+            }
+            Self::Sqlite(p) => {
+                p.execute("ANALYZE").await?;
+            }
         }
         Ok(())
     }
@@ -177,9 +189,15 @@ impl Db {
 
     pub(crate) async fn execute(&self, sql: &str) -> Res<()> {
         match self {
-            Self::MySql(p) => drop(p.execute(sql).await?),
-            Self::Postgres(p) => drop(p.execute(sql).await?),
-            Self::Sqlite(p) => drop(p.execute(sql).await?),
+            Self::MySql(p) => {
+                p.execute(sql).await?;
+            }
+            Self::Postgres(p) => {
+                p.execute(sql).await?;
+            }
+            Self::Sqlite(p) => {
+                p.execute(sql).await?;
+            }
         }
         Ok(())
     }
@@ -334,7 +352,7 @@ impl Conn {
         match self {
             Self::MySql(c) => {
                 let mut tx = sqlx::Connection::begin(&mut **c).await?;
-                let rows: Vec<(i64, Vec<u8>, Vec<u8>, i32, i32, Option<Vec<u8>>)> = sqlx::query_as(
+                let rows: Vec<MySqlClaimRow> = sqlx::query_as(
                     "SELECT id, job_name, payload, attempts, max_attempts, idempotency_key FROM jobq_jobs \
                      WHERE queue = ? AND status = 'pending' AND run_at <= UTC_TIMESTAMP(6) \
                      ORDER BY priority, run_at, id LIMIT ? FOR UPDATE SKIP LOCKED",
@@ -518,3 +536,6 @@ fn utf8(bytes: Vec<u8>) -> String {
 fn now_micros() -> i64 {
     i64::try_from(crate::job::now_us()).unwrap_or(i64::MAX)
 }
+
+/// A claimed MySQL row: id, job name, payload, attempts, max attempts, key (text as bytes).
+type MySqlClaimRow = (i64, Vec<u8>, Vec<u8>, i32, i32, Option<Vec<u8>>);

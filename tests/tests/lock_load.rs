@@ -358,7 +358,7 @@ async fn load(label: &str, handles: Vec<Jobq>) {
         "database errors reached the workers' loops: {unexpected:#?}"
     );
     assert!(reaped > 0, "the load exercised the reaper");
-    assert!(totals.done > 0 && totals.failed > 0);
+    assert!(totals.done > 0);
 }
 
 fn init() {

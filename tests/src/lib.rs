@@ -201,3 +201,78 @@ impl Recorder {
             .collect()
     }
 }
+
+/// Lets a test hold handler runs until it opens them, by key (a job id, an attempt number…).
+#[derive(Debug)]
+pub struct Gates<K> {
+    open: Arc<Mutex<std::collections::HashSet<K>>>,
+    changed: Arc<Notify>,
+}
+
+impl<K> Clone for Gates<K> {
+    fn clone(&self) -> Self {
+        Self {
+            open: Arc::clone(&self.open),
+            changed: Arc::clone(&self.changed),
+        }
+    }
+}
+
+impl<K> Default for Gates<K> {
+    fn default() -> Self {
+        Self {
+            open: Arc::default(),
+            changed: Arc::default(),
+        }
+    }
+}
+
+impl<K: Eq + std::hash::Hash> Gates<K> {
+    /// Lets the runs waiting on `key` go on, and any later ones.
+    pub fn open(&self, key: K) {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key);
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until `key` is open.
+    pub async fn wait(&self, key: K) {
+        loop {
+            let changed = self.changed.notified();
+            if self
+                .open
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(&key)
+            {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+/// Instantiates each `async fn test(db: TestDb)` of the calling file once per
+/// backend, as `mysql::test`, `postgres::test` and `sqlite::test`.
+#[macro_export]
+macro_rules! on_every_backend {
+    ($($test:ident),* $(,)?) => {
+        $crate::on_every_backend!(@backend mysql, $($test),*);
+        $crate::on_every_backend!(@backend postgres, $($test),*);
+        $crate::on_every_backend!(@backend sqlite, $($test),*);
+    };
+    (@backend $backend:ident, $($test:ident),*) => {
+        mod $backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    if let Some(db) = $crate::TestDb::$backend() {
+                        super::$test(db).await;
+                    }
+                }
+            )*
+        }
+    };
+}

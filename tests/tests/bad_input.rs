@@ -667,42 +667,7 @@ async fn a_good_job_still_runs_with_a_worker(jobq: &Jobq, queue: &str) {
     stop(handle).await;
 }
 
-macro_rules! on_every_backend {
-    ($($test:ident),* $(,)?) => {
-        mod mysql {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    if let Some(db) = jobq_tests::TestDb::mysql() {
-                        super::$test(db).await;
-                    }
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    if let Some(db) = jobq_tests::TestDb::postgres() {
-                        super::$test(db).await;
-                    }
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    if let Some(db) = jobq_tests::TestDb::sqlite() {
-                        super::$test(db).await;
-                    }
-                }
-            )*
-        }
-    };
-}
-
-on_every_backend!(
+jobq_tests::on_every_backend!(
     a_payload_that_is_not_json_fails_at_once_and_names_the_fix,
     json_of_the_wrong_shape_fails_naming_the_field,
     an_unknown_job_fails_once_its_attempts_are_used_up,

@@ -12,39 +12,9 @@ use jobq_runtime::{
     Enqueue, Job, JobContext, JobError, JobStatus, Jobq, State, Worker, WorkerHandle, job,
 };
 use jobq_tests::{Recorder, TestDb, unique_queue, wait_for_status, wait_until};
-use tokio::sync::Notify;
 
-/// Lets a test hold attempts of a gated job until it opens them, by attempt number.
-#[derive(Debug, Clone, Default)]
-struct Gates {
-    open: Arc<Mutex<HashSet<u32>>>,
-    changed: Arc<Notify>,
-}
-
-impl Gates {
-    fn open(&self, attempt: u32) {
-        self.open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(attempt);
-        self.changed.notify_waiters();
-    }
-
-    async fn wait(&self, attempt: u32) {
-        loop {
-            let changed = self.changed.notified();
-            if self
-                .open
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .contains(&attempt)
-            {
-                return;
-            }
-            changed.await;
-        }
-    }
-}
+/// Held attempts of a gated job, by attempt number.
+type Gates = jobq_tests::Gates<u32>;
 
 #[job(name = "conf_record")]
 async fn record(ctx: &JobContext, recorder: State<Recorder>, n: u64) {
@@ -916,42 +886,7 @@ async fn the_handler_sees_a_stable_idempotency_key(db: TestDb) {
     );
 }
 
-macro_rules! conformance {
-    ($($test:ident),* $(,)?) => {
-        mod mysql {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    if let Some(db) = jobq_tests::TestDb::mysql() {
-                        super::$test(db).await;
-                    }
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    if let Some(db) = jobq_tests::TestDb::postgres() {
-                        super::$test(db).await;
-                    }
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    if let Some(db) = jobq_tests::TestDb::sqlite() {
-                        super::$test(db).await;
-                    }
-                }
-            )*
-        }
-    };
-}
-
-conformance!(
+jobq_tests::on_every_backend!(
     a_worker_drains_enqueued_jobs_to_done,
     eight_workers_drain_every_job_exactly_once,
     an_existing_idempotency_key_returns_the_existing_job,

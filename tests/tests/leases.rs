@@ -5,12 +5,11 @@
 //! failures alike — are fenced out: they change nothing.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use jobq_runtime::{Enqueue, JobContext, JobStatus, Jobq, State, Worker, WorkerHandle, job};
 use jobq_tests::{Recorder, TestDb, unique_queue, wait_for_status, wait_until};
-use tokio::sync::Notify;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -56,36 +55,7 @@ fn count_lease_lost_warnings() {
 }
 
 /// Jobs whose next attempt may finish, by id.
-#[derive(Debug, Clone, Default)]
-struct Gates {
-    open: Arc<Mutex<HashSet<i64>>>,
-    changed: Arc<Notify>,
-}
-
-impl Gates {
-    fn open(&self, id: i64) {
-        self.open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id);
-        self.changed.notify_waiters();
-    }
-
-    async fn wait(&self, id: i64) {
-        loop {
-            let changed = self.changed.notified();
-            if self
-                .open
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .contains(&id)
-            {
-                return;
-            }
-            changed.await;
-        }
-    }
-}
+type Gates = jobq_tests::Gates<i64>;
 
 /// Runs for `ms`, several leases.
 #[job(name = "lease_slow")]

@@ -21,6 +21,7 @@
 
 use std::collections::HashSet;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -119,6 +120,12 @@ fn is_transient(error: &sqlx::Error) -> bool {
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteStore {
     pool: SqlitePool,
+    /// Taken around each of jobq's own writes: they queue here, in order,
+    /// instead of colliding on the database's write lock, where the loser
+    /// sleeps in SQLite's busy handler (1 ms, then 2, 5, 10, …) even when the
+    /// winner is done in microseconds. Writes from other processes or
+    /// handles still meet the busy timeout.
+    writes: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl SqliteStore {
@@ -172,7 +179,10 @@ impl SqliteStore {
                 MIN_VERSION.0, MIN_VERSION.1
             )));
         }
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            writes: Arc::default(),
+        })
     }
 
     pub(crate) fn pool(&self) -> &SqlitePool {
@@ -197,6 +207,7 @@ impl SqliteStore {
 
     pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
         retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
             let mut conn = self.pool.acquire().await?;
             insert_row(&mut conn, job, now_micros()).await
         })
@@ -214,6 +225,7 @@ impl SqliteStore {
     /// One INSERT per row in one `BEGIN IMMEDIATE` transaction: results in
     /// input order without relying on the order of a multi-row `RETURNING`.
     async fn insert_each(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
+        let _turn = self.writes.lock().await;
         let mut tx = self.pool.begin_with(BEGIN_IMMEDIATE).await?;
         let now = now_micros();
         let mut out = Vec::with_capacity(chunk.len());
@@ -233,6 +245,7 @@ impl SqliteStore {
     ) -> Result<Vec<ClaimedJob>> {
         let token = new_token();
         let mut jobs = retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
             let now = now_micros();
             let rows: Vec<ClaimRow> = sqlx::query_as(CLAIM)
                 .bind(token)
@@ -277,6 +290,7 @@ impl SqliteStore {
                 "",
             );
             total += retry_transient(is_transient, || async {
+                let _turn = self.writes.lock().await;
                 let result = update.query(now_micros()).execute(&self.pool).await?;
                 Ok(result.rows_affected())
             })
@@ -291,6 +305,7 @@ impl SqliteStore {
             Target::Failed => "failed",
         };
         let affected = retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
             let now = now_micros();
             let result = sqlx::query(TRANSITION)
                 .bind(status)
@@ -319,6 +334,7 @@ impl SqliteStore {
                 " RETURNING id, lease_token",
             );
             let held: HashSet<Fence> = retry_transient(is_transient, || async {
+                let _turn = self.writes.lock().await;
                 let rows = update
                     .query(now_micros().saturating_add(micros(lease)))
                     .fetch_all(&self.pool)
@@ -340,6 +356,7 @@ impl SqliteStore {
 
     pub(crate) async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
         retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
             let result = sqlx::query(REAP)
                 .bind(now_micros())
                 .bind(queue)
@@ -374,6 +391,7 @@ impl SqliteStore {
     /// Runs `sql` with `?1` = now and `?2` = `id`; `true` if it changed the row.
     async fn update_one(&self, sql: &str, id: i64) -> Result<bool> {
         let affected = retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
             let result = sqlx::query(sql)
                 .bind(now_micros())
                 .bind(id)

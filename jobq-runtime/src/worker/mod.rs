@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use jobq_core::{Registry, States};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -277,6 +277,8 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     let slots = Arc::new(Semaphore::new(queue.concurrency));
     let wake = wakeup::subscribe(&queue.name);
     let mut failures = 0u32;
+    // Whether the last claim came back full: more jobs are probably waiting.
+    let mut backlog = false;
     loop {
         let first = tokio::select! {
             biased;
@@ -287,9 +289,7 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
             },
         };
         let mut permits = vec![first];
-        while let Ok(permit) = Arc::clone(&slots).try_acquire_owned() {
-            permits.push(permit);
-        }
+        gather_free_slots(&slots, &mut permits, queue.concurrency, backlog).await;
         // Armed before the claim, so an enqueue during the claim is not missed.
         let woken = wake.notified();
         tokio::pin!(woken);
@@ -305,6 +305,7 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
             Ok(jobs) => {
                 failures = 0;
                 let full = jobs.len() == wanted;
+                backlog = full;
                 for job in jobs {
                     let permit = permits.pop();
                     run::spawn_job(&shared, &queue.name, job, permit);
@@ -332,6 +333,35 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
             () = shared.stop_claiming.cancelled() => break,
             () = &mut woken, if failures == 0 => {}
             () = tokio::time::sleep(pause) => {}
+        }
+    }
+}
+
+/// Takes every free slot into `permits`. While a backlog is waiting, it also
+/// yields to the runtime a few times to let jobs that are finishing right now
+/// hand their slots back: jobs end in bursts (a batch started together), and
+/// one claim for the whole burst is far cheaper than one per job. It never
+/// waits on a job that is still running (no timer), so a slow job never holds
+/// a claim back.
+async fn gather_free_slots(
+    slots: &Arc<Semaphore>,
+    permits: &mut Vec<OwnedSemaphorePermit>,
+    concurrency: usize,
+    backlog: bool,
+) {
+    const MAX_YIELDS: usize = 4;
+    let mut yields = 0;
+    loop {
+        while let Ok(permit) = Arc::clone(slots).try_acquire_owned() {
+            permits.push(permit);
+        }
+        if !backlog || permits.len() >= concurrency || yields == MAX_YIELDS {
+            return;
+        }
+        tokio::task::yield_now().await;
+        yields += 1;
+        if slots.available_permits() == 0 {
+            return;
         }
     }
 }

@@ -154,7 +154,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 }
 
 /// The other process of the cross-process latency workload.
-async fn enqueuer(url: &str, rate: f64, count: u64) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+async fn enqueuer(
+    url: &str,
+    rate: f64,
+    count: u64,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let jobq = Jobq::connect(url).await?;
     let start = tokio::time::Instant::now();
     let interval = Duration::from_secs_f64(1.0 / rate);

@@ -46,9 +46,10 @@ impl Db {
     /// READ COMMITTED and a 5 s lock wait on MySQL; WAL, `synchronous =
     /// NORMAL` and a 10 s busy timeout on SQLite.
     pub(crate) async fn connect(url: &str, max: u32) -> Res<Self> {
-        Ok(if url.starts_with("mysql:") || url.starts_with("mariadb:") {
-            let url = url.replacen("mariadb:", "mysql:", 1);
-            let pool = MySqlPoolOptions::new()
+        Ok(
+            if url.starts_with("mysql:") || url.starts_with("mariadb:") {
+                let url = url.replacen("mariadb:", "mysql:", 1);
+                let pool = MySqlPoolOptions::new()
                 .max_connections(max)
                 .after_connect(|conn, _| {
                     Box::pin(async move {
@@ -58,22 +59,28 @@ impl Db {
                 })
                 .connect_with(MySqlConnectOptions::from_str(&url)?)
                 .await?;
-            Self::MySql(pool)
-        } else if url.starts_with("postgres") {
-            Self::Postgres(PgPoolOptions::new().max_connections(max).connect(url).await?)
-        } else {
-            let options = SqliteConnectOptions::from_str(url)?
-                .create_if_missing(true)
-                .busy_timeout(Duration::from_secs(10))
-                .journal_mode(SqliteJournalMode::Wal)
-                .synchronous(SqliteSynchronous::Normal);
-            Self::Sqlite(
-                SqlitePoolOptions::new()
-                    .max_connections(max)
-                    .connect_with(options)
-                    .await?,
-            )
-        })
+                Self::MySql(pool)
+            } else if url.starts_with("postgres") {
+                Self::Postgres(
+                    PgPoolOptions::new()
+                        .max_connections(max)
+                        .connect(url)
+                        .await?,
+                )
+            } else {
+                let options = SqliteConnectOptions::from_str(url)?
+                    .create_if_missing(true)
+                    .busy_timeout(Duration::from_secs(10))
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Normal);
+                Self::Sqlite(
+                    SqlitePoolOptions::new()
+                        .max_connections(max)
+                        .connect_with(options)
+                        .await?,
+                )
+            },
+        )
     }
 
     pub(crate) async fn close(&self) {
@@ -177,7 +184,9 @@ impl Db {
             Self::MySql(p) => sqlx::query_scalar("SELECT VERSION()").fetch_one(p).await,
             Self::Postgres(p) => sqlx::query_scalar("SHOW server_version").fetch_one(p).await,
             Self::Sqlite(p) => {
-                let v: String = sqlx::query_scalar("SELECT sqlite_version()").fetch_one(p).await?;
+                let v: String = sqlx::query_scalar("SELECT sqlite_version()")
+                    .fetch_one(p)
+                    .await?;
                 Ok(format!("SQLite {v}"))
             }
         }
@@ -484,8 +493,8 @@ impl Conn {
             }
             let mut ids = Vec::with_capacity(claimed.len());
             for (id, _name, payload, _attempt, _max, _key) in &claimed {
-                let job: BenchNoop = serde_json::from_str(payload)
-                    .map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+                let job: BenchNoop =
+                    serde_json::from_str(payload).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
                 probe.ran(job.sent_at_us);
                 ids.push(*id);
             }

@@ -74,14 +74,7 @@ pub(crate) struct BackendReport {
 fn rate(s: Option<&Summary>) -> String {
     s.map_or_else(
         || "—".to_owned(),
-        |s| {
-            format!(
-                "{} ({}–{})",
-                round(s.median),
-                round(s.min),
-                round(s.max)
-            )
-        },
+        |s| format!("{} ({}–{})", round(s.median), round(s.min), round(s.max)),
     )
 }
 

@@ -60,16 +60,31 @@ struct Spec {
 #[derive(Debug, Clone, Copy)]
 enum Side {
     /// `tasks` tasks, each with its own connection, single-row INSERTs.
-    RawEnqueueOne { tasks: usize },
+    RawEnqueueOne {
+        tasks: usize,
+    },
     /// One connection, multi-row INSERTs of `batch`.
-    RawEnqueueMany { batch: usize },
+    RawEnqueueMany {
+        batch: usize,
+    },
     /// `conns` tasks with their own connection claiming `batch` at a time.
-    RawDrain { conns: usize, batch: u32 },
-    JobqEnqueueOne { tasks: usize },
-    JobqEnqueueMany { batch: usize },
-    JobqDrain { concurrency: usize },
+    RawDrain {
+        conns: usize,
+        batch: u32,
+    },
+    JobqEnqueueOne {
+        tasks: usize,
+    },
+    JobqEnqueueMany {
+        batch: usize,
+    },
+    JobqDrain {
+        concurrency: usize,
+    },
     /// Worker in this process; enqueues at `RATE` from this process or another.
-    JobqLatency { other_process: bool },
+    JobqLatency {
+        other_process: bool,
+    },
 }
 
 impl Side {
@@ -623,7 +638,9 @@ async fn ensure_database(url: &str) -> Res<()> {
     let name = name.split('?').next().unwrap_or(name);
     if url.starts_with("postgres") {
         let admin = Db::connect(&format!("{base}/postgres"), 1).await?;
-        admin.execute(&format!("CREATE DATABASE \"{name}\"")).await?;
+        admin
+            .execute(&format!("CREATE DATABASE \"{name}\""))
+            .await?;
         admin.close().await;
     } else {
         let admin = Db::connect(&format!("{base}/"), 1).await?;

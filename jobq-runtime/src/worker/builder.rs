@@ -80,6 +80,10 @@ impl WorkerBuilder {
     }
 
     /// How often an idle queue is polled when no in-process enqueue wakes it (default 500 ms).
+    ///
+    /// Polling adapts: after a claim that found jobs the next poll comes after
+    /// 1/32 of this interval, and the wait doubles after each claim that finds
+    /// nothing, back to this interval after five.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.settings.poll = interval;
         self

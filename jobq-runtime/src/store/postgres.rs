@@ -19,16 +19,21 @@
 //!   transaction, so it is the statement's time), `statement_timestamp()` in
 //!   the INSERT, which may run inside a caller's long transaction. The
 //!   application passes durations only, in microseconds;
-//! - enqueue sends `pg_notify('jobq', queue)` in the same statement, so the
-//!   wake-up goes out when the row commits and never for a rolled-back row;
+//! - an enqueue inside the caller's transaction sends `pg_notify('jobq',
+//!   queue)` in the same statement, so the wake-up goes out when the row
+//!   commits and never for a rolled-back row; enqueues on jobq's own pool
+//!   commit first and are announced right after by one [`Notifier`] (the
+//!   commits of notifying transactions are serialized by PostgreSQL);
 //!   [`PgStore::listen`] turns those into in-process wake-ups.
 
+use std::collections::BTreeSet;
 use std::convert::Infallible;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgListener, PgPoolOptions, PgRow};
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{Executor, PgConnection, PgPool, Row};
 use tokio_util::sync::CancellationToken;
 
 use super::{ClaimedJob, Fence, NewJob, Target, Transition, micros, new_token, retry_transient};
@@ -39,7 +44,17 @@ use crate::{Error, Result, wakeup};
 const CHANNEL: &str = "jobq";
 
 /// One row; `ON CONFLICT` returns the existing row for a known key, and
-/// `dedupe_hits > 0` tells a duplicate from a new row.
+/// `dedupe_hits > 0` tells a duplicate from a new row. Enqueues on jobq's
+/// pool announce the queue through the [`Notifier`] after the commit.
+const INSERT_QUIET: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at)
+    VALUES ($1, $2, $3, $4, COALESCE($5, statement_timestamp() + $6 * interval '1 microsecond'), $7, $8, statement_timestamp())
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
+    DO UPDATE SET dedupe_hits = jobq_jobs.dedupe_hits + 1
+    RETURNING id, dedupe_hits";
+
+/// [`INSERT_QUIET`] plus its NOTIFY, for an enqueue inside the caller's
+/// transaction: the wake-up goes out when that transaction commits, never
+/// for a rolled-back row.
 const INSERT: &str = "WITH ins AS (
     INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at)
     VALUES ($1, $2, $3, $4, COALESCE($5, statement_timestamp() + $6 * interval '1 microsecond'), $7, $8, statement_timestamp())
@@ -70,12 +85,9 @@ const INSERT_MANY: &str = "WITH input AS MATERIALIZED (
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
     DO UPDATE SET dedupe_hits = jobq_jobs.dedupe_hits + 1
     RETURNING id, idempotency_key, dedupe_hits
-), woken AS (
-    SELECT count(pg_notify('jobq', queue)) AS queues FROM (SELECT DISTINCT queue FROM input) AS q
 )
 SELECT input.ord, COALESCE(by_key.id, by_id.id), COALESCE(by_key.dedupe_hits, by_id.dedupe_hits)
   FROM input
- CROSS JOIN woken
   LEFT JOIN ins AS by_key ON by_key.idempotency_key = input.idempotency_key
   LEFT JOIN ins AS by_id ON by_id.id = input.id
  ORDER BY input.ord";
@@ -131,6 +143,101 @@ fn is_transient(error: &sqlx::Error) -> bool {
 #[derive(Debug, Clone)]
 pub(crate) struct PgStore {
     pool: PgPool,
+    notifier: Arc<Notifier>,
+}
+
+/// Sends the NOTIFYs of enqueues made on jobq's pool, after their INSERTs
+/// committed: one statement at a time, for every queue enqueued to since the
+/// previous one.
+///
+/// A `pg_notify` inside the enqueue's own statement would be simpler, but
+/// PostgreSQL serializes the commits of notifying transactions (a
+/// database-wide lock held until the commit record is flushed), so
+/// concurrent enqueues could no longer share a WAL flush: 8 concurrent
+/// enqueuers did 513 jobs/s that way, against 2,175 for plain INSERTs. Here
+/// the INSERTs commit freely and only the notifier takes that lock. A
+/// NOTIFY that fails is logged; workers find the jobs at their next poll.
+/// (`enqueue_in` still notifies inside the caller's transaction.)
+///
+/// It sends on a connection of its own with `synchronous_commit = off`: a
+/// NOTIFY is not durable anyway, so its commit need not wait for a WAL flush
+/// (and holds that lock for microseconds, not a disk write).
+#[derive(Debug, Default)]
+struct Notifier {
+    state: Mutex<NotifierState>,
+    /// One connection, opened on first use with the store pool's options.
+    pool: OnceLock<PgPool>,
+}
+
+#[derive(Debug, Default)]
+struct NotifierState {
+    /// Queues enqueued to and not yet announced.
+    queues: BTreeSet<String>,
+    /// Whether a task is sending.
+    sending: bool,
+}
+
+impl Notifier {
+    fn state(&self) -> std::sync::MutexGuard<'_, NotifierState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Announces `queues`: now, or right after the NOTIFY in flight.
+    fn announce<'q>(self: &Arc<Self>, pool: &PgPool, queues: impl IntoIterator<Item = &'q str>) {
+        let mut state = self.state();
+        for queue in queues {
+            if !state.queues.contains(queue) {
+                state.queues.insert(queue.to_owned());
+            }
+        }
+        if state.sending || state.queues.is_empty() {
+            return;
+        }
+        state.sending = true;
+        drop(state);
+        let notifier = Arc::clone(self);
+        let pool = self
+            .pool
+            .get_or_init(|| {
+                PgPoolOptions::new()
+                    .max_connections(1)
+                    .test_before_acquire(false)
+                    .after_connect(|conn, _meta| {
+                        Box::pin(async move {
+                            conn.execute("SET synchronous_commit = off").await?;
+                            Ok(())
+                        })
+                    })
+                    .connect_lazy_with((*pool.connect_options()).clone())
+            })
+            .clone();
+        tokio::spawn(async move { notifier.send(&pool).await });
+    }
+
+    async fn send(&self, pool: &PgPool) {
+        loop {
+            let queues: Vec<String> = {
+                let mut state = self.state();
+                if state.queues.is_empty() {
+                    state.sending = false;
+                    return;
+                }
+                std::mem::take(&mut state.queues).into_iter().collect()
+            };
+            if let Err(error) =
+                sqlx::query("SELECT pg_notify('jobq', q) FROM UNNEST($1::text[]) AS q")
+                    .bind(&queues)
+                    .execute(pool)
+                    .await
+            {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    ?queues,
+                    "announcing enqueued jobs with NOTIFY failed; workers of other processes find them at their next poll"
+                );
+            }
+        }
+    }
 }
 
 impl PgStore {
@@ -146,7 +253,10 @@ impl PgStore {
     }
 
     pub(crate) async fn from_pool(pool: PgPool) -> Result<Self> {
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            notifier: Arc::default(),
+        })
     }
 
     pub(crate) fn pool(&self) -> &PgPool {
@@ -161,17 +271,21 @@ impl PgStore {
     }
 
     pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        retry_transient(is_transient, || async {
+        let enqueued = retry_transient(is_transient, || async {
             let mut conn = self.pool.acquire().await?;
-            insert(&mut conn, job).await
+            insert_with(&mut conn, job, INSERT_QUIET).await
         })
-        .await
+        .await?;
+        self.notifier.announce(&self.pool, [job.queue.as_str()]);
+        Ok(enqueued)
     }
 
     pub(crate) async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let mut out = Vec::with_capacity(jobs.len());
         for chunk in jobs.chunks(INSERT_CHUNK) {
             out.extend(retry_transient(is_transient, || self.insert_chunk(chunk)).await?);
+            self.notifier
+                .announce(&self.pool, chunk.iter().map(|job| job.queue.as_str()));
         }
         Ok(out)
     }
@@ -441,8 +555,17 @@ impl PgStore {
 /// pool's, or the caller's transaction, where the NOTIFY goes out on commit
 /// and not at all on rollback.
 pub(crate) async fn insert(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued, sqlx::Error> {
+    insert_with(conn, job, INSERT).await
+}
+
+/// One idempotent INSERT of `job` with `sql` ([`INSERT`] or [`INSERT_QUIET`]).
+async fn insert_with(
+    conn: &mut PgConnection,
+    job: &NewJob,
+    sql: &'static str,
+) -> Result<Enqueued, sqlx::Error> {
     let (at, delay) = run_at_binds(job.run_at);
-    let (id, hits): (i64, i32) = sqlx::query_as(INSERT)
+    let (id, hits): (i64, i32) = sqlx::query_as(sql)
         .bind(&job.queue)
         .bind(&job.job_name)
         .bind(&job.payload)

@@ -94,22 +94,21 @@ impl Probe {
         self.0.ran.load(Ordering::Relaxed)
     }
 
-    /// Waits until `target` runs happened; panics after `deadline`.
-    pub(crate) async fn wait(&self, deadline: Duration) {
-        if tokio::time::timeout(deadline, async {
-            while self.count() < self.0.target.load(Ordering::Relaxed) {
+    /// Waits until `target` runs happened; an error after `deadline`.
+    pub(crate) async fn wait(&self, deadline: Duration) -> Result<(), String> {
+        let target = self.0.target.load(Ordering::Relaxed);
+        tokio::time::timeout(deadline, async {
+            while self.count() < target {
                 self.0.reached.notified().await;
             }
         })
         .await
-        .is_err()
-        {
-            panic!(
-                "only {} of {} jobs ran within {deadline:?}",
-                self.count(),
-                self.0.target.load(Ordering::Relaxed)
-            );
-        }
+        .map_err(|_| {
+            format!(
+                "only {} of {target} jobs ran within {deadline:?}",
+                self.count()
+            )
+        })
     }
 
     /// The recorded latencies in µs, sorted.

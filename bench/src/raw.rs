@@ -114,6 +114,12 @@ impl Db {
         Ok(())
     }
 
+    /// Deletes every row that is not `done` (what a failed measurement left).
+    pub(crate) async fn delete_unfinished(&self) -> Res<()> {
+        self.execute("DELETE FROM jobq_jobs WHERE status <> 'done'")
+            .await
+    }
+
     /// Refreshes the planner's statistics (as autovacuum/autoanalyze would).
     pub(crate) async fn analyze(&self) -> Res<()> {
         match self {

@@ -22,7 +22,7 @@ pub(crate) struct Options {
 }
 
 /// How long any one drain may take before the bench gives up.
-const DEADLINE: Duration = Duration::from_secs(900);
+const DEADLINE: Duration = Duration::from_secs(300);
 /// Jobs per second of the latency workloads.
 const RATE: f64 = 200.0;
 /// The jobq worker's concurrency where a workload does not vary it.
@@ -297,7 +297,21 @@ pub(crate) async fn run_backend(url: &str, options: &Options) -> Res<BackendRepo
                 for raw_side in order {
                     let side = if raw_side { spec.raw } else { Some(spec.jobq) };
                     let Some(side) = side else { continue };
-                    let sample = bench.measure(spec, side).await?;
+                    // Other sessions on this machine may restart the database
+                    // servers (fault-injection tests): retry a failed measurement.
+                    let mut attempt = 1;
+                    let sample = loop {
+                        match bench.measure(spec, side).await {
+                            Ok(sample) => break sample,
+                            Err(error) if attempt < 3 => {
+                                eprintln!("{} failed ({error}); measuring again", spec.id);
+                                attempt += 1;
+                                tokio::time::sleep(Duration::from_secs(3)).await;
+                                bench.db.delete_unfinished().await?;
+                            }
+                            Err(error) => return Err(error),
+                        }
+                    };
                     eprintln!(
                         "[{backend} run {}/{}] {:<14} {:<5} {:>9.0} jobs/s{}",
                         run + 1,
@@ -550,7 +564,7 @@ impl Bench {
                     .poll_interval(self.poll)
                     .build()?
                     .start();
-                probe.wait(DEADLINE).await;
+                probe.wait(DEADLINE).await?;
                 worker.shutdown(Duration::from_secs(60)).await?;
                 start.elapsed().as_secs_f64()
             }
@@ -608,7 +622,7 @@ impl Bench {
                 self.jobq.enqueue(BenchNoop::nth(i, now_us())).await?;
             }
         }
-        probe.wait(DEADLINE).await;
+        probe.wait(DEADLINE).await?;
         let secs = start.elapsed().as_secs_f64();
         worker.shutdown(Duration::from_secs(60)).await?;
         self.check_drained(&probe, n).await?;

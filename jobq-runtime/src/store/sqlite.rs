@@ -225,6 +225,9 @@ impl SqliteStore {
     /// One INSERT per row in one `BEGIN IMMEDIATE` transaction: results in
     /// input order without relying on the order of a multi-row `RETURNING`.
     async fn insert_each(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
+        if chunk.iter().all(|job| job.idempotency_key.is_none()) {
+            return self.insert_keyless(chunk).await;
+        }
         let _turn = self.writes.lock().await;
         let mut tx = self.pool.begin_with(BEGIN_IMMEDIATE).await?;
         let now = now_micros();
@@ -234,6 +237,43 @@ impl SqliteStore {
         }
         tx.commit().await?;
         Ok(out)
+    }
+
+    /// A batch without idempotency keys as one multi-row INSERT: nothing can
+    /// conflict, and the statement holds the write lock from its first row to
+    /// its last, so AUTOINCREMENT hands its rows consecutive ids in VALUES
+    /// order, ending at `last_insert_rowid()`. (A statement per row costs a
+    /// hop to the connection's worker thread each.)
+    async fn insert_keyless(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
+        let now = now_micros();
+        let mut insert = sqlx::QueryBuilder::<Sqlite>::new(
+            "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, created_at) ",
+        );
+        insert.push_values(chunk, |mut row, job| {
+            row.push_bind(&job.queue)
+                .push_bind(&job.job_name)
+                .push_bind(&job.payload)
+                .push_bind(job.priority)
+                .push_bind(run_at_micros(job.run_at, now))
+                .push_bind(job.max_attempts)
+                .push_bind(now);
+        });
+        let _turn = self.writes.lock().await;
+        let done = insert.build().execute(&self.pool).await?;
+        let n = chunk.len() as i64;
+        if done.rows_affected() != chunk.len() as u64 {
+            return Err(sqlx::Error::Protocol(format!(
+                "a batch INSERT of {n} rows inserted {}",
+                done.rows_affected()
+            )));
+        }
+        let last = done.last_insert_rowid();
+        Ok((last - n + 1..=last)
+            .map(|id| Enqueued {
+                id,
+                duplicate: false,
+            })
+            .collect())
     }
 
     pub(crate) async fn claim(
@@ -418,11 +458,7 @@ async fn insert_row(
     job: &NewJob,
     now: i64,
 ) -> Result<Enqueued, sqlx::Error> {
-    let run_at = match job.run_at {
-        RunAt::Now => now,
-        RunAt::After(delay) => now.saturating_add(micros(delay)),
-        RunAt::At(at) => at.timestamp_micros(),
-    };
+    let run_at = run_at_micros(job.run_at, now);
     let (id, dedupe_hits): (i64, i64) = sqlx::query_as(INSERT)
         .bind(&job.queue)
         .bind(&job.job_name)
@@ -438,6 +474,15 @@ async fn insert_row(
         id,
         duplicate: dedupe_hits > 0,
     })
+}
+
+/// When a job enqueued at `now` may first run, in unix µs.
+fn run_at_micros(run_at: RunAt, now: i64) -> i64 {
+    match run_at {
+        RunAt::Now => now,
+        RunAt::After(delay) => now.saturating_add(micros(delay)),
+        RunAt::At(at) => at.timestamp_micros(),
+    }
 }
 
 /// `id, job_name, payload, attempts, max_attempts, idempotency_key, priority`.

@@ -40,6 +40,8 @@ pub(crate) enum Conn {
 
 /// A claimed row: what a raw worker needs to run and settle it.
 type Claimed = (i64, String, String, i32, i32, Option<String>);
+/// [`Claimed`] as MySQL returns it (text columns with a binary collation come back as bytes).
+type MySqlClaimed = (i64, Vec<u8>, Vec<u8>, i32, i32, Option<Vec<u8>>);
 
 impl Db {
     /// Opens a pool of `max` connections with the session settings jobq uses:
@@ -107,9 +109,15 @@ impl Db {
     /// Empties the table.
     pub(crate) async fn reset(&self) -> Res<()> {
         match self {
-            Self::MySql(p) => drop(p.execute("TRUNCATE TABLE jobq_jobs").await?),
-            Self::Postgres(p) => drop(p.execute("TRUNCATE jobq_jobs").await?),
-            Self::Sqlite(p) => drop(p.execute("DELETE FROM jobq_jobs").await?),
+            Self::MySql(p) => {
+                p.execute("TRUNCATE TABLE jobq_jobs").await?;
+            }
+            Self::Postgres(p) => {
+                p.execute("TRUNCATE jobq_jobs").await?;
+            }
+            Self::Sqlite(p) => {
+                p.execute("DELETE FROM jobq_jobs").await?;
+            }
         }
         Ok(())
     }
@@ -123,9 +131,15 @@ impl Db {
     /// Refreshes the planner's statistics (as autovacuum/autoanalyze would).
     pub(crate) async fn analyze(&self) -> Res<()> {
         match self {
-            Self::MySql(p) => drop(p.execute("ANALYZE TABLE jobq_jobs").await?),
-            Self::Postgres(p) => drop(p.execute("ANALYZE jobq_jobs").await?),
-            Self::Sqlite(p) => drop(p.execute("ANALYZE").await?),
+            Self::MySql(p) => {
+                p.execute("ANALYZE TABLE jobq_jobs").await?;
+            }
+            Self::Postgres(p) => {
+                p.execute("ANALYZE jobq_jobs").await?;
+            }
+            Self::Sqlite(p) => {
+                p.execute("ANALYZE").await?;
+            }
         }
         Ok(())
     }
@@ -177,9 +191,15 @@ impl Db {
 
     pub(crate) async fn execute(&self, sql: &str) -> Res<()> {
         match self {
-            Self::MySql(p) => drop(p.execute(sql).await?),
-            Self::Postgres(p) => drop(p.execute(sql).await?),
-            Self::Sqlite(p) => drop(p.execute(sql).await?),
+            Self::MySql(p) => {
+                p.execute(sql).await?;
+            }
+            Self::Postgres(p) => {
+                p.execute(sql).await?;
+            }
+            Self::Sqlite(p) => {
+                p.execute(sql).await?;
+            }
         }
         Ok(())
     }
@@ -334,7 +354,7 @@ impl Conn {
         match self {
             Self::MySql(c) => {
                 let mut tx = sqlx::Connection::begin(&mut **c).await?;
-                let rows: Vec<(i64, Vec<u8>, Vec<u8>, i32, i32, Option<Vec<u8>>)> = sqlx::query_as(
+                let rows: Vec<MySqlClaimed> = sqlx::query_as(
                     "SELECT id, job_name, payload, attempts, max_attempts, idempotency_key FROM jobq_jobs \
                      WHERE queue = ? AND status = 'pending' AND run_at <= UTC_TIMESTAMP(6) \
                      ORDER BY priority, run_at, id LIMIT ? FOR UPDATE SKIP LOCKED",

@@ -40,6 +40,8 @@ pub(crate) enum Conn {
 
 /// A claimed row: what a raw worker needs to run and settle it.
 type Claimed = (i64, String, String, i32, i32, Option<String>);
+/// [`Claimed`] as MySQL returns it (text columns with a binary collation come back as bytes).
+type MySqlClaimed = (i64, Vec<u8>, Vec<u8>, i32, i32, Option<Vec<u8>>);
 
 impl Db {
     /// Opens a pool of `max` connections with the session settings jobq uses:
@@ -352,7 +354,7 @@ impl Conn {
         match self {
             Self::MySql(c) => {
                 let mut tx = sqlx::Connection::begin(&mut **c).await?;
-                let rows: Vec<MySqlClaimRow> = sqlx::query_as(
+                let rows: Vec<MySqlClaimed> = sqlx::query_as(
                     "SELECT id, job_name, payload, attempts, max_attempts, idempotency_key FROM jobq_jobs \
                      WHERE queue = ? AND status = 'pending' AND run_at <= UTC_TIMESTAMP(6) \
                      ORDER BY priority, run_at, id LIMIT ? FOR UPDATE SKIP LOCKED",
@@ -536,6 +538,3 @@ fn utf8(bytes: Vec<u8>) -> String {
 fn now_micros() -> i64 {
     i64::try_from(crate::job::now_us()).unwrap_or(i64::MAX)
 }
-
-/// A claimed MySQL row: id, job name, payload, attempts, max attempts, key (text as bytes).
-type MySqlClaimRow = (i64, Vec<u8>, Vec<u8>, i32, i32, Option<Vec<u8>>);

@@ -130,7 +130,6 @@ impl MySqlStore {
             .max_connections(max_connections)
             // No ping round trip before every checkout (sqlx's default):
             // a connection that died fails its statement, which jobq retries.
-            .test_before_acquire(false)
             .after_connect(|conn, _meta| {
                 Box::pin(async move {
                     conn.execute(SESSION_SETUP).await?;

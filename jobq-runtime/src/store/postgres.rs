@@ -220,7 +220,6 @@ impl Notifier {
             .get_or_init(|| {
                 PgPoolOptions::new()
                     .max_connections(1)
-                    .test_before_acquire(false)
                     .after_connect(|conn, _meta| {
                         Box::pin(async move {
                             conn.execute("SET synchronous_commit = off").await?;
@@ -265,7 +264,6 @@ impl PgStore {
             .max_connections(max_connections)
             // No ping round trip before every checkout (sqlx's default):
             // a connection that died fails its statement, which jobq retries.
-            .test_before_acquire(false)
             .connect(url)
             .await?;
         Self::from_pool(pool).await

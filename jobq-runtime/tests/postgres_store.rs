@@ -24,6 +24,8 @@ use sqlx::{Connection, PgConnection, PgPool};
 /// The store's claim and reaper statements, exactly as it runs them.
 const CLAIM: &str = include_str!("../src/store/postgres/claim.sql");
 const REAP: &str = include_str!("../src/store/postgres/reap.sql");
+const COMPLETE: &str = include_str!("../src/store/postgres/complete.sql");
+const HEARTBEAT: &str = include_str!("../src/store/postgres/heartbeat.sql");
 
 // ---------------------------------------------------------------------------
 // Jobs (implemented by hand: these tests do not depend on `#[job]`).
@@ -271,11 +273,15 @@ async fn enqueue_notes(jobq: &Jobq, queue: &str, n: u64) -> Vec<i64> {
     ids
 }
 
-/// The claim's plan for `queue`, as a custom and as a generic plan.
+/// `statement`'s plan for `args`, as a custom and as a generic plan.
 async fn claim_plans(conn: &mut PgConnection, statement: &str, args: &str) -> [String; 2] {
     let name = unique("plan").replace('-', "_");
     let params = if statement == CLAIM {
         "text, bigint, bigint, bigint, text"
+    } else if statement == COMPLETE {
+        "bigint[], bigint[]"
+    } else if statement == HEARTBEAT {
+        "bigint[], bigint[], bigint"
     } else {
         "text, bigint"
     };
@@ -351,6 +357,50 @@ async fn the_reaper_reads_the_partial_lease_index() {
         assert!(!plan.contains("Sort"), "{plan}");
         assert!(!plan.contains("Seq Scan"), "{plan}");
     }
+}
+
+/// Settles and heartbeats join the fence list to the table on the primary
+/// key (index lookups, or one hash join), never through the partial lease
+/// index: that plan, taken on stale statistics, looped over the fence list
+/// for every processing row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settles_and_heartbeats_look_fences_up_by_primary_key() {
+    let Some(jobq) = jobq(2).await else { return };
+    let queue = unique("explain-settle");
+    sqlx::query(
+        "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, status, lease_token)
+         SELECT $1, 'pg_test_note', '{\"n\":0}', 0, now() + interval '1 minute', 3, 'processing', 7
+           FROM generate_series(1, 3000)",
+    )
+    .bind(&queue)
+    .execute(pool(&jobq))
+    .await
+    .expect("insert rows");
+    let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM jobq_jobs WHERE queue = $1 LIMIT 1000")
+        .bind(&queue)
+        .fetch_all(pool(&jobq))
+        .await
+        .expect("ids");
+    let ids = format!(
+        "'{{{}}}'",
+        ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+    );
+    let tokens = format!("array_fill(7::bigint, ARRAY[{}])", 1000);
+    let mut conn = pool(&jobq).acquire().await.expect("connection");
+    let settle = claim_plans(&mut conn, COMPLETE, &format!("{ids}, {tokens}")).await;
+    let heartbeat = claim_plans(&mut conn, HEARTBEAT, &format!("{ids}, {tokens}, 30000000")).await;
+    for plan in settle.iter().chain(&heartbeat) {
+        assert!(!plan.contains("jobq_jobs_lease"), "{plan}");
+        assert!(
+            plan.contains("Index Cond: (id = f.id)") || plan.contains("Hash Cond"),
+            "fences must be looked up by id or hashed:\n{plan}"
+        );
+    }
+    sqlx::query("DELETE FROM jobq_jobs WHERE queue = $1")
+        .bind(&queue)
+        .execute(pool(&jobq))
+        .await
+        .expect("clean up");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -750,6 +750,44 @@ async fn shutdown_releases_unfinished_jobs_to_pending_by_the_deadline(db: TestDb
     }
 }
 
+/// Short jobs are claimed ahead of free slots; a shutdown in the middle of a
+/// drain hands those back to `pending` without counting an attempt, and
+/// nothing runs twice or stays `processing`.
+async fn shutdown_mid_drain_hands_back_jobs_claimed_ahead_uncounted(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("ahead");
+    let total = 3000;
+    let ids: Vec<i64> = jobq
+        .enqueue_many_with((0..total).map(|n| (Record::new(n), on(&queue))))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    let recorder = Recorder::default();
+    let handle = worker(&jobq, &queue, 4, &recorder).build().unwrap().start();
+    wait_until("some jobs ran", LONG, || async {
+        recorder.totals().0 >= 300
+    })
+    .await;
+    stop(handle).await;
+
+    let counts = jobq.counts(&queue).await.unwrap();
+    assert_eq!(counts.processing, 0, "{counts:?}");
+    assert_eq!(counts.done + counts.pending, total, "{counts:?}");
+    assert!(
+        recorder.repeated().is_empty(),
+        "ran twice: {:?}",
+        recorder.repeated()
+    );
+    assert_eq!(recorder.totals().0 as u64, counts.done, "{counts:?}");
+    for id in ids {
+        let job = jobq.job(id).await.unwrap().unwrap();
+        let expected = if job.status == JobStatus::Done { 1 } else { 0 };
+        assert_eq!(job.attempts, expected, "{job:?}");
+    }
+}
+
 async fn enqueue_in_follows_the_callers_transaction(db: TestDb) {
     let jobq = db.jobq().await;
     let queue = unique_queue("outbox");
@@ -905,6 +943,7 @@ jobq_tests::on_every_backend!(
     a_stale_worker_cannot_settle_a_reclaimed_job,
     a_worker_dropped_mid_job_has_it_run_again_within_about_a_lease,
     shutdown_releases_unfinished_jobs_to_pending_by_the_deadline,
+    shutdown_mid_drain_hands_back_jobs_claimed_ahead_uncounted,
     enqueue_in_follows_the_callers_transaction,
     cancel_stops_a_job_and_retry_revives_it,
     cancelling_a_running_job_stops_it_without_settling,

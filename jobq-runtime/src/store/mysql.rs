@@ -18,8 +18,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions};
-use sqlx::{Executor, MySqlConnection, MySqlPool, Row};
+use sqlx::{Connection, Executor, MySqlConnection, MySqlPool, Row};
 
+use super::stash::Stash;
 use super::{
     ClaimedJob, Fence, NewJob, Target, Transition, micros, migrate, new_token, padded,
     placeholders, retry_transient,
@@ -115,6 +116,8 @@ fn is_transient(error: &sqlx::Error) -> bool {
 #[derive(Debug, Clone)]
 pub(crate) struct MySqlStore {
     pool: MySqlPool,
+    /// jobq's own statements take their connections here.
+    conns: Stash<sqlx::MySql>,
     /// MariaDB has `INSERT … RETURNING`; MySQL does not.
     mariadb: bool,
     /// The server's `max_allowed_packet` when the store connected: the
@@ -128,8 +131,8 @@ impl MySqlStore {
         let options = MySqlConnectOptions::from_str(url)?;
         let pool = MySqlPoolOptions::new()
             .max_connections(max_connections)
-            // No ping round trip before every checkout (sqlx's default):
-            // a connection that died fails its statement, which jobq retries.
+            .test_before_acquire(false)
+            .before_acquire(super::ping_if_idle::<sqlx::MySql>)
             .after_connect(|conn, _meta| {
                 Box::pin(async move {
                     conn.execute(SESSION_SETUP).await?;
@@ -147,6 +150,7 @@ impl MySqlStore {
                 .fetch_one(&pool)
                 .await?;
         Ok(Self {
+            conns: Stash::new(pool.clone()),
             pool,
             mariadb: version.to_ascii_lowercase().contains("mariadb"),
             max_packet: usize::try_from(max_packet).unwrap_or(usize::MAX),
@@ -186,8 +190,9 @@ impl MySqlStore {
 
     pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
         retry_transient(is_transient, || async {
-            let mut conn = self.pool.acquire().await?;
-            insert(&mut conn, job).await
+            let mut conn = self.conns.get().await?;
+            let result = insert(&mut conn, job).await;
+            conn.done(result)
         })
         .await
     }
@@ -217,8 +222,11 @@ impl MySqlStore {
         sql.push_str(
             " ON DUPLICATE KEY UPDATE dedupe_hits = dedupe_hits + 1 RETURNING id, dedupe_hits",
         );
-        let mut query =
-            sqlx::query_as::<_, (i64, i32)>(&sql).persistent(chunk.len() == INSERT_CHUNK);
+        // Prepared once per batch size and connection, kept in sqlx's
+        // per-connection cache (100 statements, least recently used out): a
+        // size the application repeats costs one round trip, and a one-off
+        // size costs prepare + execute + close, as an unprepared query would.
+        let mut query = sqlx::query_as::<_, (i64, i32)>(&sql);
         for job in chunk {
             let (at, delay) = run_at_binds(job.run_at);
             query = query
@@ -231,7 +239,9 @@ impl MySqlStore {
                 .bind(job.max_attempts)
                 .bind(&job.idempotency_key);
         }
-        let rows = query.fetch_all(&self.pool).await?;
+        let mut conn = self.conns.get().await?;
+        let result = query.fetch_all(&mut *conn).await;
+        let rows = conn.done(result)?;
         Ok(rows
             .into_iter()
             .map(|(id, hits)| Enqueued {
@@ -273,47 +283,9 @@ impl MySqlStore {
         lease: Duration,
         worker: &str,
     ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
-        let mut tx = self.pool.begin_with(BEGIN_RC).await?;
-        let rows: Vec<(i64, Text, Text, i32, i32, Option<Text>)> = sqlx::query_as(CLAIM_SELECT)
-            .bind(queue)
-            .bind(limit)
-            .fetch_all(&mut *tx)
-            .await?;
-        if rows.is_empty() {
-            tx.commit().await?;
-            return Ok(Vec::new());
-        }
-        let token = new_token();
-        let ids = padded(&rows.iter().map(|r| r.0).collect::<Vec<_>>());
-        let sql = format!(
-            "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, lease_token = ?, \
-             run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, claimed_by = ?, claimed_at = UTC_TIMESTAMP(6) \
-             WHERE id IN ({})",
-            placeholders(ids.len())
-        );
-        let mut update = sqlx::query(&sql)
-            .bind(token)
-            .bind(micros(lease))
-            .bind(worker);
-        for id in &ids {
-            update = update.bind(id);
-        }
-        update.execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(id, job_name, payload, attempts, max_attempts, idempotency_key)| ClaimedJob {
-                    id,
-                    job_name: job_name.0,
-                    payload: payload.0,
-                    attempt: u32::try_from(attempts + 1).unwrap_or(u32::MAX),
-                    max_attempts: u32::try_from(max_attempts).unwrap_or(1),
-                    idempotency_key: idempotency_key.map(|k| k.0),
-                    token,
-                },
-            )
-            .collect())
+        let mut conn = self.conns.get().await?;
+        let result = claim_on(&mut conn, queue, limit, lease, worker).await;
+        conn.done(result)
     }
 
     pub(crate) async fn complete(&self, fences: &[Fence]) -> Result<u64> {
@@ -360,7 +332,9 @@ impl MySqlStore {
         for token in &tokens {
             query = query.bind(token);
         }
-        Ok(query.execute(&self.pool).await?.rows_affected())
+        let mut conn = self.conns.get().await?;
+        let result = query.execute(&mut *conn).await;
+        Ok(conn.done(result)?.rows_affected())
     }
 
     pub(crate) async fn transition(&self, t: &Transition) -> Result<bool> {
@@ -369,16 +343,18 @@ impl MySqlStore {
             Target::Failed => "failed",
         };
         let affected = retry_transient(is_transient, || async {
-            sqlx::query(TRANSITION)
+            let mut conn = self.conns.get().await?;
+            let result = sqlx::query(TRANSITION)
                 .bind(status)
                 .bind(micros(t.delay))
                 .bind(i32::from(t.refund_attempt))
                 .bind(&t.error)
                 .bind(t.fence.id)
                 .bind(t.fence.token)
-                .execute(&self.pool)
+                .execute(&mut *conn)
                 .await
-                .map(|r| r.rows_affected())
+                .map(|r| r.rows_affected());
+            conn.done(result)
         })
         .await?;
         Ok(affected == 1)
@@ -527,6 +503,58 @@ async fn apply_migrations(conn: &mut MySqlConnection) -> Result<(), sqlx::Error>
         .await?;
     }
     Ok(())
+}
+
+/// The claim's transaction on `conn`: lock up to `limit` due rows of `queue`
+/// (skipping rows other claimers hold) and mark them held under a new token.
+async fn claim_on(
+    conn: &mut MySqlConnection,
+    queue: &str,
+    limit: u32,
+    lease: Duration,
+    worker: &str,
+) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_RC).await?;
+    let rows: Vec<(i64, Text, Text, i32, i32, Option<Text>)> = sqlx::query_as(CLAIM_SELECT)
+        .bind(queue)
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+    if rows.is_empty() {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
+    let token = new_token();
+    let ids = padded(&rows.iter().map(|r| r.0).collect::<Vec<_>>());
+    let sql = format!(
+        "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, lease_token = ?, \
+             run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, claimed_by = ?, claimed_at = UTC_TIMESTAMP(6) \
+             WHERE id IN ({})",
+        placeholders(ids.len())
+    );
+    let mut update = sqlx::query(&sql)
+        .bind(token)
+        .bind(micros(lease))
+        .bind(worker);
+    for id in &ids {
+        update = update.bind(id);
+    }
+    update.execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(id, job_name, payload, attempts, max_attempts, idempotency_key)| ClaimedJob {
+                id,
+                job_name: job_name.0,
+                payload: payload.0,
+                attempt: u32::try_from(attempts + 1).unwrap_or(u32::MAX),
+                max_attempts: u32::try_from(max_attempts).unwrap_or(1),
+                idempotency_key: idempotency_key.map(|k| k.0),
+                token,
+            },
+        )
+        .collect())
 }
 
 /// One idempotent INSERT on any MySQL connection (the pool's or the caller's transaction).

@@ -29,8 +29,9 @@ use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteError, SqliteJournalMode, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Executor, Row, Sqlite, SqliteConnection, SqlitePool};
+use sqlx::{Connection, Executor, Row, Sqlite, SqliteConnection, SqlitePool};
 
+use super::stash::Stash;
 use super::{
     ClaimedJob, Fence, NewJob, Target, Transition, micros, migrate, new_token, padded,
     placeholders, retry_transient,
@@ -56,12 +57,17 @@ const INSERT: &str = "INSERT INTO jobq_jobs \
      RETURNING id, dedupe_hits";
 
 /// `?1` token, `?2` now, `?3` lease deadline, `?4` worker, `?5` queue, `?6` limit.
+/// `?1` queue, `?2` now, `?3` limit: the claim's rows, in claim order.
+const PICK: &str = "SELECT id FROM jobq_jobs \
+     WHERE queue = ?1 AND status = 'pending' AND run_at <= ?2 \
+     ORDER BY priority, run_at, id LIMIT ?3";
+
+/// `?1` token, `?2` now, `?3` lease deadline, `?4` worker, `?5` the picked
+/// ids as a JSON array (one statement text for any batch size).
 const CLAIM: &str = "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, \
      lease_token = ?1, run_at = ?3, claimed_by = ?4, claimed_at = ?2 \
-     WHERE id IN (SELECT id FROM jobq_jobs \
-                  WHERE queue = ?5 AND status = 'pending' AND run_at <= ?2 \
-                  ORDER BY priority, run_at, id LIMIT ?6) \
-     RETURNING id, job_name, payload, attempts, max_attempts, idempotency_key, priority";
+     WHERE id IN (SELECT value FROM json_each(?5)) \
+     RETURNING id, job_name, payload, attempts, max_attempts, idempotency_key";
 
 /// `?1` status, `?2` new run_at, `?3` refunded attempts, `?4` error, `?5` now,
 /// `?6` id, `?7` token. SQLite's SET sees the old row, hence `?1` in `finished_at`.
@@ -127,6 +133,9 @@ pub(crate) struct SqliteStore {
     /// winner is done in microseconds. Writes from other processes or
     /// handles still meet the busy timeout.
     writes: Arc<tokio::sync::Mutex<()>>,
+    /// The connection for those writes: taking turns, they reuse the same
+    /// one, whose page cache stays warm.
+    conns: Stash<Sqlite>,
 }
 
 impl SqliteStore {
@@ -181,6 +190,7 @@ impl SqliteStore {
             )));
         }
         Ok(Self {
+            conns: Stash::new(pool.clone()),
             pool,
             writes: Arc::default(),
         })
@@ -220,8 +230,9 @@ impl SqliteStore {
     pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
         retry_transient(is_transient, || async {
             let _turn = self.writes.lock().await;
-            let mut conn = self.pool.acquire().await?;
-            insert_row(&mut conn, job, now_micros()).await
+            let mut conn = self.conns.get().await?;
+            let result = insert_row(&mut conn, job, now_micros()).await;
+            conn.done(result)
         })
         .await
     }
@@ -241,14 +252,9 @@ impl SqliteStore {
             return self.insert_keyless(chunk).await;
         }
         let _turn = self.writes.lock().await;
-        let mut tx = self.pool.begin_with(BEGIN_IMMEDIATE).await?;
-        let now = now_micros();
-        let mut out = Vec::with_capacity(chunk.len());
-        for job in chunk {
-            out.push(insert_row(&mut tx, job, now).await?);
-        }
-        tx.commit().await?;
-        Ok(out)
+        let mut conn = self.conns.get().await?;
+        let result = insert_all(&mut conn, chunk).await;
+        conn.done(result)
     }
 
     /// A batch without idempotency keys as one multi-row INSERT: nothing can
@@ -271,7 +277,9 @@ impl SqliteStore {
                 .push_bind(now);
         });
         let _turn = self.writes.lock().await;
-        let done = insert.build().execute(&self.pool).await?;
+        let mut conn = self.conns.get().await?;
+        let result = insert.build().execute(&mut *conn).await;
+        let done = conn.done(result)?;
         let n = chunk.len() as i64;
         if done.rows_affected() != chunk.len() as u64 {
             return Err(sqlx::Error::Protocol(format!(
@@ -296,38 +304,24 @@ impl SqliteStore {
         worker: &str,
     ) -> Result<Vec<ClaimedJob>> {
         let token = new_token();
-        let mut jobs = retry_transient(is_transient, || async {
+        let jobs = retry_transient(is_transient, || async {
             let _turn = self.writes.lock().await;
-            let now = now_micros();
-            let rows: Vec<ClaimRow> = sqlx::query_as(CLAIM)
-                .bind(token)
-                .bind(now)
-                .bind(now.saturating_add(micros(lease)))
-                .bind(worker)
-                .bind(queue)
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?;
-            Ok(rows)
+            let mut conn = self.conns.get().await?;
+            let result = claim_on(&mut conn, queue, limit, lease, worker, token).await;
+            conn.done(result)
         })
         .await?;
-        // RETURNING order is unspecified; the rows picked are the first by
-        // (priority, run_at, id), but their old run_at is gone (it is now the
-        // lease deadline), so the batch is handed out by (priority, id).
-        jobs.sort_unstable_by_key(|row| (row.6, row.0));
         Ok(jobs
             .into_iter()
             .map(
-                |(id, job_name, payload, attempts, max_attempts, idempotency_key, _priority)| {
-                    ClaimedJob {
-                        id,
-                        job_name,
-                        payload,
-                        attempt: u32::try_from(attempts).unwrap_or(u32::MAX),
-                        max_attempts: u32::try_from(max_attempts).unwrap_or(1),
-                        idempotency_key,
-                        token,
-                    }
+                |(id, job_name, payload, attempts, max_attempts, idempotency_key)| ClaimedJob {
+                    id,
+                    job_name,
+                    payload,
+                    attempt: u32::try_from(attempts).unwrap_or(u32::MAX),
+                    max_attempts: u32::try_from(max_attempts).unwrap_or(1),
+                    idempotency_key,
+                    token,
                 },
             )
             .collect())
@@ -343,8 +337,9 @@ impl SqliteStore {
             );
             total += retry_transient(is_transient, || async {
                 let _turn = self.writes.lock().await;
-                let result = update.query(now_micros()).execute(&self.pool).await?;
-                Ok(result.rows_affected())
+                let mut conn = self.conns.get().await?;
+                let result = update.query(now_micros()).execute(&mut *conn).await;
+                Ok(conn.done(result)?.rows_affected())
             })
             .await?;
         }
@@ -358,6 +353,7 @@ impl SqliteStore {
         };
         let affected = retry_transient(is_transient, || async {
             let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
             let now = now_micros();
             let result = sqlx::query(TRANSITION)
                 .bind(status)
@@ -367,9 +363,9 @@ impl SqliteStore {
                 .bind(now)
                 .bind(t.fence.id)
                 .bind(t.fence.token)
-                .execute(&self.pool)
-                .await?;
-            Ok(result.rows_affected())
+                .execute(&mut *conn)
+                .await;
+            Ok(conn.done(result)?.rows_affected())
         })
         .await?;
         Ok(affected == 1)
@@ -387,10 +383,12 @@ impl SqliteStore {
             );
             let held: HashSet<Fence> = retry_transient(is_transient, || async {
                 let _turn = self.writes.lock().await;
-                let rows = update
+                let mut conn = self.conns.get().await?;
+                let result = update
                     .query(now_micros().saturating_add(micros(lease)))
-                    .fetch_all(&self.pool)
-                    .await?;
+                    .fetch_all(&mut *conn)
+                    .await;
+                let rows = conn.done(result)?;
                 rows.iter()
                     .map(|row| {
                         Ok(Fence {
@@ -409,13 +407,14 @@ impl SqliteStore {
     pub(crate) async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
         retry_transient(is_transient, || async {
             let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
             let result = sqlx::query(REAP)
                 .bind(now_micros())
                 .bind(queue)
                 .bind(limit)
-                .execute(&self.pool)
-                .await?;
-            Ok(result.rows_affected())
+                .execute(&mut *conn)
+                .await;
+            Ok(conn.done(result)?.rows_affected())
         })
         .await
     }
@@ -444,16 +443,32 @@ impl SqliteStore {
     async fn update_one(&self, sql: &str, id: i64) -> Result<bool> {
         let affected = retry_transient(is_transient, || async {
             let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
             let result = sqlx::query(sql)
                 .bind(now_micros())
                 .bind(id)
-                .execute(&self.pool)
-                .await?;
-            Ok(result.rows_affected())
+                .execute(&mut *conn)
+                .await;
+            Ok(conn.done(result)?.rows_affected())
         })
         .await?;
         Ok(affected == 1)
     }
+}
+
+/// One INSERT per row in one `BEGIN IMMEDIATE` transaction on `conn`.
+async fn insert_all(
+    conn: &mut SqliteConnection,
+    chunk: &[NewJob],
+) -> Result<Vec<Enqueued>, sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
+    let now = now_micros();
+    let mut out = Vec::with_capacity(chunk.len());
+    for job in chunk {
+        out.push(insert_row(&mut tx, job, now).await?);
+    }
+    tx.commit().await?;
+    Ok(out)
 }
 
 /// One idempotent INSERT on the caller's connection (their transaction, never retried).
@@ -498,7 +513,48 @@ fn run_at_micros(run_at: RunAt, now: i64) -> i64 {
 }
 
 /// `id, job_name, payload, attempts, max_attempts, idempotency_key, priority`.
-type ClaimRow = (i64, String, String, i64, i64, Option<String>, i64);
+type ClaimRow = (i64, String, String, i64, i64, Option<String>);
+
+/// Picks the due rows in claim order and marks them held, in one
+/// `BEGIN IMMEDIATE` transaction (no other writer in between). Two
+/// statements, because an `UPDATE … RETURNING` hands rows back in no
+/// particular order and has already overwritten the `run_at` they were
+/// picked by; the result is in pick order.
+async fn claim_on(
+    conn: &mut SqliteConnection,
+    queue: &str,
+    limit: u32,
+    lease: Duration,
+    worker: &str,
+    token: i64,
+) -> Result<Vec<ClaimRow>, sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
+    let now = now_micros();
+    let picked: Vec<i64> = sqlx::query_scalar(PICK)
+        .bind(queue)
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+    if picked.is_empty() {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
+    let ids = serde_json::to_string(&picked).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+    let mut rows: Vec<ClaimRow> = sqlx::query_as(CLAIM)
+        .bind(token)
+        .bind(now)
+        .bind(now.saturating_add(micros(lease)))
+        .bind(worker)
+        .bind(ids)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    let rank: std::collections::HashMap<i64, usize> =
+        picked.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    rows.sort_unstable_by_key(|row| rank.get(&row.0).copied());
+    Ok(rows)
+}
 
 /// `<set> WHERE status = 'processing' AND id IN (…) AND lease_token IN (…)<tail>`,
 /// where `set` has one `?` for a value bound first.
@@ -741,8 +797,9 @@ mod tests {
             .await
             .unwrap();
         let claimed: Vec<i64> = claimed.iter().map(|c| c.id).collect();
-        // (priority, id): the two priority-0 jobs, then the priority-1 one.
-        assert_eq!(claimed, vec![ids[1], ids[2], ids[3]]);
+        // (priority, run_at, id): the two priority-0 jobs, the earlier
+        // run_at first, then the priority-1 one.
+        assert_eq!(claimed, vec![ids[2], ids[1], ids[3]]);
     }
 
     #[tokio::test]
@@ -788,7 +845,7 @@ mod tests {
     #[tokio::test]
     async fn the_claim_and_the_reaper_use_the_index_without_sorting() {
         let (_dir, store) = store().await;
-        for sql in [CLAIM, REAP] {
+        for sql in [PICK, REAP] {
             let plan: Vec<String> = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
                 .fetch_all(store.pool())
                 .await

@@ -2,10 +2,12 @@
 //!
 //! One [`Worker`] runs, under one [`TaskTracker`]:
 //! - a claim loop per served queue, with its own semaphore of `concurrency`
-//!   slots; it claims `LIMIT <free slots>` and claims again at once while
-//!   batches come back full, else sleeps until an in-process enqueue wakes it
-//!   or the next poll (1/32 of the poll interval after a claim that found
-//!   jobs, doubling after each empty one up to the poll interval);
+//!   slots; it claims the free slots plus, for short jobs, about as many as
+//!   the slots finish during one claim round trip (buffered, started in claim
+//!   order as slots free), claims again at once while batches come back
+//!   full, else sleeps until an in-process enqueue wakes it or the next poll
+//!   (1/32 of the poll interval after a claim that found jobs, doubling after
+//!   each empty one up to the poll interval);
 //! - a task per claimed job, under a tracing span, with the job's timeout,
 //!   catching panics;
 //! - one completer that settles successes in batches (one UPDATE per batch);
@@ -16,8 +18,9 @@
 mod builder;
 mod run;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -30,7 +33,9 @@ use tracing::Instrument;
 
 pub use builder::WorkerBuilder;
 
-use crate::store::{Fence, Store};
+use futures_util::future::BoxFuture;
+
+use crate::store::{ClaimedJob, Fence, Store};
 use crate::{Jobq, Result, wakeup};
 
 /// Most expired jobs the reaper returns per statement.
@@ -200,11 +205,13 @@ impl Worker {
     /// Starts the worker's tasks on the current tokio runtime.
     pub fn start(self) -> WorkerHandle {
         let shared = self.shared;
-        let tasks = TaskTracker::new();
+        let claimers = TaskTracker::new();
         for queue in self.queues {
             let span = tracing::info_span!("jobq.claim", queue = %queue.name);
-            tasks.spawn(claim_loop(Arc::clone(&shared), queue).instrument(span));
+            claimers.spawn(claim_loop(Arc::clone(&shared), queue).instrument(span));
         }
+        claimers.close();
+        let tasks = TaskTracker::new();
         let completer = tokio::spawn(completer(Arc::clone(&shared), self.completions));
         if shared.settings.heartbeats_enabled {
             tasks.spawn(heartbeat_loop(Arc::clone(&shared)));
@@ -220,6 +227,7 @@ impl Worker {
         tasks.close();
         WorkerHandle {
             shared,
+            claimers,
             tasks,
             completer,
         }
@@ -231,6 +239,9 @@ impl Worker {
 #[must_use = "dropping the handle leaves the worker running; call shutdown"]
 pub struct WorkerHandle {
     shared: Arc<Shared>,
+    /// The claim loops.
+    claimers: TaskTracker,
+    /// Heartbeat, reaper and listener.
     tasks: TaskTracker,
     completer: JoinHandle<()>,
 }
@@ -252,10 +263,13 @@ impl WorkerHandle {
     pub async fn shutdown(self, deadline: Duration) -> Result<()> {
         let Self {
             shared,
+            claimers,
             tasks,
             completer,
         } = self;
         shared.stop_claiming.cancel();
+        // The claim loops hand back the jobs they claimed and did not start.
+        claimers.wait().await;
         shared.jobs.close();
         if tokio::time::timeout(deadline, shared.jobs.wait())
             .await
@@ -278,102 +292,208 @@ impl WorkerHandle {
     }
 }
 
+/// A queue's claim loop: keeps the queue's slots fed from a small buffer of
+/// claimed jobs, refilled by one claim at a time.
+///
+/// Without a buffer, every slot that frees waits a whole claim round trip
+/// for its next job, and a worker of short jobs spends its time waiting on
+/// the database. So the loop claims, besides the free slots, as many extra
+/// jobs as the slots are expected to finish during one claim: concurrency ×
+/// claim round trip ÷ the jobs' run time (both moving averages), at most
+/// [`MAX_PREFETCH_FACTOR`] × concurrency. Jobs that take longer than a claim
+/// are never claimed ahead of a free slot, so a worker of slow jobs holds
+/// nothing another worker could be running. Claimed jobs are held (their
+/// leases renewed) from the claim on, start in claim order, and on shutdown
+/// those not started go back to `pending` without counting an attempt.
 async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     let slots = Arc::new(Semaphore::new(queue.concurrency));
+    let pace = Arc::new(Pace::default());
     let wake = wakeup::subscribe(&queue.name);
+    let mut buffer: VecDeque<run::Registered> = VecDeque::new();
+    let mut claiming: Option<BoxFuture<'static, (Result<Vec<ClaimedJob>>, Duration)>> = None;
+    // Moving average of a claim's round trip.
+    let mut round_trip = Duration::ZERO;
     let mut failures = 0u32;
     // Whether the last claim came back full: more jobs are probably waiting.
     let mut backlog = false;
     // Claims in a row that found nothing; an idle worker starts idle.
     let mut empty_claims = u32::MAX;
+    // When to claim without a wake-up or backlog.
+    let mut next_poll = tokio::time::Instant::now();
+    let woken = wake.notified();
+    tokio::pin!(woken);
+    woken.as_mut().enable();
+    let mut was_woken = false;
+    // The limit of the claim in flight.
+    let mut asked = 0;
     loop {
-        let first = tokio::select! {
-            biased;
-            () = shared.stop_claiming.cancelled() => break,
-            permit = Arc::clone(&slots).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-        };
-        let mut permits = vec![first];
-        gather_free_slots(&slots, &mut permits, queue.concurrency, backlog).await;
-        // Armed before the claim, so an enqueue during the claim is not missed.
-        let woken = wake.notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-
-        let wanted = permits.len();
-        let limit = u32::try_from(wanted).unwrap_or(u32::MAX);
-        let pause = match shared
-            .store
-            .claim(&queue.name, limit, shared.settings.lease, &shared.worker_id)
-            .await
-        {
-            Ok(jobs) => {
-                failures = 0;
-                let full = jobs.len() == wanted;
-                backlog = full;
-                empty_claims = if jobs.is_empty() {
-                    empty_claims.saturating_add(1)
-                } else {
-                    0
-                };
-                for job in jobs {
-                    let permit = permits.pop();
-                    run::spawn_job(&shared, &queue.name, job, permit);
+        // Start what the free slots can take, in claim order.
+        let mut started = false;
+        while !buffer.is_empty() {
+            let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
+                break;
+            };
+            start_next(&shared, &queue.name, &mut buffer, permit, &pace);
+            started = true;
+        }
+        if started {
+            // tokio keeps the task spawned last in a slot that only this
+            // worker runs, and wakes no other worker for it: a handler that
+            // blocks its thread from there can leave the runtime's I/O driver
+            // unpolled, stalling every database call in the process. Spawning
+            // an empty task after the jobs moves them where idle workers can
+            // take them, and wakes one.
+            tokio::spawn(async {});
+        }
+        let ahead = prefetch(queue.concurrency, round_trip, pace.get());
+        let wanted = (slots.available_permits() + ahead).saturating_sub(buffer.len());
+        let due = backlog || was_woken || tokio::time::Instant::now() >= next_poll;
+        if claiming.is_none() && wanted > 0 && due {
+            if backlog && buffer.is_empty() && ahead == 0 {
+                // Jobs end in bursts (a batch started together): let the ones
+                // finishing right now hand back their slots, so one claim
+                // serves the whole burst. Never waits on a running job.
+                for _ in 0..4 {
+                    let free = slots.available_permits();
+                    tokio::task::yield_now().await;
+                    if slots.available_permits() == free {
+                        break;
+                    }
                 }
-                drop(permits);
-                if full {
-                    continue;
-                }
-                poll_after(shared.settings.poll, empty_claims)
             }
-            Err(error) => {
-                drop(permits);
-                failures += 1;
-                let pause = backoff(failures);
-                tracing::warn!(
-                    error = &error as &dyn std::error::Error,
-                    retry_in = ?pause,
-                    "claim failed; retrying"
-                );
-                pause
-            }
-        };
+            let wanted = (slots.available_permits() + ahead).saturating_sub(buffer.len());
+            // Re-armed before the claim, so an enqueue during the claim is not missed.
+            was_woken = false;
+            woken.set(wake.notified());
+            woken.as_mut().enable();
+            asked = wanted;
+            claiming = Some(claim(&shared, &queue.name, wanted));
+        }
+        let idle_claimer = claiming.is_none() && wanted > 0;
         tokio::select! {
             biased;
             () = shared.stop_claiming.cancelled() => break,
-            () = &mut woken, if failures == 0 => {}
-            () = tokio::time::sleep(pause) => {}
+            (result, took) = async { claiming.as_mut().expect("a claim in flight").await }, if claiming.is_some() => {
+                claiming = None;
+                match result {
+                    Ok(jobs) => {
+                        tracing::trace!(asked, got = jobs.len(), ?took, buffered = buffer.len(), free = slots.available_permits(), "claimed");
+                        failures = 0;
+                        round_trip = if round_trip.is_zero() { took } else { (round_trip * 7 + took) / 8 };
+                        backlog = jobs.len() == asked;
+                        empty_claims = if jobs.is_empty() { empty_claims.saturating_add(1) } else { 0 };
+                        next_poll = tokio::time::Instant::now() + poll_after(shared.settings.poll, empty_claims);
+                        buffer.extend(jobs.into_iter().map(|job| run::register(&shared, job)));
+                    }
+                    Err(error) => {
+                        failures += 1;
+                        backlog = false;
+                        was_woken = false;
+                        let pause = backoff(failures);
+                        next_poll = tokio::time::Instant::now() + pause;
+                        tracing::warn!(
+                            error = &error as &dyn std::error::Error,
+                            retry_in = ?pause,
+                            "claim failed; retrying"
+                        );
+                    }
+                }
+            }
+            permit = Arc::clone(&slots).acquire_owned(), if !buffer.is_empty() || wanted == 0 => {
+                let Ok(permit) = permit else { break };
+                if !buffer.is_empty() {
+                    start_next(&shared, &queue.name, &mut buffer, permit, &pace);
+                }
+            }
+            () = &mut woken, if idle_claimer && !was_woken && failures == 0 => was_woken = true,
+            () = tokio::time::sleep_until(next_poll), if idle_claimer && !backlog && !was_woken => {}
         }
+    }
+    // Stopping: a claim in flight may already hold rows; take them, then
+    // hand back everything that did not start.
+    if let Some(in_flight) = claiming
+        && let (Ok(jobs), _) = in_flight.await
+    {
+        buffer.extend(jobs.into_iter().map(|job| run::register(&shared, job)));
+    }
+    run::release_unstarted(&shared, buffer.into()).await;
+}
+/// Claims up to `limit` jobs of `queue`; also reports how long the claim took.
+fn claim(
+    shared: &Arc<Shared>,
+    queue: &str,
+    limit: usize,
+) -> BoxFuture<'static, (Result<Vec<ClaimedJob>>, Duration)> {
+    let shared = Arc::clone(shared);
+    let queue = queue.to_owned();
+    Box::pin(async move {
+        let started = tokio::time::Instant::now();
+        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        let result = shared
+            .store
+            .claim(&queue, limit, shared.settings.lease, &shared.worker_id)
+            .await;
+        (result, started.elapsed())
+    })
+}
+
+/// Starts the oldest buffered job on `permit`, unless its lease was lost
+/// while it waited (then the permit goes back).
+fn start_next(
+    shared: &Arc<Shared>,
+    queue: &str,
+    buffer: &mut VecDeque<run::Registered>,
+    permit: OwnedSemaphorePermit,
+    pace: &Arc<Pace>,
+) {
+    if let Some(next) = buffer.pop_front()
+        && !next.lost()
+    {
+        run::start(shared, queue, next, permit, pace);
     }
 }
 
-/// Takes every free slot into `permits`. While a backlog is waiting, it also
-/// yields to the runtime a few times to let jobs that are finishing right now
-/// hand their slots back: jobs end in bursts (a batch started together), and
-/// one claim for the whole burst is far cheaper than one per job. It never
-/// waits on a job that is still running (no timer), so a slow job never holds
-/// a claim back.
-async fn gather_free_slots(
-    slots: &Arc<Semaphore>,
-    permits: &mut Vec<OwnedSemaphorePermit>,
-    concurrency: usize,
-    backlog: bool,
-) {
-    const MAX_YIELDS: usize = 4;
-    let mut yields = 0;
-    loop {
-        while let Ok(permit) = Arc::clone(slots).try_acquire_owned() {
-            permits.push(permit);
-        }
-        if !backlog || permits.len() >= concurrency || yields == MAX_YIELDS {
-            return;
-        }
-        tokio::task::yield_now().await;
-        yields += 1;
-        if slots.available_permits() == 0 {
-            return;
+/// Most jobs claimed ahead of free slots, as a multiple of the concurrency.
+const MAX_PREFETCH_FACTOR: usize = 8;
+
+/// How many jobs to claim beyond the free slots: about as many as the busy
+/// slots finish during one claim round trip, so none of them waits on the
+/// database. None until both the claim and the jobs have been timed.
+fn prefetch(concurrency: usize, round_trip: Duration, job: Option<Duration>) -> usize {
+    let Some(job) = job else { return 0 };
+    if round_trip.is_zero() {
+        return 0;
+    }
+    let cap = concurrency.saturating_mul(MAX_PREFETCH_FACTOR);
+    let ahead = concurrency as f64 * round_trip.as_secs_f64() / job.as_secs_f64().max(1e-9);
+    if ahead >= cap as f64 {
+        cap
+    } else {
+        ahead as usize
+    }
+}
+
+/// How long a queue's attempts run: a moving average over the last few
+/// dozen, in nanoseconds (0 before the first).
+#[derive(Debug, Default)]
+struct Pace(AtomicU64);
+
+impl Pace {
+    fn record(&self, took: Duration) {
+        let sample = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX).max(1);
+        let old = self.0.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample
+        } else {
+            old - old / 16 + sample / 16
+        };
+        self.0.store(new.max(1), Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Option<Duration> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            nanos => Some(Duration::from_nanos(nanos)),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures_util::FutureExt;
+use futures_util::{FutureExt, StreamExt};
 use jobq_core::{
     DispatchError, ExtendFuture, JobContext, JobError, JobErrorKind, JobMeta, LeaseError,
     LeaseExtender, RetryPolicy, error_chain,
@@ -15,7 +15,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field};
 
-use super::{Held, Shared, backoff};
+use super::{Held, Pace, Shared, backoff};
 use crate::store::{ClaimedJob, Fence, Store, Target, Transition};
 
 /// How an attempt ended.
@@ -26,14 +26,25 @@ enum Outcome {
     Interrupted,
 }
 
-/// Registers `job` as held and runs it in its own task; `permit` (the queue
-/// slot) is released when the attempt is settled.
-pub(super) fn spawn_job(
-    shared: &Arc<Shared>,
-    queue: &str,
+/// A claimed job, registered as held (its lease renewed by the heartbeat)
+/// and not started yet.
+pub(super) struct Registered {
     job: ClaimedJob,
-    permit: Option<OwnedSemaphorePermit>,
-) {
+    cancel: CancellationToken,
+    lease_lost: Arc<AtomicBool>,
+    ended: Arc<AtomicBool>,
+}
+
+impl Registered {
+    /// Whether the heartbeat found its lease lost while it waited: it must
+    /// not start (the heartbeat already forgot it).
+    pub(super) fn lost(&self) -> bool {
+        self.lease_lost.load(Ordering::SeqCst)
+    }
+}
+
+/// Registers `job` as held, so heartbeats renew its lease from now on.
+pub(super) fn register(shared: &Shared, job: ClaimedJob) -> Registered {
     let cancel = shared.stop_jobs.child_token();
     let lease_lost = Arc::new(AtomicBool::new(false));
     let ended = Arc::new(AtomicBool::new(false));
@@ -45,6 +56,30 @@ pub(super) fn spawn_job(
             ended: Arc::clone(&ended),
         },
     );
+    Registered {
+        job,
+        cancel,
+        lease_lost,
+        ended,
+    }
+}
+
+/// Runs a registered job in its own task; `permit` (the queue slot) is
+/// released when the attempt is settled, and the attempt's run time goes
+/// into `pace`.
+pub(super) fn start(
+    shared: &Arc<Shared>,
+    queue: &str,
+    registered: Registered,
+    permit: OwnedSemaphorePermit,
+    pace: &Arc<Pace>,
+) {
+    let Registered {
+        job,
+        cancel,
+        lease_lost,
+        ended,
+    } = registered;
     let span = tracing::info_span!(
         "jobq.job",
         job.id = job.id,
@@ -54,12 +89,15 @@ pub(super) fn spawn_job(
         job.outcome = field::Empty,
     );
     let shared_for_task = Arc::clone(shared);
+    let pace = Arc::clone(pace);
     let queue = queue.to_owned();
     shared.jobs.spawn(
         async move {
             let shared = shared_for_task;
             let fence = job.fence();
+            let started = std::time::Instant::now();
             let outcome = execute(&shared, &queue, &job, cancel).await;
+            pace.record(started.elapsed());
             ended.store(true, Ordering::SeqCst);
             settle(&shared, &job, fence, outcome, &lease_lost).await;
             drop(permit);
@@ -67,6 +105,42 @@ pub(super) fn spawn_job(
         .instrument(span),
     );
 }
+
+/// Hands registered jobs that never started back to `pending`, their attempt
+/// not counted (a shutdown with jobs claimed ahead of free slots). Gives up
+/// after one lease if the database is unreachable: the reaper returns them.
+pub(super) async fn release_unstarted(shared: &Shared, jobs: Vec<Registered>) {
+    let fences: Vec<Fence> = jobs.iter().map(|r| r.job.fence()).collect();
+    let releases = futures_util::stream::iter(jobs).for_each_concurrent(
+        RELEASE_CONCURRENCY,
+        |registered| async move {
+            if registered.lost() {
+                return;
+            }
+            let transition = Transition {
+                fence: registered.job.fence(),
+                target: Target::Pending,
+                delay: Duration::ZERO,
+                refund_attempt: true,
+                error: None,
+            };
+            apply(shared, &transition).await;
+        },
+    );
+    if tokio::time::timeout(shared.settings.lease, releases)
+        .await
+        .is_err()
+    {
+        tracing::error!(
+            jobs = fences.len(),
+            "giving up handing back jobs claimed ahead of free slots; the reaper will return them when their leases expire"
+        );
+    }
+    shared.release_held(&fences);
+}
+
+/// Releases of unstarted jobs in flight at once.
+const RELEASE_CONCURRENCY: usize = 8;
 
 async fn execute(
     shared: &Shared,

@@ -1,16 +1,22 @@
 WITH picked AS (
-    SELECT id FROM jobq_jobs
+    SELECT id, priority, run_at FROM jobq_jobs
      WHERE queue = $1 AND status = 'pending' AND run_at <= now()
      ORDER BY priority, run_at, id
      LIMIT $2
        FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobq_jobs AS j
+       SET status = 'processing',
+           attempts = j.attempts + 1,
+           lease_token = $3,
+           run_at = now() + $4 * interval '1 microsecond',
+           claimed_by = $5,
+           claimed_at = now()
+     WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
+    RETURNING j.id, j.job_name, j.payload, j.attempts, j.max_attempts, j.idempotency_key
 )
-UPDATE jobq_jobs AS j
-   SET status = 'processing',
-       attempts = j.attempts + 1,
-       lease_token = $3,
-       run_at = now() + $4 * interval '1 microsecond',
-       claimed_by = $5,
-       claimed_at = now()
- WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
-RETURNING j.id, j.job_name, j.payload, j.attempts, j.max_attempts, j.idempotency_key
+-- RETURNING comes in no particular order and the claim overwrote run_at:
+-- the picked order's keys come along, for the caller to sort by.
+SELECT c.id, c.job_name, c.payload, c.attempts, c.max_attempts, c.idempotency_key,
+       p.priority, p.run_at
+  FROM claimed AS c JOIN picked AS p USING (id)

@@ -1,4 +1,6 @@
-//! Two `#[job]`s that claim one stored name make the registry fail to build.
+//! Two `#[job]`s that claim one stored name make the registry, and a
+//! worker, fail to build (with the real runtime; the macro's own tests
+//! compile against jobq-core).
 
 use jobq_runtime::{Registry, RegistryError, job};
 
@@ -38,14 +40,14 @@ fn a_duplicate_name_is_an_error_naming_both_definitions() {
 
     let message = error.to_string();
     assert!(
-        message.contains("`duplicate::billing::charge_card`"),
+        message.contains("`duplicate_names::billing::charge_card`"),
         "{message}"
     );
     assert!(
-        message.contains("`duplicate::legacy::charge_invoice`"),
+        message.contains("`duplicate_names::legacy::charge_invoice`"),
         "{message}"
     );
-    assert!(message.contains("tests/duplicate.rs:"), "{message}");
+    assert!(message.contains("tests/duplicate_names.rs:"), "{message}");
 }
 
 #[tokio::test]

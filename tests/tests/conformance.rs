@@ -331,6 +331,34 @@ async fn enqueue_many_returns_ids_in_input_order(db: TestDb) {
     assert_eq!(jobq.counts(&queue).await.unwrap().pending, 3);
 }
 
+/// Batches without keys are one INSERT each; the ids they return belong to
+/// the rows in input order, even with other batches inserting at once.
+async fn concurrent_keyless_batches_return_each_rows_id(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("keyless");
+    let mut tasks = tokio::task::JoinSet::new();
+    for t in 0..4u64 {
+        let jobq = jobq.clone();
+        let queue = queue.clone();
+        tasks.spawn(async move {
+            let batch = (0..300).map(|i| (Record::new(t * 1000 + i), on(&queue)));
+            let ids = jobq.enqueue_many_with(batch).await.unwrap();
+            (t, ids)
+        });
+    }
+    let mut seen = HashSet::new();
+    for (t, ids) in tasks.join_all().await {
+        assert_eq!(ids.len(), 300);
+        for (i, e) in ids.into_iter().enumerate() {
+            assert!(!e.duplicate && seen.insert(e.id), "{e:?}");
+            let info = jobq.job(e.id).await.unwrap().unwrap();
+            let payload: serde_json::Value = serde_json::from_str(&info.payload).unwrap();
+            assert_eq!(payload["n"], t * 1000 + i as u64, "row {} of batch {t}", e.id);
+        }
+    }
+    assert_eq!(jobq.counts(&queue).await.unwrap().pending, 1200);
+}
+
 async fn claims_follow_priority_then_run_at(db: TestDb) {
     let jobq = db.jobq().await;
     let queue = unique_queue("order");
@@ -930,6 +958,7 @@ jobq_tests::on_every_backend!(
     an_existing_idempotency_key_returns_the_existing_job,
     concurrent_enqueuers_of_one_key_create_one_row,
     enqueue_many_returns_ids_in_input_order,
+    concurrent_keyless_batches_return_each_rows_id,
     claims_follow_priority_then_run_at,
     a_delayed_job_waits_for_its_run_at,
     failed_attempts_retry_on_the_policy_schedule,

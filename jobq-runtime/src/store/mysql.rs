@@ -124,6 +124,9 @@ pub(crate) struct MySqlStore {
     /// largest statement it accepts (a larger one is refused with error 1153
     /// and the connection is dropped).
     max_packet: usize,
+    /// How far apart the ids of one multi-row INSERT are, if they are
+    /// consecutive (`innodb_autoinc_lock_mode` 0 or 1, MariaDB's default).
+    id_step: Option<i64>,
 }
 
 impl MySqlStore {
@@ -145,15 +148,22 @@ impl MySqlStore {
     }
 
     pub(crate) async fn from_pool(pool: MySqlPool) -> Result<Self> {
-        let (version, max_packet): (String, u64) =
-            sqlx::query_as("SELECT VERSION(), @@max_allowed_packet")
-                .fetch_one(&pool)
-                .await?;
+        let (version, max_packet, autoinc_lock_mode, autoinc_step): (String, u64, i64, i64) =
+            sqlx::query_as(
+                "SELECT VERSION(), @@max_allowed_packet, \
+                 CAST(@@innodb_autoinc_lock_mode AS SIGNED), CAST(@@auto_increment_increment AS SIGNED)",
+            )
+            .fetch_one(&pool)
+            .await?;
         Ok(Self {
             conns: Stash::new(pool.clone()),
             pool,
             mariadb: version.to_ascii_lowercase().contains("mariadb"),
             max_packet: usize::try_from(max_packet).unwrap_or(usize::MAX),
+            // Modes 0 and 1 give the rows of one multi-row INSERT consecutive
+            // ids (`auto_increment_increment` apart); mode 2 interleaves them
+            // with concurrent INSERTs.
+            id_step: (autoinc_lock_mode <= 1).then_some(autoinc_step.max(1)),
         })
     }
 
@@ -200,7 +210,10 @@ impl MySqlStore {
     pub(crate) async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let mut out = Vec::with_capacity(jobs.len());
         for chunk in statement_chunks(jobs, self.max_payload_bytes()) {
-            let done = if self.mariadb {
+            let keyless = chunk.iter().all(|job| job.idempotency_key.is_none());
+            let done = if let (true, Some(step)) = (keyless, self.id_step) {
+                retry_transient(is_transient, || self.insert_keyless(chunk, step)).await?
+            } else if self.mariadb {
                 retry_transient(is_transient, || self.insert_returning(chunk)).await?
             } else {
                 retry_transient(is_transient, || self.insert_each(chunk)).await?
@@ -208,6 +221,53 @@ impl MySqlStore {
             out.extend(done);
         }
         Ok(out)
+    }
+
+    /// A batch without idempotency keys as one plain multi-row INSERT:
+    /// nothing can conflict, and the ids are consecutive from
+    /// `LAST_INSERT_ID()` (the first row's), `step` apart, in VALUES order.
+    async fn insert_keyless(
+        &self,
+        chunk: &[NewJob],
+        step: i64,
+    ) -> Result<Vec<Enqueued>, sqlx::Error> {
+        let mut sql = String::from(INSERT_COLUMNS);
+        for i in 0..chunk.len() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(INSERT_ROW);
+        }
+        let mut query = sqlx::query(&sql);
+        for job in chunk {
+            let (at, delay) = run_at_binds(job.run_at);
+            query = query
+                .bind(&job.queue)
+                .bind(&job.job_name)
+                .bind(&job.payload)
+                .bind(job.priority)
+                .bind(at)
+                .bind(delay)
+                .bind(job.max_attempts)
+                .bind(None::<&str>);
+        }
+        let mut conn = self.conns.get().await?;
+        let result = query.execute(&mut *conn).await;
+        let done = conn.done(result)?;
+        let n = chunk.len() as u64;
+        if done.rows_affected() != n {
+            return Err(sqlx::Error::Protocol(format!(
+                "a batch INSERT of {n} rows inserted {}",
+                done.rows_affected()
+            )));
+        }
+        let first = i64::try_from(done.last_insert_id()).unwrap_or(i64::MAX);
+        Ok((0..chunk.len() as i64)
+            .map(|i| Enqueued {
+                id: first + i * step,
+                duplicate: false,
+            })
+            .collect())
     }
 
     /// MariaDB: one multi-row `INSERT … RETURNING`, duplicates included, in input order.

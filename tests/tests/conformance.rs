@@ -353,7 +353,12 @@ async fn concurrent_keyless_batches_return_each_rows_id(db: TestDb) {
             assert!(!e.duplicate && seen.insert(e.id), "{e:?}");
             let info = jobq.job(e.id).await.unwrap().unwrap();
             let payload: serde_json::Value = serde_json::from_str(&info.payload).unwrap();
-            assert_eq!(payload["n"], t * 1000 + i as u64, "row {} of batch {t}", e.id);
+            assert_eq!(
+                payload["n"],
+                t * 1000 + i as u64,
+                "row {} of batch {t}",
+                e.id
+            );
         }
     }
     assert_eq!(jobq.counts(&queue).await.unwrap().pending, 1200);

@@ -71,6 +71,28 @@ pub(crate) struct ClaimedJob {
 }
 
 impl ClaimedJob {
+    /// A claimed row; `attempt` is the attempt now starting (the claim's
+    /// increment included), as the database's integer type returned it.
+    pub(crate) fn new(
+        id: i64,
+        job_name: String,
+        payload: String,
+        attempt: i64,
+        max_attempts: i64,
+        idempotency_key: Option<String>,
+        token: i64,
+    ) -> Self {
+        Self {
+            id,
+            job_name,
+            payload,
+            attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
+            max_attempts: u32::try_from(max_attempts).unwrap_or(1),
+            idempotency_key,
+            token,
+        }
+    }
+
     pub(crate) fn fence(&self) -> Fence {
         Fence {
             id: self.id,

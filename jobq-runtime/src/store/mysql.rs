@@ -17,7 +17,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
-use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions};
+use sqlx::Arguments;
+use sqlx::mysql::{MySqlArguments, MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions};
 use sqlx::{Connection, Executor, MySqlConnection, MySqlPool, Row};
 
 use super::stash::Stash;
@@ -231,26 +232,8 @@ impl MySqlStore {
         chunk: &[NewJob],
         step: i64,
     ) -> Result<Vec<Enqueued>, sqlx::Error> {
-        let mut sql = String::from(INSERT_COLUMNS);
-        for i in 0..chunk.len() {
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            sql.push_str(INSERT_ROW);
-        }
-        let mut query = sqlx::query(&sql);
-        for job in chunk {
-            let (at, delay) = run_at_binds(job.run_at);
-            query = query
-                .bind(&job.queue)
-                .bind(&job.job_name)
-                .bind(&job.payload)
-                .bind(job.priority)
-                .bind(at)
-                .bind(delay)
-                .bind(job.max_attempts)
-                .bind(None::<&str>);
-        }
+        let sql = insert_rows_sql(chunk.len(), "");
+        let query = sqlx::query_with(&sql, row_arguments(chunk)?);
         let mut conn = self.conns.get().await?;
         let result = query.execute(&mut *conn).await;
         let done = conn.done(result)?;
@@ -272,33 +255,15 @@ impl MySqlStore {
 
     /// MariaDB: one multi-row `INSERT … RETURNING`, duplicates included, in input order.
     async fn insert_returning(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
-        let mut sql = String::from(INSERT_COLUMNS);
-        for i in 0..chunk.len() {
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            sql.push_str(INSERT_ROW);
-        }
-        sql.push_str(
+        let sql = insert_rows_sql(
+            chunk.len(),
             " ON DUPLICATE KEY UPDATE dedupe_hits = dedupe_hits + 1 RETURNING id, dedupe_hits",
         );
         // Prepared once per batch size and connection, kept in sqlx's
         // per-connection cache (100 statements, least recently used out): a
         // size the application repeats costs one round trip, and a one-off
         // size costs prepare + execute + close, as an unprepared query would.
-        let mut query = sqlx::query_as::<_, (i64, i32)>(&sql);
-        for job in chunk {
-            let (at, delay) = run_at_binds(job.run_at);
-            query = query
-                .bind(&job.queue)
-                .bind(&job.job_name)
-                .bind(&job.payload)
-                .bind(job.priority)
-                .bind(at)
-                .bind(delay)
-                .bind(job.max_attempts)
-                .bind(&job.idempotency_key);
-        }
+        let query = sqlx::query_as_with::<_, (i64, i32), _>(&sql, row_arguments(chunk)?);
         let mut conn = self.conns.get().await?;
         let result = query.fetch_all(&mut *conn).await;
         let rows = conn.done(result)?;
@@ -604,14 +569,16 @@ async fn claim_on(
     Ok(rows
         .into_iter()
         .map(
-            |(id, job_name, payload, attempts, max_attempts, idempotency_key)| ClaimedJob {
-                id,
-                job_name: job_name.0,
-                payload: payload.0,
-                attempt: u32::try_from(attempts + 1).unwrap_or(u32::MAX),
-                max_attempts: u32::try_from(max_attempts).unwrap_or(1),
-                idempotency_key: idempotency_key.map(|k| k.0),
-                token,
+            |(id, job_name, payload, attempts, max_attempts, idempotency_key)| {
+                ClaimedJob::new(
+                    id,
+                    job_name.0,
+                    payload.0,
+                    i64::from(attempts) + 1,
+                    max_attempts.into(),
+                    idempotency_key.map(|k| k.0),
+                    token,
+                )
             },
         )
         .collect())
@@ -622,17 +589,7 @@ pub(crate) async fn insert(
     conn: &mut MySqlConnection,
     job: &NewJob,
 ) -> Result<Enqueued, sqlx::Error> {
-    let (at, delay) = run_at_binds(job.run_at);
-    let sql = insert_sql();
-    let result = sqlx::query(sql)
-        .bind(&job.queue)
-        .bind(&job.job_name)
-        .bind(&job.payload)
-        .bind(job.priority)
-        .bind(at)
-        .bind(delay)
-        .bind(job.max_attempts)
-        .bind(&job.idempotency_key)
+    let result = sqlx::query_with(insert_sql(), row_arguments(std::slice::from_ref(job))?)
         .execute(&mut *conn)
         .await?;
     let id = i64::try_from(result.last_insert_id()).unwrap_or(i64::MAX);
@@ -666,9 +623,42 @@ fn statement_chunks(jobs: &[NewJob], budget: usize) -> Vec<&[NewJob]> {
     chunks
 }
 
+/// `INSERT … VALUES` with `rows` × [`INSERT_ROW`], then `tail`.
+fn insert_rows_sql(rows: usize, tail: &str) -> String {
+    let mut sql = String::from(INSERT_COLUMNS);
+    for i in 0..rows {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(INSERT_ROW);
+    }
+    sql.push_str(tail);
+    sql
+}
+
+/// The values of `jobs` for their [`INSERT_ROW`]s, in order.
+fn row_arguments(jobs: &[NewJob]) -> Result<MySqlArguments, sqlx::Error> {
+    let mut args = MySqlArguments::default();
+    for job in jobs {
+        let (at, delay) = run_at_binds(job.run_at);
+        let added: Result<(), sqlx::error::BoxDynError> = (|| {
+            args.add(&job.queue)?;
+            args.add(&job.job_name)?;
+            args.add(&job.payload)?;
+            args.add(job.priority)?;
+            args.add(at)?;
+            args.add(delay)?;
+            args.add(job.max_attempts)?;
+            args.add(&job.idempotency_key)
+        })();
+        added.map_err(sqlx::Error::Encode)?;
+    }
+    Ok(args)
+}
+
 fn insert_sql() -> &'static str {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SQL.get_or_init(|| format!("{INSERT_COLUMNS}{INSERT_ROW}{ON_DUPLICATE}"))
+    SQL.get_or_init(|| insert_rows_sql(1, ON_DUPLICATE))
 }
 
 /// `(absolute time, delay µs)` for the `COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)` pair.

@@ -468,15 +468,15 @@ impl PgStore {
             .into_iter()
             .map(
                 |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, _)| {
-                    ClaimedJob {
+                    ClaimedJob::new(
                         id,
                         job_name,
                         payload,
-                        attempt: u32::try_from(attempts).unwrap_or(u32::MAX),
-                        max_attempts: u32::try_from(max_attempts).unwrap_or(1),
+                        attempts.into(),
+                        max_attempts.into(),
                         idempotency_key,
                         token,
-                    }
+                    )
                 },
             )
             .collect())

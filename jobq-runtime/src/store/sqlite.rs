@@ -314,14 +314,16 @@ impl SqliteStore {
         Ok(jobs
             .into_iter()
             .map(
-                |(id, job_name, payload, attempts, max_attempts, idempotency_key)| ClaimedJob {
-                    id,
-                    job_name,
-                    payload,
-                    attempt: u32::try_from(attempts).unwrap_or(u32::MAX),
-                    max_attempts: u32::try_from(max_attempts).unwrap_or(1),
-                    idempotency_key,
-                    token,
+                |(id, job_name, payload, attempts, max_attempts, idempotency_key)| {
+                    ClaimedJob::new(
+                        id,
+                        job_name,
+                        payload,
+                        attempts,
+                        max_attempts,
+                        idempotency_key,
+                        token,
+                    )
                 },
             )
             .collect())

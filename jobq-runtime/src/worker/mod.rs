@@ -346,7 +346,8 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
             tokio::spawn(async {});
         }
         let ahead = prefetch(queue.concurrency, round_trip, pace.get());
-        let wanted = (slots.available_permits() + ahead).saturating_sub(buffer.len());
+        let wanted_now = || (slots.available_permits() + ahead).saturating_sub(buffer.len());
+        let wanted = wanted_now();
         let due = backlog || was_woken || tokio::time::Instant::now() >= next_poll;
         if claiming.is_none() && wanted > 0 && due {
             if backlog && buffer.is_empty() && ahead == 0 {
@@ -361,7 +362,7 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
                     }
                 }
             }
-            let wanted = (slots.available_permits() + ahead).saturating_sub(buffer.len());
+            let wanted = wanted_now();
             // Re-armed before the claim, so an enqueue during the claim is not missed.
             was_woken = false;
             woken.set(wake.notified());
@@ -399,10 +400,11 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
                     }
                 }
             }
+            // A slot came free: handed back at once, for the top of the loop
+            // to start a buffered job on or to claim for.
             permit = Arc::clone(&slots).acquire_owned(), if !buffer.is_empty() || wanted == 0 => {
-                let Ok(permit) = permit else { break };
-                if !buffer.is_empty() {
-                    start_next(&shared, &queue.name, &mut buffer, permit, &pace);
+                if permit.is_err() {
+                    break;
                 }
             }
             () = &mut woken, if idle_claimer && !was_woken && failures == 0 => was_woken = true,
@@ -418,6 +420,7 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     }
     run::release_unstarted(&shared, buffer.into()).await;
 }
+
 /// Claims up to `limit` jobs of `queue`; also reports how long the claim took.
 fn claim(
     shared: &Arc<Shared>,

@@ -126,14 +126,14 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
             "enqueue, single rows, 1 task",
             Some(Side::RawEnqueueOne { tasks: 1 }),
             Side::JobqEnqueueOne { tasks: 1 },
-            s(1_000),
+            s(3_000),
         ),
         spec(
             "enqueue8",
             "enqueue, single rows, 8 tasks",
             Some(Side::RawEnqueueOne { tasks: 8 }),
             Side::JobqEnqueueOne { tasks: 8 },
-            s(4_000),
+            s(8_000),
         ),
         spec(
             "enqueue100",

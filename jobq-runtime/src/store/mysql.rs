@@ -589,7 +589,7 @@ pub(crate) async fn insert(
     conn: &mut MySqlConnection,
     job: &NewJob,
 ) -> Result<Enqueued, sqlx::Error> {
-    let result = sqlx::query_with(insert_sql(), row_arguments(std::slice::from_ref(job))?)
+    let result = sqlx::query_with(insert_sql(job), row_arguments(std::slice::from_ref(job))?)
         .execute(&mut *conn)
         .await?;
     let id = i64::try_from(result.last_insert_id()).unwrap_or(i64::MAX);
@@ -656,9 +656,17 @@ fn row_arguments(jobs: &[NewJob]) -> Result<MySqlArguments, sqlx::Error> {
     Ok(args)
 }
 
-fn insert_sql() -> &'static str {
-    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SQL.get_or_init(|| insert_rows_sql(1, ON_DUPLICATE))
+/// The single-row INSERT for `job`: with a key, `ON DUPLICATE KEY` turns a
+/// repeat into a hit on the existing row; without one nothing can conflict,
+/// and the plain INSERT skips the duplicate check's work.
+fn insert_sql(job: &NewJob) -> &'static str {
+    static KEYED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static KEYLESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    if job.idempotency_key.is_some() {
+        KEYED.get_or_init(|| insert_rows_sql(1, ON_DUPLICATE))
+    } else {
+        KEYLESS.get_or_init(|| insert_rows_sql(1, ""))
+    }
 }
 
 /// `(absolute time, delay µs)` for the `COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)` pair.

@@ -55,6 +55,13 @@ const INSERT_QUIET: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, pri
     DO UPDATE SET dedupe_hits = jobq_jobs.dedupe_hits + 1
     RETURNING id, dedupe_hits";
 
+/// [`INSERT_QUIET`] for a job without an idempotency key: nothing can
+/// conflict, and a plain INSERT skips the speculative insertion that
+/// `ON CONFLICT` costs on every row.
+const INSERT_QUIET_KEYLESS: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, created_at)
+    VALUES ($1, $2, $3, $4, COALESCE($5, statement_timestamp() + $6 * interval '1 microsecond'), $7, statement_timestamp())
+    RETURNING id, 0";
+
 /// [`INSERT_QUIET`] plus its NOTIFY, for an enqueue inside the caller's
 /// transaction: the wake-up goes out when that transaction commits, never
 /// for a rolled-back row.
@@ -183,8 +190,18 @@ pub(crate) struct PgStore {
 }
 
 /// Least time between two NOTIFYs of one store: an enqueue after a quiet
-/// spell is announced at once, a stream of them about every 2 ms.
+/// spell is announced at once, then at most one NOTIFY per pause. The pause
+/// doubles while at least [`STREAM_ENQUEUES`] enqueues arrive during one, up
+/// to [`MAX_NOTIFY_PAUSE`], and starts over otherwise: a trickle (200
+/// jobs/s) is announced job by job, a stream of thousands per second about
+/// every 8 ms, so its NOTIFYs cost it a few percent instead of one statement
+/// per two milliseconds. Workers busy with such a stream do not wait for
+/// them: a claim that found jobs is followed by another at once.
 const NOTIFY_PAUSE: Duration = Duration::from_millis(2);
+/// The longest pause between two NOTIFYs of a stream of enqueues.
+const MAX_NOTIFY_PAUSE: Duration = Duration::from_millis(8);
+/// Enqueues during one pause that make the next pause longer.
+const STREAM_ENQUEUES: u32 = 4;
 
 /// Sends the NOTIFYs of enqueues made on jobq's pool, after their INSERTs
 /// committed: one statement at a time, at most one per [`NOTIFY_PAUSE`],
@@ -213,6 +230,8 @@ struct Notifier {
 struct NotifierState {
     /// Queues enqueued to and not yet announced.
     queues: BTreeSet<String>,
+    /// Enqueues since the last NOTIFY went out.
+    enqueues: u32,
     /// Whether a task is sending.
     sending: bool,
 }
@@ -225,6 +244,7 @@ impl Notifier {
     /// Announces `queues`: now, or right after the NOTIFY in flight.
     fn announce<'q>(self: &Arc<Self>, pool: &PgPool, queues: impl IntoIterator<Item = &'q str>) {
         let mut state = self.state();
+        state.enqueues = state.enqueues.saturating_add(1);
         for queue in queues {
             if !state.queues.contains(queue) {
                 state.queues.insert(queue.to_owned());
@@ -241,6 +261,8 @@ impl Notifier {
             .get_or_init(|| {
                 PgPoolOptions::new()
                     .max_connections(1)
+                    .test_before_acquire(false)
+                    .before_acquire(super::ping_if_idle::<sqlx::Postgres>)
                     .after_connect(|conn, _meta| {
                         Box::pin(async move {
                             conn.execute("SET synchronous_commit = off").await?;
@@ -254,6 +276,7 @@ impl Notifier {
     }
 
     async fn send(&self, pool: &PgPool) {
+        let mut pause = NOTIFY_PAUSE;
         loop {
             let queues: Vec<String> = {
                 let mut state = self.state();
@@ -261,6 +284,7 @@ impl Notifier {
                     state.sending = false;
                     return;
                 }
+                state.enqueues = 0;
                 std::mem::take(&mut state.queues).into_iter().collect()
             };
             if let Err(error) =
@@ -276,7 +300,12 @@ impl Notifier {
                 );
             }
             // Announcements arriving meanwhile go out together after the pause.
-            tokio::time::sleep(NOTIFY_PAUSE).await;
+            tokio::time::sleep(pause).await;
+            pause = if self.state().enqueues >= STREAM_ENQUEUES {
+                (pause * 2).min(MAX_NOTIFY_PAUSE)
+            } else {
+                NOTIFY_PAUSE
+            };
         }
     }
 }
@@ -336,7 +365,12 @@ impl PgStore {
     pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
         let enqueued = retry_transient(is_transient, || async {
             let mut conn = self.conns.get().await?;
-            let result = insert_with(&mut conn, job, INSERT_QUIET).await;
+            let sql = if job.idempotency_key.is_some() {
+                INSERT_QUIET
+            } else {
+                INSERT_QUIET_KEYLESS
+            };
+            let result = insert_with(&mut conn, job, sql).await;
             conn.done(result)
         })
         .await?;
@@ -665,24 +699,28 @@ pub(crate) async fn insert(conn: &mut PgConnection, job: &NewJob) -> Result<Enqu
     insert_with(conn, job, INSERT).await
 }
 
-/// One idempotent INSERT of `job` with `sql` ([`INSERT`] or [`INSERT_QUIET`]).
+/// One idempotent INSERT of `job` with `sql` ([`INSERT`], [`INSERT_QUIET`]
+/// or [`INSERT_QUIET_KEYLESS`], which takes no key).
 async fn insert_with(
     conn: &mut PgConnection,
     job: &NewJob,
     sql: &'static str,
 ) -> Result<Enqueued, sqlx::Error> {
     let (at, delay) = run_at_binds(job.run_at);
-    let (id, hits): (i64, i32) = sqlx::query_as(sql)
+    let query = sqlx::query_as(sql)
         .bind(&job.queue)
         .bind(&job.job_name)
         .bind(&job.payload)
         .bind(job.priority)
         .bind(at)
         .bind(delay)
-        .bind(attempts_bind(job.max_attempts))
-        .bind(&job.idempotency_key)
-        .fetch_one(&mut *conn)
-        .await?;
+        .bind(attempts_bind(job.max_attempts));
+    let query = if sql == INSERT_QUIET_KEYLESS {
+        query
+    } else {
+        query.bind(&job.idempotency_key)
+    };
+    let (id, hits): (i64, i32) = query.fetch_one(&mut *conn).await?;
     Ok(Enqueued {
         id,
         duplicate: hits > 0,

@@ -186,7 +186,39 @@ impl Db {
             self.execute(&copy).await?;
             have += take;
         }
-        self.analyze().await
+        self.analyze().await?;
+        self.settle().await
+    }
+
+    /// Lets the server finish the background work a bulk load leaves behind,
+    /// as a table that grew over days would have: PostgreSQL's vacuum of the
+    /// new rows (autovacuum would start it in the middle of the measurement),
+    /// InnoDB's purge of their undo log, SQLite's checkpoint of the WAL.
+    async fn settle(&self) -> Res<()> {
+        match self {
+            Self::MySql(p) => {
+                let deadline = std::time::Instant::now() + Duration::from_secs(120);
+                loop {
+                    let history: i64 = sqlx::query_scalar(
+                        "SELECT COUNT FROM information_schema.INNODB_METRICS WHERE NAME = 'trx_rseg_history_len'",
+                    )
+                    .fetch_optional(p)
+                    .await?
+                    .unwrap_or(0);
+                    if history < 1000 || std::time::Instant::now() > deadline {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+            Self::Postgres(p) => {
+                p.execute("VACUUM ANALYZE jobq_jobs").await?;
+            }
+            Self::Sqlite(p) => {
+                p.execute("PRAGMA wal_checkpoint(TRUNCATE)").await?;
+            }
+        }
+        Ok(())
     }
 
     pub(crate) async fn execute(&self, sql: &str) -> Res<()> {

@@ -144,7 +144,9 @@ impl Db {
         Ok(())
     }
 
-    /// Inserts `n` pending jobs fast (multi-row INSERTs in one transaction per chunk), then analyzes.
+    /// Inserts `n` pending jobs fast (multi-row INSERTs in one transaction per
+    /// chunk), then analyzes; on MySQL also waits for InnoDB's purge of the
+    /// previous drain's old row versions.
     pub(crate) async fn fill(&self, n: u64) -> Res<()> {
         let mut conn = self.conns(1).await?.pop().expect("one connection");
         let mut i = 0;
@@ -157,7 +159,12 @@ impl Db {
             i += rows as u64;
         }
         drop(conn);
-        self.analyze().await
+        self.analyze().await?;
+        if let Self::MySql(_) = self {
+            // The previous drain's purge, not this one's, would be measured.
+            self.settle().await?;
+        }
+        Ok(())
     }
 
     /// Adds `n` finished (`done`) rows to the queue, as a long-running

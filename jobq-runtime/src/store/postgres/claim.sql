@@ -14,9 +14,15 @@ WITH picked AS (
            claimed_at = now()
      WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.job_name, j.payload, j.attempts, j.max_attempts, j.idempotency_key
+), no_flush AS (
+    -- This statement's transaction commits without waiting for its WAL
+    -- flush: a claim lost in a server crash leaves its jobs pending, to be
+    -- claimed again (at-least-once, as after a worker crash); the settle's
+    -- own flush makes the claim durable along with it.
+    SELECT set_config('synchronous_commit', 'off', true)
 )
 -- RETURNING comes in no particular order and the claim overwrote run_at:
 -- the picked order's keys come along, for the caller to sort by.
 SELECT c.id, c.job_name, c.payload, c.attempts, c.max_attempts, c.idempotency_key,
        p.priority, p.run_at
-  FROM claimed AS c JOIN picked AS p USING (id)
+  FROM claimed AS c JOIN picked AS p USING (id) CROSS JOIN no_flush

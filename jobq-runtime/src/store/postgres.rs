@@ -79,7 +79,8 @@ SELECT id, dedupe_hits, pg_notify('jobq', queue)::text FROM ins";
 /// identity default is drawn row by row as the sorted rows are inserted, so
 /// the ids ascend in input order (a sequence only ever hands one session
 /// increasing values): the caller sorts the returned ids and pairs them with
-/// the input, whatever order RETURNING sends them in.
+/// the input, whatever order RETURNING sends them in. The rows have
+/// [`INSERT_MANY`]'s shape, `(0, id, 0)`.
 const INSERT_MANY_KEYLESS: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, created_at)
     SELECT queue, job_name, payload, priority,
            COALESCE(at, statement_timestamp() + delay_us * interval '1 microsecond'),
@@ -87,7 +88,7 @@ const INSERT_MANY_KEYLESS: &str = "INSERT INTO jobq_jobs (queue, job_name, paylo
       FROM UNNEST($1::text[], $2::text[], $3::text[], $4::smallint[], $5::timestamptz[], $6::bigint[], $7::int[])
            WITH ORDINALITY AS t(queue, job_name, payload, priority, at, delay_us, max_attempts, ord)
      ORDER BY ord
-    RETURNING id";
+    RETURNING 0::bigint, id, 0";
 
 /// Many rows from parallel arrays: one statement text for every batch size.
 ///
@@ -431,26 +432,32 @@ impl PgStore {
             max_attempts.push(attempts_bind(job.max_attempts));
             keys.push(job.idempotency_key.as_deref());
         }
+        let keyless = keys.iter().all(Option::is_none);
+        let query = sqlx::query_as(if keyless {
+            INSERT_MANY_KEYLESS
+        } else {
+            INSERT_MANY
+        })
+        .bind(queues)
+        .bind(names)
+        .bind(payloads)
+        .bind(priorities)
+        .bind(ats)
+        .bind(delays)
+        .bind(max_attempts);
+        let query = if keyless { query } else { query.bind(keys) };
         let mut conn = self.conns.get().await?;
-        if keys.iter().all(Option::is_none) {
-            let result = sqlx::query_scalar(INSERT_MANY_KEYLESS)
-                .bind(queues)
-                .bind(names)
-                .bind(payloads)
-                .bind(priorities)
-                .bind(ats)
-                .bind(delays)
-                .bind(max_attempts)
-                .fetch_all(&mut *conn)
-                .await;
-            let mut ids: Vec<i64> = conn.done(result)?;
-            if ids.len() != chunk.len() {
+        let result = query.fetch_all(&mut *conn).await;
+        let rows: Vec<(i64, i64, i32)> = conn.done(result)?;
+        if keyless {
+            if rows.len() != chunk.len() {
                 return Err(sqlx::Error::Protocol(format!(
                     "enqueue_many inserted {} rows and got {} ids back",
                     chunk.len(),
-                    ids.len()
+                    rows.len()
                 )));
             }
+            let mut ids: Vec<i64> = rows.into_iter().map(|(_, id, _)| id).collect();
             ids.sort_unstable();
             return Ok(ids
                 .into_iter()
@@ -460,18 +467,6 @@ impl PgStore {
                 })
                 .collect());
         }
-        let result = sqlx::query_as(INSERT_MANY)
-            .bind(queues)
-            .bind(names)
-            .bind(payloads)
-            .bind(priorities)
-            .bind(ats)
-            .bind(delays)
-            .bind(max_attempts)
-            .bind(keys)
-            .fetch_all(&mut *conn)
-            .await;
-        let rows: Vec<(i64, i64, i32)> = conn.done(result)?;
         // One row per sent job, ordered by its ordinal: check, then fan out to the input.
         let in_order = rows.len() == sent.len()
             && rows

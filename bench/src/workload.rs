@@ -617,9 +617,23 @@ impl Bench {
         } else {
             let begin = tokio::time::Instant::now();
             let interval = Duration::from_secs_f64(1.0 / RATE);
+            let mut enqueue_us = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
             for i in 0..n {
                 tokio::time::sleep_until(begin + interval.mul_f64(i as f64)).await;
-                self.jobq.enqueue(BenchNoop::nth(i, now_us())).await?;
+                let sent = now_us();
+                self.jobq.enqueue(BenchNoop::nth(i, sent)).await?;
+                enqueue_us.push(now_us().saturating_sub(sent));
+            }
+            if std::env::var_os("BENCH_VERBOSE").is_some() {
+                enqueue_us.sort_unstable();
+                let at = |p: f64| {
+                    enqueue_us[((enqueue_us.len() as f64 * p) as usize).min(enqueue_us.len() - 1)]
+                };
+                eprintln!(
+                    "  enqueue call: p50 {:.2} ms  p99 {:.2} ms",
+                    at(0.5) as f64 / 1000.0,
+                    at(0.99) as f64 / 1000.0
+                );
             }
         }
         probe.wait(DEADLINE).await?;

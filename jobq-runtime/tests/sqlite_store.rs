@@ -318,6 +318,44 @@ async fn an_in_memory_database_runs_jobs_on_its_single_connection() {
 }
 
 #[tokio::test]
+async fn the_write_ahead_log_is_copied_into_the_database_off_the_commit_path() {
+    let db = Db::new().await;
+    // A commit copies the log into the database only past a backstop far
+    // above SQLite's default of 1,000 pages.
+    let autocheckpoint: i64 = sqlx::query_scalar("PRAGMA wal_autocheckpoint")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert!(
+        autocheckpoint > 1000,
+        "wal_autocheckpoint = {autocheckpoint}"
+    );
+
+    // About 1,200 pages (~5 MB) into the log in one commit: below the
+    // backstop, so only the checkpointer task can move them into the file.
+    let file = db.dir.path().join("jobs.db");
+    let size = || std::fs::metadata(&file).unwrap().len();
+    let before = size();
+    sqlx::raw_sql(
+        "CREATE TABLE filler (b BLOB NOT NULL); \
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1200) \
+         INSERT INTO filler (b) SELECT randomblob(4000) FROM n;",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let copied = eventually(Duration::from_secs(10), || async {
+        size() >= before + 4_000_000
+    })
+    .await;
+    assert!(
+        copied,
+        "the database file stayed at {} bytes (was {before}): the log was not checkpointed",
+        size()
+    );
+}
+
+#[tokio::test]
 async fn an_existing_idempotency_key_returns_the_existing_job() {
     let db = Db::new().await;
     let first = db

@@ -31,6 +31,8 @@ use sqlx::sqlite::{
 };
 use sqlx::{Connection, Executor, Row, Sqlite, SqliteConnection, SqlitePool};
 
+use tokio_util::sync::{CancellationToken, DropGuard};
+
 use super::stash::Stash;
 use super::{
     ClaimedJob, Fence, NewJob, Target, Transition, micros, migrate, new_token, retry_transient,
@@ -107,6 +109,16 @@ const INSERT_CHUNK: usize = 1000;
 /// write lock.
 const IN_CHUNK: usize = 1024;
 
+/// WAL pages a commit may leave before SQLite makes the committing
+/// connection copy the log into the database (`wal_autocheckpoint`, 1,000 by
+/// default) on the pools jobq opens. The checkpointer task normally keeps the
+/// log far below this; the limit is a backstop for when it cannot run.
+const WAL_AUTOCHECKPOINT_BACKSTOP: u32 = 10_000;
+/// Pause between checkpoints while writes arrive.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+/// Longest pause between checkpoints when nothing is written.
+const CHECKPOINT_IDLE: Duration = Duration::from_secs(2);
+
 const SQLITE_BUSY: i32 = 5;
 const SQLITE_LOCKED: i32 = 6;
 
@@ -135,6 +147,9 @@ pub(crate) struct SqliteStore {
     /// The connection for those writes: taking turns, they reuse the same
     /// one, whose page cache stays warm.
     conns: Stash<Sqlite>,
+    /// Stops the checkpointer task (pools jobq opened on a file) when the
+    /// last clone of the store is dropped.
+    _checkpointer: Option<Arc<DropGuard>>,
 }
 
 impl SqliteStore {
@@ -164,15 +179,24 @@ impl SqliteStore {
         } else {
             // No ping before every checkout (sqlx's default): a round trip
             // to the connection's worker thread per statement.
-            SqlitePoolOptions::new()
+            let pool = SqlitePoolOptions::new()
                 .test_before_acquire(false)
                 .max_connections(max_connections)
                 .connect_with(
                     options
                         .journal_mode(SqliteJournalMode::Wal)
-                        .synchronous(SqliteSynchronous::Normal),
+                        .synchronous(SqliteSynchronous::Normal)
+                        .pragma(
+                            "wal_autocheckpoint",
+                            WAL_AUTOCHECKPOINT_BACKSTOP.to_string(),
+                        ),
                 )
-                .await?
+                .await?;
+            let mut store = Self::from_pool(pool).await?;
+            let stop = CancellationToken::new();
+            tokio::spawn(checkpoint_loop(store.pool.clone(), stop.clone()));
+            store._checkpointer = Some(Arc::new(stop.drop_guard()));
+            return Ok(store);
         };
         Self::from_pool(pool).await
     }
@@ -192,6 +216,7 @@ impl SqliteStore {
             conns: Stash::new(pool.clone()),
             pool,
             writes: Arc::default(),
+            _checkpointer: None,
         })
     }
 
@@ -639,6 +664,47 @@ fn version_at_least(version: &str, (major, minor): (u32, u32)) -> bool {
 }
 
 /// Whether a `sqlite:` URL names an in-memory database.
+/// Copies the write-ahead log into the database file from a connection of
+/// its own, so that no commit does it.
+///
+/// In WAL mode a commit appends to the log and, with `synchronous = NORMAL`,
+/// does not wait for the disk; but the commit that takes the log past
+/// `wal_autocheckpoint` pages then copies it into the database and syncs the
+/// file, which stalls that writer, and every writer queued behind it, for
+/// milliseconds (the tail of jobq's enqueue-to-start latency). A `PASSIVE`
+/// checkpoint waits for no one and blocks no one; the next writer after a
+/// complete one starts the log over. The pause between checkpoints grows
+/// while nothing is written and resets when the log grows.
+async fn checkpoint_loop(pool: SqlitePool, stop: CancellationToken) {
+    let mut pause = CHECKPOINT_EVERY;
+    let mut last = (-1, -1);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(pause) => {}
+        }
+        let result: Result<(i64, i64, i64), sqlx::Error> =
+            sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+                .fetch_one(&pool)
+                .await;
+        match result {
+            Ok((_busy, log, copied)) => {
+                pause = if (log, copied) == last {
+                    (pause * 2).min(CHECKPOINT_IDLE)
+                } else {
+                    CHECKPOINT_EVERY
+                };
+                last = (log, copied);
+            }
+            Err(sqlx::Error::PoolClosed) => return,
+            Err(error) => {
+                tracing::debug!(%error, "SQLite WAL checkpoint failed; trying again later");
+                pause = CHECKPOINT_IDLE;
+            }
+        }
+    }
+}
+
 fn is_memory(url: &str) -> bool {
     let rest = url.strip_prefix("sqlite:").unwrap_or(url);
     let rest = rest.strip_prefix("//").unwrap_or(rest);

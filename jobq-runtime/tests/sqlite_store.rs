@@ -355,6 +355,68 @@ async fn the_write_ahead_log_is_copied_into_the_database_off_the_commit_path() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_enqueues_each_get_their_own_row_and_a_bad_row_fails_alone() {
+    let db = Db::new().await;
+    // The row of job 13 is refused by the database.
+    sqlx::raw_sql(
+        "CREATE TRIGGER reject_13 BEFORE INSERT ON jobq_jobs \
+         WHEN NEW.payload LIKE '{\"n\":13,%' BEGIN SELECT RAISE(ABORT, 'row 13 refused'); END;",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+    // Another connection holds the write lock while the enqueues start, so
+    // that they queue up behind it and share writes.
+    let mut blocker = db.pool().acquire().await.unwrap();
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let started = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..40)
+        .map(|n| {
+            let jobq = db.jobq.clone();
+            let started = started.clone();
+            tokio::spawn(async move {
+                started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                jobq.enqueue(Probe::new(n)).await
+            })
+        })
+        .collect();
+    let all_started = eventually(Duration::from_secs(10), || async {
+        started.load(std::sync::atomic::Ordering::SeqCst) == 40
+    })
+    .await;
+    assert!(all_started);
+    sqlx::raw_sql("COMMIT")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    drop(blocker);
+
+    for (n, task) in tasks.into_iter().enumerate() {
+        let result = task.await.unwrap();
+        if n == 13 {
+            let error = result.expect_err("row 13 is refused");
+            assert!(
+                format!("{:?}", error).contains("row 13 refused"),
+                "{error:?}"
+            );
+            continue;
+        }
+        let enqueued = result.unwrap_or_else(|e| panic!("enqueue {n} failed: {e:?}"));
+        let stored = db.job(enqueued.id).await;
+        assert!(
+            stored.payload.starts_with(&format!("{{\"n\":{n},")),
+            "enqueue {n} got job {} with payload {}",
+            enqueued.id,
+            stored.payload
+        );
+    }
+    assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs").await, 39);
+}
+
 #[tokio::test]
 async fn an_existing_idempotency_key_returns_the_existing_job() {
     let db = Db::new().await;

@@ -21,7 +21,8 @@
 
 use std::collections::HashSet;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -31,6 +32,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Connection, Executor, Row, Sqlite, SqliteConnection, SqlitePool};
 
+use tokio::sync::oneshot;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::stash::Stash;
@@ -134,6 +136,24 @@ fn is_transient(error: &sqlx::Error) -> bool {
         .is_some_and(|code| matches!(code & 0xff, SQLITE_BUSY | SQLITE_LOCKED))
 }
 
+/// A single-row enqueue waiting for a shared write, and where its answer goes.
+#[derive(Debug)]
+struct Queued {
+    seq: u64,
+    job: NewJob,
+    reply: oneshot::Sender<Result<Enqueued>>,
+}
+
+/// The answer of an enqueue whose shared write's task ended without sending
+/// one (it panicked, or the runtime shut down under it): the row may or may
+/// not be stored.
+fn lost_shared_write() -> Error {
+    Error::Database(sqlx::Error::WorkerCrashed)
+}
+
+/// Most rows one shared write takes (the rest wait for the next turn).
+const SHARED_WRITE_MAX: usize = 256;
+
 /// The SQLite store.
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteStore {
@@ -147,6 +167,11 @@ pub(crate) struct SqliteStore {
     /// The connection for those writes: taking turns, they reuse the same
     /// one, whose page cache stays warm.
     conns: Stash<Sqlite>,
+    /// Single-row enqueues waiting to be written by whichever of them gets
+    /// the next turn at `writes`.
+    queued: Arc<std::sync::Mutex<Vec<Queued>>>,
+    /// Numbers the queued enqueues, so each recognizes its own row.
+    queued_seq: Arc<AtomicU64>,
     /// Stops the checkpointer task (pools jobq opened on a file) when the
     /// last clone of the store is dropped.
     _checkpointer: Option<Arc<DropGuard>>,
@@ -216,6 +241,8 @@ impl SqliteStore {
             conns: Stash::new(pool.clone()),
             pool,
             writes: Arc::default(),
+            queued: Arc::default(),
+            queued_seq: Arc::default(),
             _checkpointer: None,
         })
     }
@@ -251,14 +278,99 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Concurrent enqueues share a write: each queues its row, and the one
+    /// whose turn at the write lock comes first writes every row queued by
+    /// then in one transaction and answers the others, which find their
+    /// answer when their own turn comes. With SQLite's single writer the
+    /// statements would run one after another anyway; together they pay one
+    /// commit and one turn. An enqueue dropped before its row was taken is
+    /// not written.
     pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        retry_transient(is_transient, || async {
-            let _turn = self.writes.lock().await;
+        let (reply, mut answer) = oneshot::channel();
+        let seq = self.queued_seq.fetch_add(1, AtomicOrdering::Relaxed);
+        self.queued().push(Queued {
+            seq,
+            job: job.clone(),
+            reply,
+        });
+        loop {
+            let turn = Arc::clone(&self.writes).lock_owned().await;
+            match answer.try_recv() {
+                Ok(result) => return result,
+                Err(oneshot::error::TryRecvError::Closed) => return Err(lost_shared_write()),
+                Err(oneshot::error::TryRecvError::Empty) => {}
+            }
+            let mut batch = {
+                let mut queued = self.queued();
+                let take = queued.len().min(SHARED_WRITE_MAX);
+                queued.drain(..take).collect::<Vec<_>>()
+            };
+            batch.retain(|q| !q.reply.is_closed());
+            let mine = batch.iter().any(|q| q.seq == seq);
+            if mine && batch.len() == 1 {
+                // Only this enqueue's own row: written here, with nobody
+                // else's answer riding on this future.
+                let result = retry_transient(is_transient, || async {
+                    let mut conn = self.conns.get().await?;
+                    let result = insert_row(&mut conn, job, now_micros()).await;
+                    conn.done(result)
+                })
+                .await;
+                drop(turn);
+                return result;
+            }
+            // Others wait on this write: it runs in a task of its own, so
+            // that dropping this enqueue cannot abandon their rows.
+            let store = self.clone();
+            tokio::spawn(async move {
+                store.write_shared(batch).await;
+                drop(turn);
+            });
+            if mine {
+                return answer.await.unwrap_or_else(|_| Err(lost_shared_write()));
+            }
+        }
+    }
+
+    fn queued(&self) -> std::sync::MutexGuard<'_, Vec<Queued>> {
+        self.queued.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes `batch` in one statement (rows without keys) or one
+    /// transaction and answers each enqueue; if that
+    /// fails, writes each row on its own, so one bad row fails only its own
+    /// enqueue. Called holding the write turn.
+    async fn write_shared(&self, batch: Vec<Queued>) {
+        let jobs: Vec<NewJob> = batch.iter().map(|q| q.job.clone()).collect();
+        let keyless = jobs.iter().all(|job| job.idempotency_key.is_none());
+        let together = retry_transient(is_transient, || async {
             let mut conn = self.conns.get().await?;
-            let result = insert_row(&mut conn, job, now_micros()).await;
+            let result = if keyless {
+                insert_keyless(&mut conn, &jobs).await
+            } else {
+                insert_all(&mut conn, &jobs).await
+            };
             conn.done(result)
         })
-        .await
+        .await;
+        match together {
+            Ok(results) => {
+                for (queued, result) in batch.into_iter().zip(results) {
+                    let _ = queued.reply.send(Ok(result));
+                }
+            }
+            Err(_) => {
+                for queued in batch {
+                    let result = retry_transient(is_transient, || async {
+                        let mut conn = self.conns.get().await?;
+                        let result = insert_row(&mut conn, &queued.job, now_micros()).await;
+                        conn.done(result)
+                    })
+                    .await;
+                    let _ = queued.reply.send(result);
+                }
+            }
+        }
     }
 
     pub(crate) async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
@@ -281,43 +393,12 @@ impl SqliteStore {
         conn.done(result)
     }
 
-    /// A batch without idempotency keys as one multi-row INSERT: nothing can
-    /// conflict, and the statement holds the write lock from its first row to
-    /// its last, so AUTOINCREMENT hands its rows consecutive ids in VALUES
-    /// order, ending at `last_insert_rowid()`. (A statement per row costs a
-    /// hop to the connection's worker thread each.)
+    /// A batch without idempotency keys as one multi-row INSERT (see [`insert_keyless`]).
     async fn insert_keyless(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
-        let now = now_micros();
-        let mut insert = sqlx::QueryBuilder::<Sqlite>::new(
-            "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, created_at) ",
-        );
-        insert.push_values(chunk, |mut row, job| {
-            row.push_bind(&job.queue)
-                .push_bind(&job.job_name)
-                .push_bind(&job.payload)
-                .push_bind(job.priority)
-                .push_bind(run_at_micros(job.run_at, now))
-                .push_bind(job.max_attempts)
-                .push_bind(now);
-        });
         let _turn = self.writes.lock().await;
         let mut conn = self.conns.get().await?;
-        let result = insert.build().execute(&mut *conn).await;
-        let done = conn.done(result)?;
-        let n = chunk.len() as i64;
-        if done.rows_affected() != chunk.len() as u64 {
-            return Err(sqlx::Error::Protocol(format!(
-                "a batch INSERT of {n} rows inserted {}",
-                done.rows_affected()
-            )));
-        }
-        let last = done.last_insert_rowid();
-        Ok((last - n + 1..=last)
-            .map(|id| Enqueued {
-                id,
-                duplicate: false,
-            })
-            .collect())
+        let result = insert_keyless(&mut conn, chunk).await;
+        conn.done(result)
     }
 
     pub(crate) async fn claim(
@@ -487,6 +568,45 @@ async fn insert_all(
     }
     tx.commit().await?;
     Ok(out)
+}
+
+/// A batch without idempotency keys as one multi-row INSERT: nothing can
+/// conflict, and the statement holds the write lock from its first row to
+/// its last, so AUTOINCREMENT hands its rows consecutive ids in VALUES
+/// order, ending at `last_insert_rowid()`. (A statement per row costs a
+/// hop to the connection's worker thread each.)
+async fn insert_keyless(
+    conn: &mut SqliteConnection,
+    chunk: &[NewJob],
+) -> Result<Vec<Enqueued>, sqlx::Error> {
+    let now = now_micros();
+    let mut insert = sqlx::QueryBuilder::<Sqlite>::new(
+        "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, created_at) ",
+    );
+    insert.push_values(chunk, |mut row, job| {
+        row.push_bind(&job.queue)
+            .push_bind(&job.job_name)
+            .push_bind(&job.payload)
+            .push_bind(job.priority)
+            .push_bind(run_at_micros(job.run_at, now))
+            .push_bind(job.max_attempts)
+            .push_bind(now);
+    });
+    let done = insert.build().execute(&mut *conn).await?;
+    let n = chunk.len() as i64;
+    if done.rows_affected() != chunk.len() as u64 {
+        return Err(sqlx::Error::Protocol(format!(
+            "a batch INSERT of {n} rows inserted {}",
+            done.rows_affected()
+        )));
+    }
+    let last = done.last_insert_rowid();
+    Ok((last - n + 1..=last)
+        .map(|id| Enqueued {
+            id,
+            duplicate: false,
+        })
+        .collect())
 }
 
 /// One idempotent INSERT on the caller's connection (their transaction, never retried).

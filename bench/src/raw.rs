@@ -199,8 +199,9 @@ impl Db {
 
     /// Lets the server finish the background work a bulk load leaves behind,
     /// as a table that grew over days would have: PostgreSQL's vacuum of the
-    /// new rows (autovacuum would start it in the middle of the measurement),
-    /// InnoDB's purge of their undo log, SQLite's checkpoint of the WAL.
+    /// new rows (autovacuum would start it in the middle of the measurement)
+    /// and its checkpoint, InnoDB's purge of their undo log and the flush of
+    /// the table's pages, SQLite's checkpoint of the WAL.
     async fn settle(&self) -> Res<()> {
         match self {
             Self::MySql(p) => {
@@ -217,9 +218,19 @@ impl Db {
                     }
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
+                // Writes the table's dirty pages out now: left to the page
+                // cleaner (innodb_io_capacity 200 pages/s by default), the bulk
+                // load's pages would be flushing throughout the measurement.
+                let mut conn = p.acquire().await?;
+                conn.execute("FLUSH TABLES jobq_jobs FOR EXPORT").await?;
+                conn.execute("UNLOCK TABLES").await?;
             }
             Self::Postgres(p) => {
                 p.execute("VACUUM ANALYZE jobq_jobs").await?;
+                // The same for PostgreSQL's checkpoint after the bulk load,
+                // and the full-page images every page's first change after it
+                // would write to the WAL.
+                p.execute("CHECKPOINT").await?;
             }
             Self::Sqlite(p) => {
                 p.execute("PRAGMA wal_checkpoint(TRUNCATE)").await?;

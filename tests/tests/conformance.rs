@@ -341,12 +341,25 @@ async fn concurrent_keyless_batches_return_each_rows_id(db: TestDb) {
         let jobq = jobq.clone();
         let queue = queue.clone();
         tasks.spawn(async move {
-            let batch = (0..300).map(|i| (Record::new(t * 1000 + i), on(&queue)));
+            // Batches 0 and 1 are due now (MySQL's short row form); batch 3
+            // is delayed, so every row carries its own run_at.
+            let options = |i: u64| {
+                let options = on(&queue)
+                    .priority(i16::try_from(t).unwrap())
+                    .max_attempts(u32::try_from(t + 2).unwrap());
+                if t == 3 {
+                    options.delay(Duration::from_secs(3600 + i))
+                } else {
+                    options
+                }
+            };
+            let batch = (0..300).map(|i| (Record::new(t * 1000 + i), options(i)));
             let ids = jobq.enqueue_many_with(batch).await.unwrap();
             (t, ids)
         });
     }
     let mut seen = HashSet::new();
+    let soon = chrono::Utc::now() + chrono::Duration::minutes(30);
     for (t, ids) in tasks.join_all().await {
         assert_eq!(ids.len(), 300);
         for (i, e) in ids.into_iter().enumerate() {
@@ -359,9 +372,16 @@ async fn concurrent_keyless_batches_return_each_rows_id(db: TestDb) {
                 "row {} of batch {t}",
                 e.id
             );
+            assert_eq!(
+                (info.priority, u64::from(info.max_attempts)),
+                (i16::try_from(t).unwrap(), t + 2),
+                "row {} of batch {t}",
+                e.id
+            );
+            assert_eq!(info.run_at > soon, t == 3, "row {} of batch {t}", e.id);
         }
     }
-    assert_eq!(jobq.counts(&queue).await.unwrap().pending, 1200);
+    assert_eq!(jobq.counts(&queue).await.unwrap().total(), 1200);
 }
 
 async fn claims_follow_priority_then_run_at(db: TestDb) {

@@ -202,6 +202,23 @@ impl Db {
     /// new rows (autovacuum would start it in the middle of the measurement)
     /// and its checkpoint, InnoDB's purge of their undo log and the flush of
     /// the table's pages, SQLite's checkpoint of the WAL.
+    /// Waits until the server is done with what earlier measurements left
+    /// behind (InnoDB's purge and page flushing, PostgreSQL's dirty buffers,
+    /// SQLite's WAL), so that it is not charged to whichever side runs next.
+    pub(crate) async fn quiesce(&self) -> Res<()> {
+        match self {
+            Self::MySql(_) => self.settle().await,
+            Self::Postgres(p) => {
+                p.execute("CHECKPOINT").await?;
+                Ok(())
+            }
+            Self::Sqlite(p) => {
+                p.execute("PRAGMA wal_checkpoint(TRUNCATE)").await?;
+                Ok(())
+            }
+        }
+    }
+
     async fn settle(&self) -> Res<()> {
         match self {
             Self::MySql(p) => {

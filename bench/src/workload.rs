@@ -430,6 +430,7 @@ impl Bench {
         if !spec.history {
             self.db.reset().await?;
         }
+        self.db.quiesce().await?;
         let sample = match side {
             Side::RawEnqueueOne { tasks } => self.raw_enqueue_one(tasks, n).await?,
             Side::RawEnqueueMany { batch } => self.raw_enqueue_many(batch, n).await?,

@@ -90,6 +90,15 @@ const INSERT_MANY_KEYLESS: &str = "INSERT INTO jobq_jobs (queue, job_name, paylo
      ORDER BY ord
     RETURNING 0::bigint, id, 0";
 
+/// [`INSERT_MANY_KEYLESS`] for rows that are all due now: two arrays fewer
+/// to send and unpack.
+const INSERT_MANY_NOW: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, created_at)
+    SELECT queue, job_name, payload, priority, statement_timestamp(), max_attempts, statement_timestamp()
+      FROM UNNEST($1::text[], $2::text[], $3::text[], $4::smallint[], $5::int[])
+           WITH ORDINALITY AS t(queue, job_name, payload, priority, max_attempts, ord)
+     ORDER BY ord
+    RETURNING 0::bigint, id, 0";
+
 /// Many rows from parallel arrays: one statement text for every batch size.
 ///
 /// RETURNING can only name the table's columns, so each input row gets its
@@ -433,19 +442,28 @@ impl PgStore {
             keys.push(job.idempotency_key.as_deref());
         }
         let keyless = keys.iter().all(Option::is_none);
-        let query = sqlx::query_as(if keyless {
-            INSERT_MANY_KEYLESS
+        let query = if keyless && sent.iter().all(|job| matches!(job.run_at, RunAt::Now)) {
+            sqlx::query_as(INSERT_MANY_NOW)
+                .bind(queues)
+                .bind(names)
+                .bind(payloads)
+                .bind(priorities)
+                .bind(max_attempts)
         } else {
-            INSERT_MANY
-        })
-        .bind(queues)
-        .bind(names)
-        .bind(payloads)
-        .bind(priorities)
-        .bind(ats)
-        .bind(delays)
-        .bind(max_attempts);
-        let query = if keyless { query } else { query.bind(keys) };
+            let query = sqlx::query_as(if keyless {
+                INSERT_MANY_KEYLESS
+            } else {
+                INSERT_MANY
+            })
+            .bind(queues)
+            .bind(names)
+            .bind(payloads)
+            .bind(priorities)
+            .bind(ats)
+            .bind(delays)
+            .bind(max_attempts);
+            if keyless { query } else { query.bind(keys) }
+        };
         let mut conn = self.conns.get().await?;
         let result = query.fetch_all(&mut *conn).await;
         let rows: Vec<(i64, i64, i32)> = conn.done(result)?;

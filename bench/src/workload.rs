@@ -23,6 +23,9 @@ pub(crate) struct Options {
 
 /// How long any one drain may take before the bench gives up.
 const DEADLINE: Duration = Duration::from_secs(300);
+/// Turns each side takes in an enqueue workload (see `run`).
+const ENQUEUE_BLOCKS: u64 = 6;
+
 /// Jobs per second of the latency workloads.
 const RATE: f64 = 200.0;
 /// The jobq worker's concurrency where a workload does not vary it.
@@ -288,30 +291,55 @@ pub(crate) async fn run_backend(url: &str, options: &Options) -> Res<BackendRepo
                 if spec.history != pass {
                     continue;
                 }
-                // Alternate which side goes first, so drift favours neither.
-                let order = if run % 2 == 0 {
-                    [true, false]
+                // Enqueue workloads last a fraction of a second each, and the
+                // disk's pace drifts by ±20 % from one second to the next: the
+                // two sides take turns in blocks, each side's sample the sum of
+                // its blocks.
+                let blocks = if spec.id.starts_with("enqueue") {
+                    ENQUEUE_BLOCKS
                 } else {
-                    [false, true]
+                    1
                 };
-                for raw_side in order {
-                    let side = if raw_side { spec.raw } else { Some(spec.jobq) };
-                    let Some(side) = side else { continue };
-                    // Other sessions on this machine may restart the database
-                    // servers (fault-injection tests): retry a failed measurement.
-                    let mut attempt = 1;
-                    let sample = loop {
-                        match bench.measure(spec, side).await {
-                            Ok(sample) => break sample,
-                            Err(error) if attempt < 3 => {
-                                eprintln!("{} failed ({error}); measuring again", spec.id);
-                                attempt += 1;
-                                tokio::time::sleep(Duration::from_secs(3)).await;
-                                bench.db.delete_unfinished().await?;
-                            }
-                            Err(error) => return Err(error),
-                        }
+                let n = spec.jobs / blocks;
+                let mut sums: [Option<Sample>; 2] = [None, None];
+                for block in 0..blocks {
+                    // Alternate which side goes first, so drift favours neither.
+                    let order = if (run + block as usize) % 2 == 0 {
+                        [true, false]
+                    } else {
+                        [false, true]
                     };
+                    for raw_side in order {
+                        let side = if raw_side { spec.raw } else { Some(spec.jobq) };
+                        let Some(side) = side else { continue };
+                        // Other sessions on this machine may restart the database
+                        // servers (fault-injection tests): retry a failed measurement.
+                        let mut attempt = 1;
+                        let sample = loop {
+                            match bench.measure(spec, side, n).await {
+                                Ok(sample) => break sample,
+                                Err(error) if attempt < 3 => {
+                                    eprintln!("{} failed ({error}); measuring again", spec.id);
+                                    attempt += 1;
+                                    tokio::time::sleep(Duration::from_secs(3)).await;
+                                    bench.db.delete_unfinished().await?;
+                                }
+                                Err(error) => return Err(error),
+                            }
+                        };
+                        let sum = &mut sums[usize::from(!raw_side)];
+                        *sum = Some(match sum.take() {
+                            None => sample,
+                            Some(so_far) => Sample {
+                                jobs: so_far.jobs + sample.jobs,
+                                secs: so_far.secs + sample.secs,
+                                ..so_far
+                            },
+                        });
+                    }
+                }
+                for (raw_side, sample) in [(true, sums[0]), (false, sums[1])] {
+                    let Some(sample) = sample else { continue };
                     eprintln!(
                         "[{backend} run {}/{}] {:<14} {:<5} {:>9.0} jobs/s{}",
                         run + 1,
@@ -425,8 +453,7 @@ fn judge(specs: &[Spec], rows: &mut [Row], jobq: &Jobq, poll: Duration) {
 }
 
 impl Bench {
-    async fn measure(&self, spec: &Spec, side: Side) -> Res<Sample> {
-        let n = spec.jobs;
+    async fn measure(&self, spec: &Spec, side: Side, n: u64) -> Res<Sample> {
         if !spec.history {
             self.db.reset().await?;
         }

@@ -310,6 +310,11 @@ impl SqliteStore {
                 queued.drain(..take).collect::<Vec<_>>()
             };
             batch.retain(|q| !q.reply.is_closed());
+            if batch.is_empty() {
+                // Every row taken was given up by its caller; this one's
+                // is further back in the queue.
+                continue;
+            }
             let mine = batch.iter().any(|q| q.seq == seq);
             if mine && batch.len() == 1 {
                 // Only this enqueue's own row: written here, with nobody
@@ -341,9 +346,9 @@ impl SqliteStore {
     }
 
     /// Writes `batch` in one statement (rows without keys) or one
-    /// transaction and answers each enqueue; if that
-    /// fails, writes each row on its own, so one bad row fails only its own
-    /// enqueue. Called holding the write turn.
+    /// transaction, and answers each enqueue; if that fails, writes each row
+    /// on its own, so that a bad row fails only its own enqueue. Called
+    /// holding the write turn.
     async fn write_shared(&self, batch: Vec<Queued>) {
         let jobs: Vec<NewJob> = batch.iter().map(|q| q.job.clone()).collect();
         let keyless = jobs.iter().all(|job| job.idempotency_key.is_none());

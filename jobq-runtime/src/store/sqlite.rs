@@ -59,10 +59,11 @@ const INSERT: &str = "INSERT INTO jobq_jobs \
      ON CONFLICT (idempotency_key) DO UPDATE SET dedupe_hits = dedupe_hits + 1 \
      RETURNING id, dedupe_hits";
 
-/// [`INSERT`] for a job without a key: `?1` queue … `?7` created_at.
+/// [`INSERT`] for a job without a key, with the same parameters (`?7`, the
+/// key, unused).
 const INSERT_KEYLESS: &str = "INSERT INTO jobq_jobs \
      (queue, job_name, payload, priority, run_at, max_attempts, created_at) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?8)";
 
 /// `?1` queue, `?2` now, `?3` limit: the claim's rows, in claim order.
 const PICK: &str = "SELECT id FROM jobq_jobs \
@@ -632,39 +633,29 @@ async fn insert_row(
     job: &NewJob,
     now: i64,
 ) -> Result<Enqueued, sqlx::Error> {
-    let run_at = run_at_micros(job.run_at, now);
-    if job.idempotency_key.is_none() {
-        // Nothing can conflict: a plain INSERT, its id from the connection
-        // (no conflict check, no row to send back from the worker thread).
-        let done = sqlx::query(INSERT_KEYLESS)
-            .bind(&job.queue)
-            .bind(&job.job_name)
-            .bind(&job.payload)
-            .bind(job.priority)
-            .bind(run_at)
-            .bind(job.max_attempts)
-            .bind(now)
-            .execute(&mut *conn)
-            .await?;
+    let keyless = job.idempotency_key.is_none();
+    // Nothing can conflict without a key: a plain INSERT, its id from the
+    // connection (no conflict check, no row to send back from the worker thread).
+    let query = sqlx::query(if keyless { INSERT_KEYLESS } else { INSERT })
+        .bind(&job.queue)
+        .bind(&job.job_name)
+        .bind(&job.payload)
+        .bind(job.priority)
+        .bind(run_at_micros(job.run_at, now))
+        .bind(job.max_attempts)
+        .bind(&job.idempotency_key)
+        .bind(now);
+    if keyless {
+        let done = query.execute(&mut *conn).await?;
         return Ok(Enqueued {
             id: done.last_insert_rowid(),
             duplicate: false,
         });
     }
-    let (id, dedupe_hits): (i64, i64) = sqlx::query_as(INSERT)
-        .bind(&job.queue)
-        .bind(&job.job_name)
-        .bind(&job.payload)
-        .bind(job.priority)
-        .bind(run_at)
-        .bind(job.max_attempts)
-        .bind(&job.idempotency_key)
-        .bind(now)
-        .fetch_one(&mut *conn)
-        .await?;
+    let row = query.fetch_one(&mut *conn).await?;
     Ok(Enqueued {
-        id,
-        duplicate: dedupe_hits > 0,
+        id: row.try_get(0)?,
+        duplicate: row.try_get::<i64, _>(1)? > 0,
     })
 }
 

@@ -205,10 +205,10 @@ pub(crate) struct PgStore {
 /// to [`MAX_NOTIFY_PAUSE`], and starts over otherwise: a trickle (200
 /// jobs/s) is announced job by job, a stream of thousands per second about
 /// every 32 ms. Each NOTIFY is a transaction of its own on the server (it
-/// takes a transaction id and the notification queue's lock): at one per
-/// 8 ms a single task's stream of single-row enqueues ran 10 % slower than
-/// without them, at one per 32 ms within the noise. Workers busy with such a stream do not wait for
-/// them: a claim that found jobs is followed by another at once.
+/// takes a transaction id and the notification queue's lock): with one per
+/// 8 ms a single task's stream of single-row enqueues ran about 10 % slower
+/// than with none. Workers busy with such a stream do not wait for them: a
+/// claim that found jobs is followed by another at once.
 const NOTIFY_PAUSE: Duration = Duration::from_millis(2);
 /// The longest pause between two NOTIFYs of a stream of enqueues.
 const MAX_NOTIFY_PAUSE: Duration = Duration::from_millis(32);

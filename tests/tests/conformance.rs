@@ -423,6 +423,65 @@ async fn claims_follow_priority_then_run_at(db: TestDb) {
     assert_eq!(order, vec![urgent, early, normal, low]);
 }
 
+/// Claims during a long drain may go on from where the previous claim
+/// ended (MySQL/MariaDB does, to skip the index entries claims leave behind
+/// until purge); a job that sorts before that point must still run soon,
+/// not after the backlog.
+async fn a_job_ahead_of_a_draining_backlog_runs_before_the_backlog_is_done(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("ahead");
+    // 2,000 jobs of 3 ms on 4 slots: at least 1.5 s of draining.
+    let backlog: Vec<i64> = jobq
+        .enqueue_many_with((0..2_000).map(|_| (Long::new(3), on(&queue).priority(5))))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    let recorder = Recorder::default();
+    let handle = worker(&jobq, &queue, 4, &recorder).build().unwrap().start();
+    wait_until("200 backlog jobs ran", LONG, || async {
+        recorder.totals().0 >= 200
+    })
+    .await;
+    let urgent = jobq
+        .enqueue_with(Record::new(0), on(&queue).priority(0))
+        .await
+        .unwrap()
+        .id;
+    let past = jobq
+        .enqueue_with(
+            Record::new(1),
+            on(&queue)
+                .priority(5)
+                .run_at(chrono::Utc::now() - chrono::Duration::hours(1)),
+        )
+        .await
+        .unwrap()
+        .id;
+    wait_until("every job ran", LONG, || async {
+        recorder.totals().0 == backlog.len() + 2
+    })
+    .await;
+    stop(handle).await;
+    let last_of_backlog = backlog
+        .iter()
+        .map(|id| recorder.runs(*id)[0].at)
+        .max()
+        .unwrap();
+    for (what, id) in [("priority 0", urgent), ("an hour-old run_at", past)] {
+        let ran = recorder.runs(id)[0].at;
+        let after = backlog
+            .iter()
+            .filter(|id| recorder.runs(**id)[0].at > ran)
+            .count();
+        assert!(
+            ran < last_of_backlog && after > 100,
+            "the job with {what} ran before only {after} of the backlog's jobs"
+        );
+    }
+}
+
 async fn a_delayed_job_waits_for_its_run_at(db: TestDb) {
     let jobq = db.jobq().await;
     let queue = unique_queue("delay");
@@ -985,6 +1044,7 @@ jobq_tests::on_every_backend!(
     enqueue_many_returns_ids_in_input_order,
     concurrent_keyless_batches_return_each_rows_id,
     claims_follow_priority_then_run_at,
+    a_job_ahead_of_a_draining_backlog_runs_before_the_backlog_is_done,
     a_delayed_job_waits_for_its_run_at,
     failed_attempts_retry_on_the_policy_schedule,
     exhausted_attempts_mark_the_job_failed_with_the_last_error,

@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 
 use jobq_runtime::{Enqueue, JobContext, JobStatus, Worker, job};
 use jobq_tests::{TestDb, unique_queue, wait_until};
+use sqlx::mysql::{MySql, MySqlArguments};
 use sqlx::{Connection, Executor, MySqlConnection, Row};
+
+type Query<'q> = sqlx::query::Query<'q, MySql, MySqlArguments>;
 
 #[job(name = "mysql_noop")]
 async fn noop(ctx: &JobContext, n: u64) {
@@ -126,6 +129,108 @@ async fn a_second_claimer_gets_the_next_rows_at_once_while_the_first_holds_its_o
     )
     .await;
     handle.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// Buffer-pool page reads of one claim, from MariaDB's `ANALYZE FORMAT=JSON`.
+async fn pages_read(
+    conn: &mut MySqlConnection,
+    sql: &str,
+    binds: impl FnOnce(Query<'_>) -> Query<'_>,
+) -> u64 {
+    let analyze = format!("ANALYZE FORMAT=JSON {sql}");
+    let row = binds(sqlx::query(&analyze))
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    let plan: serde_json::Value = serde_json::from_str(&row.get::<String, _>(0)).unwrap();
+    let mut pages = 0;
+    let mut stack = vec![&plan];
+    while let Some(value) = stack.pop() {
+        match value {
+            serde_json::Value::Object(map) => {
+                pages += map
+                    .get("pages_accessed")
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(0);
+                stack.extend(map.values());
+            }
+            serde_json::Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    pages
+}
+
+/// Claimed rows leave delete-marked entries in the claim index until purge
+/// removes them; a claim from the beginning reads every one of them (and
+/// its clustered row), one going on from where the previous claim ended
+/// reads none.
+#[tokio::test]
+async fn a_claim_going_on_from_the_last_one_reads_past_no_entries_claims_left_behind() {
+    let Some(db) = TestDb::mysql() else { return };
+    let mut conn = session(&db).await;
+    let version: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    if !version.to_ascii_lowercase().contains("mariadb") {
+        return; // the page counts come from MariaDB's ANALYZE
+    }
+    let queue = unique_queue("resume");
+    seed(&db, &queue, 600).await;
+    // An open snapshot holds purge back, so the claimed rows' entries stay.
+    let mut snapshot = MySqlConnection::connect(db.url()).await.unwrap();
+    snapshot
+        .execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ; START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        .await
+        .unwrap();
+    sqlx::query("SELECT COUNT(*) FROM jobq_jobs WHERE queue = ?")
+        .bind(&queue)
+        .fetch_one(&mut snapshot)
+        .await
+        .unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    let claimed = sqlx::query(jobq_runtime::__sql::MYSQL_CLAIM)
+        .bind(&queue)
+        .bind(500u32)
+        .fetch_all(&mut *tx)
+        .await
+        .unwrap();
+    let last = claimed.last().unwrap();
+    let (priority, run_at, id): (i16, chrono::NaiveDateTime, i64) =
+        (last.get("priority"), last.get("run_at"), last.get("id"));
+    sqlx::query("UPDATE jobq_jobs SET status = 'processing' WHERE queue = ? AND id <= ?")
+        .bind(&queue)
+        .bind(id)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let from_start = pages_read(&mut conn, jobq_runtime::__sql::MYSQL_CLAIM, |q| {
+        q.bind(queue.clone()).bind(10u32)
+    })
+    .await;
+    let going_on = pages_read(&mut conn, jobq_runtime::__sql::MYSQL_CLAIM_AFTER, |q| {
+        q.bind(queue.clone())
+            .bind(priority)
+            .bind(priority)
+            .bind(run_at)
+            .bind(priority)
+            .bind(run_at)
+            .bind(id)
+            .bind(10u32)
+    })
+    .await;
+    snapshot.execute("ROLLBACK").await.unwrap();
+    assert!(
+        from_start > 500,
+        "a claim from the beginning reads the 500 left-behind entries: {from_start} pages"
+    );
+    assert!(
+        going_on < 50,
+        "a claim going on from the last row reads only what it returns: {going_on} pages"
+    );
 }
 
 #[tokio::test]

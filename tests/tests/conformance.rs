@@ -423,6 +423,75 @@ async fn claims_follow_priority_then_run_at(db: TestDb) {
     assert_eq!(order, vec![urgent, early, normal, low]);
 }
 
+/// A job scheduled every second; records the tick it was enqueued for.
+#[job(name = "conf_cron_tick", queue = "conf_cron")]
+async fn cron_tick(ctx: JobContext, recorder: State<Recorder>, keys: State<KeyLog>) {
+    recorder.record(ctx.id(), ctx.attempt());
+    keys.0
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(ctx.idempotency_key());
+}
+
+/// Two workers (two processes' worth: each its own pool) schedule the same
+/// job every second; each tick is enqueued once and runs once, and no tick
+/// between the first and the last is missed.
+async fn a_cron_job_runs_once_per_tick_however_many_workers_schedule_it(db: TestDb) {
+    let keys = KeyLog::default();
+    let recorder = Recorder::default();
+    let started = chrono::Utc::now();
+    // The ticks of this test's rows, in the order they ran (the queue may
+    // hold rows an earlier, interrupted run left; their ticks are older).
+    let ticks = || -> Vec<chrono::DateTime<chrono::Utc>> {
+        keys.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|key| {
+                let at = key
+                    .strip_prefix("cron:conf_cron_tick:")
+                    .unwrap_or_else(|| panic!("the key names the job and the tick: {key}"));
+                chrono::DateTime::parse_from_rfc3339(at)
+                    .unwrap()
+                    .with_timezone(&chrono::Utc)
+            })
+            .filter(|tick| *tick > started)
+            .collect()
+    };
+    let mut handles = Vec::new();
+    for _ in 0..2 {
+        let jobq = db.jobq().await;
+        handles.push(
+            Worker::builder(jobq)
+                .queue("conf_cron", 2)
+                .state(recorder.clone())
+                .state(keys.clone())
+                .poll_interval(Duration::from_millis(50))
+                .cron("* * * * * *", CronTick::new())
+                .build()
+                .unwrap()
+                .start(),
+        );
+    }
+    wait_until("four ticks ran", LONG, || async { ticks().len() >= 4 }).await;
+    for handle in handles {
+        stop(handle).await;
+    }
+    let ran = ticks();
+    let mut distinct = ran.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), ran.len(), "a tick ran twice: {ran:?}");
+    for pair in distinct.windows(2) {
+        assert_eq!(
+            pair[1] - pair[0],
+            chrono::Duration::seconds(1),
+            "ticks one second apart, none missed: {distinct:?}"
+        );
+    }
+    assert!(recorder.repeated().is_empty(), "no job ran twice");
+}
+
 /// Claims during a long drain may go on from where the previous claim
 /// ended (MySQL/MariaDB does, to skip the index entries claims leave behind
 /// until purge); a job that sorts before that point must still run soon,
@@ -1045,6 +1114,7 @@ jobq_tests::on_every_backend!(
     concurrent_keyless_batches_return_each_rows_id,
     claims_follow_priority_then_run_at,
     a_job_ahead_of_a_draining_backlog_runs_before_the_backlog_is_done,
+    a_cron_job_runs_once_per_tick_however_many_workers_schedule_it,
     a_delayed_job_waits_for_its_run_at,
     failed_attempts_retry_on_the_policy_schedule,
     exhausted_attempts_mark_the_job_failed_with_the_last_error,

@@ -87,3 +87,47 @@ async fn a_heartbeat_must_be_shorter_than_the_lease() {
     );
     assert!(m.contains("heartbeat interval"), "{m}");
 }
+
+#[job(name = "build_cron_report", queue = "build-mail")]
+async fn cron_report() {}
+
+#[tokio::test]
+async fn a_cron_schedule_that_does_not_parse_is_refused_with_the_job_named() {
+    let m = message(
+        Worker::builder(jobq().await)
+            .queue("build-mail", 2)
+            .state(Mailer)
+            .cron("every tuesday", CronReport::new())
+            .build(),
+    );
+    assert!(m.contains("cron schedule `every tuesday`"), "{m}");
+    assert!(m.contains("job `build_cron_report`"), "{m}");
+}
+
+#[tokio::test]
+async fn a_job_scheduled_twice_is_refused() {
+    let m = message(
+        Worker::builder(jobq().await)
+            .queue("build-mail", 2)
+            .state(Mailer)
+            .cron("0 3 * * *", CronReport::new())
+            .cron("0 15 * * *", CronReport::new())
+            .build(),
+    );
+    assert!(
+        m.contains("job `build_cron_report` is scheduled twice"),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn five_and_six_field_schedules_and_nicknames_build() {
+    for schedule in ["0 3 * * *", "*/10 * * * * *", "0 0 * * MON-FRI", "@daily"] {
+        Worker::builder(jobq().await)
+            .queue("build-mail", 2)
+            .state(Mailer)
+            .cron(schedule, CronReport::new())
+            .build()
+            .unwrap_or_else(|e| panic!("{schedule}: {e}"));
+    }
+}

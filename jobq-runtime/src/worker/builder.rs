@@ -3,11 +3,12 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use jobq_core::{Registry, States};
+use jobq_core::{Job, Registry, States};
 
+use super::cron::CronSpec;
 use super::{QueueSpec, Settings, Worker};
 use crate::handle::validate_queue;
-use crate::{Error, Jobq, Result};
+use crate::{Enqueue, Error, Jobq, Result};
 
 /// Most jobs of one queue a worker runs at once. A claim takes up to this
 /// many rows in one statement, and on MySQL/MariaDB marks them with an
@@ -25,6 +26,7 @@ pub struct WorkerBuilder {
     states: States,
     settings: Settings,
     worker_id: Option<String>,
+    cron: Vec<CronSpec>,
 }
 
 impl WorkerBuilder {
@@ -35,6 +37,7 @@ impl WorkerBuilder {
             states: States::default(),
             settings: Settings::default(),
             worker_id: None,
+            cron: Vec::new(),
         }
     }
 
@@ -57,6 +60,37 @@ impl WorkerBuilder {
             concurrency,
             checked: false,
         });
+        self
+    }
+
+    /// Enqueues `job` at every tick of the cron `schedule`, in UTC: five
+    /// fields (`minute hour day-of-month month day-of-week`, e.g.
+    /// `"0 3 * * *"` for 03:00 every day), six with seconds first
+    /// (`"*/10 * * * * *"`: every ten seconds), or a nickname such as
+    /// `"@hourly"` or `"@daily"` (parsed by the `croner` crate).
+    ///
+    /// Every worker that schedules a job enqueues it with the idempotency
+    /// key `cron:{name}:{tick}` (e.g. `cron:nightly_report:2026-11-30T03:00:00Z`),
+    /// so one row exists per tick however many processes run this worker,
+    /// with no leader. The row goes to the job's own queue, which some
+    /// worker must serve. Ticks pass unenqueued while no worker runs or the
+    /// database refuses the enqueue until the next tick is due; they are not
+    /// made up later. `build` fails if the schedule does not parse or the
+    /// same job is scheduled twice.
+    pub fn cron<J>(self, schedule: &str, job: J) -> Self
+    where
+        J: Job + Clone + Send + Sync + 'static,
+    {
+        self.cron_with(schedule, job, Enqueue::new())
+    }
+
+    /// [`cron`](Self::cron) with enqueue options (queue, priority, attempts);
+    /// the idempotency key is always the tick's.
+    pub fn cron_with<J>(mut self, schedule: &str, job: J, options: Enqueue) -> Self
+    where
+        J: Job + Clone + Send + Sync + 'static,
+    {
+        self.cron.push(CronSpec::new(schedule, job, options));
         self
     }
 
@@ -118,7 +152,8 @@ impl WorkerBuilder {
     ///
     /// Fails when no queue is served, a concurrency is 0 or over 10,000, a queue is served
     /// twice, a checked queue has no registered job, a registered job of a
-    /// served queue needs a `State<T>` that was not given, or two jobs share a name.
+    /// served queue needs a `State<T>` that was not given, two jobs share a
+    /// name, a cron schedule does not parse, or a job is scheduled twice.
     pub fn build(self) -> Result<Worker> {
         let registry = Registry::from_inventory()?;
         if self.queues.is_empty() {
@@ -175,6 +210,17 @@ impl WorkerBuilder {
                 settings.lease
             )));
         }
+        let mut scheduled = BTreeSet::new();
+        let mut cron = Vec::with_capacity(self.cron.len());
+        for spec in self.cron {
+            if !scheduled.insert(spec.name()) {
+                return Err(Error::Config(format!(
+                    "job `{}` is scheduled twice; one row per tick is keyed by the job's name, so give it one schedule",
+                    spec.name()
+                )));
+            }
+            cron.push(spec.parse()?);
+        }
         let worker_id = self.worker_id.unwrap_or_else(default_worker_id);
         Ok(Worker::new(
             self.jobq,
@@ -183,6 +229,7 @@ impl WorkerBuilder {
             self.states,
             settings,
             worker_id,
+            cron,
         ))
     }
 }

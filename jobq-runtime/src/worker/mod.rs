@@ -13,9 +13,11 @@
 //! - one completer that settles successes in batches (one UPDATE per batch);
 //! - one heartbeat that renews the leases of everything held in one statement
 //!   and stops jobs whose lease was lost;
-//! - one reaper that returns other workers' expired jobs to `pending`.
+//! - one reaper that returns other workers' expired jobs to `pending`;
+//! - a task per cron schedule that enqueues its job at each tick.
 
 mod builder;
+mod cron;
 mod run;
 
 use std::collections::{HashMap, VecDeque};
@@ -148,6 +150,9 @@ pub struct Worker {
     shared: Arc<Shared>,
     queues: Vec<QueueSpec>,
     completions: mpsc::Receiver<Fence>,
+    /// The handle cron schedules enqueue through.
+    jobq: Jobq,
+    cron: Vec<cron::CronEntry>,
 }
 
 impl Worker {
@@ -163,6 +168,7 @@ impl Worker {
         states: States,
         settings: Settings,
         worker_id: String,
+        cron: Vec<cron::CronEntry>,
     ) -> Self {
         let (completions, receiver) = mpsc::channel(COMPLETE_BACKLOG);
         Self {
@@ -183,6 +189,8 @@ impl Worker {
             }),
             queues,
             completions: receiver,
+            jobq,
+            cron,
         }
     }
 
@@ -217,6 +225,14 @@ impl Worker {
             tasks.spawn(heartbeat_loop(Arc::clone(&shared)));
         }
         tasks.spawn(reaper_loop(Arc::clone(&shared)));
+        for entry in self.cron {
+            // Stopped with the claim loops: a worker shutting down enqueues no more.
+            tasks.spawn(cron::cron_loop(
+                self.jobq.clone(),
+                entry,
+                shared.stop_claiming.clone(),
+            ));
+        }
         let listener = Arc::clone(&shared);
         tasks.spawn(async move {
             listener

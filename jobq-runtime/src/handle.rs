@@ -6,7 +6,7 @@ use std::time::Duration;
 use jobq_core::Job;
 use sqlx::{MySqlConnection, MySqlPool, PgConnection, PgPool, SqliteConnection, SqlitePool};
 
-use crate::store::{self, MySqlStore, NewJob, PgStore, SqliteStore, Store};
+use crate::store::{self, MySqlStore, NewJob, PgStore, Prunable, SqliteStore, Store};
 use crate::types::{Enqueue, Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result, wakeup};
 
@@ -146,6 +146,21 @@ impl Jobq {
     /// from many processes at once (the migrator takes a database lock).
     pub async fn migrate(&self) -> Result<()> {
         self.store().migrate().await
+    }
+
+    /// Deletes the `done` and `cancelled` jobs that finished more than
+    /// `older_than` ago (by `finished_at`, the database's clock; the
+    /// application's on SQLite), oldest first, 1,000 per statement; returns
+    /// how many. Their idempotency keys are free again afterwards. A worker
+    /// can do this on a schedule: [`WorkerBuilder::prune_finished_after`](crate::WorkerBuilder::prune_finished_after).
+    pub async fn prune_finished(&self, older_than: Duration) -> Result<u64> {
+        self.store().prune_all(Prunable::Finished, older_than).await
+    }
+
+    /// Deletes the `failed` jobs that failed more than `older_than` ago, as
+    /// [`prune_finished`](Self::prune_finished) does the finished ones.
+    pub async fn prune_failed(&self, older_than: Duration) -> Result<u64> {
+        self.store().prune_all(Prunable::Failed, older_than).await
     }
 
     /// Stores a job to run as soon as a worker is free.

@@ -423,6 +423,100 @@ async fn claims_follow_priority_then_run_at(db: TestDb) {
     assert_eq!(order, vec![urgent, early, normal, low]);
 }
 
+/// Moves a row's `finished_at` an hour back, as if it finished long ago.
+async fn finished_an_hour_ago(jobq: &Jobq, id: i64) {
+    let db = jobq_tests::sql::Db::of(jobq);
+    let sql = db.pick(
+        "UPDATE jobq_jobs SET finished_at = finished_at - INTERVAL 1 HOUR WHERE id = ?",
+        "UPDATE jobq_jobs SET finished_at = finished_at - interval '1 hour' WHERE id = ?",
+        "UPDATE jobq_jobs SET finished_at = finished_at - 3600000000 WHERE id = ?",
+    );
+    assert_eq!(db.execute(sql, &[id.into()]).await.unwrap(), 1);
+}
+
+/// Pruning deletes finished rows past the retention, by kind, and nothing
+/// else: not a row finished within it, not a pending one, not a failed one
+/// unless failed rows are pruned. (The table is shared with other tests, so
+/// rows are checked one by one, not counted.)
+async fn prune_deletes_finished_rows_past_the_retention_and_nothing_else(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("prune");
+    let old_done = jobq
+        .enqueue_with(Record::new(0), on(&queue))
+        .await
+        .unwrap()
+        .id;
+    let new_done = jobq
+        .enqueue_with(Record::new(1), on(&queue))
+        .await
+        .unwrap()
+        .id;
+    let old_failed = jobq
+        .enqueue_with(Permanent::new(), on(&queue))
+        .await
+        .unwrap()
+        .id;
+    let later = on(&queue).delay(Duration::from_secs(3600));
+    let old_cancelled = jobq
+        .enqueue_with(Record::new(2), later.clone())
+        .await
+        .unwrap()
+        .id;
+    let pending = jobq.enqueue_with(Record::new(3), later).await.unwrap().id;
+    assert!(jobq.cancel(old_cancelled).await.unwrap());
+    let recorder = Recorder::default();
+    let handle = worker(&jobq, &queue, 2, &recorder).build().unwrap().start();
+    wait_for_status(&jobq, old_done, JobStatus::Done, LONG).await;
+    wait_for_status(&jobq, new_done, JobStatus::Done, LONG).await;
+    wait_for_status(&jobq, old_failed, JobStatus::Failed, LONG).await;
+    stop(handle).await;
+    for id in [old_done, old_failed, old_cancelled] {
+        finished_an_hour_ago(&jobq, id).await;
+    }
+    let exists = |id: i64| {
+        let jobq = jobq.clone();
+        async move { jobq.job(id).await.unwrap().is_some() }
+    };
+
+    let deleted = jobq
+        .prune_finished(Duration::from_secs(1800))
+        .await
+        .unwrap();
+    assert!(deleted >= 2, "at least this test's two rows: {deleted}");
+    assert!(!exists(old_done).await, "done an hour ago: pruned");
+    assert!(
+        !exists(old_cancelled).await,
+        "cancelled an hour ago: pruned"
+    );
+    assert!(exists(new_done).await, "done just now: kept");
+    assert!(
+        exists(old_failed).await,
+        "failed rows are not pruned with the finished ones"
+    );
+    assert!(exists(pending).await, "pending: kept");
+
+    assert!(jobq.prune_failed(Duration::from_secs(1800)).await.unwrap() >= 1);
+    assert!(!exists(old_failed).await, "failed an hour ago: pruned");
+    assert!(exists(new_done).await && exists(pending).await);
+
+    // A pruned job's key is free again.
+    let key = format!("prune-key-{queue}");
+    let first = jobq
+        .enqueue_with(Record::new(4), on(&queue).idempotency_key(key.clone()))
+        .await
+        .unwrap();
+    assert!(jobq.cancel(first.id).await.unwrap());
+    finished_an_hour_ago(&jobq, first.id).await;
+    jobq.prune_finished(Duration::from_secs(1800))
+        .await
+        .unwrap();
+    let again = jobq
+        .enqueue_with(Record::new(4), on(&queue).idempotency_key(key))
+        .await
+        .unwrap();
+    assert!(!again.duplicate && again.id != first.id, "{again:?}");
+}
+
 /// A job scheduled every second; records the tick it was enqueued for.
 #[job(name = "conf_cron_tick", queue = "conf_cron")]
 async fn cron_tick(ctx: JobContext, recorder: State<Recorder>, keys: State<KeyLog>) {
@@ -1115,6 +1209,7 @@ jobq_tests::on_every_backend!(
     claims_follow_priority_then_run_at,
     a_job_ahead_of_a_draining_backlog_runs_before_the_backlog_is_done,
     a_cron_job_runs_once_per_tick_however_many_workers_schedule_it,
+    prune_deletes_finished_rows_past_the_retention_and_nothing_else,
     a_delayed_job_waits_for_its_run_at,
     failed_attempts_retry_on_the_policy_schedule,
     exhausted_attempts_mark_the_job_failed_with_the_last_error,

@@ -28,9 +28,18 @@ macro_rules! migrations {
     };
 }
 
-pub(crate) const MYSQL: &[Migration] = migrations!("mysql": 20261129000001 "jobq_jobs");
-pub(crate) const SQLITE: &[Migration] = migrations!("sqlite": 20261129000001 "jobq_jobs");
-pub(crate) const POSTGRES: &[Migration] = migrations!("postgres": 20261129000001 "jobq_jobs");
+pub(crate) const MYSQL: &[Migration] = migrations!("mysql":
+    20261129000001 "jobq_jobs",
+    20261130000001 "jobq_jobs_finished",
+);
+pub(crate) const SQLITE: &[Migration] = migrations!("sqlite":
+    20261129000001 "jobq_jobs",
+    20261130000001 "jobq_jobs_finished",
+);
+pub(crate) const POSTGRES: &[Migration] = migrations!("postgres":
+    20261129000001 "jobq_jobs",
+    20261130000001 "jobq_jobs_finished",
+);
 
 /// The migrations of `all` whose version is not in `applied`, in order.
 pub(crate) fn pending<'a>(

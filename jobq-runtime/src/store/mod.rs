@@ -196,6 +196,26 @@ impl Store {
         dispatch!(self, s => s.claim(queue, limit, lease, worker).await)
     }
 
+    /// Deletes up to `limit` rows of the `which` kind that finished more
+    /// than `older_than` ago, oldest first; returns how many.
+    async fn prune(&self, which: Prunable, older_than: Duration, limit: u32) -> Result<u64> {
+        dispatch!(self, s => s.prune(which, older_than, limit).await)
+    }
+
+    /// Deletes every row of the `which` kind that finished more than
+    /// `older_than` ago, [`PRUNE_BATCH`] rows per statement (each a short
+    /// transaction); returns how many.
+    pub(crate) async fn prune_all(&self, which: Prunable, older_than: Duration) -> Result<u64> {
+        let mut total = 0;
+        loop {
+            let deleted = self.prune(which, older_than, PRUNE_BATCH).await?;
+            total += deleted;
+            if deleted < u64::from(PRUNE_BATCH) {
+                return Ok(total);
+            }
+        }
+    }
+
     /// Marks held jobs `done`; returns how many were still held.
     pub(crate) async fn complete(&self, fences: &[Fence]) -> Result<u64> {
         dispatch!(self, s => s.complete(fences).await)
@@ -311,6 +331,28 @@ where
 }
 
 /// Microseconds in `d`, saturated to what a signed 64-bit column holds.
+/// Rows one prune statement deletes at most.
+const PRUNE_BATCH: u32 = 1000;
+
+/// Which finished rows a prune deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Prunable {
+    /// `done` and `cancelled`.
+    Finished,
+    /// `failed`.
+    Failed,
+}
+
+impl Prunable {
+    /// The statuses, as the two values of a `status IN (?, ?)`.
+    pub(crate) fn statuses(self) -> [&'static str; 2] {
+        match self {
+            Self::Finished => ["done", "cancelled"],
+            Self::Failed => ["failed", "failed"],
+        }
+    }
+}
+
 pub(crate) fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }

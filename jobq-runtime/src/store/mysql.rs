@@ -24,7 +24,7 @@ use sqlx::{Connection, Executor, MySqlConnection, MySqlPool, Row};
 
 use super::stash::Stash;
 use super::{
-    ClaimedJob, Fence, NewJob, Target, Transition, micros, migrate, new_token, padded,
+    ClaimedJob, Fence, NewJob, Prunable, Target, Transition, micros, migrate, new_token, padded,
     placeholders, retry_transient,
 };
 use crate::types::{Enqueued, JobInfo, RunAt};
@@ -91,6 +91,11 @@ const TRANSITION: &str = "UPDATE jobq_jobs SET status = ?, \
      finished_at = IF(status = 'failed', UTC_TIMESTAMP(6), NULL), \
      lease_token = NULL \
      WHERE id = ? AND lease_token = ? AND status = 'processing'";
+
+/// Finished rows of two statuses, oldest first, through `jobq_jobs_finished`.
+pub const PRUNE: &str = "DELETE FROM jobq_jobs \
+     WHERE finished_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND status IN (?, ?) \
+     ORDER BY finished_at LIMIT ?";
 
 const REAP_SELECT: &str = "SELECT id FROM jobq_jobs \
      WHERE queue = ? AND status = 'processing' AND run_at < UTC_TIMESTAMP(6) \
@@ -576,6 +581,26 @@ impl MySqlStore {
         row.map(|row| job_info(&row)).transpose()
     }
 
+    pub(crate) async fn prune(
+        &self,
+        which: Prunable,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<u64> {
+        let [a, b] = which.statuses();
+        retry_transient(is_transient, || async {
+            sqlx::query(PRUNE)
+                .bind(micros(older_than))
+                .bind(a)
+                .bind(b)
+                .bind(limit)
+                .execute(&self.pool)
+                .await
+                .map(|r| r.rows_affected())
+        })
+        .await
+    }
+
     pub(crate) async fn cancel(&self, id: i64) -> Result<bool> {
         let affected = retry_transient(is_transient, || async {
             sqlx::query(
@@ -619,7 +644,18 @@ async fn apply_migrations(conn: &mut MySqlConnection) -> Result<(), sqlx::Error>
         .fetch_all(&mut *conn)
         .await?;
     for migration in migrate::pending(migrate::MYSQL, &applied) {
-        conn.execute(migration.sql).await?;
+        // DDL commits on its own: an index created by a run that stopped
+        // before recording its version is there already (1061, duplicate key name).
+        match conn.execute(migration.sql).await {
+            Err(error)
+                if error
+                    .as_database_error()
+                    .and_then(|e| e.try_downcast_ref::<MySqlDatabaseError>())
+                    .is_some_and(|e| e.number() == 1061) => {}
+            other => {
+                other?;
+            }
+        }
         sqlx::query(
             "INSERT INTO jobq_migrations (version, description, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))",
         )

@@ -38,7 +38,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::stash::Stash;
 use super::{
-    ClaimedJob, Fence, NewJob, Target, Transition, micros, migrate, new_token, retry_transient,
+    ClaimedJob, Fence, NewJob, Prunable, Target, Transition, micros, migrate, new_token,
+    retry_transient,
 };
 use crate::types::{Enqueued, JobInfo, RunAt};
 use crate::{Error, Result, wakeup};
@@ -164,6 +165,15 @@ const TRANSITION: &str = "UPDATE jobq_jobs SET status = $1,
        finished_at = CASE WHEN $1 = 'failed' THEN now() END,
        lease_token = NULL
  WHERE id = $5 AND lease_token = $6 AND status = 'processing'";
+
+/// Finished rows of the statuses `$2`, oldest first, through
+/// `jobq_jobs_finished`; the outer `status` test holds against a concurrent
+/// `retry` (PostgreSQL re-checks it on the row's newest version).
+pub const PRUNE: &str = "DELETE FROM jobq_jobs WHERE id IN (
+    SELECT id FROM jobq_jobs
+     WHERE finished_at < now() - $1 * interval '1 microsecond' AND status = ANY($2)
+     ORDER BY finished_at LIMIT $3)
+   AND status = ANY($2)";
 
 const CANCEL: &str = "UPDATE jobq_jobs
    SET status = 'cancelled', finished_at = now(), lease_token = NULL
@@ -683,6 +693,25 @@ impl PgStore {
     pub(crate) async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
         let row = sqlx::query(JOB).bind(id).fetch_optional(&self.pool).await?;
         row.map(|row| job_info(&row)).transpose()
+    }
+
+    pub(crate) async fn prune(
+        &self,
+        which: Prunable,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<u64> {
+        let statuses = which.statuses();
+        retry_transient(is_transient, || async {
+            sqlx::query(PRUNE)
+                .bind(micros(older_than))
+                .bind(&statuses[..])
+                .bind(i64::from(limit))
+                .execute(&self.pool)
+                .await
+                .map(|r| r.rows_affected())
+        })
+        .await
     }
 
     pub(crate) async fn cancel(&self, id: i64) -> Result<bool> {

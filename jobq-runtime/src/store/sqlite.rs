@@ -37,7 +37,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::stash::Stash;
 use super::{
-    ClaimedJob, Fence, NewJob, Target, Transition, micros, migrate, new_token, retry_transient,
+    ClaimedJob, Fence, NewJob, Prunable, Target, Transition, micros, migrate, new_token,
+    retry_transient,
 };
 use crate::types::{Enqueued, JobInfo, RunAt};
 use crate::{Error, Result};
@@ -101,6 +102,12 @@ const REAP: &str = "UPDATE jobq_jobs SET \
 const JOB: &str = "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts, \
      run_at, idempotency_key, last_error, claimed_by, claimed_at, created_at, finished_at \
      FROM jobq_jobs WHERE id = ?1";
+
+/// Finished rows of two statuses, oldest first, through `jobq_jobs_finished`.
+pub const PRUNE: &str = "DELETE FROM jobq_jobs WHERE id IN ( \
+     SELECT id FROM jobq_jobs WHERE finished_at < ?1 AND status IN (?2, ?3) \
+     ORDER BY finished_at LIMIT ?4) \
+     AND status IN (?2, ?3)";
 
 const CANCEL: &str = "UPDATE jobq_jobs SET status = 'cancelled', finished_at = ?1, lease_token = NULL \
      WHERE id = ?2 AND status IN ('pending', 'processing')";
@@ -538,6 +545,29 @@ impl SqliteStore {
     pub(crate) async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
         let row = sqlx::query(JOB).bind(id).fetch_optional(&self.pool).await?;
         row.map(|row| job_info(&row)).transpose()
+    }
+
+    pub(crate) async fn prune(
+        &self,
+        which: Prunable,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<u64> {
+        let [a, b] = which.statuses();
+        let deleted = retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = sqlx::query(PRUNE)
+                .bind(now_micros() - micros(older_than))
+                .bind(a)
+                .bind(b)
+                .bind(limit)
+                .execute(&mut *conn)
+                .await;
+            Ok(conn.done(result)?.rows_affected())
+        })
+        .await?;
+        Ok(deleted)
     }
 
     pub(crate) async fn cancel(&self, id: i64) -> Result<bool> {

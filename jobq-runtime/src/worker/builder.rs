@@ -136,6 +136,25 @@ impl WorkerBuilder {
         self
     }
 
+    /// Deletes `done` and `cancelled` jobs once they finished more than
+    /// `retention` ago (off by default: rows stay until deleted). The worker
+    /// prunes the whole table, every minute or every quarter of the
+    /// retention if shorter, 1,000 rows per statement; any number of
+    /// workers may do so at once. A pruned job's idempotency key is free
+    /// again. See [`Jobq::prune_finished`].
+    pub fn prune_finished_after(mut self, retention: Duration) -> Self {
+        self.settings.prune_finished = Some(retention);
+        self
+    }
+
+    /// Deletes `failed` jobs once they failed more than `retention` ago
+    /// (off by default: failed rows stay for inspection and
+    /// [`Jobq::retry`]). See [`prune_finished_after`](Self::prune_finished_after).
+    pub fn prune_failed_after(mut self, retention: Duration) -> Self {
+        self.settings.prune_failed = Some(retention);
+        self
+    }
+
     /// How long [`Worker::run_until`] lets running jobs finish after the signal (default 30 s).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.settings.shutdown_timeout = timeout;

@@ -14,7 +14,8 @@
 //! - one heartbeat that renews the leases of everything held in one statement
 //!   and stops jobs whose lease was lost;
 //! - one reaper that returns other workers' expired jobs to `pending`;
-//! - a task per cron schedule that enqueues its job at each tick.
+//! - a task per cron schedule that enqueues its job at each tick;
+//! - if asked, a pruner that deletes finished rows past their retention.
 
 mod builder;
 mod cron;
@@ -37,7 +38,7 @@ pub use builder::WorkerBuilder;
 
 use futures_util::future::BoxFuture;
 
-use crate::store::{ClaimedJob, Fence, Store};
+use crate::store::{ClaimedJob, Fence, Prunable, Store};
 use crate::{Jobq, Result, wakeup};
 
 /// Most expired jobs the reaper returns per statement.
@@ -62,6 +63,10 @@ struct Settings {
     poll: Duration,
     reap: Option<Duration>,
     shutdown_timeout: Duration,
+    /// Retention of `done` and `cancelled` rows, if this worker prunes them.
+    prune_finished: Option<Duration>,
+    /// Retention of `failed` rows, if this worker prunes them.
+    prune_failed: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -73,6 +78,8 @@ impl Default for Settings {
             poll: Duration::from_millis(500),
             reap: None,
             shutdown_timeout: Duration::from_secs(30),
+            prune_finished: None,
+            prune_failed: None,
         }
     }
 }
@@ -84,6 +91,17 @@ impl Settings {
 
     fn reap_interval(&self) -> Duration {
         self.reap.unwrap_or(self.lease / 6)
+    }
+
+    /// How often the pruner runs: every minute, or every quarter of the
+    /// shortest retention if that is shorter (at least every 100 ms).
+    fn prune_interval(&self) -> Option<Duration> {
+        let shortest = match (self.prune_finished, self.prune_failed) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => return None,
+        };
+        Some((shortest / 4).clamp(Duration::from_millis(100), Duration::from_secs(60)))
     }
 }
 
@@ -225,6 +243,9 @@ impl Worker {
             tasks.spawn(heartbeat_loop(Arc::clone(&shared)));
         }
         tasks.spawn(reaper_loop(Arc::clone(&shared)));
+        if let Some(interval) = shared.settings.prune_interval() {
+            tasks.spawn(prune_loop(Arc::clone(&shared), interval));
+        }
         for entry in self.cron {
             // Stopped with the claim loops: a worker shutting down enqueues no more.
             tasks.spawn(cron::cron_loop(
@@ -635,6 +656,34 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
                 jobs = fences.len(),
                 "renewing leases failed; retrying at the next heartbeat"
             ),
+        }
+    }
+}
+
+/// Deletes finished rows past their retention, at jittered intervals.
+async fn prune_loop(shared: Arc<Shared>, interval: Duration) {
+    let kinds = [
+        (Prunable::Finished, shared.settings.prune_finished),
+        (Prunable::Failed, shared.settings.prune_failed),
+    ];
+    loop {
+        let pause = interval.mul_f64(rand::random_range(0.8..1.2));
+        tokio::select! {
+            biased;
+            () = shared.stop_background.cancelled() => break,
+            () = tokio::time::sleep(pause) => {}
+        }
+        for (which, retention) in kinds {
+            let Some(retention) = retention else { continue };
+            match shared.store.prune_all(which, retention).await {
+                Ok(0) => {}
+                Ok(deleted) => tracing::debug!(?which, deleted, "pruned finished jobs"),
+                Err(error) => tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    ?which,
+                    "pruning finished jobs failed; trying again at the next interval"
+                ),
+            }
         }
     }
 }

@@ -1,0 +1,132 @@
+//! Pruning finished rows: the statements read through `jobq_jobs_finished`
+//! (not the whole table) on every backend, and a worker given a retention
+//! prunes on its own. (What a prune deletes and keeps is in the conformance
+//! suite.)
+
+use std::time::Duration;
+
+use jobq_runtime::{Enqueue, JobError, JobStatus, Worker, job};
+use jobq_tests::sql::Db;
+use jobq_tests::{TestDb, unique_queue, wait_for_status, wait_until};
+
+#[job(name = "prune_ok")]
+async fn finishes(n: u64) {
+    let _ = n;
+}
+
+#[job(name = "prune_fails")]
+async fn fails() -> Result<(), JobError> {
+    Err(JobError::permanent("kept for inspection"))
+}
+
+/// The plan of each backend's prune statement, as text.
+async fn plan(db: &TestDb) -> String {
+    let jobq = db.jobq().await;
+    let pool = Db::of(&jobq);
+    match &pool {
+        Db::MySql(pool) => {
+            let rows: Vec<sqlx::mysql::MySqlRow> =
+                sqlx::query(&format!("EXPLAIN {}", jobq_runtime::__sql::MYSQL_PRUNE))
+                    .bind(1_000_000i64)
+                    .bind("done")
+                    .bind("cancelled")
+                    .bind(1000u32)
+                    .fetch_all(pool)
+                    .await
+                    .unwrap();
+            rows.iter()
+                .map(|row| {
+                    use sqlx::Row;
+                    format!(
+                        "type={:?} key={:?}",
+                        row.try_get::<String, _>("type").ok(),
+                        row.try_get::<Option<String>, _>("key").ok().flatten()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        }
+        Db::Postgres(pool) => {
+            let mut conn = pool.acquire().await.unwrap();
+            // The table is small here; what matters is that the index can serve it.
+            sqlx::query("SET enable_seqscan = off")
+                .execute(&mut *conn)
+                .await
+                .unwrap();
+            let lines: Vec<String> =
+                sqlx::query_scalar(&format!("EXPLAIN {}", jobq_runtime::__sql::POSTGRES_PRUNE))
+                    .bind(1_000_000i64)
+                    .bind(vec!["done", "cancelled"])
+                    .bind(1000i64)
+                    .fetch_all(&mut *conn)
+                    .await
+                    .unwrap();
+            sqlx::query("RESET enable_seqscan")
+                .execute(&mut *conn)
+                .await
+                .unwrap();
+            lines.join("\n")
+        }
+        Db::Sqlite(pool) => {
+            let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(&format!(
+                "EXPLAIN QUERY PLAN {}",
+                jobq_runtime::__sql::SQLITE_PRUNE
+            ))
+            .bind(0i64)
+            .bind("done")
+            .bind("cancelled")
+            .bind(1000i64)
+            .fetch_all(pool)
+            .await
+            .unwrap();
+            rows.into_iter().map(|r| r.3).collect::<Vec<_>>().join("\n")
+        }
+    }
+}
+
+async fn prune_reads_through_the_finished_index(db: TestDb) {
+    let plan = plan(&db).await;
+    assert!(
+        plan.contains("jobq_jobs_finished"),
+        "the prune is served by jobq_jobs_finished:\n{plan}"
+    );
+    if matches!(db.backend(), jobq_runtime::Backend::MySql) {
+        assert!(plan.contains("type=Some(\"range\")"), "{plan}");
+    }
+}
+
+jobq_tests::on_every_backend!(prune_reads_through_the_finished_index);
+
+/// A worker given a retention deletes finished rows once they are past it
+/// and leaves failed ones (SQLite only: a file of its own, so this worker's
+/// table-wide pruning cannot touch other tests' rows).
+#[tokio::test]
+async fn a_worker_with_a_retention_prunes_finished_rows_and_keeps_failed_ones() {
+    let db = TestDb::sqlite().unwrap();
+    let jobq = db.jobq().await;
+    let queue = unique_queue("pruner");
+    let on = || Enqueue::new().queue(&queue);
+    let done = jobq.enqueue_with(Finishes::new(1), on()).await.unwrap().id;
+    let failed = jobq.enqueue_with(Fails::new(), on()).await.unwrap().id;
+    let handle = Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 2)
+        .poll_interval(Duration::from_millis(50))
+        .prune_finished_after(Duration::from_millis(300))
+        .build()
+        .unwrap()
+        .start();
+    wait_for_status(&jobq, failed, JobStatus::Failed, Duration::from_secs(10)).await;
+    wait_until(
+        "the done job is pruned",
+        Duration::from_secs(10),
+        || async { jobq.job(done).await.unwrap().is_none() },
+    )
+    .await;
+    handle.shutdown(Duration::from_secs(5)).await.unwrap();
+    let info = jobq
+        .job(failed)
+        .await
+        .unwrap()
+        .expect("the failed job is kept");
+    assert_eq!(info.status, JobStatus::Failed);
+}

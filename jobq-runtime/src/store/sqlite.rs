@@ -1326,7 +1326,11 @@ mod tests {
             .fetch_one(store.pool())
             .await
             .unwrap();
-        assert_eq!(migrations, 1);
+        assert_eq!(
+            migrations,
+            i64::try_from(migrate::SQLITE.len()).unwrap(),
+            "each migration applied once"
+        );
         let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
             .fetch_one(store.pool())
             .await

@@ -666,13 +666,7 @@ async fn prune_loop(shared: Arc<Shared>, interval: Duration) {
         (Prunable::Finished, shared.settings.prune_finished),
         (Prunable::Failed, shared.settings.prune_failed),
     ];
-    loop {
-        let pause = interval.mul_f64(rand::random_range(0.8..1.2));
-        tokio::select! {
-            biased;
-            () = shared.stop_background.cancelled() => break,
-            () = tokio::time::sleep(pause) => {}
-        }
+    while jittered_pause(&shared.stop_background, interval).await {
         for (which, retention) in kinds {
             let Some(retention) = retention else { continue };
             match shared.store.prune_all(which, retention).await {
@@ -688,15 +682,20 @@ async fn prune_loop(shared: Arc<Shared>, interval: Duration) {
     }
 }
 
+/// Sleeps `interval` ± 20 % (so workers started together spread out);
+/// `false` if `stop` fired first.
+async fn jittered_pause(stop: &CancellationToken, interval: Duration) -> bool {
+    let pause = interval.mul_f64(rand::random_range(0.8..1.2));
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => false,
+        () = tokio::time::sleep(pause) => true,
+    }
+}
+
 async fn reaper_loop(shared: Arc<Shared>) {
     let interval = shared.settings.reap_interval();
-    loop {
-        let pause = interval.mul_f64(rand::random_range(0.8..1.2));
-        tokio::select! {
-            biased;
-            () = shared.stop_background.cancelled() => break,
-            () = tokio::time::sleep(pause) => {}
-        }
+    while jittered_pause(&shared.stop_background, interval).await {
         for queue in &shared.queue_names {
             loop {
                 match shared.store.reap(queue, REAP_BATCH).await {

@@ -150,8 +150,8 @@ impl Jobq {
 
     /// Deletes the `done` and `cancelled` jobs that finished more than
     /// `older_than` ago (by `finished_at`, the database's clock; the
-    /// application's on SQLite), oldest first, 1,000 per statement; returns
-    /// how many. Their idempotency keys are free again afterwards. A worker
+    /// application's on SQLite), oldest first, 1,000 per statement, reading
+    /// only the rows it deletes; returns how many. Their idempotency keys are free again afterwards. A worker
     /// can do this on a schedule: [`WorkerBuilder::prune_finished_after`](crate::WorkerBuilder::prune_finished_after).
     pub async fn prune_finished(&self, older_than: Duration) -> Result<u64> {
         self.store().prune_all(Prunable::Finished, older_than).await

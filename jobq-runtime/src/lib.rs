@@ -111,6 +111,8 @@ pub mod __sql {
     pub use crate::store::mysql::CLAIM_SELECT as MYSQL_CLAIM;
     pub use crate::store::mysql::CLAIM_SELECT_AFTER as MYSQL_CLAIM_AFTER;
     pub use crate::store::mysql::PRUNE as MYSQL_PRUNE;
+    pub use crate::store::mysql::PRUNE_NEXT_PRIORITY as MYSQL_PRUNE_NEXT_PRIORITY;
+    pub use crate::store::mysql::PRUNE_QUEUES as MYSQL_PRUNE_QUEUES;
     pub use crate::store::postgres::PRUNE as POSTGRES_PRUNE;
     pub use crate::store::sqlite::PRUNE as SQLITE_PRUNE;
 }

@@ -191,7 +191,8 @@ pub struct JobInfo {
     pub attempts: u32,
     /// Attempt limit.
     pub max_attempts: u32,
-    /// `pending`: not before; `processing`: the lease deadline.
+    /// `pending`: not before; `processing`: the lease deadline; `done`,
+    /// `failed`, `cancelled`: when it finished.
     pub run_at: DateTime<Utc>,
     /// Idempotency key, if any.
     pub idempotency_key: Option<String>,

@@ -423,13 +423,20 @@ async fn claims_follow_priority_then_run_at(db: TestDb) {
     assert_eq!(order, vec![urgent, early, normal, low]);
 }
 
-/// Moves a row's `finished_at` an hour back, as if it finished long ago.
+/// Moves a finished row's times an hour back, as if it finished long ago
+/// (`finished_at`, and `run_at`, which is the same time on a finished row).
 async fn finished_an_hour_ago(jobq: &Jobq, id: i64) {
+    let info = jobq.job(id).await.unwrap().unwrap();
+    assert_eq!(
+        Some(info.run_at),
+        info.finished_at,
+        "a finished row's run_at is when it finished"
+    );
     let db = jobq_tests::sql::Db::of(jobq);
     let sql = db.pick(
-        "UPDATE jobq_jobs SET finished_at = finished_at - INTERVAL 1 HOUR WHERE id = ?",
-        "UPDATE jobq_jobs SET finished_at = finished_at - interval '1 hour' WHERE id = ?",
-        "UPDATE jobq_jobs SET finished_at = finished_at - 3600000000 WHERE id = ?",
+        "UPDATE jobq_jobs SET finished_at = finished_at - INTERVAL 1 HOUR, run_at = run_at - INTERVAL 1 HOUR WHERE id = ?",
+        "UPDATE jobq_jobs SET finished_at = finished_at - interval '1 hour', run_at = run_at - interval '1 hour' WHERE id = ?",
+        "UPDATE jobq_jobs SET finished_at = finished_at - 3600000000, run_at = run_at - 3600000000 WHERE id = ?",
     );
     assert_eq!(db.execute(sql, &[id.into()]).await.unwrap(), 1);
 }

@@ -227,9 +227,11 @@ async fn a_claim_going_on_from_the_last_one_reads_past_no_entries_claims_left_be
         from_start > 500,
         "a claim from the beginning reads the 500 left-behind entries: {from_start} pages"
     );
+    // Ten rows, each an index entry and a clustered row a few levels deep
+    // (24 pages on a small table, 69 on one of 90,000 rows).
     assert!(
-        going_on < 50,
-        "a claim going on from the last row reads only what it returns: {going_on} pages"
+        going_on < 200 && going_on * 5 < from_start,
+        "a claim going on from the last row reads only what it returns: {going_on} pages (from the start: {from_start})"
     );
 }
 

@@ -28,10 +28,7 @@ macro_rules! migrations {
     };
 }
 
-pub(crate) const MYSQL: &[Migration] = migrations!("mysql":
-    20261129000001 "jobq_jobs",
-    20261130000001 "jobq_jobs_finished",
-);
+pub(crate) const MYSQL: &[Migration] = migrations!("mysql": 20261129000001 "jobq_jobs");
 pub(crate) const SQLITE: &[Migration] = migrations!("sqlite":
     20261129000001 "jobq_jobs",
     20261130000001 "jobq_jobs_finished",

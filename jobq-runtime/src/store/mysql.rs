@@ -92,10 +92,25 @@ const TRANSITION: &str = "UPDATE jobq_jobs SET status = ?, \
      lease_token = NULL \
      WHERE id = ? AND lease_token = ? AND status = 'processing'";
 
-/// Finished rows of two statuses, oldest first, through `jobq_jobs_finished`.
+/// Finished rows of one queue, status and priority, oldest first: a range of
+/// the claim index, where a finished row's `run_at` is when it finished.
+///
+/// No index on `finished_at`: every settle would move an entry in it (from
+/// the NULLs to its time), and that cost a worker's drain 20–25 % of its
+/// jobs/s (interleaved runs: 32.5k and 38.1k with it against 46.7k and
+/// 47.1k without). The claim index moves at settle anyway.
 pub const PRUNE: &str = "DELETE FROM jobq_jobs \
-     WHERE finished_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND status IN (?, ?) \
-     ORDER BY finished_at LIMIT ?";
+     WHERE queue = ? AND status = ? AND priority = ? \
+       AND run_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND \
+     ORDER BY run_at LIMIT ?";
+
+/// The queues with rows: a loose scan of the claim index's first column.
+pub const PRUNE_QUEUES: &str = "SELECT DISTINCT queue FROM jobq_jobs";
+
+/// The next priority after `?` among one queue's rows of one status: one
+/// descent of the claim index (a `DISTINCT` would read every entry).
+pub const PRUNE_NEXT_PRIORITY: &str =
+    "SELECT MIN(priority) FROM jobq_jobs WHERE queue = ? AND status = ? AND priority > ?";
 
 const REAP_SELECT: &str = "SELECT id FROM jobq_jobs \
      WHERE queue = ? AND status = 'processing' AND run_at < UTC_TIMESTAMP(6) \
@@ -424,7 +439,7 @@ impl MySqlStore {
         for chunk in fences.chunks(IN_CHUNK) {
             total += retry_transient(is_transient, || {
                 self.fenced_update(
-                    "UPDATE jobq_jobs SET status = 'done', finished_at = UTC_TIMESTAMP(6), lease_token = NULL",
+                    "UPDATE jobq_jobs SET status = 'done', finished_at = UTC_TIMESTAMP(6), run_at = UTC_TIMESTAMP(6), lease_token = NULL",
                     None,
                     chunk,
                 )
@@ -553,7 +568,7 @@ impl MySqlStore {
              last_error = CONCAT('lease expired during attempt ', attempts, ': worker ', COALESCE(claimed_by, '?'), ' stopped renewing it (crashed, killed or stalled)'), \
              finished_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), NULL), \
              status = IF(attempts >= max_attempts, 'failed', 'pending'), \
-             run_at = created_at, lease_token = NULL \
+             run_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), created_at), lease_token = NULL \
              WHERE id IN ({})",
             placeholders(padded_ids.len())
         );
@@ -581,30 +596,57 @@ impl MySqlStore {
         row.map(|row| job_info(&row)).transpose()
     }
 
+    /// Deletes up to `limit` rows: [`PRUNE`] for each queue, status and
+    /// priority that has rows, until `limit` is reached.
     pub(crate) async fn prune(
         &self,
         which: Prunable,
         older_than: Duration,
         limit: u32,
     ) -> Result<u64> {
-        let [a, b] = which.statuses();
-        retry_transient(is_transient, || async {
-            sqlx::query(PRUNE)
-                .bind(micros(older_than))
-                .bind(a)
-                .bind(b)
-                .bind(limit)
-                .execute(&self.pool)
-                .await
-                .map(|r| r.rows_affected())
-        })
-        .await
+        let mut statuses = which.statuses().to_vec();
+        statuses.dedup();
+        let queues: Vec<Text> = sqlx::query_scalar(PRUNE_QUEUES)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut left = u64::from(limit);
+        for Text(queue) in &queues {
+            for status in &statuses {
+                let mut after = i32::from(i16::MIN) - 1;
+                while let Some(priority) = sqlx::query_scalar::<_, Option<i16>>(PRUNE_NEXT_PRIORITY)
+                    .bind(queue)
+                    .bind(status)
+                    .bind(after)
+                    .fetch_one(&self.pool)
+                    .await?
+                {
+                    after = i32::from(priority);
+                    let deleted = retry_transient(is_transient, || async {
+                        sqlx::query(PRUNE)
+                            .bind(queue)
+                            .bind(status)
+                            .bind(priority)
+                            .bind(micros(older_than))
+                            .bind(left)
+                            .execute(&self.pool)
+                            .await
+                            .map(|r| r.rows_affected())
+                    })
+                    .await?;
+                    left -= deleted.min(left);
+                    if left == 0 {
+                        return Ok(u64::from(limit));
+                    }
+                }
+            }
+        }
+        Ok(u64::from(limit) - left)
     }
 
     pub(crate) async fn cancel(&self, id: i64) -> Result<bool> {
         let affected = retry_transient(is_transient, || async {
             sqlx::query(
-                "UPDATE jobq_jobs SET status = 'cancelled', finished_at = UTC_TIMESTAMP(6), lease_token = NULL \
+                "UPDATE jobq_jobs SET status = 'cancelled', finished_at = UTC_TIMESTAMP(6), run_at = UTC_TIMESTAMP(6), lease_token = NULL \
                  WHERE id = ? AND status IN ('pending', 'processing')",
             )
             .bind(id)
@@ -644,18 +686,7 @@ async fn apply_migrations(conn: &mut MySqlConnection) -> Result<(), sqlx::Error>
         .fetch_all(&mut *conn)
         .await?;
     for migration in migrate::pending(migrate::MYSQL, &applied) {
-        // DDL commits on its own: an index created by a run that stopped
-        // before recording its version is there already (1061, duplicate key name).
-        match conn.execute(migration.sql).await {
-            Err(error)
-                if error
-                    .as_database_error()
-                    .and_then(|e| e.try_downcast_ref::<MySqlDatabaseError>())
-                    .is_some_and(|e| e.number() == 1061) => {}
-            other => {
-                other?;
-            }
-        }
+        conn.execute(migration.sql).await?;
         sqlx::query(
             "INSERT INTO jobq_migrations (version, description, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))",
         )

@@ -176,7 +176,7 @@ pub const PRUNE: &str = "DELETE FROM jobq_jobs WHERE id IN (
    AND status = ANY($2)";
 
 const CANCEL: &str = "UPDATE jobq_jobs
-   SET status = 'cancelled', finished_at = now(), lease_token = NULL
+   SET status = 'cancelled', finished_at = now(), run_at = now(), lease_token = NULL
  WHERE id = $1 AND status IN ('pending', 'processing')";
 
 const RETRY: &str = "UPDATE jobq_jobs SET status = 'pending', run_at = now(), finished_at = NULL,

@@ -94,7 +94,7 @@ const REAP: &str = "UPDATE jobq_jobs SET \
          || ' stopped renewing it (crashed, killed or stalled)', \
      finished_at = CASE WHEN attempts >= max_attempts THEN ?1 ELSE NULL END, \
      status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END, \
-     run_at = created_at, lease_token = NULL \
+     run_at = CASE WHEN attempts >= max_attempts THEN ?1 ELSE created_at END, lease_token = NULL \
      WHERE id IN (SELECT id FROM jobq_jobs \
                   WHERE queue = ?2 AND status = 'processing' AND run_at < ?1 \
                   ORDER BY priority, run_at, id LIMIT ?3)";
@@ -109,7 +109,7 @@ pub const PRUNE: &str = "DELETE FROM jobq_jobs WHERE id IN ( \
      ORDER BY finished_at LIMIT ?4) \
      AND status IN (?2, ?3)";
 
-const CANCEL: &str = "UPDATE jobq_jobs SET status = 'cancelled', finished_at = ?1, lease_token = NULL \
+const CANCEL: &str = "UPDATE jobq_jobs SET status = 'cancelled', finished_at = ?1, run_at = ?1, lease_token = NULL \
      WHERE id = ?2 AND status IN ('pending', 'processing')";
 
 const RETRY: &str = "UPDATE jobq_jobs SET status = 'pending', run_at = ?1, finished_at = NULL, \
@@ -764,7 +764,7 @@ struct Fenced {
 }
 
 /// `?1` finished_at.
-const COMPLETE: &str = "UPDATE jobq_jobs SET status = 'done', finished_at = ?1, lease_token = NULL \
+const COMPLETE: &str = "UPDATE jobq_jobs SET status = 'done', finished_at = ?1, run_at = ?1, lease_token = NULL \
      WHERE status = 'processing' AND id IN (SELECT value FROM json_each(?2)) \
      AND lease_token IN (SELECT value FROM json_each(?3))";
 

@@ -1,0 +1,108 @@
+//! The `jobq` binary against a SQLite file: every command, its output and
+//! its exit status.
+
+use std::process::{Command, Output};
+
+use jobq_runtime::{Enqueue, JobStatus, Jobq, job};
+
+#[job(name = "cli_probe")]
+async fn probe(n: u64) {
+    let _ = n;
+}
+
+fn jobq_cli(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_jobq"))
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .output()
+        .expect("the jobq binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn every_command_does_what_it_says_and_exits_accordingly() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("cli.db").display());
+
+    let migrate = jobq_cli(&url, &["migrate"]);
+    assert!(migrate.status.success(), "{migrate:?}");
+
+    let jobq = Jobq::connect(&url).await.unwrap();
+    let on = || Enqueue::new().queue("cli");
+    let a = jobq.enqueue_with(Probe::new(1), on()).await.unwrap().id;
+    let b = jobq.enqueue_with(Probe::new(2), on()).await.unwrap().id;
+
+    let counts = jobq_cli(&url, &["counts", "cli"]);
+    assert!(counts.status.success());
+    assert!(
+        stdout(&counts).contains("pending 2\n"),
+        "{}",
+        stdout(&counts)
+    );
+
+    let show = jobq_cli(&url, &["show", &a.to_string()]);
+    assert!(show.status.success());
+    let text = stdout(&show);
+    assert!(
+        text.contains("job cli_probe\n") && text.contains("status pending\n"),
+        "{text}"
+    );
+    assert!(text.contains("payload {\"n\":1}\n"), "{text}");
+
+    let cancel = jobq_cli(&url, &["cancel", &a.to_string()]);
+    assert!(cancel.status.success(), "{cancel:?}");
+    assert_eq!(
+        jobq.job(a).await.unwrap().unwrap().status,
+        JobStatus::Cancelled
+    );
+    let again = jobq_cli(&url, &["cancel", &a.to_string()]);
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "cancelling twice does not apply"
+    );
+
+    let retry = jobq_cli(&url, &["retry", &a.to_string()]);
+    assert!(retry.status.success(), "{retry:?}");
+    assert_eq!(
+        jobq.job(a).await.unwrap().unwrap().status,
+        JobStatus::Pending
+    );
+
+    assert!(jobq.cancel(b).await.unwrap());
+    let prune = jobq_cli(&url, &["prune", "--finished", "0s"]);
+    assert!(prune.status.success(), "{prune:?}");
+    assert!(
+        stdout(&prune).contains("deleted 1 done or cancelled jobs"),
+        "{}",
+        stdout(&prune)
+    );
+    assert!(jobq.job(b).await.unwrap().is_none());
+    assert!(
+        jobq.job(a).await.unwrap().is_some(),
+        "the pending job stays"
+    );
+
+    let missing = jobq_cli(&url, &["show", "999999"]);
+    assert_eq!(missing.status.code(), Some(2));
+    let nothing = jobq_cli(&url, &["prune"]);
+    assert_eq!(nothing.status.code(), Some(2), "prune needs an age");
+    let bad_age = jobq_cli(&url, &["prune", "--finished", "a while"]);
+    assert!(!bad_age.status.success());
+    assert!(String::from_utf8_lossy(&bad_age.stderr).contains("a while"));
+}
+
+#[test]
+fn an_unreachable_database_is_an_error_with_a_message() {
+    let output = jobq_cli("mysql://nobody@127.0.0.1:1/none", &["counts", "q"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("jobq: no connection to the database within 5 s"),
+        "{stderr}"
+    );
+}

@@ -403,58 +403,6 @@ async fn settles_and_heartbeats_look_fences_up_by_primary_key() {
         .expect("clean up");
 }
 
-/// A settle and a heartbeat (or two heartbeats) of the same rows, given in
-/// opposite orders, at the same time: they lock in id order, so one waits
-/// for the other and neither is aborted as a deadlock (which PostgreSQL
-/// reports only after `deadlock_timeout`, a second in which the worker stalls).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn settles_and_heartbeats_of_the_same_rows_never_deadlock() {
-    let Some(jobq) = jobq(4).await else { return };
-    let queue = unique("deadlock");
-    let run = |sql: &'static str, ids: Vec<i64>, with_lease: bool| {
-        let pool = pool(&jobq).clone();
-        async move {
-            let tokens = vec![7i64; ids.len()];
-            let query = sqlx::query(sql).bind(ids).bind(tokens);
-            let query = if with_lease {
-                query.bind(30_000_000i64)
-            } else {
-                query
-            };
-            query.execute(&pool).await
-        }
-    };
-    for round in 0..20 {
-        let ids: Vec<i64> = sqlx::query_scalar(
-            "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, status, lease_token)
-             SELECT $1, 'pg_test_note', '{\"n\":0}', 0, now() + interval '1 minute', 3, 'processing', 7
-               FROM generate_series(1, 300)
-             RETURNING id",
-        )
-        .bind(&queue)
-        .fetch_all(pool(&jobq))
-        .await
-        .expect("insert rows");
-        let reversed: Vec<i64> = ids.iter().rev().copied().collect();
-        let (a, b) = tokio::join!(
-            run(HEARTBEAT, ids.clone(), true),
-            run(HEARTBEAT, reversed.clone(), true)
-        );
-        for result in [a, b] {
-            result.unwrap_or_else(|e| panic!("round {round}, two heartbeats: {e}"));
-        }
-        let (a, b) = tokio::join!(run(COMPLETE, ids, false), run(HEARTBEAT, reversed, true));
-        for result in [a, b] {
-            result.unwrap_or_else(|e| panic!("round {round}, a settle and a heartbeat: {e}"));
-        }
-    }
-    sqlx::query("DELETE FROM jobq_jobs WHERE queue = $1")
-        .bind(&queue)
-        .execute(pool(&jobq))
-        .await
-        .expect("clean up");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_skips_rows_another_open_claim_holds_without_waiting() {
     let Some(jobq) = jobq(4).await else { return };

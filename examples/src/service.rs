@@ -1,0 +1,154 @@
+//! A sign-up service with jobq inside: one process serves HTTP and runs the
+//! worker. `POST /signup` stores the user and enqueues the welcome mail in
+//! the same SQLite transaction (an outbox: the job exists exactly when the
+//! user does); `GET /jobs/{id}` shows where the job is.
+
+use std::time::Duration;
+
+use axum::extract::{Path, State as AxumState};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use jobq_runtime::{JobContext, Jobq, State, Worker, WorkerBuilder, job};
+use serde::{Deserialize, Serialize};
+use sqlx::SqlitePool;
+
+/// Sends the welcome mail (here: records it in `sent_mail`, idempotently,
+/// since a job may run more than once after a crash).
+#[job(
+    name = "service_welcome",
+    queue = "mail",
+    max_attempts = 5,
+    key = "welcome:{user_id}"
+)]
+async fn welcome(ctx: JobContext, db: State<SqlitePool>, user_id: i64) -> Result<(), String> {
+    sqlx::query("INSERT OR IGNORE INTO sent_mail (mail_key, user_id) VALUES (?, ?)")
+        .bind(ctx.idempotency_key())
+        .bind(user_id)
+        .execute(&*db)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// What the handlers share.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// jobq on the service's database.
+    pub jobq: Jobq,
+    /// The service's own pool (the same database).
+    pub db: SqlitePool,
+}
+
+impl App {
+    /// Opens the SQLite database at `url`, migrates jobq and creates the
+    /// service's tables.
+    pub async fn open(url: &str) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        let jobq = Jobq::connect(url).await?;
+        jobq.migrate().await?;
+        let db = jobq
+            .sqlite_pool()
+            .ok_or("this example keeps its users in SQLite")?
+            .clone();
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS users (id INTEGER PRIMARY KEY, email TEXT NOT NULL UNIQUE)",
+        )
+        .execute(&db)
+        .await?;
+        sqlx::query("CREATE TABLE IF NOT EXISTS sent_mail (mail_key TEXT PRIMARY KEY, user_id INTEGER NOT NULL)")
+            .execute(&db)
+            .await?;
+        Ok(Self { jobq, db })
+    }
+
+    /// The HTTP routes.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/signup", post(signup))
+            .route("/jobs/{id}", get(job_status))
+            .with_state(self.clone())
+    }
+
+    /// The worker that sends the mail, with the pool its handler needs.
+    pub fn worker(&self) -> WorkerBuilder {
+        Worker::builder(self.jobq.clone())
+            .queue("mail", 8)
+            .state(self.db.clone())
+            .poll_interval(Duration::from_millis(200))
+    }
+}
+
+/// `POST /signup` body.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Signup {
+    /// The new user's address.
+    pub email: String,
+}
+
+/// `POST /signup` answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SignedUp {
+    /// The new user.
+    pub user_id: i64,
+    /// The welcome mail's job.
+    pub job_id: i64,
+}
+
+/// `GET /jobs/{id}` answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct JobView {
+    /// `pending`, `processing`, `done`, `failed` or `cancelled`.
+    pub status: String,
+    /// Attempts so far.
+    pub attempts: u32,
+}
+
+type Failure = (StatusCode, String);
+
+fn internal(error: impl std::fmt::Display) -> Failure {
+    (StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+}
+
+async fn signup(
+    AxumState(app): AxumState<App>,
+    Json(body): Json<Signup>,
+) -> Result<(StatusCode, Json<SignedUp>), Failure> {
+    let mut tx = app.db.begin().await.map_err(internal)?;
+    let user_id: i64 = sqlx::query_scalar("INSERT INTO users (email) VALUES (?) RETURNING id")
+        .bind(&body.email)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| {
+            (
+                StatusCode::CONFLICT,
+                format!("cannot sign up {}: {e}", body.email),
+            )
+        })?;
+    // Commits with the user or not at all.
+    let job = app
+        .jobq
+        .enqueue_in(&mut *tx, Welcome::new(user_id))
+        .await
+        .map_err(internal)?;
+    tx.commit().await.map_err(internal)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(SignedUp {
+            user_id,
+            job_id: job.id,
+        }),
+    ))
+}
+
+async fn job_status(
+    AxumState(app): AxumState<App>,
+    Path(id): Path<i64>,
+) -> Result<Json<JobView>, Failure> {
+    match app.jobq.job(id).await.map_err(internal)? {
+        Some(job) => Ok(Json(JobView {
+            status: job.status.as_str().to_owned(),
+            attempts: job.attempts,
+        })),
+        None => Err((StatusCode::NOT_FOUND, format!("no job {id}"))),
+    }
+}

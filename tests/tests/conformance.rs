@@ -143,6 +143,19 @@ fn on(queue: &str) -> Enqueue {
     Enqueue::new().queue(queue)
 }
 
+/// Enqueues `jobs` in one batch; their ids, in order.
+async fn enqueue_ids<J: Job>(
+    jobq: &Jobq,
+    jobs: impl IntoIterator<Item = (J, Enqueue)>,
+) -> Vec<i64> {
+    jobq.enqueue_many_with(jobs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect()
+}
+
 async fn stop(handle: WorkerHandle) {
     handle
         .shutdown(Duration::from_secs(10))
@@ -601,13 +614,11 @@ async fn a_job_ahead_of_a_draining_backlog_runs_before_the_backlog_is_done(db: T
     let jobq = db.jobq().await;
     let queue = unique_queue("ahead");
     // 2,000 jobs of 3 ms on 4 slots: at least 1.5 s of draining.
-    let backlog: Vec<i64> = jobq
-        .enqueue_many_with((0..2_000).map(|_| (Long::new(3), on(&queue).priority(5))))
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.id)
-        .collect();
+    let backlog = enqueue_ids(
+        &jobq,
+        (0..2_000).map(|_| (Long::new(3), on(&queue).priority(5))),
+    )
+    .await;
     let recorder = Recorder::default();
     let handle = worker(&jobq, &queue, 4, &recorder).build().unwrap().start();
     wait_until("200 backlog jobs ran", LONG, || async {
@@ -1039,13 +1050,7 @@ async fn shutdown_mid_drain_hands_back_jobs_claimed_ahead_uncounted(db: TestDb) 
     let jobq = db.jobq().await;
     let queue = unique_queue("ahead");
     let total = 3000;
-    let ids: Vec<i64> = jobq
-        .enqueue_many_with((0..total).map(|n| (Record::new(n), on(&queue))))
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.id)
-        .collect();
+    let ids = enqueue_ids(&jobq, (0..total).map(|n| (Record::new(n), on(&queue)))).await;
     let recorder = Recorder::default();
     let handle = worker(&jobq, &queue, 4, &recorder).build().unwrap().start();
     wait_until("some jobs ran", LONG, || async {

@@ -196,23 +196,14 @@ impl Store {
         dispatch!(self, s => s.claim(queue, limit, lease, worker).await)
     }
 
-    /// Deletes up to `limit` rows of the `which` kind that finished more
-    /// than `older_than` ago, oldest first; returns how many.
-    async fn prune(&self, which: Prunable, older_than: Duration, limit: u32) -> Result<u64> {
-        dispatch!(self, s => s.prune(which, older_than, limit).await)
-    }
-
     /// Deletes every row of the `which` kind that finished more than
-    /// `older_than` ago, [`PRUNE_BATCH`] rows per statement (each a short
-    /// transaction); returns how many.
+    /// `older_than` ago, oldest first, [`PRUNE_BATCH`] rows per statement
+    /// (each a short transaction); returns how many.
     pub(crate) async fn prune_all(&self, which: Prunable, older_than: Duration) -> Result<u64> {
-        let mut total = 0;
-        loop {
-            let deleted = self.prune(which, older_than, PRUNE_BATCH).await?;
-            total += deleted;
-            if deleted < u64::from(PRUNE_BATCH) {
-                return Ok(total);
-            }
+        match self {
+            Self::MySql(s) => s.prune_all(which, older_than).await,
+            Self::Postgres(s) => in_batches(|limit| s.prune(which, older_than, limit)).await,
+            Self::Sqlite(s) => in_batches(|limit| s.prune(which, older_than, limit)).await,
         }
     }
 
@@ -330,9 +321,25 @@ where
     }
 }
 
-/// Microseconds in `d`, saturated to what a signed 64-bit column holds.
 /// Rows one prune statement deletes at most.
 const PRUNE_BATCH: u32 = 1000;
+
+/// Runs `delete` (a statement deleting at most its argument's rows) until
+/// it deletes fewer than [`PRUNE_BATCH`]; returns how many it deleted.
+pub(crate) async fn in_batches<F, Fut>(mut delete: F) -> Result<u64>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: std::future::Future<Output = Result<u64>>,
+{
+    let mut total = 0;
+    loop {
+        let deleted = delete(PRUNE_BATCH).await?;
+        total += deleted;
+        if deleted < u64::from(PRUNE_BATCH) {
+            return Ok(total);
+        }
+    }
+}
 
 /// Which finished rows a prune deletes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -344,15 +351,16 @@ pub(crate) enum Prunable {
 }
 
 impl Prunable {
-    /// The statuses, as the two values of a `status IN (?, ?)`.
-    pub(crate) fn statuses(self) -> [&'static str; 2] {
+    /// The statuses it deletes.
+    pub(crate) fn statuses(self) -> &'static [&'static str] {
         match self {
-            Self::Finished => ["done", "cancelled"],
-            Self::Failed => ["failed", "failed"],
+            Self::Finished => &["done", "cancelled"],
+            Self::Failed => &["failed"],
         }
     }
 }
 
+/// Microseconds in `d`, saturated to what a signed 64-bit column holds.
 pub(crate) fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }

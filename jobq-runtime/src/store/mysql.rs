@@ -24,8 +24,8 @@ use sqlx::{Connection, Executor, MySqlConnection, MySqlPool, Row};
 
 use super::stash::Stash;
 use super::{
-    ClaimedJob, Fence, NewJob, Prunable, Target, Transition, micros, migrate, new_token, padded,
-    placeholders, retry_transient,
+    ClaimedJob, Fence, NewJob, Prunable, Target, Transition, in_batches, micros, migrate,
+    new_token, padded, placeholders, retry_transient,
 };
 use crate::types::{Enqueued, JobInfo, RunAt};
 use crate::{Error, Result};
@@ -389,10 +389,10 @@ impl MySqlStore {
         let mut conn = self.conns.get().await?;
         let result = claim_from(&mut conn, queue, limit, lease, worker, position).await;
         let batch = conn.done(result)?;
-        let rescanned = batch
-            .resumed
-            .then(|| position.map(|p| p.rescanned))
-            .flatten();
+        let rescanned = match position {
+            Some(p) if batch.resumed => p.rescanned,
+            _ => Instant::now(),
+        };
         self.set_position(queue, batch.end, rescanned);
         Ok(batch.jobs)
     }
@@ -411,24 +411,18 @@ impl MySqlStore {
     }
 
     /// Records where a claim ended: `end` is its last row if it got all it
-    /// asked for; `rescanned` is when the last claim from the beginning ran,
-    /// `None` if this one did.
-    fn set_position(&self, queue: &str, end: Option<ClaimKey>, rescanned: Option<Instant>) {
+    /// asked for; `rescanned` is when the last claim from the beginning ran.
+    fn set_position(&self, queue: &str, end: Option<ClaimKey>, rescanned: Instant) {
         let mut positions = self
             .positions
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        match end {
-            Some(after) => {
-                let rescanned = rescanned.unwrap_or_else(Instant::now);
-                match positions.get_mut(queue) {
-                    Some(p) => *p = Position { after, rescanned },
-                    None => {
-                        positions.insert(queue.to_owned(), Position { after, rescanned });
-                    }
-                }
+        match (end, positions.get_mut(queue)) {
+            (Some(after), Some(position)) => *position = Position { after, rescanned },
+            (Some(after), None) => {
+                positions.insert(queue.to_owned(), Position { after, rescanned });
             }
-            None => {
+            (None, _) => {
                 positions.remove(queue);
             }
         }
@@ -596,22 +590,16 @@ impl MySqlStore {
         row.map(|row| job_info(&row)).transpose()
     }
 
-    /// Deletes up to `limit` rows: [`PRUNE`] for each queue, status and
-    /// priority that has rows, until `limit` is reached.
-    pub(crate) async fn prune(
-        &self,
-        which: Prunable,
-        older_than: Duration,
-        limit: u32,
-    ) -> Result<u64> {
-        let mut statuses = which.statuses().to_vec();
-        statuses.dedup();
+    /// Deletes every row of the `which` kind that finished more than
+    /// `older_than` ago: [`PRUNE`] in batches for each queue, status and
+    /// priority that has rows.
+    pub(crate) async fn prune_all(&self, which: Prunable, older_than: Duration) -> Result<u64> {
         let queues: Vec<Text> = sqlx::query_scalar(PRUNE_QUEUES)
             .fetch_all(&self.pool)
             .await?;
-        let mut left = u64::from(limit);
+        let mut total = 0;
         for Text(queue) in &queues {
-            for status in &statuses {
+            for status in which.statuses() {
                 let mut after = i32::from(i16::MIN) - 1;
                 while let Some(priority) = sqlx::query_scalar::<_, Option<i16>>(PRUNE_NEXT_PRIORITY)
                     .bind(queue)
@@ -621,26 +609,24 @@ impl MySqlStore {
                     .await?
                 {
                     after = i32::from(priority);
-                    let deleted = retry_transient(is_transient, || async {
-                        sqlx::query(PRUNE)
-                            .bind(queue)
-                            .bind(status)
-                            .bind(priority)
-                            .bind(micros(older_than))
-                            .bind(left)
-                            .execute(&self.pool)
-                            .await
-                            .map(|r| r.rows_affected())
+                    total += in_batches(|limit| {
+                        retry_transient(is_transient, move || async move {
+                            sqlx::query(PRUNE)
+                                .bind(queue)
+                                .bind(status)
+                                .bind(priority)
+                                .bind(micros(older_than))
+                                .bind(limit)
+                                .execute(&self.pool)
+                                .await
+                                .map(|r| r.rows_affected())
+                        })
                     })
                     .await?;
-                    left -= deleted.min(left);
-                    if left == 0 {
-                        return Ok(u64::from(limit));
-                    }
                 }
             }
         }
-        Ok(u64::from(limit) - left)
+        Ok(total)
     }
 
     pub(crate) async fn cancel(&self, id: i64) -> Result<bool> {

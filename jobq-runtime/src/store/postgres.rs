@@ -701,11 +701,10 @@ impl PgStore {
         older_than: Duration,
         limit: u32,
     ) -> Result<u64> {
-        let statuses = which.statuses();
         retry_transient(is_transient, || async {
             sqlx::query(PRUNE)
                 .bind(micros(older_than))
-                .bind(&statuses[..])
+                .bind(which.statuses())
                 .bind(i64::from(limit))
                 .execute(&self.pool)
                 .await

@@ -553,7 +553,9 @@ impl SqliteStore {
         older_than: Duration,
         limit: u32,
     ) -> Result<u64> {
-        let [a, b] = which.statuses();
+        // `IN (?2, ?3)`: one status is given twice.
+        let statuses = which.statuses();
+        let (a, b) = (statuses[0], statuses[statuses.len() - 1]);
         let deleted = retry_transient(is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;

@@ -38,15 +38,17 @@
 //! 2. A worker's claim loop takes up to *free slots* due rows of a queue, in
 //!    `priority, run_at, id` order, in one short transaction (`SELECT … FOR
 //!    UPDATE SKIP LOCKED` + `UPDATE`; one `UPDATE … RETURNING` on SQLite and
-//!    PostgreSQL). Each claimed row becomes `processing`, gets a new random
-//!    fencing token, and a lease: its `run_at` becomes the lease deadline.
+//!    PostgreSQL). Each claimed row becomes `processing`, gets a fencing token
+//!    of its own (the claim's random base plus the row's id, new at every
+//!    claim), and a lease: its `run_at` becomes the lease deadline.
 //! 3. Each handler runs in its own task, **outside any transaction**, under a
 //!    `jobq.job` tracing span (`job.id`, `job.name`, `job.queue`,
 //!    `job.attempt`, `job.outcome`), with its timeout; a panic is caught.
 //! 4. The outcome is settled *fenced*: the `UPDATE` applies only if the row is
-//!    still `processing` under that token. Successes are batched (one
-//!    statement per batch); a failure returns the row to `pending` with
-//!    `run_at` from the [`RetryPolicy`], or marks it `failed`.
+//!    still `processing` under that token (the exact row and token pair).
+//!    Successes are batched (one statement per batch); a failure returns the
+//!    row to `pending` with `run_at` from the [`RetryPolicy`], or marks it
+//!    `failed`.
 //! 5. Meanwhile heartbeats renew the leases of everything the worker holds
 //!    (one statement), and every worker's reaper returns rows whose lease
 //!    expired — their worker died — to `pending`.
@@ -115,6 +117,102 @@ pub mod __sql {
     pub use crate::store::mysql::PRUNE_QUEUES as MYSQL_PRUNE_QUEUES;
     pub use crate::store::postgres::PRUNE as POSTGRES_PRUNE;
     pub use crate::store::sqlite::PRUNE as SQLITE_PRUNE;
+}
+
+/// The store's fenced operations, one call each, for the fencing tests
+/// (`tests/tests/fencing.rs`), which interleave claims, settles, heartbeats
+/// and reaps of two claimers step by step; not public API.
+#[doc(hidden)]
+pub mod __store {
+    use std::time::Duration;
+
+    use crate::store::{Fence, Target, Transition};
+    use crate::{Jobq, Result};
+
+    /// A claim as the store handed it out.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct Claim {
+        /// The row.
+        pub id: i64,
+        /// The fencing token the claim wrote.
+        pub token: i64,
+        /// The attempt it started.
+        pub attempt: u32,
+        /// The row's `max_attempts`.
+        pub max_attempts: u32,
+    }
+
+    /// Claims up to `limit` due jobs of `queue` for `worker`.
+    pub async fn claim(
+        jobq: &Jobq,
+        queue: &str,
+        limit: u32,
+        lease: Duration,
+        worker: &str,
+    ) -> Result<Vec<Claim>> {
+        let claimed = jobq.store().claim(queue, limit, lease, worker).await?;
+        Ok(claimed
+            .into_iter()
+            .map(|c| Claim {
+                id: c.id,
+                token: c.token,
+                attempt: c.attempt,
+                max_attempts: c.max_attempts,
+            })
+            .collect())
+    }
+
+    /// Marks the `(id, token)` claims `done` in one batch; how many still held.
+    pub async fn complete(jobq: &Jobq, fences: &[(i64, i64)]) -> Result<u64> {
+        let fences: Vec<Fence> = fences
+            .iter()
+            .map(|&(id, token)| Fence { id, token })
+            .collect();
+        jobq.store().complete(&fences).await
+    }
+
+    /// Moves the claim `(id, token)` to `failed` or back to `pending` after
+    /// `delay`, refunding the attempt or not; whether it still held the row.
+    pub async fn transition(
+        jobq: &Jobq,
+        (id, token): (i64, i64),
+        failed: bool,
+        delay: Duration,
+        refund_attempt: bool,
+        error: Option<String>,
+    ) -> Result<bool> {
+        let transition = Transition {
+            fence: Fence { id, token },
+            target: if failed {
+                Target::Failed
+            } else {
+                Target::Pending
+            },
+            delay,
+            refund_attempt,
+            error,
+        };
+        jobq.store().transition(&transition).await
+    }
+
+    /// Renews the leases of the `(id, token)` claims; returns those no longer held.
+    pub async fn heartbeat(
+        jobq: &Jobq,
+        fences: &[(i64, i64)],
+        lease: Duration,
+    ) -> Result<Vec<(i64, i64)>> {
+        let fences: Vec<Fence> = fences
+            .iter()
+            .map(|&(id, token)| Fence { id, token })
+            .collect();
+        let lost = jobq.store().heartbeat(&fences, lease).await?;
+        Ok(lost.into_iter().map(|f| (f.id, f.token)).collect())
+    }
+
+    /// Returns up to `limit` expired rows of `queue`; how many.
+    pub async fn reap(jobq: &Jobq, queue: &str, limit: u32) -> Result<u64> {
+        jobq.store().reap(queue, limit).await
+    }
 }
 
 /// What code generated by `#[job]` refers to; not public API.

@@ -365,9 +365,27 @@ pub(crate) fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
-/// A fresh fencing token.
-pub(crate) fn new_token() -> i64 {
-    rand::random::<i64>() & i64::MAX
+/// A fresh base for the fencing tokens of one claim: random in `[0, 2^62)`.
+///
+/// Each row of the claim gets its own token, [`row_token`]`(base, id)` =
+/// `base + id`, written by the claim statement itself (`lease_token = ? + id`
+/// on every backend). With ids below 2^62 the sum cannot overflow.
+///
+/// Per-row tokens make a fence an exact `(id, token)` pair even where a
+/// settle or heartbeat matches `id IN (…) AND lease_token IN (…)` as two
+/// lists (MySQL, SQLite): a row whose current claim is not in the batch
+/// matches only if its token equals the token of another fence of the
+/// batch, `base₁ + id₁ = base₂ + id₂` for two independent random 62-bit
+/// bases, which is as likely as two equal random tokens. With one token per
+/// claim batch, a worker holding a stale attempt of job A (token T1) that had
+/// claimed A again with job B (token T2) settled A through B's T2.
+pub(crate) fn new_token_base() -> i64 {
+    rand::random::<i64>() & ((1 << 62) - 1)
+}
+
+/// The fencing token the claim with `base` writes into row `id`.
+pub(crate) fn row_token(base: i64, id: i64) -> i64 {
+    base + id
 }
 
 /// Pads a list to the next power of two by repeating its first element, so a

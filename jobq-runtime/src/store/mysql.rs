@@ -25,7 +25,7 @@ use sqlx::{Connection, Executor, MySqlConnection, MySqlPool, Row};
 use super::stash::Stash;
 use super::{
     ClaimedJob, Fence, NewJob, Prunable, Target, Transition, in_batches, micros, migrate,
-    new_token, padded, placeholders, retry_transient,
+    new_token_base, padded, placeholders, retry_transient, row_token,
 };
 use crate::types::{Enqueued, JobInfo, RunAt};
 use crate::{Error, Result};
@@ -445,10 +445,13 @@ impl MySqlStore {
 
     /// `<set> WHERE status = 'processing' AND id IN (…) AND lease_token IN (…)`.
     ///
-    /// Tokens are random 63-bit values, one per claim batch; a row re-claimed by
-    /// another worker carries another token, so matching the two lists
-    /// separately fences as exactly as matching pairs (a collision needs two
-    /// equal random 63-bit tokens).
+    /// Matching the two lists separately fences as exactly as matching pairs
+    /// because every row of a claim has a token of its own, `base + id`
+    /// ([`super::new_token_base`]): a fence's token names its row as well as
+    /// its claim, so a row matches another fence's token only if two random
+    /// 62-bit bases differ by exactly the difference of two ids. (With one
+    /// token per claim batch, a stale fence of a row batched with a fresh
+    /// fence of another row from the claim that re-took it matched that row.)
     async fn fenced_update(
         &self,
         set: &str,
@@ -456,7 +459,7 @@ impl MySqlStore {
         fences: &[Fence],
     ) -> Result<u64, sqlx::Error> {
         let ids = padded(&fences.iter().map(|f| f.id).collect::<Vec<_>>());
-        let tokens = padded(&distinct_tokens(fences));
+        let tokens = padded(&fences.iter().map(|f| f.token).collect::<Vec<_>>());
         let sql = format!(
             "{set} WHERE status = 'processing' AND id IN ({}) AND lease_token IN ({})",
             placeholders(ids.len()),
@@ -755,16 +758,16 @@ async fn claim_on(
         .last()
         .filter(|_| rows.len() >= limit as usize)
         .map(|r| (r.6, r.7, r.0));
-    let token = new_token();
+    let base = new_token_base();
     let ids = padded(&rows.iter().map(|r| r.0).collect::<Vec<_>>());
     let sql = format!(
-        "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, lease_token = ?, \
+        "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, lease_token = ? + id, \
              run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, claimed_by = ?, claimed_at = UTC_TIMESTAMP(6) \
              WHERE id IN ({})",
         placeholders(ids.len())
     );
     let mut update = sqlx::query(&sql)
-        .bind(token)
+        .bind(base)
         .bind(micros(lease))
         .bind(worker);
     for id in &ids {
@@ -783,7 +786,7 @@ async fn claim_on(
                     i64::from(attempts) + 1,
                     max_attempts.into(),
                     idempotency_key.map(|k| k.0),
-                    token,
+                    row_token(base, id),
                 )
             },
         )
@@ -908,13 +911,6 @@ fn run_at_binds(run_at: RunAt) -> (Option<NaiveDateTime>, i64) {
         RunAt::After(delay) => (None, micros(delay)),
         RunAt::At(at) => (Some(at.naive_utc()), 0),
     }
-}
-
-fn distinct_tokens(fences: &[Fence]) -> Vec<i64> {
-    let mut tokens: Vec<i64> = fences.iter().map(|f| f.token).collect();
-    tokens.sort_unstable();
-    tokens.dedup();
-    tokens
 }
 
 fn utc(t: NaiveDateTime) -> DateTime<Utc> {

@@ -38,8 +38,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::stash::Stash;
 use super::{
-    ClaimedJob, Fence, NewJob, Prunable, Target, Transition, micros, migrate, new_token,
-    retry_transient,
+    ClaimedJob, Fence, NewJob, Prunable, Target, Transition, micros, migrate, new_token_base,
+    retry_transient, row_token,
 };
 use crate::types::{Enqueued, JobInfo, RunAt};
 use crate::{Error, Result, wakeup};
@@ -529,13 +529,13 @@ impl PgStore {
         lease: Duration,
         worker: &str,
     ) -> Result<Vec<ClaimedJob>> {
-        let token = new_token();
+        let base = new_token_base();
         let mut rows: Vec<ClaimRow> = retry_transient(is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = sqlx::query_as(CLAIM)
                 .bind(queue)
                 .bind(i64::from(limit))
-                .bind(token)
+                .bind(base)
                 .bind(micros(lease))
                 .bind(worker)
                 .fetch_all(&mut *conn)
@@ -556,7 +556,7 @@ impl PgStore {
                         attempts.into(),
                         max_attempts.into(),
                         idempotency_key,
-                        token,
+                        row_token(base, id),
                     )
                 },
             )

@@ -37,8 +37,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::stash::Stash;
 use super::{
-    ClaimedJob, Fence, NewJob, Prunable, Target, Transition, micros, migrate, new_token,
-    retry_transient,
+    ClaimedJob, Fence, NewJob, Prunable, Target, Transition, micros, migrate, new_token_base,
+    retry_transient, row_token,
 };
 use crate::types::{Enqueued, JobInfo, RunAt};
 use crate::{Error, Result};
@@ -71,10 +71,11 @@ const PICK: &str = "SELECT id FROM jobq_jobs \
      WHERE queue = ?1 AND status = 'pending' AND run_at <= ?2 \
      ORDER BY priority, run_at, id LIMIT ?3";
 
-/// `?1` token, `?2` now, `?3` lease deadline, `?4` worker, `?5` the picked
-/// ids as a JSON array (one statement text for any batch size).
+/// `?1` the claim's token base (each row's token is base + id, see
+/// [`super::new_token_base`]), `?2` now, `?3` lease deadline, `?4` worker,
+/// `?5` the picked ids as a JSON array (one statement text for any batch size).
 const CLAIM: &str = "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, \
-     lease_token = ?1, run_at = ?3, claimed_by = ?4, claimed_at = ?2 \
+     lease_token = ?1 + id, run_at = ?3, claimed_by = ?4, claimed_at = ?2 \
      WHERE id IN (SELECT value FROM json_each(?5)) \
      RETURNING id, job_name, payload, attempts, max_attempts, idempotency_key";
 
@@ -425,11 +426,11 @@ impl SqliteStore {
         lease: Duration,
         worker: &str,
     ) -> Result<Vec<ClaimedJob>> {
-        let token = new_token();
+        let base = new_token_base();
         let jobs = retry_transient(is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
-            let result = claim_on(&mut conn, queue, limit, lease, worker, token).await;
+            let result = claim_on(&mut conn, queue, limit, lease, worker, base).await;
             conn.done(result)
         })
         .await?;
@@ -444,7 +445,7 @@ impl SqliteStore {
                         attempts,
                         max_attempts,
                         idempotency_key,
-                        token,
+                        row_token(base, id),
                     )
                 },
             )
@@ -714,7 +715,7 @@ async fn claim_on(
     limit: u32,
     lease: Duration,
     worker: &str,
-    token: i64,
+    base: i64,
 ) -> Result<Vec<ClaimRow>, sqlx::Error> {
     let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
     let now = now_micros();
@@ -730,7 +731,7 @@ async fn claim_on(
     }
     let ids = json_list(&picked);
     let mut rows: Vec<ClaimRow> = sqlx::query_as(CLAIM)
-        .bind(token)
+        .bind(base)
         .bind(now)
         .bind(now.saturating_add(micros(lease)))
         .bind(worker)
@@ -755,10 +756,13 @@ async fn claim_on(
 /// A `json_each` subquery is planned as a handful of rows, so each id is
 /// looked up by primary key whatever the statistics say (tested).
 ///
-/// Tokens are random 63-bit values, one per claim batch; a row re-claimed by
-/// another worker carries another token, so matching the two lists separately
-/// fences as exactly as matching pairs (a collision needs two equal random
-/// 63-bit tokens).
+/// Matching the two lists separately fences as exactly as matching pairs
+/// because every row of a claim has a token of its own, `base + id`
+/// ([`super::new_token_base`]): a fence's token names its row as well as its
+/// claim, so a row matches another fence's token only if two random 62-bit
+/// bases differ by exactly the difference of two ids. (With one token per
+/// claim batch, a stale fence of a row batched with a fresh fence of another
+/// row from the claim that re-took it matched that row.)
 struct Fenced {
     sql: &'static str,
     ids: String,
@@ -779,9 +783,7 @@ const HEARTBEAT: &str = "UPDATE jobq_jobs SET run_at = ?1 \
 impl Fenced {
     fn new(sql: &'static str, fences: &[Fence]) -> Self {
         let ids: Vec<i64> = fences.iter().map(|f| f.id).collect();
-        let mut tokens: Vec<i64> = fences.iter().map(|f| f.token).collect();
-        tokens.sort_unstable();
-        tokens.dedup();
+        let tokens: Vec<i64> = fences.iter().map(|f| f.token).collect();
         Self {
             sql,
             ids: json_list(&ids),

@@ -8,7 +8,8 @@ WITH picked AS (
     UPDATE jobq_jobs AS j
        SET status = 'processing',
            attempts = j.attempts + 1,
-           lease_token = $3,
+           -- each row's own token: the claim's random base + the id
+           lease_token = $3 + j.id,
            run_at = now() + $4 * interval '1 microsecond',
            claimed_by = $5,
            claimed_at = now()

@@ -1,0 +1,622 @@
+//! Fencing: a settle, a heartbeat or a release applies only through the
+//! exact claim — row *and* token — that holds the row now.
+//!
+//! Two kinds of test, on every backend, driving the store step by step
+//! through `jobq_runtime::__store` (one call per store operation):
+//!
+//! - the scenarios of issue 13, finding 1: one worker holds a stale attempt
+//!   of job A and has re-claimed A together with B; a batch of its stale
+//!   claim of A and its claim of B must not touch A;
+//! - a model-based test: a seeded random schedule of claims, successes
+//!   (batched), failures, snoozes, heartbeats, lease expiries, reaps,
+//!   cancels, retries, prunes and shutdowns by two claimers sharing rows,
+//!   checked after every step against a model of what each row must be. A
+//!   settle counts only when it comes from the row's latest claim; after
+//!   both claimers shut down nothing is `processing`.
+//!
+//! The model-based test runs `JOBQ_FENCING_SEEDS` seeds (default 8) of
+//! `JOBQ_FENCING_STEPS` steps (default 150) per backend; a failure names
+//! its seed and step and prints the steps before it.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use jobq_runtime::__store::{self, Claim};
+use jobq_runtime::{Enqueue, JobStatus, Jobq, job};
+use jobq_tests::sql::{Arg, Db};
+use jobq_tests::{TestDb, unique_queue};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// Never runs: these tests claim and settle its rows themselves.
+#[job(name = "fencing_model", max_attempts = 2)]
+async fn model_job(n: u64) {
+    let _ = n;
+}
+
+/// Long enough that no lease runs out unless a test expires it on purpose.
+const LEASE: Duration = Duration::from_secs(60);
+
+async fn enqueue(jobq: &Jobq, queue: &str, n: u64) -> i64 {
+    jobq.enqueue_with(ModelJob::new(n), Enqueue::new().queue(queue))
+        .await
+        .expect("enqueue")
+        .id
+}
+
+async fn claim(jobq: &Jobq, queue: &str, limit: u32, worker: &str) -> Vec<Claim> {
+    __store::claim(jobq, queue, limit, LEASE, worker)
+        .await
+        .expect("claim")
+}
+
+async fn status(jobq: &Jobq, id: i64) -> (JobStatus, u32) {
+    let info = jobq.job(id).await.expect("job").expect("row exists");
+    (info.status, info.attempts)
+}
+
+fn fence(claim: &Claim) -> (i64, i64) {
+    (claim.id, claim.token)
+}
+
+/// Job A claimed by worker `w` (attempt 1, token T1), cancelled and retried
+/// while that attempt runs, then claimed again by `w` together with job B in
+/// one claim (A's attempt 2 and B). Returns (A's attempt 1, A's attempt 2, B).
+async fn stale_and_reclaimed(jobq: &Jobq, queue: &str) -> (Claim, Claim, Claim) {
+    let a = enqueue(jobq, queue, 1).await;
+    let first = claim(jobq, queue, 1, "w").await;
+    assert_eq!(first.iter().map(|c| c.id).collect::<Vec<_>>(), vec![a]);
+    assert!(jobq.cancel(a).await.expect("cancel"));
+    assert!(jobq.retry(a).await.expect("retry"));
+    let b = enqueue(jobq, queue, 2).await;
+    let second = claim(jobq, queue, 2, "w").await;
+    let find = |id| *second.iter().find(|c| c.id == id).expect("claimed");
+    assert_eq!(second.len(), 2, "{second:?}");
+    (first[0], find(a), find(b))
+}
+
+/// A worker's stale success of job A, batched with its success of job B
+/// from the claim that also took A again, settles B only: A's second attempt
+/// still holds the row, and its own outcome (here a failure) is applied.
+async fn a_stale_success_cannot_settle_a_job_its_worker_reclaimed(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("fence-stale-success");
+    let (stale, current, b) = stale_and_reclaimed(&jobq, &queue).await;
+
+    let settled = __store::complete(&jobq, &[fence(&stale), fence(&b)])
+        .await
+        .expect("complete");
+    assert_eq!(settled, 1, "only B's success holds its row");
+    assert_eq!(status(&jobq, stale.id).await, (JobStatus::Processing, 2));
+    assert_eq!(status(&jobq, b.id).await, (JobStatus::Done, 1));
+
+    let failed = __store::transition(
+        &jobq,
+        fence(&current),
+        false,
+        Duration::ZERO,
+        false,
+        Some("attempt 2 failed".into()),
+    )
+    .await
+    .expect("transition");
+    assert!(failed, "the second attempt still holds A");
+    let info = jobq.job(stale.id).await.unwrap().unwrap();
+    assert_eq!(info.status, JobStatus::Pending);
+    assert_eq!(info.last_error.as_deref(), Some("attempt 2 failed"));
+}
+
+/// A heartbeat of the same worker's stale claim of A (batched with its claim
+/// of B) reports that claim lost instead of renewing A's lease through the
+/// other claim.
+async fn a_stale_heartbeat_is_reported_lost_although_its_worker_reclaimed_the_job(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("fence-stale-heartbeat");
+    let (stale, current, b) = stale_and_reclaimed(&jobq, &queue).await;
+
+    let lost = __store::heartbeat(&jobq, &[fence(&stale), fence(&b)], LEASE)
+        .await
+        .expect("heartbeat");
+    assert_eq!(lost, vec![fence(&stale)]);
+    let lost = __store::heartbeat(&jobq, &[fence(&current), fence(&b)], LEASE)
+        .await
+        .expect("heartbeat");
+    assert!(lost.is_empty(), "{lost:?}");
+}
+
+/// Every claim token is the claim's own: no two rows of one claim share one.
+async fn each_claimed_row_gets_a_token_of_its_own(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("fence-row-tokens");
+    for n in 0..4 {
+        enqueue(&jobq, &queue, n).await;
+    }
+    let claimed = claim(&jobq, &queue, 4, "w").await;
+    assert_eq!(claimed.len(), 4);
+    let mut tokens: Vec<i64> = claimed.iter().map(|c| c.token).collect();
+    tokens.sort_unstable();
+    tokens.dedup();
+    assert_eq!(tokens.len(), 4, "{claimed:?}");
+}
+
+// ---------------------------------------------------------------------------
+// The model.
+
+/// What a row must be.
+#[derive(Debug, Clone)]
+struct Row {
+    status: JobStatus,
+    /// The token of the claim that holds it, while `processing`.
+    token: Option<i64>,
+    attempts: u32,
+    max_attempts: u32,
+    /// Whether a claim may take it now (`pending` rows only).
+    due: bool,
+    /// Whether its lease was made to pass (`processing` rows only).
+    expired: bool,
+}
+
+impl Row {
+    /// Whether `claim` is the claim that holds this row now.
+    fn held_by(&self, token: i64) -> bool {
+        self.status == JobStatus::Processing && self.token == Some(token)
+    }
+
+    fn leave_processing(&mut self, status: JobStatus, due: bool) {
+        self.status = status;
+        self.token = None;
+        self.due = due;
+        self.expired = false;
+    }
+}
+
+struct Model {
+    jobq: Jobq,
+    db: Db,
+    queue: String,
+    rows: BTreeMap<i64, Row>,
+    /// What each claimer believes it holds.
+    held: [Vec<Claim>; 2],
+    /// The claimer whose turn it is.
+    turn: usize,
+    enqueued: u64,
+    /// The steps so far, for the failure message.
+    log: Vec<String>,
+}
+
+const WORKERS: [&str; 2] = ["model-w0", "model-w1"];
+
+impl Model {
+    fn check(&self, ok: bool, what: impl FnOnce() -> String) {
+        if !ok {
+            let start = self.log.len().saturating_sub(40);
+            panic!(
+                "{}: {}\nsteps (last {} of {}):\n  {}",
+                self.log[0],
+                what(),
+                self.log.len() - start,
+                self.log.len(),
+                self.log[start..].join("\n  ")
+            );
+        }
+    }
+
+    fn row(&mut self, id: i64) -> &mut Row {
+        self.rows.get_mut(&id).expect("a modelled row")
+    }
+
+    async fn step(&mut self, rng: &mut StdRng) {
+        // The claimers take turns in runs of steps, so one of them often
+        // claims again rows it still holds stale attempts of.
+        if rng.random_bool(0.25) {
+            self.turn = 1 - self.turn;
+        }
+        let w = self.turn;
+        let worker = WORKERS[w];
+        let active = self
+            .rows
+            .values()
+            .filter(|r| matches!(r.status, JobStatus::Pending | JobStatus::Processing))
+            .count();
+        match rng.random_range(0..100) {
+            0..10 if active < 6 => self.enqueue().await,
+            0..28 => {
+                let limit = rng.random_range(1..=4);
+                self.claim(w, worker, limit).await;
+            }
+            28..44 => {
+                let batch: Vec<Claim> = self.held[w]
+                    .iter()
+                    .filter(|_| rng.random_bool(0.5))
+                    .copied()
+                    .collect();
+                self.complete(w, batch).await;
+            }
+            44..49 => {
+                if let Some(c) = self.pick_held(w, rng) {
+                    let failed = c.attempt >= c.max_attempts;
+                    let delay = if rng.random_bool(0.8) {
+                        Duration::ZERO
+                    } else {
+                        Duration::from_secs(3600)
+                    };
+                    self.transition(w, c, failed, delay, false, "fail").await;
+                }
+            }
+            49..53 => {
+                if let Some(c) = self.pick_held(w, rng) {
+                    self.transition(w, c, false, Duration::ZERO, true, "snooze")
+                        .await;
+                }
+            }
+            53..58 => self.heartbeat(w).await,
+            58..64 => {
+                if let Some(id) = self.pick_row(rng, |r| r.status == JobStatus::Processing) {
+                    self.expire(id).await;
+                }
+            }
+            64..70 => self.reap().await,
+            70..78 => {
+                // An operator cancels a running job and retries it at once.
+                if let Some(id) = self.pick_row(rng, |r| r.status == JobStatus::Processing) {
+                    self.cancel(id).await;
+                    self.retry(id).await;
+                }
+            }
+            78..81 => {
+                if let Some(id) = self.pick_row(rng, |_| true) {
+                    self.cancel(id).await;
+                }
+            }
+            81..89 => {
+                if let Some(id) = self.pick_row(rng, |_| true) {
+                    self.retry(id).await;
+                }
+            }
+            89..95 => self.prune().await,
+            _ => self.shutdown(w).await,
+        }
+        self.compare().await;
+    }
+
+    fn pick_held(&mut self, w: usize, rng: &mut StdRng) -> Option<Claim> {
+        if self.held[w].is_empty() {
+            return None;
+        }
+        let i = rng.random_range(0..self.held[w].len());
+        Some(self.held[w][i])
+    }
+
+    fn pick_row(&self, rng: &mut StdRng, filter: impl Fn(&Row) -> bool) -> Option<i64> {
+        let ids: Vec<i64> = self
+            .rows
+            .iter()
+            .filter(|(_, r)| filter(r))
+            .map(|(id, _)| *id)
+            .collect();
+        (!ids.is_empty()).then(|| ids[rng.random_range(0..ids.len())])
+    }
+
+    async fn enqueue(&mut self) {
+        self.enqueued += 1;
+        let id = enqueue(&self.jobq, &self.queue, self.enqueued).await;
+        self.log.push(format!("enqueue -> {id}"));
+        self.rows.insert(
+            id,
+            Row {
+                status: JobStatus::Pending,
+                token: None,
+                attempts: 0,
+                max_attempts: 2,
+                due: true,
+                expired: false,
+            },
+        );
+    }
+
+    async fn claim(&mut self, w: usize, worker: &str, limit: u32) {
+        let claimed = claim(&self.jobq, &self.queue, limit, worker).await;
+        self.log.push(format!(
+            "{worker} claims up to {limit} -> {:?}",
+            claimed.iter().map(fence).collect::<Vec<_>>()
+        ));
+        let due = self
+            .rows
+            .values()
+            .filter(|r| r.status == JobStatus::Pending && r.due)
+            .count();
+        self.check(claimed.len() == due.min(limit as usize), || {
+            format!(
+                "claim of up to {limit} got {}, with {due} due",
+                claimed.len()
+            )
+        });
+        for c in &claimed {
+            let row = self.rows.get(&c.id).cloned();
+            self.check(
+                row.as_ref()
+                    .is_some_and(|r| r.status == JobStatus::Pending && r.due),
+                || format!("claimed {} which is not due: {row:?}", c.id),
+            );
+            let row = self.row(c.id);
+            row.status = JobStatus::Processing;
+            row.token = Some(c.token);
+            row.attempts += 1;
+            row.expired = false;
+            let (attempts, max_attempts) = (row.attempts, row.max_attempts);
+            self.check(
+                c.attempt == attempts && c.max_attempts == max_attempts,
+                || format!("claim {c:?}: expected attempt {attempts} of {max_attempts}"),
+            );
+        }
+        self.held[w].extend(claimed);
+    }
+
+    /// One batch of successes, as the completer writes it; the claimer
+    /// forgets the whole batch afterwards, applied or fenced out.
+    async fn complete(&mut self, w: usize, batch: Vec<Claim>) {
+        if batch.is_empty() {
+            return;
+        }
+        let fences: Vec<(i64, i64)> = batch.iter().map(fence).collect();
+        let settled = __store::complete(&self.jobq, &fences)
+            .await
+            .expect("complete");
+        self.log
+            .push(format!("{} completes {fences:?} -> {settled}", WORKERS[w]));
+        let mut expected = 0;
+        for c in &batch {
+            if let Some(row) = self.rows.get_mut(&c.id)
+                && row.held_by(c.token)
+            {
+                row.leave_processing(JobStatus::Done, false);
+                expected += 1;
+            }
+        }
+        self.check(settled == expected, || {
+            format!(
+                "a batch of successes settled {settled} rows; only {expected} of its claims were their row's latest"
+            )
+        });
+        self.held[w].retain(|h| !batch.contains(h));
+    }
+
+    async fn transition(
+        &mut self,
+        w: usize,
+        c: Claim,
+        failed: bool,
+        delay: Duration,
+        refund: bool,
+        what: &str,
+    ) {
+        let error = (!refund).then(|| format!("{what} of attempt {}", c.attempt));
+        let applied = __store::transition(&self.jobq, fence(&c), failed, delay, refund, error)
+            .await
+            .expect("transition");
+        self.log.push(format!(
+            "{} {what}s {:?} (failed {failed}, delay {delay:?}) -> {applied}",
+            WORKERS[w],
+            fence(&c)
+        ));
+        let expected = self.rows.get(&c.id).is_some_and(|r| r.held_by(c.token));
+        self.check(applied == expected, || {
+            format!("{what} of {c:?} applied: {applied}, the latest claim: {expected}")
+        });
+        if expected {
+            let row = self.row(c.id);
+            if refund {
+                row.attempts -= 1;
+            }
+            let status = if failed {
+                JobStatus::Failed
+            } else {
+                JobStatus::Pending
+            };
+            row.leave_processing(status, !failed && delay.is_zero());
+        }
+        self.held[w].retain(|h| *h != c);
+    }
+
+    async fn heartbeat(&mut self, w: usize) {
+        if self.held[w].is_empty() {
+            return;
+        }
+        let fences: Vec<(i64, i64)> = self.held[w].iter().map(fence).collect();
+        let mut lost = __store::heartbeat(&self.jobq, &fences, LEASE)
+            .await
+            .expect("heartbeat");
+        lost.sort_unstable();
+        self.log.push(format!(
+            "{} heartbeats {fences:?} -> lost {lost:?}",
+            WORKERS[w]
+        ));
+        let mut expected: Vec<(i64, i64)> = Vec::new();
+        for c in &self.held[w] {
+            match self.rows.get_mut(&c.id) {
+                Some(row) if row.held_by(c.token) => row.expired = false,
+                _ => expected.push(fence(c)),
+            }
+        }
+        expected.sort_unstable();
+        self.check(lost == expected, || {
+            format!("heartbeat lost {lost:?}; the claims no longer latest: {expected:?}")
+        });
+        self.held[w].retain(|c| !expected.contains(&fence(c)));
+    }
+
+    async fn expire(&mut self, id: i64) {
+        let sql = self.db.pick(
+            "UPDATE jobq_jobs SET run_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE id = ? AND status = 'processing'",
+            "UPDATE jobq_jobs SET run_at = now() - interval '1 hour' WHERE id = ? AND status = 'processing'",
+            "UPDATE jobq_jobs SET run_at = run_at - 7200000000 WHERE id = ? AND status = 'processing'",
+        );
+        let n = self.db.execute(sql, &[Arg::Int(id)]).await.expect("expire");
+        self.log.push(format!("lease of {id} runs out"));
+        self.check(n == 1, || format!("expiring {id} touched {n} rows"));
+        self.row(id).expired = true;
+    }
+
+    async fn reap(&mut self) {
+        let reaped = __store::reap(&self.jobq, &self.queue, 100)
+            .await
+            .expect("reap");
+        self.log.push(format!("reap -> {reaped}"));
+        let mut expected = 0;
+        for row in self.rows.values_mut() {
+            if row.status == JobStatus::Processing && row.expired {
+                expected += 1;
+                if row.attempts >= row.max_attempts {
+                    row.leave_processing(JobStatus::Failed, false);
+                } else {
+                    row.leave_processing(JobStatus::Pending, true);
+                }
+            }
+        }
+        self.check(reaped == expected, || {
+            format!("reaped {reaped}, expired {expected}")
+        });
+    }
+
+    async fn cancel(&mut self, id: i64) {
+        let cancelled = self.jobq.cancel(id).await.expect("cancel");
+        self.log.push(format!("cancel {id} -> {cancelled}"));
+        let row = self.row(id);
+        let expected = matches!(row.status, JobStatus::Pending | JobStatus::Processing);
+        if expected {
+            row.leave_processing(JobStatus::Cancelled, false);
+        }
+        self.check(cancelled == expected, || {
+            format!("cancel of {id}: {cancelled}")
+        });
+    }
+
+    async fn retry(&mut self, id: i64) {
+        let retried = self.jobq.retry(id).await.expect("retry");
+        self.log.push(format!("retry {id} -> {retried}"));
+        let row = self.row(id);
+        let expected = matches!(row.status, JobStatus::Failed | JobStatus::Cancelled);
+        if expected {
+            row.leave_processing(JobStatus::Pending, true);
+            row.max_attempts = row.max_attempts.max(row.attempts + 1);
+        }
+        self.check(retried == expected, || format!("retry of {id}: {retried}"));
+    }
+
+    /// Deletes the queue's finished rows, as a prune with no retention
+    /// would (the real prune works on every queue of the shared database).
+    async fn prune(&mut self) {
+        let n = self
+            .db
+            .execute(
+                "DELETE FROM jobq_jobs WHERE queue = ? AND status IN ('done', 'cancelled', 'failed')",
+                &[Arg::Text(self.queue.clone())],
+            )
+            .await
+            .expect("prune");
+        self.log.push(format!("prune -> {n}"));
+        let before = self.rows.len();
+        self.rows.retain(|_, r| {
+            !matches!(
+                r.status,
+                JobStatus::Done | JobStatus::Cancelled | JobStatus::Failed
+            )
+        });
+        let expected = (before - self.rows.len()) as u64;
+        self.check(n == expected, || format!("pruned {n}, finished {expected}"));
+    }
+
+    /// A clean shutdown: every claim the claimer holds is released to
+    /// `pending`, its attempt refunded.
+    async fn shutdown(&mut self, w: usize) {
+        self.log.push(format!("{} shuts down", WORKERS[w]));
+        for c in self.held[w].clone() {
+            self.transition(w, c, false, Duration::ZERO, true, "release")
+                .await;
+        }
+    }
+
+    /// The queue's rows as stored against the model.
+    async fn compare(&self) {
+        let sql = self.db.pick(
+            "SELECT id, CAST(status AS CHAR), CAST(attempts AS SIGNED), lease_token FROM jobq_jobs WHERE queue = ? ORDER BY id",
+            "SELECT id, status, CAST(attempts AS BIGINT), lease_token FROM jobq_jobs WHERE queue = ? ORDER BY id",
+            "SELECT id, status, attempts, lease_token FROM jobq_jobs WHERE queue = ? ORDER BY id",
+        );
+        let stored: Vec<(i64, String, i64, Option<i64>)> = self
+            .db
+            .fetch_all(sql, &[Arg::Text(self.queue.clone())])
+            .await
+            .expect("read rows");
+        let stored: Vec<(i64, String, i64, Option<i64>)> = stored;
+        let expected: Vec<(i64, String, i64, Option<i64>)> = self
+            .rows
+            .iter()
+            .map(|(id, r)| (*id, r.status.to_string(), i64::from(r.attempts), r.token))
+            .collect();
+        self.check(stored == expected, || {
+            format!(
+                "stored rows (id, status, attempts, token):\n  {stored:?}\nmodel:\n  {expected:?}"
+            )
+        });
+    }
+}
+
+fn env_number(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Seeded random schedules of two claimers over shared rows; after every
+/// step each row is what the model says, and every settle, heartbeat and
+/// release took effect exactly when it came from the row's latest claim.
+/// After both claimers shut down, no row is `processing`.
+async fn only_the_latest_claim_of_a_row_settles_renews_or_releases_it(db: TestDb) {
+    let seeds = env_number("JOBQ_FENCING_SEEDS", 8);
+    let steps = env_number("JOBQ_FENCING_STEPS", 150);
+    let first_seed = env_number("JOBQ_FENCING_SEED", 0);
+    let jobq = db.jobq().await;
+    let started = Instant::now();
+    for seed in first_seed..first_seed + seeds {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut model = Model {
+            db: Db::of(&jobq),
+            jobq: jobq.clone(),
+            queue: unique_queue("fence-model"),
+            rows: BTreeMap::new(),
+            held: [Vec::new(), Vec::new()],
+            turn: 0,
+            enqueued: 0,
+            log: vec![format!("seed {seed} on {:?}", db.backend())],
+        };
+        for step in 0..steps {
+            model.log.push(format!("step {step}:"));
+            model.step(&mut rng).await;
+        }
+        model.shutdown(0).await;
+        model.shutdown(1).await;
+        model.compare().await;
+        let processing = model
+            .rows
+            .values()
+            .filter(|r| r.status == JobStatus::Processing)
+            .count();
+        model.check(processing == 0, || {
+            format!("{processing} rows processing after both claimers shut down")
+        });
+    }
+    eprintln!(
+        "{:?}: {seeds} seeds × {steps} steps in {:.1?}",
+        db.backend(),
+        started.elapsed()
+    );
+}
+
+jobq_tests::on_every_backend!(
+    a_stale_success_cannot_settle_a_job_its_worker_reclaimed,
+    a_stale_heartbeat_is_reported_lost_although_its_worker_reclaimed_the_job,
+    each_claimed_row_gets_a_token_of_its_own,
+    only_the_latest_claim_of_a_row_settles_renews_or_releases_it,
+);

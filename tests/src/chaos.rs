@@ -284,6 +284,39 @@ impl Config {
     }
 }
 
+impl Config {
+    /// The database is down for three leases mid-drain while workers keep
+    /// running with many jobs in hand (8 slots each, handlers up to 200 ms):
+    /// every lease held during the outage expires, reapers return those jobs
+    /// when the database is back, and the workers that still hold their
+    /// stale attempts (running, or finished with the success not yet
+    /// written) claim them again, batched with other jobs — the schedule
+    /// under which a stale success once settled a job its own worker had
+    /// re-claimed. About 30 s; the long form (`JOBQ_CHAOS_LONG=1`) is down
+    /// 15 s with workers also being killed.
+    pub fn outage_longer_than_lease(name: &str, server: Server) -> Self {
+        let long = long();
+        let mut config = Self::kills(name);
+        config.jobs = env_u64("JOBQ_CHAOS_JOBS").unwrap_or(if long { 10_000 } else { 1_500 });
+        config.concurrency = env_u64("JOBQ_CHAOS_CONCURRENCY").map_or(8, |v| v as usize);
+        config.max_sleep_ms = 200;
+        if !long {
+            config.kill_every = None;
+            config.deadline = Duration::from_secs(90);
+        }
+        config.outage = Some(Outage {
+            server,
+            after_done: 0.3,
+            down_for: if long {
+                Duration::from_secs(15)
+            } else {
+                3 * config.lease
+            },
+        });
+        config
+    }
+}
+
 fn env_u64(var: &str) -> Option<u64> {
     std::env::var(var).ok()?.parse().ok()
 }

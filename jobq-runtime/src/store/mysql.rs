@@ -129,6 +129,37 @@ const PACKET_HEADROOM: usize = 16 << 10;
 /// Ids per IN-list of a settle or heartbeat.
 const IN_CHUNK: usize = 1024;
 
+/// Queues whose next top-up claim fails (a test hook, see
+/// `jobq_runtime::__test::fail_next_mysql_top_up`); read only when a claim
+/// tops up.
+static FAIL_TOP_UP: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+pub(crate) fn fail_next_top_up(queue: &str) {
+    FAIL_TOP_UP
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(queue.to_owned());
+}
+
+pub(crate) fn top_up_failure_armed(queue: &str) -> bool {
+    FAIL_TOP_UP
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .any(|q| q == queue)
+}
+
+/// Takes the failure armed for `queue`'s next top-up, if any.
+fn injected_top_up_failure(queue: &str) -> Option<sqlx::Error> {
+    let mut armed = FAIL_TOP_UP.lock().unwrap_or_else(PoisonError::into_inner);
+    let at = armed.iter().position(|q| q == queue)?;
+    armed.swap_remove(at);
+    Some(sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        "injected by a test: the connection dropped during the top-up claim",
+    )))
+}
+
 /// Text from a column with a binary collation (`utf8mb4_bin`: keys and names
 /// compare byte for byte), which the driver reports as binary and will not
 /// decode as `String`.
@@ -707,6 +738,9 @@ async fn claim_from(
     let mut claimed = claim_on(conn, queue, limit, lease, worker, position).await?;
     let got = u32::try_from(claimed.jobs.len()).unwrap_or(u32::MAX);
     if claimed.resumed && got < limit {
+        if let Some(error) = injected_top_up_failure(queue) {
+            return Err(error);
+        }
         let rest = claim_on(conn, queue, limit - got, lease, worker, None).await?;
         claimed.jobs.extend(rest.jobs);
         claimed.end = rest.end;

@@ -55,8 +55,7 @@ async fn a_cron_job_whose_tick_key_cannot_fit_is_refused_at_build(db: TestDb) {
         .queue_unchecked(&queue, 1)
         .cron("* * * * * *", LongName)
         .build()
-        .err()
-        .expect("build() refuses a cron job whose keys cannot be stored");
+        .expect_err("build() refuses a cron job whose keys cannot be stored");
     let Error::Config(message) = &error else {
         panic!("expected Error::Config, got {error:?}");
     };

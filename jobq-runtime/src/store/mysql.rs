@@ -15,9 +15,11 @@
 //!   (`bump_hits!`), so the value always changes and never overflows;
 //! - no statement depends on the session's `sql_mode` (an application's own
 //!   pool may set any): strings in single quotes, no `||`, no backslash
-//!   escapes, no `GROUP BY`, and no `SET` reads a column the same statement
-//!   assigns (MariaDB's `SIMULTANEOUS_ASSIGNMENT` makes every `SET`
-//!   expression see the old row; without it, the columns assigned before).
+//!   escapes, a `GROUP BY` selects only what it groups (the counts), and no
+//!   `SET` expression reads a column that another assignment of the same
+//!   statement changes (`attempts = attempts + 1` reads only its own):
+//!   MariaDB's `SIMULTANEOUS_ASSIGNMENT` makes every expression see the old
+//!   row, the default the columns assigned before it.
 
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;

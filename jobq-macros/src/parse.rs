@@ -140,9 +140,13 @@ pub(crate) fn parse(args: TokenStream, item: TokenStream) -> syn::Result<Model> 
         .key
         .as_ref()
         .and_then(|lit| parse_key_template(lit, &fields, &mut errors));
+    let fn_name = func.sig.ident.unraw().to_string();
+    match &raw.name {
+        Some(lit) => check_name_len(&lit.value(), lit, &mut errors),
+        None => check_name_len(&fn_name, &func.sig.ident, &mut errors),
+    }
     errors.finish()?;
 
-    let fn_name = func.sig.ident.unraw().to_string();
     Ok(Model {
         krate: raw
             .krate
@@ -298,6 +302,23 @@ fn non_empty_str(value: &Expr, key: &str, errors: &mut Errors) -> Option<LitStr>
         return None;
     }
     Some(lit)
+}
+
+/// Longest job name, in bytes; must equal `jobq_runtime::MAX_JOB_NAME_LEN`
+/// (a periodic job's key `cron:{name}:{tick}` must fit in 255 characters).
+const MAX_NAME_LEN: usize = 200;
+
+/// A job name of at most [`MAX_NAME_LEN`] bytes, the error spanned on `at`.
+fn check_name_len(name: &str, at: &impl ToTokens, errors: &mut Errors) {
+    if name.len() > MAX_NAME_LEN {
+        errors.at(
+            at,
+            format!(
+                "the job name is {} bytes long; it must be at most {MAX_NAME_LEN} bytes (room for a periodic job's key `cron:{{name}}:{{tick}}` in 255 characters): pin a shorter one with `name = \"…\"`",
+                name.len()
+            ),
+        );
+    }
 }
 
 /// `priority = 5` or `priority = -5`, within `i16`.

@@ -14,6 +14,11 @@ use crate::{Backend, Error, Result, wakeup};
 pub const MAX_QUEUE_LEN: usize = 128;
 /// Longest idempotency key, in characters.
 pub const MAX_KEY_LEN: usize = 255;
+/// Longest job name, in bytes: a periodic job's key `cron:{name}:{tick}`
+/// adds 26 characters (the tick is `2026-11-30T07:45:00Z`), and must still
+/// be an idempotency key of at most [`MAX_KEY_LEN`] characters. `#[job]`
+/// refuses a longer name at compile time.
+pub const MAX_JOB_NAME_LEN: usize = 200;
 /// Largest payload accepted by default, in bytes of JSON (see [`Jobq::with_max_payload_bytes`]).
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 4 << 20;
 /// Longest delay accepted (100 years).
@@ -299,6 +304,7 @@ impl Jobq {
                 )));
             }
         }
+        validate_job_name(J::NAME)?;
         let queue = options.queue.unwrap_or_else(|| J::QUEUE.to_owned());
         validate_queue(&queue)?;
         let idempotency_key = options.idempotency_key.or_else(|| job.idempotency_key());
@@ -351,6 +357,17 @@ impl Jobq {
             idempotency_key,
         })
     }
+}
+
+/// Checks a job name: 1 to [`MAX_JOB_NAME_LEN`] bytes.
+pub(crate) fn validate_job_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_JOB_NAME_LEN {
+        return Err(Error::invalid(format!(
+            "job name `{name}` is {} bytes long; it must be 1 to {MAX_JOB_NAME_LEN} bytes (room for a periodic job's key `cron:{{name}}:{{tick}}` in 255 characters): pin a shorter one with #[job(name = \"…\")]",
+            name.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Checks a queue name: 1 to 128 bytes.

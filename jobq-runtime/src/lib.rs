@@ -94,8 +94,8 @@ mod worker;
 
 pub use error::{Error, Result};
 pub use handle::{
-    AnyConnection, DEFAULT_MAX_PAYLOAD_BYTES, EnqueueConnection, Jobq, MAX_DELAY, MAX_KEY_LEN,
-    MAX_QUEUE_LEN,
+    AnyConnection, DEFAULT_MAX_PAYLOAD_BYTES, EnqueueConnection, Jobq, MAX_DELAY, MAX_JOB_NAME_LEN,
+    MAX_KEY_LEN, MAX_QUEUE_LEN,
 };
 pub use jobq_core::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, IntoJobResult, Job, JobContext,
@@ -119,9 +119,10 @@ pub mod __sql {
     pub use crate::store::sqlite::PRUNE as SQLITE_PRUNE;
 }
 
-/// The store's fenced operations, one call each, for the fencing tests
-/// (`tests/tests/fencing.rs`), which interleave claims, settles, heartbeats
-/// and reaps of two claimers step by step; not public API.
+/// The store's operations one call each, and fault injection, for jobq's own
+/// tests (`tests/tests/fencing.rs` interleaves claims, settles, heartbeats
+/// and reaps of two claimers step by step; `tests/tests/claims.rs` makes
+/// claims of any size); not public API.
 #[doc(hidden)]
 pub mod __store {
     use std::time::Duration;
@@ -212,6 +213,17 @@ pub mod __store {
     /// Returns up to `limit` expired rows of `queue`; how many.
     pub async fn reap(jobq: &Jobq, queue: &str, limit: u32) -> Result<u64> {
         jobq.store().reap(queue, limit).await
+    }
+
+    /// On MySQL/MariaDB, the next claim of `queue` that tops up a claim going
+    /// on from the last position fails its top-up as a dropped connection would.
+    pub fn fail_next_mysql_top_up(queue: &str) {
+        crate::store::mysql::fail_next_top_up(queue);
+    }
+
+    /// Whether a failure armed by [`fail_next_mysql_top_up`] is still waiting.
+    pub fn mysql_top_up_failure_armed(queue: &str) -> bool {
+        crate::store::mysql::top_up_failure_armed(queue)
     }
 }
 

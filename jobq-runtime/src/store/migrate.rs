@@ -28,7 +28,10 @@ macro_rules! migrations {
     };
 }
 
-pub(crate) const MYSQL: &[Migration] = migrations!("mysql": 20261129000001 "jobq_jobs");
+pub(crate) const MYSQL: &[Migration] = migrations!("mysql":
+    20261129000001 "jobq_jobs",
+    20261201000001 "jobq_jobs_bytes",
+);
 pub(crate) const SQLITE: &[Migration] = migrations!("sqlite":
     20261129000001 "jobq_jobs",
     20261130000001 "jobq_jobs_finished",

@@ -10,7 +10,16 @@
 //!   UPDATE through the secondary index deadlocks with settles);
 //! - times are the server's `UTC_TIMESTAMP(6)`; the application passes durations only;
 //! - `rows_affected` counts *matched* rows (sqlx connects with CLIENT_FOUND_ROWS),
-//!   so `ON DUPLICATE KEY UPDATE` bumps `dedupe_hits` to tell a duplicate (2) from a new row (1).
+//!   so `ON DUPLICATE KEY UPDATE` must *change* the row to tell a duplicate (2)
+//!   from a new row (1): it bumps `dedupe_hits`, wrapping from 2³¹ − 1 to 1
+//!   (`bump_hits!`), so the value always changes and never overflows;
+//! - no statement depends on the session's `sql_mode` (an application's own
+//!   pool may set any): strings in single quotes, no `||`, no backslash
+//!   escapes, a `GROUP BY` selects only what it groups (the counts), and no
+//!   `SET` expression reads a column that another assignment of the same
+//!   statement changes (`attempts = attempts + 1` reads only its own):
+//!   MariaDB's `SIMULTANEOUS_ASSIGNMENT` makes every expression see the old
+//!   row, the default the columns assigned before it.
 
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
@@ -43,8 +52,18 @@ const INSERT_ROW: &str =
 /// A row due now and without a key: five parameters instead of eight
 /// (the common batch; fewer values for the server to receive and bind).
 const INSERT_ROW_NOW: &str = "(?, ?, ?, ?, UTC_TIMESTAMP(6), ?, NULL, UTC_TIMESTAMP(6))";
-const ON_DUPLICATE: &str =
-    " ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), dedupe_hits = dedupe_hits + 1";
+/// Counts a duplicate enqueue of a key: the column must change (see the
+/// module docs) and stay in its `INT` range, so it wraps from 2³¹ − 1 to 1
+/// (never back to 0, which reads as "not a duplicate" on MariaDB's RETURNING).
+macro_rules! bump_hits {
+    () => {
+        "dedupe_hits = IF(dedupe_hits >= 2147483647, 1, dedupe_hits + 1)"
+    };
+}
+const ON_DUPLICATE: &str = concat!(
+    " ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), ",
+    bump_hits!()
+);
 
 /// The claim's locking read.
 pub const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_attempts, idempotency_key, priority, run_at \
@@ -83,12 +102,13 @@ pub const CLAIM_SELECT_AFTER: &str = "SELECT id, job_name, payload, attempts, ma
 /// beginning.
 const RESCAN_AFTER: Duration = Duration::from_millis(200);
 
-/// MySQL assigns left to right, so `finished_at` sees the new `status`.
+/// `finished_at` is computed from the target status bound again, not from
+/// the `status` column this statement assigns (see the module docs).
 const TRANSITION: &str = "UPDATE jobq_jobs SET status = ?, \
      run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, \
      attempts = attempts - ?, \
      last_error = COALESCE(?, last_error), \
-     finished_at = IF(status = 'failed', UTC_TIMESTAMP(6), NULL), \
+     finished_at = IF(? = 'failed', UTC_TIMESTAMP(6), NULL), \
      lease_token = NULL \
      WHERE id = ? AND lease_token = ? AND status = 'processing'";
 
@@ -128,6 +148,43 @@ const INSERT_CHUNK: usize = 500;
 const PACKET_HEADROOM: usize = 16 << 10;
 /// Ids per IN-list of a settle or heartbeat.
 const IN_CHUNK: usize = 1024;
+/// Ids per IN-list of a claim's UPDATE. A statement takes at most 65,535
+/// placeholders (error 1390 beyond), and a worker may claim up to 9 × its
+/// concurrency (90,000 rows) at once: a larger claim updates its rows in
+/// several statements of one transaction. Claims up to this size, all but
+/// the largest workers' claims, stay one statement.
+const CLAIM_CHUNK: usize = 16_384;
+
+/// Queues whose next top-up claim fails (a test hook, see
+/// `jobq_runtime::__test::fail_next_mysql_top_up`); read only when a claim
+/// tops up.
+static FAIL_TOP_UP: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+pub(crate) fn fail_next_top_up(queue: &str) {
+    FAIL_TOP_UP
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(queue.to_owned());
+}
+
+pub(crate) fn top_up_failure_armed(queue: &str) -> bool {
+    FAIL_TOP_UP
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .any(|q| q == queue)
+}
+
+/// Takes the failure armed for `queue`'s next top-up, if any.
+fn injected_top_up_failure(queue: &str) -> Option<sqlx::Error> {
+    let mut armed = FAIL_TOP_UP.lock().unwrap_or_else(PoisonError::into_inner);
+    let at = armed.iter().position(|q| q == queue)?;
+    armed.swap_remove(at);
+    Some(sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        "injected by a test: the connection dropped during the top-up claim",
+    )))
+}
 
 /// Text from a column with a binary collation (`utf8mb4_bin`: keys and names
 /// compare byte for byte), which the driver reports as binary and will not
@@ -334,7 +391,11 @@ impl MySqlStore {
     async fn insert_returning(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
         let sql = insert_rows_sql(
             chunk.len(),
-            " ON DUPLICATE KEY UPDATE dedupe_hits = dedupe_hits + 1 RETURNING id, dedupe_hits",
+            concat!(
+                " ON DUPLICATE KEY UPDATE ",
+                bump_hits!(),
+                " RETURNING id, dedupe_hits"
+            ),
         );
         // Prepared once per batch size and connection, kept in sqlx's
         // per-connection cache (100 statements, least recently used out): a
@@ -387,8 +448,21 @@ impl MySqlStore {
     ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
         let position = self.position(queue);
         let mut conn = self.conns.get().await?;
-        let result = claim_from(&mut conn, queue, limit, lease, worker, position).await;
-        let batch = conn.done(result)?;
+        let batch = match claim_from(&mut conn, queue, limit, lease, worker, position).await {
+            Ok((batch, None)) => conn.done(Ok::<_, sqlx::Error>(batch))?,
+            Ok((batch, Some(error))) => {
+                // The connection goes back through the pool's checks.
+                drop(conn);
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    queue,
+                    claimed = batch.jobs.len(),
+                    "topping up a claim failed; running the jobs its first part claimed"
+                );
+                batch
+            }
+            Err(error) => return conn.done(Err(error)),
+        };
         let rescanned = match position {
             Some(p) if batch.resumed => p.rescanned,
             _ => Instant::now(),
@@ -492,6 +566,7 @@ impl MySqlStore {
                 .bind(micros(t.delay))
                 .bind(i32::from(t.refund_attempt))
                 .bind(&t.error)
+                .bind(status)
                 .bind(t.fence.id)
                 .bind(t.fence.token)
                 .execute(&mut *conn)
@@ -699,6 +774,13 @@ struct Claimed {
 
 /// Claims up to `limit` rows from `position` on; if fewer are there, the
 /// rest from the beginning (rows may wait before the position).
+///
+/// Those are two transactions. Once the first has committed, its rows are
+/// this claim's whatever happens next: if the top-up fails, the first part
+/// is returned with the top-up's error beside it (never the error alone,
+/// which would leave those rows `processing` with no worker holding them,
+/// their attempt counted, until their lease ran out). The next claim starts
+/// from the beginning.
 async fn claim_from(
     conn: &mut MySqlConnection,
     queue: &str,
@@ -706,16 +788,29 @@ async fn claim_from(
     lease: Duration,
     worker: &str,
     position: Option<Position>,
-) -> Result<Claimed, sqlx::Error> {
+) -> Result<(Claimed, Option<sqlx::Error>), sqlx::Error> {
     let mut claimed = claim_on(conn, queue, limit, lease, worker, position).await?;
     let got = u32::try_from(claimed.jobs.len()).unwrap_or(u32::MAX);
     if claimed.resumed && got < limit {
-        let rest = claim_on(conn, queue, limit - got, lease, worker, None).await?;
-        claimed.jobs.extend(rest.jobs);
-        claimed.end = rest.end;
+        let rest = match injected_top_up_failure(queue) {
+            Some(error) => Err(error),
+            None => claim_on(conn, queue, limit - got, lease, worker, None).await,
+        };
         claimed.resumed = false;
+        match rest {
+            Ok(rest) => {
+                claimed.jobs.extend(rest.jobs);
+                claimed.end = rest.end;
+            }
+            // Nothing committed yet: the whole claim may be retried.
+            Err(error) if claimed.jobs.is_empty() => return Err(error),
+            Err(error) => {
+                claimed.end = None;
+                return Ok((claimed, Some(error)));
+            }
+        }
     }
-    Ok(claimed)
+    Ok((claimed, None))
 }
 
 /// The claim's transaction on `conn`: lock up to `limit` due rows of `queue`
@@ -759,21 +854,24 @@ async fn claim_on(
         .filter(|_| rows.len() >= limit as usize)
         .map(|r| (r.6, r.7, r.0));
     let base = new_token_base();
-    let ids = padded(&rows.iter().map(|r| r.0).collect::<Vec<_>>());
-    let sql = format!(
-        "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, lease_token = ? + id, \
+    let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+    for chunk in ids.chunks(CLAIM_CHUNK) {
+        let chunk = padded(chunk);
+        let sql = format!(
+            "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, lease_token = ? + id, \
              run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, claimed_by = ?, claimed_at = UTC_TIMESTAMP(6) \
              WHERE id IN ({})",
-        placeholders(ids.len())
-    );
-    let mut update = sqlx::query(&sql)
-        .bind(base)
-        .bind(micros(lease))
-        .bind(worker);
-    for id in &ids {
-        update = update.bind(id);
+            placeholders(chunk.len())
+        );
+        let mut update = sqlx::query(&sql)
+            .bind(base)
+            .bind(micros(lease))
+            .bind(worker);
+        for id in &chunk {
+            update = update.bind(id);
+        }
+        update.execute(&mut *tx).await?;
     }
-    update.execute(&mut *tx).await?;
     tx.commit().await?;
     let jobs = rows
         .into_iter()

@@ -48,12 +48,13 @@ use crate::{Error, Result, wakeup};
 const CHANNEL: &str = "jobq";
 
 /// One row; `ON CONFLICT` returns the existing row for a known key, and
-/// `dedupe_hits > 0` tells a duplicate from a new row. Enqueues on jobq's
+/// `dedupe_hits > 0` tells a duplicate from a new row (the count wraps from
+/// 2³¹ − 1 to 1, never to 0 and never out of its `integer`'s range). Enqueues on jobq's
 /// pool announce the queue through the [`Notifier`] after the commit.
 const INSERT_QUIET: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at)
     VALUES ($1, $2, $3, $4, COALESCE($5, statement_timestamp() + $6 * interval '1 microsecond'), $7, $8, statement_timestamp())
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
-    DO UPDATE SET dedupe_hits = jobq_jobs.dedupe_hits + 1
+    DO UPDATE SET dedupe_hits = CASE WHEN jobq_jobs.dedupe_hits >= 2147483647 THEN 1 ELSE jobq_jobs.dedupe_hits + 1 END
     RETURNING id, dedupe_hits";
 
 /// [`INSERT_QUIET`] for a job without an idempotency key: nothing can
@@ -70,7 +71,7 @@ const INSERT: &str = "WITH ins AS (
     INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at)
     VALUES ($1, $2, $3, $4, COALESCE($5, statement_timestamp() + $6 * interval '1 microsecond'), $7, $8, statement_timestamp())
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
-    DO UPDATE SET dedupe_hits = jobq_jobs.dedupe_hits + 1
+    DO UPDATE SET dedupe_hits = CASE WHEN jobq_jobs.dedupe_hits >= 2147483647 THEN 1 ELSE jobq_jobs.dedupe_hits + 1 END
     RETURNING id, dedupe_hits, queue
 )
 SELECT id, dedupe_hits, pg_notify('jobq', queue)::text FROM ins";
@@ -119,7 +120,7 @@ const INSERT_MANY: &str = "WITH input AS MATERIALIZED (
            max_attempts, idempotency_key, statement_timestamp()
       FROM input ORDER BY ord
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
-    DO UPDATE SET dedupe_hits = jobq_jobs.dedupe_hits + 1
+    DO UPDATE SET dedupe_hits = CASE WHEN jobq_jobs.dedupe_hits >= 2147483647 THEN 1 ELSE jobq_jobs.dedupe_hits + 1 END
     RETURNING id, idempotency_key, dedupe_hits
 )
 SELECT input.ord, COALESCE(by_key.id, by_id.id), COALESCE(by_key.dedupe_hits, by_id.dedupe_hits)

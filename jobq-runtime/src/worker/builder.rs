@@ -7,7 +7,7 @@ use jobq_core::{Job, Registry, States};
 
 use super::cron::CronSpec;
 use super::{QueueSpec, Settings, Worker};
-use crate::handle::validate_queue;
+use crate::handle::{validate_job_name, validate_queue};
 use crate::{Enqueue, Error, Jobq, Result};
 
 /// Most jobs of one queue a worker runs at once. A claim takes up to this
@@ -172,7 +172,9 @@ impl WorkerBuilder {
     /// Fails when no queue is served, a concurrency is 0 or over 10,000, a queue is served
     /// twice, a checked queue has no registered job, a registered job of a
     /// served queue needs a `State<T>` that was not given, two jobs share a
-    /// name, a cron schedule does not parse, or a job is scheduled twice.
+    /// name, a job name (of a served queue or a cron entry) is empty or over
+    /// [`MAX_JOB_NAME_LEN`](crate::MAX_JOB_NAME_LEN) bytes, a cron schedule
+    /// does not parse, or a job is scheduled twice.
     pub fn build(self) -> Result<Worker> {
         let registry = Registry::from_inventory()?;
         if self.queues.is_empty() {
@@ -209,6 +211,7 @@ impl WorkerBuilder {
             }
         }
         for registration in registry.iter().filter(|r| seen.contains(r.queue)) {
+            validate_job_name(registration.name).map_err(|e| Error::Config(e.to_string()))?;
             for requirement in (registration.states)() {
                 if !self.states.contains(&requirement) {
                     return Err(Error::Config(format!(
@@ -232,6 +235,7 @@ impl WorkerBuilder {
         let mut scheduled = BTreeSet::new();
         let mut cron = Vec::with_capacity(self.cron.len());
         for spec in self.cron {
+            validate_job_name(spec.name()).map_err(|e| Error::Config(e.to_string()))?;
             if !scheduled.insert(spec.name()) {
                 return Err(Error::Config(format!(
                     "job `{}` is scheduled twice; one row per tick is keyed by the job's name, so give it one schedule",

@@ -299,6 +299,7 @@ impl Jobq {
                 )));
             }
         }
+        validate_job_name(J::NAME)?;
         let queue = options.queue.unwrap_or_else(|| J::QUEUE.to_owned());
         validate_queue(&queue)?;
         let idempotency_key = options.idempotency_key.or_else(|| job.idempotency_key());
@@ -307,6 +308,12 @@ impl Jobq {
             if len == 0 || len > MAX_KEY_LEN {
                 return Err(Error::invalid(format!(
                     "idempotency key of job `{}` is {len} characters long; it must be 1 to {MAX_KEY_LEN} (hash a longer key)",
+                    J::NAME
+                )));
+            }
+            if let Some(at) = key.find('\0') {
+                return Err(Error::invalid(format!(
+                    "idempotency key {key:?} of job `{}` has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: remove it or hash the key",
                     J::NAME
                 )));
             }
@@ -353,12 +360,27 @@ impl Jobq {
     }
 }
 
-/// Checks a queue name: 1 to 128 bytes.
+/// Checks a queue name: 1 to 128 bytes, no NUL.
 pub(crate) fn validate_queue(queue: &str) -> Result<()> {
     if queue.is_empty() || queue.len() > MAX_QUEUE_LEN {
         return Err(Error::invalid(format!(
             "queue name `{queue}` is {} bytes long; it must be 1 to {MAX_QUEUE_LEN} bytes",
             queue.len()
+        )));
+    }
+    if let Some(at) = queue.find('\0') {
+        return Err(Error::invalid(format!(
+            "queue name {queue:?} has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: remove it"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a job name: no NUL (the length is the column's).
+pub(crate) fn validate_job_name(name: &str) -> Result<()> {
+    if let Some(at) = name.find('\0') {
+        return Err(Error::invalid(format!(
+            "job name {name:?} has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: pin another name with #[job(name = \"…\")]"
         )));
     }
     Ok(())

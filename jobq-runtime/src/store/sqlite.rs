@@ -116,8 +116,9 @@ const RETRY: &str = "UPDATE jobq_jobs SET status = 'pending', run_at = ?1, finis
      max_attempts = MAX(max_attempts, attempts + 1) \
      WHERE id = ?2 AND status IN ('failed', 'cancelled')";
 
-/// Rows per `BEGIN IMMEDIATE` transaction of a batch enqueue: bounds how long
-/// one batch holds the write lock (a few milliseconds) while other writers wait.
+/// Rows per statement of a batch enqueue (SQLite's limit on bound parameters
+/// is 32,766: 1,000 rows of 7). A longer batch runs its chunks in one
+/// transaction, so it holds the write lock for all of them.
 const INSERT_CHUNK: usize = 1000;
 /// Ids per settle or heartbeat statement: bounds how long one holds the
 /// write lock.
@@ -390,12 +391,21 @@ impl SqliteStore {
         }
     }
 
+    /// All or nothing: a batch of one chunk is one statement or one
+    /// transaction; a longer one runs its chunks in one `BEGIN IMMEDIATE`
+    /// transaction (holding the write lock for all of them), so a row the
+    /// database refuses leaves nothing of the batch behind.
     pub(crate) async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let mut out = Vec::with_capacity(jobs.len());
-        for chunk in jobs.chunks(INSERT_CHUNK) {
-            out.extend(retry_transient(is_transient, || self.insert_each(chunk)).await?);
+        if jobs.len() <= INSERT_CHUNK {
+            return retry_transient(is_transient, || self.insert_each(jobs)).await;
         }
-        Ok(out)
+        retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = insert_chunks(&mut conn, jobs).await;
+            conn.done(result)
+        })
+        .await
     }
 
     /// One INSERT per row in one `BEGIN IMMEDIATE` transaction: results in
@@ -607,6 +617,28 @@ async fn insert_all(
     let mut out = Vec::with_capacity(chunk.len());
     for job in chunk {
         out.push(insert_row(&mut tx, job, now).await?);
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// Every chunk of `jobs` in one `BEGIN IMMEDIATE` transaction on `conn`:
+/// keyless chunks as one multi-row INSERT each, the others row by row.
+async fn insert_chunks(
+    conn: &mut SqliteConnection,
+    jobs: &[NewJob],
+) -> Result<Vec<Enqueued>, sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
+    let now = now_micros();
+    let mut out = Vec::with_capacity(jobs.len());
+    for chunk in jobs.chunks(INSERT_CHUNK) {
+        if chunk.iter().all(|job| job.idempotency_key.is_none()) {
+            out.extend(insert_keyless(&mut tx, chunk).await?);
+        } else {
+            for job in chunk {
+                out.push(insert_row(&mut tx, job, now).await?);
+            }
+        }
     }
     tx.commit().await?;
     Ok(out)

@@ -676,6 +676,7 @@ async fn random_values_and_raw_bytes_never_stall_a_queue(db: TestDb) {
 }
 
 jobq_tests::on_every_backend!(
+    an_unreadable_row_fails_on_its_own_and_stays_inspectable,
     a_nul_in_a_queue_name_key_or_job_name_is_refused_up_front,
     a_batch_is_stored_whole_or_not_at_all,
 );

@@ -144,10 +144,13 @@ impl sqlx::Type<sqlx::MySql> for Text {
     }
 }
 
+/// Decoded lossily (U+FFFD for bytes that are not UTF-8): a `utf8mb4`
+/// column in strict mode holds only UTF-8, and should a server hand back
+/// anything else, one row must not fail a whole claim or an inspection.
 impl<'r> sqlx::Decode<'r, sqlx::MySql> for Text {
     fn decode(value: sqlx::mysql::MySqlValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
         let bytes = <&[u8] as sqlx::Decode<sqlx::MySql>>::decode(value)?;
-        Ok(Self(std::str::from_utf8(bytes)?.to_owned()))
+        Ok(Self(String::from_utf8_lossy(bytes).into_owned()))
     }
 }
 

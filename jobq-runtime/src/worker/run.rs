@@ -148,6 +148,14 @@ async fn execute(
     job: &ClaimedJob,
     cancel: CancellationToken,
 ) -> Outcome {
+    if let Some(reason) = &job.unreadable {
+        return Outcome::Failed(
+            JobError::permanent(format!(
+                "{reason}; failed without retrying, as another attempt cannot fix it: correct the row and call Jobq::retry"
+            )),
+            RetryPolicy::DEFAULT,
+        );
+    }
     let Some(registration) = shared.registry.get(&job.job_name) else {
         return Outcome::Failed(
             JobError::retry(format!(

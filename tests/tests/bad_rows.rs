@@ -679,4 +679,5 @@ jobq_tests::on_every_backend!(
     an_unreadable_row_fails_on_its_own_and_stays_inspectable,
     a_nul_in_a_queue_name_key_or_job_name_is_refused_up_front,
     a_batch_is_stored_whole_or_not_at_all,
+    a_delay_beyond_the_range_is_clamped_to_the_limit_and_noted,
 );

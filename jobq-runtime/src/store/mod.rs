@@ -243,6 +243,7 @@ impl Store {
         lease: Duration,
         worker: &str,
     ) -> Result<Vec<ClaimedJob>> {
+        let lease = lease.min(crate::MAX_DELAY);
         dispatch!(self, s => s.claim(queue, limit, lease, worker).await)
     }
 
@@ -268,7 +269,10 @@ impl Store {
     }
 
     /// Extends the leases of held jobs; returns the fences that are no longer held.
+    /// A lease past [`MAX_DELAY`](crate::MAX_DELAY) (e.g. `extend_lease(Duration::MAX)`)
+    /// is clamped to it: every backend's time arithmetic holds that.
     pub(crate) async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
+        let lease = lease.min(crate::MAX_DELAY);
         dispatch!(self, s => s.heartbeat(fences, lease).await)
     }
 

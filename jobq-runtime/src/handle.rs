@@ -61,7 +61,7 @@ impl Jobq {
             "postgres" | "postgresql" => {
                 Store::Postgres(PgStore::connect(url, max_connections).await?)
             }
-            _ => return Err(Error::UnsupportedUrl(url.to_owned())),
+            _ => return Err(Error::UnsupportedUrl(redact_url(url))),
         };
         Ok(Self::new(store))
     }
@@ -358,6 +358,44 @@ impl Jobq {
             idempotency_key,
         })
     }
+}
+
+/// `url` fit to print: the password of its userinfo (`user:password@`) and
+/// the value of any query parameter whose name contains `password` are
+/// replaced by `***`.
+pub(crate) fn redact_url(url: &str) -> String {
+    // Userinfo ends at the last `@` (a raw password may hold `/`, `?` or `@`).
+    let (head, tail) = match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo_start = scheme_end + 3;
+            let userinfo = &url[userinfo_start..at];
+            let head = match userinfo.split_once(':') {
+                Some((user, _password)) => format!("{}{user}:***@", &url[..userinfo_start]),
+                None => url[..=at].to_owned(),
+            };
+            (head, &url[at + 1..])
+        }
+        _ => (String::new(), url),
+    };
+    let mut out = head;
+    match tail.split_once('?') {
+        Some((rest, query)) => {
+            out.push_str(rest);
+            out.push('?');
+            let params: Vec<String> = query
+                .split('&')
+                .map(|param| match param.split_once('=') {
+                    Some((name, _)) if name.to_ascii_lowercase().contains("password") => {
+                        format!("{name}=***")
+                    }
+                    _ => param.to_owned(),
+                })
+                .collect();
+            out.push_str(&params.join("&"));
+        }
+        None => out.push_str(tail),
+    }
+    out
 }
 
 /// Checks a queue name: 1 to 128 bytes, no NUL.

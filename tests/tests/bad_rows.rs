@@ -675,6 +675,26 @@ async fn random_values_and_raw_bytes_never_stall_a_queue(db: TestDb) {
     );
 }
 
+// ---------------------------------------------------------------- finding 10
+
+#[tokio::test]
+async fn an_unsupported_url_is_shown_without_its_password() {
+    let cases = [
+        ("postgress://admin:S3cret@db.example/app", "S3cret", "postgress://admin:***@db.example/app"),
+        ("mysq://app:S3cret@db:3306/app?ssl-mode=required", "S3cret", "mysq://app:***@db:3306/app?ssl-mode=required"),
+        ("redis://:S3cret@cache/0", "S3cret", "redis://:***@cache/0"),
+        ("postgress://admin@db/app?password=S3cret&x=1", "S3cret", "postgress://admin@db/app?password=***&x=1"),
+        ("pg://u:Pa/ss?wo@rd@db/app", "ss?wo", "pg://u:***@db/app"),
+    ];
+    for (url, secret, shown) in cases {
+        let error = Jobq::connect(url).await.expect_err("unsupported");
+        assert!(matches!(error, Error::UnsupportedUrl(_)), "{error:?}");
+        let text = format!("{error} / {error:?}");
+        assert!(!text.contains(secret), "{url}: {text}");
+        assert!(text.contains(shown), "{url}: {text}");
+    }
+}
+
 jobq_tests::on_every_backend!(
     an_unreadable_row_fails_on_its_own_and_stays_inspectable,
     a_nul_in_a_queue_name_key_or_job_name_is_refused_up_front,

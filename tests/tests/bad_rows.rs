@@ -505,7 +505,7 @@ async fn random_values_and_raw_bytes_never_stall_a_queue(db: TestDb) {
     let cases: usize = std::env::var("JOBQ_BAD_ROW_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(48);
+        .unwrap_or(200);
     let seed: u64 = std::env::var("JOBQ_BAD_ROW_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -542,7 +542,7 @@ async fn random_values_and_raw_bytes_never_stall_a_queue(db: TestDb) {
             }
             // Any string as a key.
             1 => {
-                let key = format!("{tag}{value}");
+                let key = format!("{tag}{case}:{value}");
                 match jobq
                     .enqueue_with(Record::new(1), on(&queue).idempotency_key(key.clone()))
                     .await
@@ -589,7 +589,7 @@ async fn random_values_and_raw_bytes_never_stall_a_queue(db: TestDb) {
                 };
                 let payload = random_bytes(&mut rng);
                 let key = rng.random_bool(0.3).then(|| {
-                    let mut key = tag.clone().into_bytes();
+                    let mut key = format!("{tag}{case}:").into_bytes();
                     key.extend(random_bytes(&mut rng));
                     key
                 });
@@ -700,4 +700,5 @@ jobq_tests::on_every_backend!(
     a_nul_in_a_queue_name_key_or_job_name_is_refused_up_front,
     a_batch_is_stored_whole_or_not_at_all,
     a_delay_beyond_the_range_is_clamped_to_the_limit_and_noted,
+    random_values_and_raw_bytes_never_stall_a_queue,
 );

@@ -180,9 +180,7 @@ async fn an_unreadable_row_fails_on_its_own_and_stays_inspectable(db: TestDb) {
             // A job name and a key that are not UTF-8.
             bad.push(insert_sqlite_bytes(&jobq, q, b"rows_\xffrecord", b"{}", None, true).await);
             let key = Some(b"key-\xfe".as_slice());
-            bad.push(
-                insert_sqlite_bytes(&jobq, q, b"rows_record", b"{\"n\":2}", key, true).await,
-            );
+            bad.push(insert_sqlite_bytes(&jobq, q, b"rows_record", b"{\"n\":2}", key, true).await);
         }
         db @ (Db::MySql(_) | Db::Postgres(_)) => {
             let sql = db.pick(
@@ -211,7 +209,11 @@ async fn an_unreadable_row_fails_on_its_own_and_stays_inspectable(db: TestDb) {
         assert!(
             info.payload.contains('\u{FFFD}')
                 || info.job_name.contains('\u{FFFD}')
-                || info.idempotency_key.as_deref().unwrap_or("").contains('\u{FFFD}'),
+                || info
+                    .idempotency_key
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains('\u{FFFD}'),
             "shown lossily: {info:?}"
         );
     }
@@ -243,7 +245,10 @@ async fn a_nul_in_a_queue_name_key_or_job_name_is_refused_up_front(db: TestDb) {
         "{error}"
     );
     let error = invalid(jobq.enqueue_with(NulName, on(&queue)).await);
-    assert!(error.contains("job name") && error.contains("NUL"), "{error}");
+    assert!(
+        error.contains("job name") && error.contains("NUL"),
+        "{error}"
+    );
 
     // A batch whose last key has a NUL: refused whole, before anything is written.
     let tag = rand::random::<u32>();
@@ -257,7 +262,11 @@ async fn a_nul_in_a_queue_name_key_or_job_name_is_refused_up_front(db: TestDb) {
     });
     let error = invalid(jobq.enqueue_many_with(batch).await);
     assert!(error.contains("NUL"), "{error}");
-    assert_eq!(rows_of(&jobq, &queue).await, 0, "nothing of the batch stored");
+    assert_eq!(
+        rows_of(&jobq, &queue).await,
+        0,
+        "nothing of the batch stored"
+    );
 
     let built = Worker::builder(jobq.clone())
         .queue_unchecked(nul_queue, 1)
@@ -458,8 +467,30 @@ async fn a_delay_beyond_the_range_is_clamped_to_the_limit_and_noted(db: TestDb) 
 
 /// Characters a row's text may hold, weighted toward the awkward ones.
 const CHARS: &[char] = &[
-    'a', 'Z', '0', ' ', '\0', '\u{1}', '\t', '\n', '\'', '"', '\\', '%', '_', '?', '$', 'é', 'ß',
-    '\u{FFFD}', '\u{200B}', '😀', '\u{10FFFF}', '\u{7F}', '\u{80}', '\u{FEFF}',
+    'a',
+    'Z',
+    '0',
+    ' ',
+    '\0',
+    '\u{1}',
+    '\t',
+    '\n',
+    '\'',
+    '"',
+    '\\',
+    '%',
+    '_',
+    '?',
+    '$',
+    'é',
+    'ß',
+    '\u{FFFD}',
+    '\u{200B}',
+    '😀',
+    '\u{10FFFF}',
+    '\u{7F}',
+    '\u{80}',
+    '\u{FEFF}',
 ];
 
 fn random_text(rng: &mut StdRng) -> String {
@@ -494,7 +525,7 @@ fn queue_ok(queue: &str) -> bool {
 
 fn key_ok(key: &str) -> bool {
     let n = key.chars().count();
-    n >= 1 && n <= jobq_runtime::MAX_KEY_LEN && !key.contains('\0')
+    (1..=jobq_runtime::MAX_KEY_LEN).contains(&n) && !key.contains('\0')
 }
 
 /// Random values through the public API and random bytes through raw
@@ -525,7 +556,8 @@ async fn random_values_and_raw_bytes_never_stall_a_queue(db: TestDb) {
         .unwrap()
         .start();
     let raw = Db::of(&jobq);
-    let (mut payloads, mut keyed, mut raw_rows, mut refused_raw) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    let (mut payloads, mut keyed, mut raw_rows, mut refused_raw) =
+        (Vec::new(), Vec::new(), Vec::new(), 0);
     let (mut refused, mut queues_checked) = (0, 0);
     for case in 0..cases {
         let value = random_text(&mut rng);
@@ -680,10 +712,22 @@ async fn random_values_and_raw_bytes_never_stall_a_queue(db: TestDb) {
 #[tokio::test]
 async fn an_unsupported_url_is_shown_without_its_password() {
     let cases = [
-        ("postgress://admin:S3cret@db.example/app", "S3cret", "postgress://admin:***@db.example/app"),
-        ("mysq://app:S3cret@db:3306/app?ssl-mode=required", "S3cret", "mysq://app:***@db:3306/app?ssl-mode=required"),
+        (
+            "postgress://admin:S3cret@db.example/app",
+            "S3cret",
+            "postgress://admin:***@db.example/app",
+        ),
+        (
+            "mysq://app:S3cret@db:3306/app?ssl-mode=required",
+            "S3cret",
+            "mysq://app:***@db:3306/app?ssl-mode=required",
+        ),
         ("redis://:S3cret@cache/0", "S3cret", "redis://:***@cache/0"),
-        ("postgress://admin@db/app?password=S3cret&x=1", "S3cret", "postgress://admin@db/app?password=***&x=1"),
+        (
+            "postgress://admin@db/app?password=S3cret&x=1",
+            "S3cret",
+            "postgress://admin@db/app?password=***&x=1",
+        ),
         ("pg://u:Pa/ss?wo@rd@db/app", "ss?wo", "pg://u:***@db/app"),
     ];
     for (url, secret, shown) in cases {

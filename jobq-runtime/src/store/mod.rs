@@ -419,7 +419,10 @@ impl Prunable {
 pub(crate) fn lossy_utf8(bytes: Vec<u8>) -> (String, bool) {
     match String::from_utf8(bytes) {
         Ok(text) => (text, true),
-        Err(error) => (String::from_utf8_lossy(error.as_bytes()).into_owned(), false),
+        Err(error) => (
+            String::from_utf8_lossy(error.as_bytes()).into_owned(),
+            false,
+        ),
     }
 }
 

@@ -649,8 +649,10 @@ async fn insert_chunks(
 }
 
 /// One `INSERT_MANY`; results in input order.
-async fn insert_chunk(conn: &mut PgConnection, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
-
+async fn insert_chunk(
+    conn: &mut PgConnection,
+    chunk: &[NewJob],
+) -> Result<Vec<Enqueued>, sqlx::Error> {
     // A key repeated within the batch: only its first row is sent, the
     // later ones are duplicates of it (as one INSERT per row would make them).
     let mut sent: Vec<&NewJob> = Vec::with_capacity(chunk.len());

@@ -307,7 +307,12 @@ fn plan_failure(
 }
 
 /// The `last_error` a failed attempt writes (`None` keeps the old one).
-fn plan_error(job: &ClaimedJob, error: &JobError, target: Target, exhausted: bool) -> Option<String> {
+fn plan_error(
+    job: &ClaimedJob,
+    error: &JobError,
+    target: Target,
+    exhausted: bool,
+) -> Option<String> {
     match error.kind() {
         JobErrorKind::Snooze(_) => None,
         _ if exhausted

@@ -295,69 +295,83 @@ impl Refuser {
         let db = Db::of(jobq);
         let name = format!("jobq_test_refuse_{:08x}", rand::random::<u32>());
         let refused = r#"{"n":1000}"#;
-        match &db {
-            Db::Sqlite(pool) => {
-                sqlx::raw_sql(&format!(
-                    "CREATE TRIGGER {name} BEFORE INSERT ON jobq_jobs \
-                     WHEN NEW.queue = '{queue}' AND NEW.payload = '{refused}' \
-                     BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END"
-                ))
-                .execute(pool)
-                .await
-                .expect("create trigger");
-            }
-            Db::Postgres(pool) => {
-                sqlx::raw_sql(&format!(
-                    "BEGIN; SET LOCAL lock_timeout = '20s'; \
-                     CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ \
-                     BEGIN IF NEW.payload = '{refused}' THEN RAISE EXCEPTION 'refused by the test trigger'; END IF; RETURN NEW; END $$; \
-                     CREATE TRIGGER {name} BEFORE INSERT ON jobq_jobs FOR EACH ROW \
-                     WHEN (NEW.queue = '{queue}') EXECUTE FUNCTION {name}(); COMMIT;"
-                ))
-                .execute(pool)
-                .await
-                .expect("create trigger");
-            }
-            Db::MySql(pool) => {
-                let mut conn = pool.acquire().await.expect("connection");
-                sqlx::raw_sql("SET SESSION lock_wait_timeout = 20")
-                    .execute(&mut *conn)
-                    .await
-                    .expect("lock_wait_timeout");
-                sqlx::raw_sql(&format!(
-                    "CREATE TRIGGER {name} BEFORE INSERT ON jobq_jobs FOR EACH ROW \
-                     BEGIN IF NEW.queue = '{queue}' AND NEW.payload = '{refused}' THEN \
-                     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test trigger'; \
-                     END IF; END"
-                ))
-                .execute(&mut *conn)
-                .await
-                .expect("create trigger");
-                conn.detach();
-            }
-        }
+        let sql = match &db {
+            Db::Sqlite(_) => format!(
+                "CREATE TRIGGER {name} BEFORE INSERT ON jobq_jobs \
+                 WHEN NEW.queue = '{queue}' AND NEW.payload = '{refused}' \
+                 BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END"
+            ),
+            Db::Postgres(_) => format!(
+                "CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ \
+                 BEGIN IF NEW.payload = '{refused}' THEN RAISE EXCEPTION 'refused by the test trigger'; END IF; RETURN NEW; END $$; \
+                 CREATE TRIGGER {name} BEFORE INSERT ON jobq_jobs FOR EACH ROW \
+                 WHEN (NEW.queue = '{queue}') EXECUTE FUNCTION {name}()"
+            ),
+            Db::MySql(_) => format!(
+                "CREATE TRIGGER {name} BEFORE INSERT ON jobq_jobs FOR EACH ROW \
+                 BEGIN IF NEW.queue = '{queue}' AND NEW.payload = '{refused}' THEN \
+                 SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test trigger'; \
+                 END IF; END"
+            ),
+        };
+        ddl(&db, &sql).await;
         Self { db, name }
     }
 
     async fn drop_it(self) {
         let name = &self.name;
-        let result = match &self.db {
-            Db::Sqlite(pool) => sqlx::raw_sql(&format!("DROP TRIGGER IF EXISTS {name}"))
-                .execute(pool)
-                .await
-                .map(drop),
-            Db::Postgres(pool) => sqlx::raw_sql(&format!(
+        let sql = match &self.db {
+            Db::Postgres(_) => format!(
                 "DROP TRIGGER IF EXISTS {name} ON jobq_jobs; DROP FUNCTION IF EXISTS {name}()"
-            ))
-            .execute(pool)
-            .await
-            .map(drop),
-            Db::MySql(pool) => sqlx::raw_sql(&format!("DROP TRIGGER IF EXISTS {name}"))
-                .execute(pool)
-                .await
-                .map(drop),
+            ),
+            Db::Sqlite(_) | Db::MySql(_) => format!("DROP TRIGGER IF EXISTS {name}"),
         };
-        result.expect("drop the test trigger");
+        ddl(&self.db, &sql).await;
+    }
+}
+
+/// Runs DDL on the shared table, waiting at most 1 s per try for the
+/// table's lock (a DDL waiting for it holds up every other session's
+/// statements on the table behind it), up to 30 tries.
+async fn ddl(db: &Db, sql: &str) {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let result = match db {
+            Db::Sqlite(pool) => sqlx::raw_sql(sql).execute(pool).await.map(drop),
+            Db::Postgres(pool) => {
+                async {
+                    let mut tx = pool.begin().await?;
+                    sqlx::raw_sql("SET LOCAL lock_timeout = '1s'")
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::raw_sql(sql).execute(&mut *tx).await?;
+                    tx.commit().await
+                }
+                .await
+            }
+            Db::MySql(pool) => {
+                async {
+                    let mut conn = pool.acquire().await?;
+                    sqlx::raw_sql("SET SESSION lock_wait_timeout = 1")
+                        .execute(&mut *conn)
+                        .await?;
+                    let result = sqlx::raw_sql(sql).execute(&mut *conn).await.map(drop);
+                    // Its session setting goes with it, not back to the pool.
+                    conn.detach();
+                    result
+                }
+                .await
+            }
+        };
+        match result {
+            Ok(()) => return,
+            Err(error) if tries < 30 => {
+                eprintln!("test DDL waits for the table ({error}); trying again");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(error) => panic!("test DDL failed 30 times: {error}: {sql}"),
+        }
     }
 }
 

@@ -89,6 +89,23 @@ async fn main() -> ExitCode {
     }
 }
 
+/// `error` and its sources, `: `-separated, so that the cause shows (jobq's
+/// `database error` is the server's refusal further down). A source whose
+/// message the text already ends with (sqlx repeats the server's) is skipped.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let message = cause.to_string();
+        if !text.ends_with(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// How long the command waits for a connection (the pool would keep
 /// retrying a refused connection for 30 s).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -102,8 +119,8 @@ async fn run(url: &str, command: Command) -> Result<Outcome, String> {
                 CONNECT_TIMEOUT.as_secs()
             )
         })?
-        .map_err(|e| e.to_string())?;
-    execute(&jobq, command).await.map_err(|e| e.to_string())
+        .map_err(|e| chain(&e))?;
+    execute(&jobq, command).await.map_err(|e| chain(&e))
 }
 
 async fn execute(jobq: &Jobq, command: Command) -> jobq_runtime::Result<Outcome> {

@@ -106,3 +106,74 @@ fn an_unreachable_database_is_an_error_with_a_message() {
         "{stderr}"
     );
 }
+
+/// The `jobq` binary with `env` set and no `--url`.
+fn jobq_cli_env(env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_jobq"));
+    command
+        .env_remove("JOBQ_DATABASE_URL")
+        .env_remove("DATABASE_URL");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.args(args).output().expect("the jobq binary runs")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_bad_url_is_shown_without_its_password_from_the_flag_or_the_environment() {
+    let url = "postgress://admin:S3cret@db.example/app?sslpassword=K3y";
+    let from_flag = jobq_cli(url, &["counts", "q"]);
+    let from_env = jobq_cli_env(&[("JOBQ_DATABASE_URL", url)], &["counts", "q"]);
+    let from_database_url = jobq_cli_env(&[("DATABASE_URL", url)], &["counts", "q"]);
+    for output in [from_flag, from_env, from_database_url] {
+        assert!(!output.status.success());
+        let text = format!("{}{}", stderr(&output), stdout(&output));
+        assert!(
+            !text.contains("S3cret") && !text.contains("K3y"),
+            "a password was printed: {text}"
+        );
+        assert!(
+            text.contains("postgress://admin:***@db.example/app?sslpassword=***"),
+            "{text}"
+        );
+    }
+}
+
+/// MySQL/MariaDB from `JOBQ_MYSQL_URL` (skipped when unset, unless `CI=true`).
+fn mysql_url() -> Option<String> {
+    match std::env::var("JOBQ_MYSQL_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("JOBQ_MYSQL_URL is not set: under CI=true every backend must be tested")
+        }
+        _ => None,
+    }
+}
+
+#[test]
+fn a_refused_connection_prints_the_servers_cause() {
+    let Some(url) = mysql_url() else { return };
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (userinfo, host_db) = rest.rsplit_once('@').unwrap();
+    let user = userinfo.split(':').next().unwrap();
+    let (host, _db) = host_db.split_once('/').unwrap();
+
+    let wrong_password = format!("{scheme}://{user}:N0tThePassword@{host}/test");
+    let output = jobq_cli(&wrong_password, &["counts", "q"]);
+    assert!(!output.status.success());
+    let text = stderr(&output);
+    assert!(text.contains("jobq: database error: "), "{text}");
+    assert!(text.contains("Access denied"), "the cause: {text}");
+    assert!(!text.contains("N0tThePassword"), "{text}");
+
+    let missing_database = format!("{scheme}://{userinfo}@{host}/jobq_no_such_database");
+    let output = jobq_cli(&missing_database, &["counts", "q"]);
+    assert!(!output.status.success());
+    let text = stderr(&output);
+    assert!(text.contains("jobq: database error: "), "{text}");
+    assert!(text.contains("Unknown database"), "the cause: {text}");
+}

@@ -18,7 +18,9 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
-    /// The URL names no database jobq supports.
+    /// The URL names no database jobq supports. It is shown with the
+    /// password of its userinfo and of any `…password=` query parameter
+    /// replaced by `***`.
     #[error(
         "unsupported database URL `{0}`: expected mysql://, mariadb://, sqlite:// (or sqlite::memory:) or postgres://"
     )]

@@ -66,7 +66,7 @@ impl Jobq {
             "postgres" | "postgresql" => {
                 Store::Postgres(PgStore::connect(url, max_connections).await?)
             }
-            _ => return Err(Error::UnsupportedUrl(url.to_owned())),
+            _ => return Err(Error::UnsupportedUrl(redact_url(url))),
         };
         Ok(Self::new(store))
     }
@@ -316,6 +316,12 @@ impl Jobq {
                     J::NAME
                 )));
             }
+            if let Some(at) = key.find('\0') {
+                return Err(Error::invalid(format!(
+                    "idempotency key {key:?} of job `{}` has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: remove it or hash the key",
+                    J::NAME
+                )));
+            }
         }
         let max_attempts = options.max_attempts.unwrap_or(J::MAX_ATTEMPTS);
         if max_attempts == 0 || max_attempts > i32::MAX as u32 {
@@ -359,7 +365,7 @@ impl Jobq {
     }
 }
 
-/// Checks a job name: 1 to [`MAX_JOB_NAME_LEN`] bytes.
+/// Checks a job name: 1 to [`MAX_JOB_NAME_LEN`] bytes, no NUL.
 pub(crate) fn validate_job_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_JOB_NAME_LEN {
         return Err(Error::invalid(format!(
@@ -367,15 +373,63 @@ pub(crate) fn validate_job_name(name: &str) -> Result<()> {
             name.len()
         )));
     }
+    if let Some(at) = name.find('\0') {
+        return Err(Error::invalid(format!(
+            "job name {name:?} has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: pin another name with #[job(name = \"…\")]"
+        )));
+    }
     Ok(())
 }
 
-/// Checks a queue name: 1 to 128 bytes.
+/// `url` fit to print: the password of its userinfo (`user:password@`) and
+/// the value of any query parameter whose name contains `password` are
+/// replaced by `***`.
+pub(crate) fn redact_url(url: &str) -> String {
+    // Userinfo ends at the last `@` (a raw password may hold `/`, `?` or `@`).
+    let (head, tail) = match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo_start = scheme_end + 3;
+            let userinfo = &url[userinfo_start..at];
+            let head = match userinfo.split_once(':') {
+                Some((user, _password)) => format!("{}{user}:***@", &url[..userinfo_start]),
+                None => url[..=at].to_owned(),
+            };
+            (head, &url[at + 1..])
+        }
+        _ => (String::new(), url),
+    };
+    let mut out = head;
+    match tail.split_once('?') {
+        Some((rest, query)) => {
+            out.push_str(rest);
+            out.push('?');
+            let params: Vec<String> = query
+                .split('&')
+                .map(|param| match param.split_once('=') {
+                    Some((name, _)) if name.to_ascii_lowercase().contains("password") => {
+                        format!("{name}=***")
+                    }
+                    _ => param.to_owned(),
+                })
+                .collect();
+            out.push_str(&params.join("&"));
+        }
+        None => out.push_str(tail),
+    }
+    out
+}
+
+/// Checks a queue name: 1 to 128 bytes, no NUL.
 pub(crate) fn validate_queue(queue: &str) -> Result<()> {
     if queue.is_empty() || queue.len() > MAX_QUEUE_LEN {
         return Err(Error::invalid(format!(
             "queue name `{queue}` is {} bytes long; it must be 1 to {MAX_QUEUE_LEN} bytes",
             queue.len()
+        )));
+    }
+    if let Some(at) = queue.find('\0') {
+        return Err(Error::invalid(format!(
+            "queue name {queue:?} has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: remove it"
         )));
     }
     Ok(())

@@ -68,6 +68,9 @@ pub(crate) struct ClaimedJob {
     pub(crate) max_attempts: u32,
     pub(crate) idempotency_key: Option<String>,
     pub(crate) token: i64,
+    /// Why the row cannot be run as stored (a column that is not UTF-8):
+    /// the attempt fails without running the handler, and is not retried.
+    pub(crate) unreadable: Option<String>,
 }
 
 impl ClaimedJob {
@@ -90,7 +93,54 @@ impl ClaimedJob {
             max_attempts: u32::try_from(max_attempts).unwrap_or(1),
             idempotency_key,
             token,
+            unreadable: None,
         }
+    }
+
+    /// [`new`](Self::new) for a row whose text columns were read as bytes
+    /// (SQLite stores whatever another program wrote: a BLOB, or text that
+    /// is not UTF-8). Each is decoded as UTF-8; one that is not is decoded
+    /// lossily (U+FFFD) and the job marked [`unreadable`](Self::unreadable),
+    /// so that it fails on its own instead of failing the whole claim.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_bytes(
+        id: i64,
+        job_name: Vec<u8>,
+        payload: Vec<u8>,
+        attempt: i64,
+        max_attempts: i64,
+        idempotency_key: Option<Vec<u8>>,
+        token: i64,
+    ) -> Self {
+        let mut bad = Vec::new();
+        let mut decode = |column: &'static str, bytes: Vec<u8>| {
+            let (text, valid) = lossy_utf8(bytes);
+            if !valid {
+                bad.push(column);
+            }
+            text
+        };
+        let job_name = decode("job_name", job_name);
+        let payload = decode("payload", payload);
+        let idempotency_key = idempotency_key.map(|key| decode("idempotency_key", key));
+        let mut job = Self::new(
+            id,
+            job_name,
+            payload,
+            attempt,
+            max_attempts,
+            idempotency_key,
+            token,
+        );
+        if !bad.is_empty() {
+            job.unreadable = Some(format!(
+                "the row's {} {} not valid UTF-8 (written by another program, or corrupted; Jobq::job shows {} with U+FFFD for the bad bytes)",
+                bad.join(" and "),
+                if bad.len() == 1 { "is" } else { "are" },
+                if bad.len() == 1 { "it" } else { "them" },
+            ));
+        }
+        job
     }
 
     pub(crate) fn fence(&self) -> Fence {
@@ -193,6 +243,7 @@ impl Store {
         lease: Duration,
         worker: &str,
     ) -> Result<Vec<ClaimedJob>> {
+        let lease = lease.min(crate::MAX_DELAY);
         dispatch!(self, s => s.claim(queue, limit, lease, worker).await)
     }
 
@@ -218,7 +269,10 @@ impl Store {
     }
 
     /// Extends the leases of held jobs; returns the fences that are no longer held.
+    /// A lease past [`MAX_DELAY`](crate::MAX_DELAY) (e.g. `extend_lease(Duration::MAX)`)
+    /// is clamped to it: every backend's time arithmetic holds that.
     pub(crate) async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
+        let lease = lease.min(crate::MAX_DELAY);
         dispatch!(self, s => s.heartbeat(fences, lease).await)
     }
 
@@ -357,6 +411,18 @@ impl Prunable {
             Self::Finished => &["done", "cancelled"],
             Self::Failed => &["failed"],
         }
+    }
+}
+
+/// `bytes` as text, and whether they were valid UTF-8 (if not, each bad
+/// sequence is replaced by U+FFFD).
+pub(crate) fn lossy_utf8(bytes: Vec<u8>) -> (String, bool) {
+    match String::from_utf8(bytes) {
+        Ok(text) => (text, true),
+        Err(error) => (
+            String::from_utf8_lossy(error.as_bytes()).into_owned(),
+            false,
+        ),
     }
 }
 

@@ -201,10 +201,13 @@ impl sqlx::Type<sqlx::MySql> for Text {
     }
 }
 
+/// Decoded lossily (U+FFFD for bytes that are not UTF-8): a `utf8mb4`
+/// column in strict mode holds only UTF-8, and should a server hand back
+/// anything else, one row must not fail a whole claim or an inspection.
 impl<'r> sqlx::Decode<'r, sqlx::MySql> for Text {
     fn decode(value: sqlx::mysql::MySqlValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
         let bytes = <&[u8] as sqlx::Decode<sqlx::MySql>>::decode(value)?;
-        Ok(Self(std::str::from_utf8(bytes)?.to_owned()))
+        Ok(Self(String::from_utf8_lossy(bytes).into_owned()))
     }
 }
 
@@ -334,96 +337,58 @@ impl MySqlStore {
         .await
     }
 
+    /// All or nothing: a batch that fits one statement is one statement (or,
+    /// on MySQL, one transaction); a longer one runs its statements in one
+    /// transaction, so a row the server refuses leaves nothing of the batch.
     pub(crate) async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let mut out = Vec::with_capacity(jobs.len());
-        for chunk in statement_chunks(jobs, self.max_payload_bytes()) {
-            let keyless = chunk.iter().all(|job| job.idempotency_key.is_none());
-            let done = if let (true, Some(step)) = (keyless, self.id_step) {
-                retry_transient(is_transient, || self.insert_keyless(chunk, step)).await?
-            } else if self.mariadb {
-                retry_transient(is_transient, || self.insert_returning(chunk)).await?
-            } else {
-                retry_transient(is_transient, || self.insert_each(chunk)).await?
+        let chunks = statement_chunks(jobs, self.max_payload_bytes());
+        retry_transient(is_transient, || async {
+            let mut conn = self.conns.get().await?;
+            let result = match chunks.as_slice() {
+                [chunk] => self.insert_chunk(&mut conn, chunk, false).await,
+                chunks => self.insert_chunks(&mut conn, chunks).await,
             };
-            out.extend(done);
-        }
-        Ok(out)
+            conn.done(result)
+        })
+        .await
     }
 
-    /// A batch without idempotency keys as one plain multi-row INSERT:
-    /// nothing can conflict, and the ids are consecutive from
-    /// `LAST_INSERT_ID()` (the first row's), `step` apart, in VALUES order.
-    async fn insert_keyless(
+    /// Every chunk in one transaction on `conn`.
+    async fn insert_chunks(
         &self,
-        chunk: &[NewJob],
-        step: i64,
+        conn: &mut MySqlConnection,
+        chunks: &[&[NewJob]],
     ) -> Result<Vec<Enqueued>, sqlx::Error> {
-        let now = chunk.iter().all(|job| matches!(job.run_at, RunAt::Now));
-        let (sql, args) = if now {
-            (
-                rows_sql(INSERT_ROW_NOW, chunk.len(), ""),
-                now_row_arguments(chunk)?,
-            )
-        } else {
-            (insert_rows_sql(chunk.len(), ""), row_arguments(chunk)?)
-        };
-        let query = sqlx::query_with(&sql, args);
-        let mut conn = self.conns.get().await?;
-        let result = query.execute(&mut *conn).await;
-        let done = conn.done(result)?;
-        let n = chunk.len() as u64;
-        if done.rows_affected() != n {
-            return Err(sqlx::Error::Protocol(format!(
-                "a batch INSERT of {n} rows inserted {}",
-                done.rows_affected()
-            )));
-        }
-        let first = i64::try_from(done.last_insert_id()).unwrap_or(i64::MAX);
-        Ok((0..chunk.len() as i64)
-            .map(|i| Enqueued {
-                id: first + i * step,
-                duplicate: false,
-            })
-            .collect())
-    }
-
-    /// MariaDB: one multi-row `INSERT … RETURNING`, duplicates included, in input order.
-    async fn insert_returning(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
-        let sql = insert_rows_sql(
-            chunk.len(),
-            concat!(
-                " ON DUPLICATE KEY UPDATE ",
-                bump_hits!(),
-                " RETURNING id, dedupe_hits"
-            ),
-        );
-        // Prepared once per batch size and connection, kept in sqlx's
-        // per-connection cache (100 statements, least recently used out): a
-        // size the application repeats costs one round trip, and a one-off
-        // size costs prepare + execute + close, as an unprepared query would.
-        let query = sqlx::query_as_with::<_, (i64, i32), _>(&sql, row_arguments(chunk)?);
-        let mut conn = self.conns.get().await?;
-        let result = query.fetch_all(&mut *conn).await;
-        let rows = conn.done(result)?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, hits)| Enqueued {
-                id,
-                duplicate: hits > 0,
-            })
-            .collect())
-    }
-
-    /// MySQL: no RETURNING and no promise of consecutive ids under
-    /// `innodb_autoinc_lock_mode = 2`, so one INSERT per row in one transaction.
-    async fn insert_each(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
-        let mut tx = self.pool.begin_with(BEGIN_RC).await?;
-        let mut out = Vec::with_capacity(chunk.len());
-        for job in chunk {
-            out.push(insert(&mut tx, job).await?);
+        let mut tx = conn.begin_with(BEGIN_RC).await?;
+        let mut out = Vec::new();
+        for chunk in chunks {
+            out.extend(self.insert_chunk(&mut tx, chunk, true).await?);
         }
         tx.commit().await?;
         Ok(out)
+    }
+
+    /// One chunk: a multi-row INSERT where its ids can be known, else one
+    /// INSERT per row (in a transaction of its own unless `in_transaction`).
+    async fn insert_chunk(
+        &self,
+        conn: &mut MySqlConnection,
+        chunk: &[NewJob],
+        in_transaction: bool,
+    ) -> Result<Vec<Enqueued>, sqlx::Error> {
+        let keyless = chunk.iter().all(|job| job.idempotency_key.is_none());
+        if let (true, Some(step)) = (keyless, self.id_step) {
+            insert_keyless(conn, chunk, step).await
+        } else if self.mariadb {
+            insert_returning(conn, chunk).await
+        } else if in_transaction {
+            insert_each(conn, chunk).await
+        } else {
+            let mut tx = conn.begin_with(BEGIN_RC).await?;
+            let out = insert_each(&mut tx, chunk).await?;
+            tx.commit().await?;
+            Ok(out)
+        }
     }
 
     pub(crate) async fn claim(
@@ -894,6 +859,83 @@ async fn claim_on(
         end,
         resumed: position.is_some(),
     })
+}
+
+/// A batch without idempotency keys as one plain multi-row INSERT:
+/// nothing can conflict, and the ids are consecutive from
+/// `LAST_INSERT_ID()` (the first row's), `step` apart, in VALUES order.
+async fn insert_keyless(
+    conn: &mut MySqlConnection,
+    chunk: &[NewJob],
+    step: i64,
+) -> Result<Vec<Enqueued>, sqlx::Error> {
+    let now = chunk.iter().all(|job| matches!(job.run_at, RunAt::Now));
+    let (sql, args) = if now {
+        (
+            rows_sql(INSERT_ROW_NOW, chunk.len(), ""),
+            now_row_arguments(chunk)?,
+        )
+    } else {
+        (insert_rows_sql(chunk.len(), ""), row_arguments(chunk)?)
+    };
+    let done = sqlx::query_with(&sql, args).execute(&mut *conn).await?;
+    let n = chunk.len() as u64;
+    if done.rows_affected() != n {
+        return Err(sqlx::Error::Protocol(format!(
+            "a batch INSERT of {n} rows inserted {}",
+            done.rows_affected()
+        )));
+    }
+    let first = i64::try_from(done.last_insert_id()).unwrap_or(i64::MAX);
+    Ok((0..chunk.len() as i64)
+        .map(|i| Enqueued {
+            id: first + i * step,
+            duplicate: false,
+        })
+        .collect())
+}
+
+/// MariaDB: one multi-row `INSERT … RETURNING`, duplicates included, in input order.
+async fn insert_returning(
+    conn: &mut MySqlConnection,
+    chunk: &[NewJob],
+) -> Result<Vec<Enqueued>, sqlx::Error> {
+    let sql = insert_rows_sql(
+        chunk.len(),
+        concat!(
+            " ON DUPLICATE KEY UPDATE ",
+            bump_hits!(),
+            " RETURNING id, dedupe_hits"
+        ),
+    );
+    // Prepared once per batch size and connection, kept in sqlx's
+    // per-connection cache (100 statements, least recently used out): a
+    // size the application repeats costs one round trip, and a one-off
+    // size costs prepare + execute + close, as an unprepared query would.
+    let rows = sqlx::query_as_with::<_, (i64, i32), _>(&sql, row_arguments(chunk)?)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, hits)| Enqueued {
+            id,
+            duplicate: hits > 0,
+        })
+        .collect())
+}
+
+/// MySQL: no RETURNING and no promise of consecutive ids under
+/// `innodb_autoinc_lock_mode = 2`, so one INSERT per row (the caller holds
+/// the transaction).
+async fn insert_each(
+    conn: &mut MySqlConnection,
+    chunk: &[NewJob],
+) -> Result<Vec<Enqueued>, sqlx::Error> {
+    let mut out = Vec::with_capacity(chunk.len());
+    for job in chunk {
+        out.push(insert(conn, job).await?);
+    }
+    Ok(out)
 }
 
 /// One idempotent INSERT on any MySQL connection (the pool's or the caller's transaction).

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgListener, PgPoolOptions, PgRow};
-use sqlx::{Executor, PgConnection, PgPool, Row};
+use sqlx::{Connection, Executor, PgConnection, PgPool, Row};
 use tokio_util::sync::CancellationToken;
 
 use super::stash::Stash;
@@ -401,128 +401,24 @@ impl PgStore {
         Ok(enqueued)
     }
 
+    /// All or nothing: a batch of one chunk is one statement; a longer one
+    /// runs its statements in one transaction, so a row the server refuses
+    /// leaves nothing of the batch.
     pub(crate) async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let mut out = Vec::with_capacity(jobs.len());
-        for chunk in jobs.chunks(INSERT_CHUNK) {
-            out.extend(retry_transient(is_transient, || self.insert_chunk(chunk)).await?);
-            self.notifier
-                .announce(&self.pool, chunk.iter().map(|job| job.queue.as_str()));
-        }
+        let out = retry_transient(is_transient, || async {
+            let mut conn = self.conns.get().await?;
+            let result = if jobs.len() <= INSERT_CHUNK {
+                insert_chunk(&mut conn, jobs).await
+            } else {
+                insert_chunks(&mut conn, jobs).await
+            };
+            conn.done(result)
+        })
+        .await?;
+        self.notifier
+            .announce(&self.pool, jobs.iter().map(|job| job.queue.as_str()));
         Ok(out)
     }
-
-    /// One `INSERT_MANY`; results in input order.
-    async fn insert_chunk(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
-        // A key repeated within the batch: only its first row is sent, the
-        // later ones are duplicates of it (as one INSERT per row would make them).
-        let mut sent: Vec<&NewJob> = Vec::with_capacity(chunk.len());
-        let mut first_of_key = std::collections::HashMap::new();
-        let slots: Vec<(usize, bool)> = chunk
-            .iter()
-            .map(|job| match &job.idempotency_key {
-                Some(key) => match first_of_key.get(key.as_str()) {
-                    Some(&slot) => (slot, true),
-                    None => {
-                        first_of_key.insert(key.as_str(), sent.len());
-                        sent.push(job);
-                        (sent.len() - 1, false)
-                    }
-                },
-                None => {
-                    sent.push(job);
-                    (sent.len() - 1, false)
-                }
-            })
-            .collect();
-
-        let mut queues = Vec::with_capacity(sent.len());
-        let mut names = Vec::with_capacity(sent.len());
-        let mut payloads = Vec::with_capacity(sent.len());
-        let mut priorities = Vec::with_capacity(sent.len());
-        let mut ats = Vec::with_capacity(sent.len());
-        let mut delays = Vec::with_capacity(sent.len());
-        let mut max_attempts = Vec::with_capacity(sent.len());
-        let mut keys = Vec::with_capacity(sent.len());
-        for job in &sent {
-            let (at, delay) = run_at_binds(job.run_at);
-            queues.push(job.queue.as_str());
-            names.push(job.job_name.as_str());
-            payloads.push(job.payload.as_str());
-            priorities.push(job.priority);
-            ats.push(at);
-            delays.push(delay);
-            max_attempts.push(attempts_bind(job.max_attempts));
-            keys.push(job.idempotency_key.as_deref());
-        }
-        let keyless = keys.iter().all(Option::is_none);
-        let query = if keyless && sent.iter().all(|job| matches!(job.run_at, RunAt::Now)) {
-            sqlx::query_as(INSERT_MANY_NOW)
-                .bind(queues)
-                .bind(names)
-                .bind(payloads)
-                .bind(priorities)
-                .bind(max_attempts)
-        } else {
-            let query = sqlx::query_as(if keyless {
-                INSERT_MANY_KEYLESS
-            } else {
-                INSERT_MANY
-            })
-            .bind(queues)
-            .bind(names)
-            .bind(payloads)
-            .bind(priorities)
-            .bind(ats)
-            .bind(delays)
-            .bind(max_attempts);
-            if keyless { query } else { query.bind(keys) }
-        };
-        let mut conn = self.conns.get().await?;
-        let result = query.fetch_all(&mut *conn).await;
-        let rows: Vec<(i64, i64, i32)> = conn.done(result)?;
-        if keyless {
-            if rows.len() != chunk.len() {
-                return Err(sqlx::Error::Protocol(format!(
-                    "enqueue_many inserted {} rows and got {} ids back",
-                    chunk.len(),
-                    rows.len()
-                )));
-            }
-            let mut ids: Vec<i64> = rows.into_iter().map(|(_, id, _)| id).collect();
-            ids.sort_unstable();
-            return Ok(ids
-                .into_iter()
-                .map(|id| Enqueued {
-                    id,
-                    duplicate: false,
-                })
-                .collect());
-        }
-        // One row per sent job, ordered by its ordinal: check, then fan out to the input.
-        let in_order = rows.len() == sent.len()
-            && rows
-                .iter()
-                .zip(1..)
-                .all(|(&(ord, _, _), expected)| ord == expected);
-        if !in_order {
-            return Err(sqlx::Error::Protocol(format!(
-                "enqueue_many sent {} rows and got {} results back, not one per row in order",
-                sent.len(),
-                rows.len()
-            )));
-        }
-        Ok(slots
-            .into_iter()
-            .map(|(slot, repeat)| {
-                let (_, id, hits) = rows[slot];
-                Enqueued {
-                    id,
-                    duplicate: hits > 0 || repeat,
-                }
-            })
-            .collect())
-    }
-
     pub(crate) async fn claim(
         &self,
         queue: &str,
@@ -739,6 +635,133 @@ impl PgStore {
 /// One idempotent INSERT (plus its NOTIFY) on any PostgreSQL connection: the
 /// pool's, or the caller's transaction, where the NOTIFY goes out on commit
 /// and not at all on rollback.
+/// Every chunk of `jobs` in one transaction on `conn`.
+async fn insert_chunks(
+    conn: &mut PgConnection,
+    jobs: &[NewJob],
+) -> Result<Vec<Enqueued>, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    let mut out = Vec::with_capacity(jobs.len());
+    for chunk in jobs.chunks(INSERT_CHUNK) {
+        out.extend(insert_chunk(&mut tx, chunk).await?);
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// One `INSERT_MANY`; results in input order.
+async fn insert_chunk(
+    conn: &mut PgConnection,
+    chunk: &[NewJob],
+) -> Result<Vec<Enqueued>, sqlx::Error> {
+    // A key repeated within the batch: only its first row is sent, the
+    // later ones are duplicates of it (as one INSERT per row would make them).
+    let mut sent: Vec<&NewJob> = Vec::with_capacity(chunk.len());
+    let mut first_of_key = std::collections::HashMap::new();
+    let slots: Vec<(usize, bool)> = chunk
+        .iter()
+        .map(|job| match &job.idempotency_key {
+            Some(key) => match first_of_key.get(key.as_str()) {
+                Some(&slot) => (slot, true),
+                None => {
+                    first_of_key.insert(key.as_str(), sent.len());
+                    sent.push(job);
+                    (sent.len() - 1, false)
+                }
+            },
+            None => {
+                sent.push(job);
+                (sent.len() - 1, false)
+            }
+        })
+        .collect();
+
+    let mut queues = Vec::with_capacity(sent.len());
+    let mut names = Vec::with_capacity(sent.len());
+    let mut payloads = Vec::with_capacity(sent.len());
+    let mut priorities = Vec::with_capacity(sent.len());
+    let mut ats = Vec::with_capacity(sent.len());
+    let mut delays = Vec::with_capacity(sent.len());
+    let mut max_attempts = Vec::with_capacity(sent.len());
+    let mut keys = Vec::with_capacity(sent.len());
+    for job in &sent {
+        let (at, delay) = run_at_binds(job.run_at);
+        queues.push(job.queue.as_str());
+        names.push(job.job_name.as_str());
+        payloads.push(job.payload.as_str());
+        priorities.push(job.priority);
+        ats.push(at);
+        delays.push(delay);
+        max_attempts.push(attempts_bind(job.max_attempts));
+        keys.push(job.idempotency_key.as_deref());
+    }
+    let keyless = keys.iter().all(Option::is_none);
+    let query = if keyless && sent.iter().all(|job| matches!(job.run_at, RunAt::Now)) {
+        sqlx::query_as(INSERT_MANY_NOW)
+            .bind(queues)
+            .bind(names)
+            .bind(payloads)
+            .bind(priorities)
+            .bind(max_attempts)
+    } else {
+        let query = sqlx::query_as(if keyless {
+            INSERT_MANY_KEYLESS
+        } else {
+            INSERT_MANY
+        })
+        .bind(queues)
+        .bind(names)
+        .bind(payloads)
+        .bind(priorities)
+        .bind(ats)
+        .bind(delays)
+        .bind(max_attempts);
+        if keyless { query } else { query.bind(keys) }
+    };
+    let rows: Vec<(i64, i64, i32)> = query.fetch_all(&mut *conn).await?;
+    if keyless {
+        if rows.len() != chunk.len() {
+            return Err(sqlx::Error::Protocol(format!(
+                "enqueue_many inserted {} rows and got {} ids back",
+                chunk.len(),
+                rows.len()
+            )));
+        }
+        let mut ids: Vec<i64> = rows.into_iter().map(|(_, id, _)| id).collect();
+        ids.sort_unstable();
+        return Ok(ids
+            .into_iter()
+            .map(|id| Enqueued {
+                id,
+                duplicate: false,
+            })
+            .collect());
+    }
+    // One row per sent job, ordered by its ordinal: check, then fan out to the input.
+    let in_order = rows.len() == sent.len()
+        && rows
+            .iter()
+            .zip(1..)
+            .all(|(&(ord, _, _), expected)| ord == expected);
+    if !in_order {
+        return Err(sqlx::Error::Protocol(format!(
+            "enqueue_many sent {} rows and got {} results back, not one per row in order",
+            sent.len(),
+            rows.len()
+        )));
+    }
+    Ok(slots
+        .into_iter()
+        .map(|(slot, repeat)| {
+            let (_, id, hits) = rows[slot];
+            Enqueued {
+                id,
+                duplicate: hits > 0 || repeat,
+            }
+        })
+        .collect())
+}
+
 pub(crate) async fn insert(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued, sqlx::Error> {
     insert_with(conn, job, INSERT).await
 }

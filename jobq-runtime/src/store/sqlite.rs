@@ -73,11 +73,15 @@ const PICK: &str = "SELECT id FROM jobq_jobs \
 
 /// `?1` the claim's token base (each row's token is base + id, see
 /// [`super::new_token_base`]), `?2` now, `?3` lease deadline, `?4` worker,
-/// `?5` the picked ids as a JSON array (one statement text for any batch size).
+/// `?5` the picked ids as a JSON array (one statement text for any batch
+/// size). The text columns come back as bytes: SQLite holds whatever another
+/// program wrote (a BLOB, text that is not UTF-8), and one such row must fail
+/// on its own, not fail every claim of its queue (see [`ClaimedJob::from_bytes`]).
 const CLAIM: &str = "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, \
      lease_token = ?1 + id, run_at = ?3, claimed_by = ?4, claimed_at = ?2 \
      WHERE id IN (SELECT value FROM json_each(?5)) \
-     RETURNING id, job_name, payload, attempts, max_attempts, idempotency_key";
+     RETURNING id, CAST(job_name AS BLOB), CAST(payload AS BLOB), attempts, max_attempts, \
+     CAST(idempotency_key AS BLOB)";
 
 /// `?1` status, `?2` new run_at, `?3` refunded attempts, `?4` error, `?5` now,
 /// `?6` id, `?7` token. SQLite's SET sees the old row, hence `?1` in `finished_at`.
@@ -100,8 +104,11 @@ const REAP: &str = "UPDATE jobq_jobs SET \
                   WHERE queue = ?2 AND status = 'processing' AND run_at < ?1 \
                   ORDER BY priority, run_at, id LIMIT ?3)";
 
-const JOB: &str = "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts, \
-     run_at, idempotency_key, last_error, claimed_by, claimed_at, created_at, finished_at \
+/// Text columns as bytes, decoded lossily: any row can be inspected.
+const JOB: &str = "SELECT id, CAST(queue AS BLOB) AS queue, CAST(job_name AS BLOB) AS job_name, \
+     CAST(payload AS BLOB) AS payload, status, priority, attempts, max_attempts, run_at, \
+     CAST(idempotency_key AS BLOB) AS idempotency_key, CAST(last_error AS BLOB) AS last_error, \
+     CAST(claimed_by AS BLOB) AS claimed_by, claimed_at, created_at, finished_at \
      FROM jobq_jobs WHERE id = ?1";
 
 /// Finished rows of two statuses, oldest first, through `jobq_jobs_finished`.
@@ -117,8 +124,9 @@ const RETRY: &str = "UPDATE jobq_jobs SET status = 'pending', run_at = ?1, finis
      max_attempts = MAX(max_attempts, attempts + 1) \
      WHERE id = ?2 AND status IN ('failed', 'cancelled')";
 
-/// Rows per `BEGIN IMMEDIATE` transaction of a batch enqueue: bounds how long
-/// one batch holds the write lock (a few milliseconds) while other writers wait.
+/// Rows per statement of a batch enqueue (SQLite's limit on bound parameters
+/// is 32,766: 1,000 rows of 7). A longer batch runs its chunks in one
+/// transaction, so it holds the write lock for all of them.
 const INSERT_CHUNK: usize = 1000;
 /// Ids per settle or heartbeat statement: bounds how long one holds the
 /// write lock.
@@ -391,12 +399,21 @@ impl SqliteStore {
         }
     }
 
+    /// All or nothing: a batch of one chunk is one statement or one
+    /// transaction; a longer one runs its chunks in one `BEGIN IMMEDIATE`
+    /// transaction (holding the write lock for all of them), so a row the
+    /// database refuses leaves nothing of the batch behind.
     pub(crate) async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let mut out = Vec::with_capacity(jobs.len());
-        for chunk in jobs.chunks(INSERT_CHUNK) {
-            out.extend(retry_transient(is_transient, || self.insert_each(chunk)).await?);
+        if jobs.len() <= INSERT_CHUNK {
+            return retry_transient(is_transient, || self.insert_each(jobs)).await;
         }
-        Ok(out)
+        retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = insert_chunks(&mut conn, jobs).await;
+            conn.done(result)
+        })
+        .await
     }
 
     /// One INSERT per row in one `BEGIN IMMEDIATE` transaction: results in
@@ -438,7 +455,7 @@ impl SqliteStore {
             .into_iter()
             .map(
                 |(id, job_name, payload, attempts, max_attempts, idempotency_key)| {
-                    ClaimedJob::new(
+                    ClaimedJob::from_bytes(
                         id,
                         job_name,
                         payload,
@@ -613,6 +630,28 @@ async fn insert_all(
     Ok(out)
 }
 
+/// Every chunk of `jobs` in one `BEGIN IMMEDIATE` transaction on `conn`:
+/// keyless chunks as one multi-row INSERT each, the others row by row.
+async fn insert_chunks(
+    conn: &mut SqliteConnection,
+    jobs: &[NewJob],
+) -> Result<Vec<Enqueued>, sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
+    let now = now_micros();
+    let mut out = Vec::with_capacity(jobs.len());
+    for chunk in jobs.chunks(INSERT_CHUNK) {
+        if chunk.iter().all(|job| job.idempotency_key.is_none()) {
+            out.extend(insert_keyless(&mut tx, chunk).await?);
+        } else {
+            for job in chunk {
+                out.push(insert_row(&mut tx, job, now).await?);
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
 /// A batch without idempotency keys as one multi-row INSERT: nothing can
 /// conflict, and the statement holds the write lock from its first row to
 /// its last, so AUTOINCREMENT hands its rows consecutive ids in VALUES
@@ -701,8 +740,8 @@ fn run_at_micros(run_at: RunAt, now: i64) -> i64 {
     }
 }
 
-/// `id, job_name, payload, attempts, max_attempts, idempotency_key, priority`.
-type ClaimRow = (i64, String, String, i64, i64, Option<String>);
+/// `id, job_name, payload, attempts, max_attempts, idempotency_key`, text as bytes.
+type ClaimRow = (i64, Vec<u8>, Vec<u8>, i64, i64, Option<Vec<u8>>);
 
 /// Picks the due rows in claim order and marks them held, in one
 /// `BEGIN IMMEDIATE` transaction (no other writer in between). Two
@@ -884,21 +923,28 @@ fn is_memory(url: &str) -> bool {
     database == ":memory:" || params.split('&').any(|p| p == "mode=memory")
 }
 
+/// A text column read as bytes, decoded lossily.
+fn text(row: &SqliteRow, column: &str) -> Result<Option<String>> {
+    Ok(row
+        .try_get::<Option<Vec<u8>>, _>(column)?
+        .map(|bytes| super::lossy_utf8(bytes).0))
+}
+
 fn job_info(row: &SqliteRow) -> Result<JobInfo> {
     let status: String = row.try_get("status")?;
     Ok(JobInfo {
         id: row.try_get("id")?,
-        queue: row.try_get("queue")?,
-        job_name: row.try_get("job_name")?,
-        payload: row.try_get("payload")?,
+        queue: text(row, "queue")?.unwrap_or_default(),
+        job_name: text(row, "job_name")?.unwrap_or_default(),
+        payload: text(row, "payload")?.unwrap_or_default(),
         status: status.parse().map_err(Error::Invalid)?,
         priority: row.try_get("priority")?,
         attempts: u32::try_from(row.try_get::<i64, _>("attempts")?).unwrap_or(0),
         max_attempts: u32::try_from(row.try_get::<i64, _>("max_attempts")?).unwrap_or(0),
         run_at: utc(row.try_get("run_at")?),
-        idempotency_key: row.try_get("idempotency_key")?,
-        last_error: row.try_get("last_error")?,
-        claimed_by: row.try_get("claimed_by")?,
+        idempotency_key: text(row, "idempotency_key")?,
+        last_error: text(row, "last_error")?,
+        claimed_by: text(row, "claimed_by")?,
         claimed_at: row.try_get::<Option<i64>, _>("claimed_at")?.map(utc),
         created_at: utc(row.try_get("created_at")?),
         finished_at: row.try_get::<Option<i64>, _>("finished_at")?.map(utc),

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field};
 
 use super::{Held, Pace, Shared, backoff};
+use crate::MAX_DELAY;
 use crate::store::{ClaimedJob, Fence, Store, Target, Transition};
 
 /// How an attempt ended.
@@ -148,6 +149,14 @@ async fn execute(
     job: &ClaimedJob,
     cancel: CancellationToken,
 ) -> Outcome {
+    if let Some(reason) = &job.unreadable {
+        return Outcome::Failed(
+            JobError::permanent(format!(
+                "{reason}; failed without retrying, as another attempt cannot fix it: correct the row and call Jobq::retry"
+            )),
+            RetryPolicy::DEFAULT,
+        );
+    }
     let Some(registration) = shared.registry.get(&job.job_name) else {
         return Outcome::Failed(
             JobError::retry(format!(
@@ -273,7 +282,38 @@ fn plan_failure(
         JobErrorKind::RetryIn(delay) => (Target::Pending, delay, false),
         _ => (Target::Pending, policy.delay(job.attempt), false),
     };
+    // Past what every backend's time arithmetic holds (MySQL's DATETIME ends
+    // in 9999, PostgreSQL's interval at about 178 million years): clamped to
+    // the limit enqueue has, and said so.
+    const CLAMPED: &str = "clamped to 100 years (jobq_runtime::MAX_DELAY)";
     let error = match error.kind() {
+        JobErrorKind::Snooze(_) if delay > MAX_DELAY => {
+            Some(format!("{}, {CLAMPED}", error.message()))
+        }
+        _ if delay > MAX_DELAY => Some(format!(
+            "{}; to be retried in {delay:?}, {CLAMPED}",
+            error.message()
+        )),
+        _ => plan_error(job, error, target, exhausted),
+    };
+    let delay = delay.min(MAX_DELAY);
+    Transition {
+        fence,
+        target,
+        delay,
+        refund_attempt,
+        error,
+    }
+}
+
+/// The `last_error` a failed attempt writes (`None` keeps the old one).
+fn plan_error(
+    job: &ClaimedJob,
+    error: &JobError,
+    target: Target,
+    exhausted: bool,
+) -> Option<String> {
+    match error.kind() {
         JobErrorKind::Snooze(_) => None,
         _ if exhausted
             && target == Target::Failed
@@ -287,13 +327,6 @@ fn plan_failure(
             ))
         }
         _ => Some(error.message().to_owned()),
-    };
-    Transition {
-        fence,
-        target,
-        delay,
-        refund_attempt,
-        error,
     }
 }
 

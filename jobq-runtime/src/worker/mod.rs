@@ -19,10 +19,12 @@
 
 mod builder;
 mod cron;
+pub(crate) mod inject;
 mod run;
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -36,10 +38,26 @@ use tracing::Instrument;
 
 pub use builder::WorkerBuilder;
 
+use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
-use crate::store::{ClaimedJob, Fence, Prunable, Store};
-use crate::{Jobq, Result, wakeup};
+use crate::store::{Fence, Prunable, Store, Transition};
+use crate::{Error, Jobq, Result, wakeup};
+
+/// Runs `log` (a tracing macro), swallowing a panic of the subscriber (one
+/// that writes to a closed pipe panics): a log line must never stop a
+/// settle or a worker loop.
+pub(super) fn quietly(log: impl FnOnce()) {
+    let _ = std::panic::catch_unwind(AssertUnwindSafe(log));
+}
+
+/// The error for a panic caught in `task`.
+pub(super) fn panicked(task: &'static str, panic: &(dyn std::any::Any + Send)) -> Error {
+    Error::Panicked {
+        task,
+        message: run::panic_message(panic),
+    }
+}
 
 /// Most expired jobs the reaper returns per statement.
 const REAP_BATCH: u32 = 500;
@@ -138,6 +156,14 @@ struct Shared {
     /// The served queues' names.
     queue_names: Vec<String>,
     completions: mpsc::Sender<Fence>,
+    /// Settles owed by job tasks that died (see `run::Settlement`).
+    rescues: mpsc::UnboundedSender<Transition>,
+    /// Makes the rescuer drain and stop.
+    stop_rescuer: CancellationToken,
+    /// Fired when a worker task panicked: the worker stops.
+    failed: CancellationToken,
+    /// The first such panic, returned by `shutdown`.
+    failure: Mutex<Option<Error>>,
     jobs: TaskTracker,
     /// Taken around a settle batch and a heartbeat, which both update many
     /// of this worker's rows in one statement: run side by side they can
@@ -152,6 +178,22 @@ struct Shared {
 impl Shared {
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Fence, Held>> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stops the worker because `task` failed; `shutdown` returns the first failure.
+    fn fail(&self, error: Error) {
+        quietly(|| {
+            tracing::error!(
+                error = &error as &dyn std::error::Error,
+                "a worker task failed; the worker stops"
+            );
+        });
+        self.failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(error);
+        self.stop_claiming.cancel();
+        self.failed.cancel();
     }
 
     fn release_held(&self, fences: &[Fence]) {
@@ -176,6 +218,7 @@ pub struct Worker {
     shared: Arc<Shared>,
     queues: Vec<QueueSpec>,
     completions: mpsc::Receiver<Fence>,
+    rescues: mpsc::UnboundedReceiver<Transition>,
     /// The handle cron schedules enqueue through.
     jobq: Jobq,
     cron: Vec<cron::CronEntry>,
@@ -197,6 +240,7 @@ impl Worker {
         cron: Vec<cron::CronEntry>,
     ) -> Self {
         let (completions, receiver) = mpsc::channel(COMPLETE_BACKLOG);
+        let (rescues, rescue_receiver) = mpsc::unbounded_channel();
         Self {
             shared: Arc::new(Shared {
                 store: jobq.store().clone(),
@@ -211,11 +255,16 @@ impl Worker {
                 stop_background: CancellationToken::new(),
                 queue_names: queues.iter().map(|q| q.name.clone()).collect(),
                 completions,
+                rescues,
+                stop_rescuer: CancellationToken::new(),
+                failed: CancellationToken::new(),
+                failure: Mutex::new(None),
                 jobs: TaskTracker::new(),
                 bulk_writes: tokio::sync::Mutex::new(()),
             }),
             queues,
             completions: receiver,
+            rescues: rescue_receiver,
             jobq,
             cron,
         }
@@ -230,10 +279,19 @@ impl Worker {
     /// claiming, lets running jobs finish for up to the shutdown timeout,
     /// releases the rest to `pending` (not counting the attempt), settles
     /// everything pending, and returns. No row is left `processing`.
+    ///
+    /// If a task of the worker panics (a claim loop, the completer, a cron
+    /// schedule) the worker shuts down the same way at once and this returns
+    /// [`Error::Panicked`]. (The heartbeat, reaper, pruner and listener are
+    /// restarted instead.)
     pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<()> {
         let timeout = self.shared.settings.shutdown_timeout;
         let handle = self.start();
-        signal.await;
+        let failed = handle.shared.failed.clone();
+        tokio::select! {
+            () = signal => {}
+            () = failed.cancelled() => {}
+        }
         handle.shutdown(timeout).await
     }
 
@@ -243,39 +301,115 @@ impl Worker {
         let claimers = TaskTracker::new();
         for queue in self.queues {
             let span = tracing::info_span!("jobq.claim", queue = %queue.name);
-            claimers.spawn(claim_loop(Arc::clone(&shared), queue).instrument(span));
+            let stop = shared.stop_claiming.clone();
+            claimers.spawn(
+                supervise(
+                    Arc::clone(&shared),
+                    "claim",
+                    stop,
+                    claim_loop(Arc::clone(&shared), queue),
+                )
+                .instrument(span),
+            );
         }
         claimers.close();
         let tasks = TaskTracker::new();
-        let completer = tokio::spawn(completer(Arc::clone(&shared), self.completions));
+        let completer = tokio::spawn(supervise(
+            Arc::clone(&shared),
+            "completer",
+            shared.stop_completer.clone(),
+            completer(Arc::clone(&shared), self.completions),
+        ));
+        let rescuer = tokio::spawn(run::rescuer(Arc::clone(&shared), self.rescues));
         if shared.settings.heartbeats_enabled {
-            tasks.spawn(heartbeat_loop(Arc::clone(&shared)));
+            let s = Arc::clone(&shared);
+            tasks.spawn(restarted(Arc::clone(&shared), "heartbeat", move || {
+                heartbeat_loop(Arc::clone(&s))
+            }));
         }
-        tasks.spawn(reaper_loop(Arc::clone(&shared)));
+        let s = Arc::clone(&shared);
+        tasks.spawn(restarted(Arc::clone(&shared), "reaper", move || {
+            reaper_loop(Arc::clone(&s))
+        }));
         if let Some(interval) = shared.settings.prune_interval() {
-            tasks.spawn(prune_loop(Arc::clone(&shared), interval));
+            let s = Arc::clone(&shared);
+            tasks.spawn(restarted(Arc::clone(&shared), "pruner", move || {
+                prune_loop(Arc::clone(&s), interval)
+            }));
         }
         for entry in self.cron {
             // Stopped with the claim loops: a worker shutting down enqueues no more.
-            tasks.spawn(cron::cron_loop(
-                self.jobq.clone(),
-                entry,
+            tasks.spawn(supervise(
+                Arc::clone(&shared),
+                "cron",
                 shared.stop_claiming.clone(),
+                cron::cron_loop(self.jobq.clone(), entry, shared.stop_claiming.clone()),
             ));
         }
-        let listener = Arc::clone(&shared);
-        tasks.spawn(async move {
-            listener
-                .store
-                .listen(&listener.queue_names, &listener.stop_background)
-                .await;
-        });
+        let s = Arc::clone(&shared);
+        tasks.spawn(restarted(Arc::clone(&shared), "listener", move || {
+            let listener = Arc::clone(&s);
+            async move {
+                listener
+                    .store
+                    .listen(&listener.queue_names, &listener.stop_background)
+                    .await;
+            }
+        }));
         tasks.close();
         WorkerHandle {
             shared,
             claimers,
             tasks,
             completer,
+            rescuer,
+        }
+    }
+}
+
+/// Runs `task`; if it panics, or ends before `stop` fired, the worker fails
+/// (stops, and `shutdown` returns the error).
+async fn supervise(
+    shared: Arc<Shared>,
+    name: &'static str,
+    stop: CancellationToken,
+    task: impl Future<Output = ()>,
+) {
+    match AssertUnwindSafe(task).catch_unwind().await {
+        Ok(()) if stop.is_cancelled() => {}
+        Ok(()) => shared.fail(Error::Panicked {
+            task: name,
+            message: "it ended before the worker stopped".into(),
+        }),
+        Err(panic) => shared.fail(panicked(name, panic.as_ref())),
+    }
+}
+
+/// Runs the background loop `make()` builds until the worker's background
+/// stops; a loop that panics (or ends early) is logged and started again
+/// after a pause. These loops own nothing a restart could lose.
+async fn restarted<F, Fut>(shared: Arc<Shared>, name: &'static str, mut make: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut failures = 0;
+    loop {
+        let result = AssertUnwindSafe(make()).catch_unwind().await;
+        if shared.stop_background.is_cancelled() {
+            return;
+        }
+        failures += 1;
+        let message = match result {
+            Ok(()) => "it ended before the worker stopped".to_owned(),
+            Err(panic) => run::panic_message(panic.as_ref()),
+        };
+        let pause = backoff(failures);
+        quietly(|| {
+            tracing::error!(task = name, %message, restart_in = ?pause, "a worker task panicked; restarting it");
+        });
+        if !jittered_pause(&shared.stop_background, pause).await {
+            return;
         }
     }
 }
@@ -290,6 +424,7 @@ pub struct WorkerHandle {
     /// Heartbeat, reaper and listener.
     tasks: TaskTracker,
     completer: JoinHandle<()>,
+    rescuer: JoinHandle<()>,
 }
 
 impl WorkerHandle {
@@ -306,12 +441,16 @@ impl WorkerHandle {
     /// Stops claiming, waits up to `deadline` for running jobs, then cancels
     /// the rest and releases them to `pending` without counting the attempt,
     /// settles every completed job, and stops.
+    ///
+    /// Returns [`Error::Panicked`] if a task of the worker panicked (the
+    /// worker then stopped claiming at once; see [`WorkerHandle::failed`]).
     pub async fn shutdown(self, deadline: Duration) -> Result<()> {
         let Self {
             shared,
             claimers,
             tasks,
             completer,
+            rescuer,
         } = self;
         shared.stop_claiming.cancel();
         // The claim loops hand back the jobs they claimed and did not start.
@@ -321,20 +460,42 @@ impl WorkerHandle {
             .await
             .is_err()
         {
-            tracing::info!(
-                running = shared.jobs.len(),
-                "shutdown deadline passed; cancelling running jobs and releasing them to pending"
-            );
+            quietly(|| {
+                tracing::info!(
+                    running = shared.jobs.len(),
+                    "shutdown deadline passed; cancelling running jobs and releasing them to pending"
+                );
+            });
             shared.stop_jobs.cancel();
             shared.jobs.wait().await;
         }
         // Every job task has handed its success to the completer by now.
         shared.stop_completer.cancel();
         let _ = completer.await;
+        // What dead job tasks owed, now that no job task is left.
+        shared.stop_rescuer.cancel();
+        let _ = rescuer.await;
         // Heartbeat and reaper last: held jobs keep their leases until settled.
         shared.stop_background.cancel();
         tasks.wait().await;
-        Ok(())
+        match shared
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// Completes when a task of the worker panicked and the worker stopped
+    /// claiming; [`shutdown`](Self::shutdown) then returns the error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping it changes nothing.
+    pub async fn failed(&self) {
+        self.shared.failed.cancelled().await;
     }
 }
 
@@ -356,7 +517,7 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     let pace = Arc::new(Pace::default());
     let wake = wakeup::subscribe(&queue.name);
     let mut buffer: VecDeque<run::Registered> = VecDeque::new();
-    let mut claiming: Option<BoxFuture<'static, (Result<Vec<ClaimedJob>>, Duration)>> = None;
+    let mut claiming: Option<BoxFuture<'static, (Result<Vec<run::Registered>>, Duration)>> = None;
     // Moving average of a claim's round trip.
     let mut round_trip = Duration::ZERO;
     let mut failures = 0u32;
@@ -373,6 +534,9 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     // The limit of the claim in flight.
     let mut asked = 0;
     loop {
+        if !buffer.is_empty() {
+            inject::point!(Buffered, &queue.name);
+        }
         // Start what the free slots can take, in claim order.
         let mut started = false;
         while !buffer.is_empty() {
@@ -424,13 +588,13 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
                 claiming = None;
                 match result {
                     Ok(jobs) => {
-                        tracing::trace!(asked, got = jobs.len(), ?took, buffered = buffer.len(), free = slots.available_permits(), "claimed");
+                        quietly(|| tracing::trace!(asked, got = jobs.len(), ?took, buffered = buffer.len(), free = slots.available_permits(), "claimed"));
                         failures = 0;
                         round_trip = if round_trip.is_zero() { took } else { (round_trip * 7 + took) / 8 };
                         backlog = jobs.len() == asked;
                         empty_claims = if jobs.is_empty() { empty_claims.saturating_add(1) } else { 0 };
                         next_poll = tokio::time::Instant::now() + poll_after(shared.settings.poll, empty_claims);
-                        buffer.extend(jobs.into_iter().map(|job| run::register(&shared, job)));
+                        buffer.extend(jobs);
                     }
                     Err(error) => {
                         failures += 1;
@@ -438,11 +602,13 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
                         was_woken = false;
                         let pause = backoff(failures);
                         next_poll = tokio::time::Instant::now() + pause;
-                        tracing::warn!(
-                            error = &error as &dyn std::error::Error,
-                            retry_in = ?pause,
-                            "claim failed; retrying"
-                        );
+                        quietly(|| {
+                            tracing::warn!(
+                                error = &error as &dyn std::error::Error,
+                                retry_in = ?pause,
+                                "claim failed; retrying"
+                            );
+                        });
                     }
                 }
             }
@@ -462,27 +628,43 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     if let Some(in_flight) = claiming
         && let (Ok(jobs), _) = in_flight.await
     {
-        buffer.extend(jobs.into_iter().map(|job| run::register(&shared, job)));
+        buffer.extend(jobs);
     }
-    run::release_unstarted(&shared, buffer.into()).await;
+    run::release_unstarted(&shared, &queue.name, buffer.into()).await;
 }
 
-/// Claims up to `limit` jobs of `queue`; also reports how long the claim took.
+/// Claims up to `limit` jobs of `queue` and registers them as held (in the
+/// same poll as the claim returns: no await point between); also reports how
+/// long the claim took. A panic in the claim (a subscriber's, inside the
+/// driver) is a failed claim.
 fn claim(
     shared: &Arc<Shared>,
     queue: &str,
     limit: usize,
-) -> BoxFuture<'static, (Result<Vec<ClaimedJob>>, Duration)> {
+) -> BoxFuture<'static, (Result<Vec<run::Registered>>, Duration)> {
     let shared = Arc::clone(shared);
     let queue = queue.to_owned();
     Box::pin(async move {
         let started = tokio::time::Instant::now();
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
-        let result = shared
-            .store
-            .claim(&queue, limit, shared.settings.lease, &shared.worker_id)
-            .await;
-        (result, started.elapsed())
+        let result = AssertUnwindSafe(shared.store.claim(
+            &queue,
+            limit,
+            shared.settings.lease,
+            &shared.worker_id,
+        ))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(panicked("claim", panic.as_ref())));
+        let registered = result.map(|jobs| {
+            jobs.into_iter()
+                .map(|job| run::register(&shared, job))
+                .collect::<Vec<_>>()
+        });
+        if registered.is_ok() && inject::fire(inject::Point::Claimed, &queue).is_some() {
+            panic!("jobq fault injection: the claim loop dropped after a claim");
+        }
+        (registered, started.elapsed())
     })
 }
 
@@ -581,7 +763,11 @@ async fn completer(shared: Arc<Shared>, mut completions: mpsc::Receiver<Fence>) 
             }
         }
         if !batch.is_empty() {
-            settle_completions(&shared, &batch, stopping).await;
+            // settle_completions catches what panics in its writes; this is
+            // for the rest (the completer must outlive any one batch).
+            let _ = AssertUnwindSafe(settle_completions(&shared, &batch, stopping))
+                .catch_unwind()
+                .await;
             shared.release_held(&batch);
             batch.clear();
         }
@@ -600,30 +786,44 @@ async fn settle_completions(shared: &Shared, batch: &[Fence], stopping: bool) {
     loop {
         let result = {
             let _turn = shared.bulk_writes.lock().await;
-            shared.store.complete(batch).await
+            AssertUnwindSafe(async {
+                if inject::fire(inject::Point::CompleterWrite, &shared.queue_names[0]).is_some() {
+                    panic!("jobq fault injection: the batch write dropped (a panic here)");
+                }
+                shared.store.complete(batch).await
+            })
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|panic| Err(panicked("completer", panic.as_ref())))
         };
         match result {
             Ok(settled) => {
                 if settled < batch.len() as u64 {
-                    tracing::warn!(
-                        fenced_out = batch.len() as u64 - settled,
-                        "completed jobs were no longer held (lease expired and re-claimed, or cancelled); their completion was not applied"
-                    );
+                    quietly(|| {
+                        tracing::warn!(
+                            fenced_out = batch.len() as u64 - settled,
+                            "completed jobs were no longer held (lease expired and re-claimed, or cancelled); their completion was not applied"
+                        );
+                    });
                 }
                 return;
             }
             Err(error) => {
                 failures += 1;
                 if failures >= give_up_after {
-                    tracing::error!(
-                        error = &error as &dyn std::error::Error,
-                        jobs = batch.len(),
-                        "giving up settling completed jobs; they will run again when their leases expire"
-                    );
+                    quietly(|| {
+                        tracing::error!(
+                            error = &error as &dyn std::error::Error,
+                            jobs = batch.len(),
+                            "giving up settling completed jobs; they will run again when their leases expire"
+                        );
+                    });
                     return;
                 }
                 let pause = backoff(failures);
-                tracing::warn!(error = &error as &dyn std::error::Error, retry_in = ?pause, "settling completed jobs failed; retrying");
+                quietly(|| {
+                    tracing::warn!(error = &error as &dyn std::error::Error, retry_in = ?pause, "settling completed jobs failed; retrying");
+                });
                 tokio::time::sleep(pause).await;
             }
         }
@@ -643,6 +843,7 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
         if fences.is_empty() {
             continue;
         }
+        inject::point!(Heartbeat, &shared.queue_names[0]);
         let result = {
             let _turn = shared.bulk_writes.lock().await;
             shared.store.heartbeat(&fences, shared.settings.lease).await
@@ -658,21 +859,25 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
                         continue;
                     }
                     if let Some(job) = held.remove(&fence) {
-                        tracing::warn!(
-                            job.id = fence.id,
-                            "lease lost (expired and re-claimed, or cancelled); stopping the attempt without settling it"
-                        );
+                        quietly(|| {
+                            tracing::warn!(
+                                job.id = fence.id,
+                                "lease lost (expired and re-claimed, or cancelled); stopping the attempt without settling it"
+                            );
+                        });
                         job.lease_lost
                             .store(true, std::sync::atomic::Ordering::SeqCst);
                         job.cancel.cancel();
                     }
                 }
             }
-            Err(error) => tracing::warn!(
-                error = &error as &dyn std::error::Error,
-                jobs = fences.len(),
-                "renewing leases failed; retrying at the next heartbeat"
-            ),
+            Err(error) => quietly(|| {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    jobs = fences.len(),
+                    "renewing leases failed; retrying at the next heartbeat"
+                );
+            }),
         }
     }
 }

@@ -7,7 +7,8 @@ use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use jobq_runtime::{Enqueue, JobContext, JobStatus, Jobq, State, Worker, job};
+use jobq_runtime::__inject::{Action, Point, arm};
+use jobq_runtime::{Enqueue, JobContext, JobStatus, Jobq, State, Worker, WorkerHandle, job};
 use jobq_tests::{Recorder, TestDb, unique_queue, wait_for_status, wait_until};
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -254,6 +255,9 @@ async fn a_log_line_that_panics_during_the_settle_does_not_stop_it(db: TestDb) {
 jobq_tests::on_every_backend!(
     a_panic_dropping_a_timed_out_handler_fails_the_attempt,
     a_panic_in_a_payloads_deserialize_fails_the_attempt,
+    a_panic_or_drop_at_any_point_ends_in_a_settle_or_a_release,
+    a_claim_loop_that_panics_stops_the_worker_with_an_error,
+    a_heartbeat_that_panics_is_restarted_and_keeps_the_leases,
 );
 
 /// A subscriber that panics on every event of the job (a closed stderr).
@@ -271,4 +275,173 @@ mod broken_log {
         )*};
     }
     on!(mysql, postgres, sqlite);
+}
+
+#[job(name = "panics_sleeper", max_attempts = 1)]
+async fn sleeper(ctx: &JobContext, recorder: State<Recorder>, ms: u64) {
+    recorder.record(ctx.id(), ctx.attempt());
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+/// Every injection point between a claim and its settle, with whether a
+/// fault there stops the worker (it is in a claim loop) rather than only
+/// failing or releasing the attempt.
+const POINTS: [(Point, bool); 9] = [
+    (Point::Claimed, true),
+    (Point::Buffered, true),
+    (Point::BeforeExecute, false),
+    (Point::Decode, false),
+    (Point::BeforeSettle, false),
+    (Point::CompleterSend, false),
+    (Point::CompleterWrite, false),
+    (Point::ShutdownRelease, true),
+    (Point::Heartbeat, false),
+];
+
+async fn failed_already(handle: &WorkerHandle) -> bool {
+    tokio::time::timeout(Duration::ZERO, handle.failed())
+        .await
+        .is_ok()
+}
+
+/// One fault at `point`: every job ends settled or released, nothing is
+/// `processing` after the shutdown, and a clean worker then finishes what was
+/// released.
+async fn a_fault_at(jobq: &Jobq, point: Point, action: Action, stops_worker: bool, jobs: usize) {
+    let queue = unique_queue("panics-at");
+    let recorder = Recorder::default();
+    arm(&queue, point, action, 1);
+    let handle = Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 2)
+        .state(recorder.clone())
+        .poll_interval(Duration::from_millis(20))
+        .lease(Duration::from_secs(2))
+        .heartbeat_interval(Duration::from_millis(50))
+        .shutdown_timeout(Duration::from_secs(5))
+        .build()
+        .expect("build")
+        .start();
+    let options = Enqueue::new().queue(&queue);
+    let ids: Vec<i64> = jobq
+        .enqueue_many_with((0..jobs).map(|_| (Sleeper { ms: 120 }, options.clone())))
+        .await
+        .expect("enqueue")
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    let what = format!("{point:?}/{action:?}: every job settled, or the worker failed");
+    wait_until(&what, LONG, || async {
+        let counts = jobq.counts(&queue).await.expect("counts");
+        counts.pending + counts.processing == 0 || failed_already(&handle).await
+    })
+    .await;
+    let result = handle.shutdown(Duration::from_secs(5)).await;
+    match &result {
+        Ok(()) => {}
+        Err(jobq_runtime::Error::Panicked { .. }) if stops_worker => {}
+        Err(error) => panic!("{point:?}/{action:?}: shutdown returned {error:?}"),
+    }
+    let counts = jobq.counts(&queue).await.expect("counts");
+    assert_eq!(counts.processing, 0, "{point:?}/{action:?}: {counts:?}");
+    // What was released runs on a worker without faults.
+    let clean = worker(jobq, &queue, &recorder)
+        .build()
+        .expect("build")
+        .start();
+    for id in &ids {
+        wait_until(
+            &format!("{point:?}/{action:?}: job {id} finished"),
+            LONG,
+            || async {
+                let info = jobq.job(*id).await.expect("job").expect("row");
+                matches!(info.status, JobStatus::Done | JobStatus::Failed)
+            },
+        )
+        .await;
+        let info = jobq.job(*id).await.expect("job").expect("row");
+        if info.status == JobStatus::Failed {
+            let error = info.last_error.unwrap_or_default();
+            assert!(
+                error.contains("panic"),
+                "{point:?}/{action:?}: job {id}: {error}"
+            );
+        }
+    }
+    clean
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+}
+
+/// The class test: a panic, and a drop, at every point. Short form: each
+/// once; `JOBQ_PANIC_ROUNDS=n` repeats the whole set n times with more jobs.
+async fn a_panic_or_drop_at_any_point_ends_in_a_settle_or_a_release(db: TestDb) {
+    let jobq = db.jobq().await;
+    let rounds: usize = std::env::var("JOBQ_PANIC_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    for round in 0..rounds {
+        for (point, stops_worker) in POINTS {
+            for action in [Action::Panic, Action::Drop] {
+                a_fault_at(&jobq, point, action, stops_worker, 4 + round * 4).await;
+            }
+        }
+    }
+}
+
+async fn a_claim_loop_that_panics_stops_the_worker_with_an_error(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("panics-claim");
+    let recorder = Recorder::default();
+    arm(&queue, Point::Claimed, Action::Panic, 1);
+    let worker = worker(&jobq, &queue, &recorder).build().expect("build");
+    let id = jobq
+        .enqueue_with(Sleeper { ms: 1 }, Enqueue::new().queue(&queue))
+        .await
+        .expect("enqueue")
+        .id;
+    let result = tokio::time::timeout(LONG, worker.run_until(std::future::pending()))
+        .await
+        .expect("run_until returns once its claim loop panicked");
+    let error = result.expect_err("a panicked claim loop is an error");
+    assert!(
+        error.to_string().contains("worker task `claim` panicked"),
+        "{error}"
+    );
+    let info = jobq.job(id).await.expect("job").expect("row");
+    assert_eq!(info.status, JobStatus::Pending, "released: {info:?}");
+    assert_eq!(
+        info.attempts, 0,
+        "the release refunds the attempt: {info:?}"
+    );
+}
+
+async fn a_heartbeat_that_panics_is_restarted_and_keeps_the_leases(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("panics-heartbeat");
+    let recorder = Recorder::default();
+    let handle = worker(&jobq, &queue, &recorder)
+        .lease(Duration::from_millis(800))
+        .heartbeat_interval(Duration::from_millis(100))
+        .reap_interval(Duration::from_millis(100))
+        .build()
+        .expect("build")
+        .start();
+    let id = jobq
+        .enqueue_with(Sleeper { ms: 3_000 }, Enqueue::new().queue(&queue))
+        .await
+        .expect("enqueue")
+        .id;
+    wait_until("the job runs", LONG, || async {
+        !recorder.runs(id).is_empty()
+    })
+    .await;
+    arm(&queue, Point::Heartbeat, Action::Panic, 1);
+    wait_for_status(&jobq, id, JobStatus::Done, LONG).await;
+    assert_eq!(recorder.runs(id).len(), 1, "run once: the lease was kept");
+    handle
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
 }

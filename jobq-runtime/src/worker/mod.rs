@@ -172,8 +172,25 @@ struct Shared {
     /// settles stall. (Locking the rows in id order first instead cost a
     /// worker of concurrency 1 a third of its jobs/s: a row lock is a WAL
     /// record of its own.)
+    ///
+    /// A heartbeat waits for the turn only briefly ([`TURN_WAIT`]): a settle
+    /// that holds it longer is waiting on a row lock someone else holds (a
+    /// caller's transaction with a duplicate `enqueue_in` of that job's
+    /// key), and the heartbeat then renews every lease but those of the
+    /// batch being settled ([`Shared::settling`]) without the turn. Disjoint
+    /// rows cannot deadlock, and a lock on one row delays no other lease.
     bulk_writes: tokio::sync::Mutex<()>,
+    /// The batch of successes being written under the turn.
+    settling: Mutex<Vec<Fence>>,
+    /// Held by a heartbeat that renews beside a stuck settle; a new settle
+    /// batch takes it once before writing, so it never runs beside such a
+    /// heartbeat that did not exclude its rows.
+    beside: tokio::sync::Mutex<()>,
 }
+
+/// Longest a heartbeat waits for a settle batch to finish before renewing
+/// the other leases beside it (at most a quarter of the heartbeat interval).
+const TURN_WAIT: Duration = Duration::from_millis(200);
 
 impl Shared {
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Fence, Held>> {
@@ -261,6 +278,8 @@ impl Worker {
                 failure: Mutex::new(None),
                 jobs: TaskTracker::new(),
                 bulk_writes: tokio::sync::Mutex::new(()),
+                settling: Mutex::default(),
+                beside: tokio::sync::Mutex::new(()),
             }),
             queues,
             completions: receiver,
@@ -786,7 +805,10 @@ async fn settle_completions(shared: &Shared, batch: &[Fence], stopping: bool) {
     loop {
         let result = {
             let _turn = shared.bulk_writes.lock().await;
-            AssertUnwindSafe(async {
+            set_settling(shared, batch);
+            // Waits out a heartbeat renewing beside the previous batch (uncontended otherwise).
+            drop(shared.beside.lock().await);
+            let result = AssertUnwindSafe(async {
                 if inject::fire(inject::Point::CompleterWrite, &shared.queue_names[0]).is_some() {
                     panic!("jobq fault injection: the batch write dropped (a panic here)");
                 }
@@ -794,7 +816,9 @@ async fn settle_completions(shared: &Shared, batch: &[Fence], stopping: bool) {
             })
             .catch_unwind()
             .await
-            .unwrap_or_else(|panic| Err(panicked("completer", panic.as_ref())))
+            .unwrap_or_else(|panic| Err(panicked("completer", panic.as_ref())));
+            set_settling(shared, &[]);
+            result
         };
         match result {
             Ok(settled) => {
@@ -830,6 +854,16 @@ async fn settle_completions(shared: &Shared, batch: &[Fence], stopping: bool) {
     }
 }
 
+/// Records the batch of successes written under the turn (none: `&[]`).
+fn set_settling(shared: &Shared, batch: &[Fence]) {
+    let mut settling = shared
+        .settling
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    settling.clear();
+    settling.extend_from_slice(batch);
+}
+
 async fn heartbeat_loop(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(shared.settings.heartbeat_interval());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -844,9 +878,26 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
             continue;
         }
         inject::point!(Heartbeat, &shared.queue_names[0]);
-        let result = {
-            let _turn = shared.bulk_writes.lock().await;
-            shared.store.heartbeat(&fences, shared.settings.lease).await
+        let wait = TURN_WAIT.min(shared.settings.heartbeat_interval() / 4);
+        let result = match tokio::time::timeout(wait, shared.bulk_writes.lock()).await {
+            Ok(_turn) => shared.store.heartbeat(&fences, shared.settings.lease).await,
+            Err(_) => {
+                // The settle holding the turn waits on a row lock: renew the
+                // rest beside it.
+                let _beside = shared.beside.lock().await;
+                let others: Vec<Fence> = {
+                    let settling = shared
+                        .settling
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    fences
+                        .iter()
+                        .filter(|fence| !settling.contains(fence))
+                        .copied()
+                        .collect()
+                };
+                shared.store.heartbeat(&others, shared.settings.lease).await
+            }
         };
         match result {
             Ok(lost) => {

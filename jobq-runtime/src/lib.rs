@@ -103,7 +103,7 @@ pub use jobq_core::{
 pub use jobq_macros::job;
 pub use store::internal_retries;
 pub use types::{Backend, Enqueue, Enqueued, JobInfo, JobStatus, QueueCounts};
-pub use worker::{Worker, WorkerBuilder, WorkerHandle};
+pub use worker::{DEFAULT_CLAIM_AHEAD_BYTES, Worker, WorkerBuilder, WorkerHandle};
 
 /// The SQL of the claim, for tests that EXPLAIN it; not public API.
 #[doc(hidden)]

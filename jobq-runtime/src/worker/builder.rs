@@ -179,6 +179,16 @@ impl WorkerBuilder {
         self
     }
 
+    /// Most payload bytes each queue holds claimed ahead of free slots
+    /// (default [`DEFAULT_CLAIM_AHEAD_BYTES`](crate::DEFAULT_CLAIM_AHEAD_BYTES),
+    /// 64 MiB). Claims ahead stop while the buffered payloads reach it, so a
+    /// queue of large payloads buffers few; the claims for free slots are
+    /// not limited (those jobs start at once).
+    pub fn claim_ahead_bytes(mut self, bytes: usize) -> Self {
+        self.settings.claim_ahead_bytes = bytes;
+        self
+    }
+
     /// The id written to `claimed_by` (default `host:pid:random`).
     pub fn worker_id(mut self, id: impl Into<String>) -> Self {
         self.worker_id = Some(id.into());

@@ -25,7 +25,7 @@ mod run;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -85,7 +85,12 @@ struct Settings {
     prune_finished: Option<Duration>,
     /// Retention of `failed` rows, if this worker prunes them.
     prune_failed: Option<Duration>,
+    /// Most payload bytes a queue's claim loop holds claimed ahead of free slots.
+    claim_ahead_bytes: usize,
 }
+
+/// Default of [`WorkerBuilder::claim_ahead_bytes`]: 64 MiB per queue.
+pub const DEFAULT_CLAIM_AHEAD_BYTES: usize = 64 << 20;
 
 impl Default for Settings {
     fn default() -> Self {
@@ -98,6 +103,7 @@ impl Default for Settings {
             shutdown_timeout: Duration::from_secs(30),
             prune_finished: None,
             prune_failed: None,
+            claim_ahead_bytes: DEFAULT_CLAIM_AHEAD_BYTES,
         }
     }
 }
@@ -180,6 +186,8 @@ struct Shared {
     /// batch being settled ([`Shared::settling`]) without the turn. Disjoint
     /// rows cannot deadlock, and a lock on one row delays no other lease.
     bulk_writes: tokio::sync::Mutex<()>,
+    /// Payload bytes claimed ahead of free slots, all queues (see `claim_ahead_bytes`).
+    buffered_bytes: AtomicUsize,
     /// The batch of successes being written under the turn.
     settling: Mutex<Vec<Fence>>,
     /// Held by a heartbeat that renews beside a stuck settle; a new settle
@@ -279,6 +287,7 @@ impl Worker {
                 jobs: TaskTracker::new(),
                 bulk_writes: tokio::sync::Mutex::new(()),
                 settling: Mutex::default(),
+                buffered_bytes: AtomicUsize::new(0),
                 beside: tokio::sync::Mutex::new(()),
             }),
             queues,
@@ -452,6 +461,13 @@ impl WorkerHandle {
         &self.shared.worker_id
     }
 
+    /// Payload bytes this worker holds claimed ahead of free slots right now
+    /// (for tests of `claim_ahead_bytes`).
+    #[doc(hidden)]
+    pub fn buffered_payload_bytes(&self) -> usize {
+        self.shared.buffered_bytes.load(Ordering::Relaxed)
+    }
+
     /// How many jobs this worker holds right now (running or awaiting settlement).
     pub fn held_jobs(&self) -> usize {
         self.shared.held().len()
@@ -536,6 +552,9 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     let pace = Arc::new(Pace::default());
     let wake = wakeup::subscribe(&queue.name);
     let mut buffer: VecDeque<run::Registered> = VecDeque::new();
+    // Payload bytes in `buffer`, and a moving average of a claimed payload's size.
+    let mut buffered_bytes = 0usize;
+    let mut payload_size = 0usize;
     let mut claiming: Option<BoxFuture<'static, (Result<Vec<run::Registered>>, Duration)>> = None;
     // Moving average of a claim's round trip.
     let mut round_trip = Duration::ZERO;
@@ -562,7 +581,9 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
             let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
                 break;
             };
-            start_next(&shared, &queue.name, &mut buffer, permit, &pace);
+            let size = start_next(&shared, &queue.name, &mut buffer, permit, &pace);
+            buffered_bytes -= size;
+            shared.buffered_bytes.fetch_sub(size, Ordering::Relaxed);
             started = true;
         }
         if started {
@@ -574,7 +595,14 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
             // take them, and wakes one.
             tokio::spawn(async {});
         }
-        let ahead = prefetch(queue.concurrency, round_trip, pace.get());
+        let ahead = prefetch(queue.concurrency, round_trip, pace.get()).min(
+            // Within the byte budget, at the payload size seen so far.
+            shared
+                .settings
+                .claim_ahead_bytes
+                .saturating_sub(buffered_bytes)
+                / payload_size.max(1),
+        );
         let wanted_now = || (slots.available_permits() + ahead).saturating_sub(buffer.len());
         let wanted = wanted_now();
         let due = backlog || was_woken || tokio::time::Instant::now() >= next_poll;
@@ -613,6 +641,14 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
                         backlog = jobs.len() == asked;
                         empty_claims = if jobs.is_empty() { empty_claims.saturating_add(1) } else { 0 };
                         next_poll = tokio::time::Instant::now() + poll_after(shared.settings.poll, empty_claims);
+                        let mut added = 0;
+                        for job in &jobs {
+                            let size = job.payload_len();
+                            added += size;
+                            payload_size = if payload_size == 0 { size } else { payload_size - payload_size / 8 + size / 8 };
+                        }
+                        buffered_bytes += added;
+                        shared.buffered_bytes.fetch_add(added, Ordering::Relaxed);
                         buffer.extend(jobs);
                     }
                     Err(error) => {
@@ -649,6 +685,9 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     {
         buffer.extend(jobs);
     }
+    shared
+        .buffered_bytes
+        .fetch_sub(buffered_bytes, Ordering::Relaxed);
     run::release_unstarted(&shared, &queue.name, buffer.into()).await;
 }
 
@@ -688,19 +727,23 @@ fn claim(
 }
 
 /// Starts the oldest buffered job on `permit`, unless its lease was lost
-/// while it waited (then the permit goes back).
+/// while it waited (then the permit goes back); returns the size of the
+/// payload it took from the buffer.
 fn start_next(
     shared: &Arc<Shared>,
     queue: &str,
     buffer: &mut VecDeque<run::Registered>,
     permit: OwnedSemaphorePermit,
     pace: &Arc<Pace>,
-) {
-    if let Some(next) = buffer.pop_front()
-        && !next.lost()
-    {
+) -> usize {
+    let Some(next) = buffer.pop_front() else {
+        return 0;
+    };
+    let size = next.payload_len();
+    if !next.lost() {
         run::start(shared, queue, next, permit, pace);
     }
+    size
 }
 
 /// Most jobs claimed ahead of free slots, as a multiple of the concurrency.

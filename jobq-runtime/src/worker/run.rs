@@ -138,6 +138,11 @@ impl Registered {
     pub(super) fn lost(&self) -> bool {
         self.lease_lost.load(Ordering::SeqCst)
     }
+
+    /// The size of its payload, in bytes.
+    pub(super) fn payload_len(&self) -> usize {
+        self.job.payload.len()
+    }
 }
 
 /// Registers `job` as held, so heartbeats renew its lease from now on.

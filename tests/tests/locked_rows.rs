@@ -1,6 +1,7 @@
 //! A row locked by someone else (a caller's transaction holding a duplicate
 //! `enqueue_in` of its key) delays that row's settle only: the worker's
-//! heartbeats go on renewing every other lease.
+//! heartbeats go on renewing every other lease, and jobs that finish after it
+//! are settled meanwhile.
 
 use std::time::Duration;
 
@@ -27,7 +28,7 @@ async fn work(
     }
 }
 
-async fn a_row_locked_by_a_callers_transaction_stops_no_other_lease(db: TestDb) {
+async fn a_row_locked_by_a_callers_transaction_delays_only_its_own_settle(db: TestDb) {
     if db.backend() == Backend::Sqlite {
         return; // one writer at a time: no row locks
     }
@@ -77,7 +78,29 @@ async fn a_row_locked_by_a_callers_transaction_stops_no_other_lease(db: TestDb) 
                 .expect("enqueue_in");
             assert!(enqueued.duplicate);
             gates.open(x);
-            tokio::time::sleep(hold).await;
+            let locked_since = std::time::Instant::now();
+            // X's settle now waits on the lock; jobs finishing after it settle meanwhile.
+            tokio::time::sleep(LEASE / 2).await;
+            let mut short = Vec::new();
+            for _ in 0..3 {
+                let job = Work {
+                    ms: 10,
+                    gated: false,
+                };
+                short.push(jobq.enqueue_with(job, on()).await.expect("enqueue").id);
+            }
+            for id in &short {
+                let info = wait_for_status(&jobq, *id, JobStatus::Done, hold).await;
+                assert!(
+                    locked_since.elapsed() < hold,
+                    "job {id} settled only after the lock: {info:?}"
+                );
+            }
+            tokio::time::sleep(hold.saturating_sub(locked_since.elapsed())).await;
+            assert_ne!(
+                jobq.job(x).await.expect("job").expect("row").status,
+                JobStatus::Done
+            );
             tx.commit().await.expect("commit");
         }};
     }
@@ -101,4 +124,4 @@ async fn a_row_locked_by_a_callers_transaction_stops_no_other_lease(db: TestDb) 
         .expect("shutdown");
 }
 
-jobq_tests::on_every_backend!(a_row_locked_by_a_callers_transaction_stops_no_other_lease);
+jobq_tests::on_every_backend!(a_row_locked_by_a_callers_transaction_delays_only_its_own_settle);

@@ -190,6 +190,12 @@ struct Shared {
     buffered_bytes: AtomicUsize,
     /// The batch of successes being written under the turn.
     settling: Mutex<Vec<Fence>>,
+    /// Successes of batches whose write outlasted [`STUCK_AFTER`] (waiting on
+    /// a row lock): their writes finish beside, without the turn, and
+    /// heartbeats leave these rows out (their own write holds some of them).
+    stuck: Mutex<Vec<Fence>>,
+    /// Those writes, waited for by `shutdown` (at most one lease).
+    beside_writes: TaskTracker,
     /// Held by a heartbeat that renews beside a stuck settle; a new settle
     /// batch takes it once before writing, so it never runs beside such a
     /// heartbeat that did not exclude its rows.
@@ -199,6 +205,10 @@ struct Shared {
 /// Longest a heartbeat waits for a settle batch to finish before renewing
 /// the other leases beside it (at most a quarter of the heartbeat interval).
 const TURN_WAIT: Duration = Duration::from_millis(200);
+
+/// How long a batch of successes may hold the turn before it is deemed
+/// stuck on a row lock and finishes beside (at most half a heartbeat interval).
+const STUCK_AFTER: Duration = Duration::from_secs(1);
 
 impl Shared {
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Fence, Held>> {
@@ -287,6 +297,8 @@ impl Worker {
                 jobs: TaskTracker::new(),
                 bulk_writes: tokio::sync::Mutex::new(()),
                 settling: Mutex::default(),
+                stuck: Mutex::default(),
+                beside_writes: TaskTracker::new(),
                 buffered_bytes: AtomicUsize::new(0),
                 beside: tokio::sync::Mutex::new(()),
             }),
@@ -507,6 +519,9 @@ impl WorkerHandle {
         // Every job task has handed its success to the completer by now.
         shared.stop_completer.cancel();
         let _ = completer.await;
+        // Writes stuck on a row lock get one lease more.
+        shared.beside_writes.close();
+        let _ = tokio::time::timeout(shared.settings.lease, shared.beside_writes.wait()).await;
         // What dead job tasks owed, now that no job task is left.
         shared.stop_rescuer.cancel();
         let _ = rescuer.await;
@@ -827,10 +842,13 @@ async fn completer(shared: Arc<Shared>, mut completions: mpsc::Receiver<Fence>) 
         if !batch.is_empty() {
             // settle_completions catches what panics in its writes; this is
             // for the rest (the completer must outlive any one batch).
-            let _ = AssertUnwindSafe(settle_completions(&shared, &batch, stopping))
+            let handed_off = AssertUnwindSafe(settle_completions(&shared, &batch, stopping))
                 .catch_unwind()
-                .await;
-            shared.release_held(&batch);
+                .await
+                .unwrap_or(false);
+            if !handed_off {
+                shared.release_held(&batch);
+            }
             batch.clear();
         }
         if stopping {
@@ -841,26 +859,50 @@ async fn completer(shared: Arc<Shared>, mut completions: mpsc::Receiver<Fence>) 
 
 /// Writes one batch of successes, retrying while the database is unreachable.
 /// Giving up loses nothing: the jobs stay `processing` and run again when
-/// their leases expire (at-least-once).
-async fn settle_completions(shared: &Shared, batch: &[Fence], stopping: bool) {
+/// their leases expire (at-least-once). Returns `true` if the write was
+/// stuck on a row lock and handed off to finish beside (which then releases
+/// the batch from the held set).
+async fn settle_completions(shared: &Arc<Shared>, batch: &[Fence], stopping: bool) -> bool {
     let give_up_after = if stopping { 3 } else { 20 };
     let mut failures = 0;
     loop {
         let result = {
-            let _turn = shared.bulk_writes.lock().await;
+            let turn = shared.bulk_writes.lock().await;
             set_settling(shared, batch);
             // Waits out a heartbeat renewing beside the previous batch (uncontended otherwise).
             drop(shared.beside.lock().await);
-            let result = AssertUnwindSafe(async {
-                if inject::fire(inject::Point::CompleterWrite, &shared.queue_names[0]).is_some() {
-                    panic!("jobq fault injection: the batch write dropped (a panic here)");
+            let mut write = Box::pin(complete_batch(Arc::clone(shared), batch.to_vec()));
+            let stuck_after = STUCK_AFTER.min(shared.settings.heartbeat_interval() / 2);
+            let result = match tokio::time::timeout(stuck_after, &mut write).await {
+                Ok(result) => result,
+                Err(_) => {
+                    // Waiting on a row lock someone else holds: only these
+                    // rows wait for it; the turn goes back to the heartbeats
+                    // and to the batches after this one.
+                    lock(&shared.stuck).extend_from_slice(batch);
+                    set_settling(shared, &[]);
+                    drop(turn);
+                    let shared = Arc::clone(shared);
+                    let batch = batch.to_vec();
+                    shared.clone().beside_writes.spawn(async move {
+                        let result = write.await;
+                        if let Err(error) = &result {
+                            quietly(|| {
+                                tracing::warn!(
+                                    error = error as &dyn std::error::Error,
+                                    jobs = batch.len(),
+                                    "settling completed jobs that waited on a row lock failed; they will run again when their leases expire"
+                                );
+                            });
+                        }
+                        lock(&shared.stuck).retain(|fence| !batch.contains(fence));
+                        shared.release_held(&batch);
+                    });
+                    return true;
                 }
-                shared.store.complete(batch).await
-            })
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|panic| Err(panicked("completer", panic.as_ref())));
+            };
             set_settling(shared, &[]);
+            drop(turn);
             result
         };
         match result {
@@ -873,7 +915,7 @@ async fn settle_completions(shared: &Shared, batch: &[Fence], stopping: bool) {
                         );
                     });
                 }
-                return;
+                return false;
             }
             Err(error) => {
                 failures += 1;
@@ -885,7 +927,7 @@ async fn settle_completions(shared: &Shared, batch: &[Fence], stopping: bool) {
                             "giving up settling completed jobs; they will run again when their leases expire"
                         );
                     });
-                    return;
+                    return false;
                 }
                 let pause = backoff(failures);
                 quietly(|| {
@@ -895,6 +937,23 @@ async fn settle_completions(shared: &Shared, batch: &[Fence], stopping: bool) {
             }
         }
     }
+}
+
+/// One write of a batch of successes; a panic in it is a failed write.
+async fn complete_batch(shared: Arc<Shared>, batch: Vec<Fence>) -> Result<u64> {
+    AssertUnwindSafe(async {
+        if inject::fire(inject::Point::CompleterWrite, &shared.queue_names[0]).is_some() {
+            panic!("jobq fault injection: the batch write dropped (a panic here)");
+        }
+        shared.store.complete(&batch).await
+    })
+    .catch_unwind()
+    .await
+    .unwrap_or_else(|panic| Err(panicked("completer", panic.as_ref())))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Records the batch of successes written under the turn (none: `&[]`).
@@ -916,7 +975,16 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
             () = shared.stop_background.cancelled() => break,
             _ = tick.tick() => {}
         }
-        let fences: Vec<Fence> = shared.held().keys().copied().collect();
+        let fences: Vec<Fence> = {
+            // Not the rows of a stuck write: it holds some of their locks.
+            let stuck = lock(&shared.stuck);
+            shared
+                .held()
+                .keys()
+                .filter(|fence| stuck.is_empty() || !stuck.contains(fence))
+                .copied()
+                .collect()
+        };
         if fences.is_empty() {
             continue;
         }

@@ -363,17 +363,20 @@ impl Worker {
         let rescuer = tokio::spawn(run::rescuer(Arc::clone(&shared), self.rescues));
         if shared.settings.heartbeats_enabled {
             let s = Arc::clone(&shared);
-            tasks.spawn(restarted(Arc::clone(&shared), "heartbeat", move || {
-                heartbeat_loop(Arc::clone(&s))
-            }));
+            tasks.spawn(restarted(
+                Arc::clone(&shared),
+                "heartbeat",
+                false,
+                move || heartbeat_loop(Arc::clone(&s)),
+            ));
         }
         let s = Arc::clone(&shared);
-        tasks.spawn(restarted(Arc::clone(&shared), "reaper", move || {
+        tasks.spawn(restarted(Arc::clone(&shared), "reaper", false, move || {
             reaper_loop(Arc::clone(&s))
         }));
         if let Some(interval) = shared.settings.prune_interval() {
             let s = Arc::clone(&shared);
-            tasks.spawn(restarted(Arc::clone(&shared), "pruner", move || {
+            tasks.spawn(restarted(Arc::clone(&shared), "pruner", false, move || {
                 prune_loop(Arc::clone(&s), interval)
             }));
         }
@@ -387,15 +390,20 @@ impl Worker {
             ));
         }
         let s = Arc::clone(&shared);
-        tasks.spawn(restarted(Arc::clone(&shared), "listener", move || {
-            let listener = Arc::clone(&s);
-            async move {
-                listener
-                    .store
-                    .listen(&listener.queue_names, &listener.stop_background)
-                    .await;
-            }
-        }));
+        tasks.spawn(restarted(
+            Arc::clone(&shared),
+            "listener",
+            true,
+            move || {
+                let listener = Arc::clone(&s);
+                async move {
+                    listener
+                        .store
+                        .listen(&listener.queue_names, &listener.stop_background)
+                        .await;
+                }
+            },
+        ));
         tasks.close();
         WorkerHandle {
             shared,
@@ -426,9 +434,9 @@ async fn supervise(
 }
 
 /// Runs the background loop `make()` builds until the worker's background
-/// stops; a loop that panics (or ends early) is logged and started again
-/// after a pause. These loops own nothing a restart could lose.
-async fn restarted<F, Fut>(shared: Arc<Shared>, name: &'static str, mut make: F)
+/// stops; a loop that panics (or, unless it `may_end`, ends early) is logged
+/// and started again after a pause. These loops own nothing a restart could lose.
+async fn restarted<F, Fut>(shared: Arc<Shared>, name: &'static str, may_end: bool, mut make: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = ()>,
@@ -436,7 +444,7 @@ where
     let mut failures = 0;
     loop {
         let result = AssertUnwindSafe(make()).catch_unwind().await;
-        if shared.stop_background.is_cancelled() {
+        if shared.stop_background.is_cancelled() || (may_end && result.is_ok()) {
             return;
         }
         failures += 1;

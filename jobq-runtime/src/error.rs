@@ -34,6 +34,16 @@ pub enum Error {
     /// A worker could not be built; the message says what is missing.
     #[error("the worker cannot be built: {0}")]
     Config(String),
+    /// A task of the worker panicked (or ended before the worker stopped);
+    /// the worker stopped, releasing or settling what it held. Returned by
+    /// `Worker::run_until` and `WorkerHandle::shutdown`.
+    #[error("worker task `{task}` panicked: {message}")]
+    Panicked {
+        /// Which task: `claim`, `completer`, `cron`, `settle`, …
+        task: &'static str,
+        /// The panic's message.
+        message: String,
+    },
     /// A connection of one backend was given to a `Jobq` of another.
     #[error("this Jobq stores jobs in {expected}, but the connection given is {given}")]
     BackendMismatch {

@@ -17,6 +17,24 @@ use crate::{Enqueue, Error, Jobq, Result};
 /// claim of a deep queue fail.
 const MAX_CONCURRENCY: usize = 10_000;
 
+/// Longest lease, reap interval and shutdown timeout: a day. Every claim and
+/// heartbeat writes `now + lease` to a DATETIME/TIMESTAMP, which a lease of
+/// years would overflow; and a worker that holds a job a day without
+/// renewing it has stopped.
+const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
+/// Longest poll interval: an hour.
+const MAX_POLL: Duration = Duration::from_secs(3600);
+
+/// `Error::Config` unless `min <= value <= max`.
+fn within(what: &str, value: Duration, min: Duration, max: Duration) -> Result<()> {
+    if value < min || value > max {
+        return Err(Error::Config(format!(
+            "the {what} is {value:?}; it must be {min:?} to {max:?}"
+        )));
+    }
+    Ok(())
+}
+
 /// Builds a [`Worker`]; see [`Worker::builder`].
 #[derive(Debug)]
 #[must_use]
@@ -161,6 +179,16 @@ impl WorkerBuilder {
         self
     }
 
+    /// Most payload bytes each queue holds claimed ahead of free slots
+    /// (default [`DEFAULT_CLAIM_AHEAD_BYTES`](crate::DEFAULT_CLAIM_AHEAD_BYTES),
+    /// 64 MiB). Claims ahead stop while the buffered payloads reach it, so a
+    /// queue of large payloads buffers few; the claims for free slots are
+    /// not limited (those jobs start at once).
+    pub fn claim_ahead_bytes(mut self, bytes: usize) -> Self {
+        self.settings.claim_ahead_bytes = bytes;
+        self
+    }
+
     /// The id written to `claimed_by` (default `host:pid:random`).
     pub fn worker_id(mut self, id: impl Into<String>) -> Self {
         self.worker_id = Some(id.into());
@@ -169,7 +197,10 @@ impl WorkerBuilder {
 
     /// Checks the configuration against the job registry and builds the worker.
     ///
-    /// Fails when no queue is served, a concurrency is 0 or over 10,000, a queue is served
+    /// Fails when a duration is out of its range (lease 100 ms to 1 day;
+    /// heartbeat interval 1 ms to under the lease; poll interval 1 ms to
+    /// 1 hour; reap interval 1 ms to 1 day; shutdown timeout up to 1 day;
+    /// retentions up to 100 years), no queue is served, a concurrency is 0 or over 10,000, a queue is served
     /// twice, a checked queue has no registered job, a registered job of a
     /// served queue needs a `State<T>` that was not given, two jobs share a
     /// name, a job name (of a served queue or a cron entry) is empty or over
@@ -222,12 +253,30 @@ impl WorkerBuilder {
             }
         }
         let settings = self.settings;
-        if settings.lease < Duration::from_millis(100) {
-            return Err(Error::Config("the lease must be at least 100 ms".into()));
+        let ms = Duration::from_millis(1);
+        within(
+            "lease",
+            settings.lease,
+            Duration::from_millis(100),
+            MAX_LEASE,
+        )?;
+        within("poll interval", settings.poll, ms, MAX_POLL)?;
+        within("reap interval", settings.reap_interval(), ms, MAX_LEASE)?;
+        within(
+            "shutdown timeout",
+            settings.shutdown_timeout,
+            Duration::ZERO,
+            MAX_LEASE,
+        )?;
+        for retention in [settings.prune_finished, settings.prune_failed]
+            .into_iter()
+            .flatten()
+        {
+            within("retention", retention, Duration::ZERO, crate::MAX_DELAY)?;
         }
-        if settings.heartbeat_interval() >= settings.lease {
+        if settings.heartbeat_interval() < ms || settings.heartbeat_interval() >= settings.lease {
             return Err(Error::Config(format!(
-                "the heartbeat interval ({:?}) must be shorter than the lease ({:?})",
+                "the heartbeat interval ({:?}) must be at least 1ms and shorter than the lease ({:?})",
                 settings.heartbeat_interval(),
                 settings.lease
             )));

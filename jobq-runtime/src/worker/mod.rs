@@ -19,11 +19,13 @@
 
 mod builder;
 mod cron;
+pub(crate) mod inject;
 mod run;
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -36,10 +38,26 @@ use tracing::Instrument;
 
 pub use builder::WorkerBuilder;
 
+use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
-use crate::store::{ClaimedJob, Fence, Prunable, Store};
-use crate::{Jobq, Result, wakeup};
+use crate::store::{Fence, Prunable, Store, Transition};
+use crate::{Error, Jobq, Result, wakeup};
+
+/// Runs `log` (a tracing macro), swallowing a panic of the subscriber (one
+/// that writes to a closed pipe panics): a log line must never stop a
+/// settle or a worker loop.
+pub(super) fn quietly(log: impl FnOnce()) {
+    let _ = std::panic::catch_unwind(AssertUnwindSafe(log));
+}
+
+/// The error for a panic caught in `task`.
+pub(super) fn panicked(task: &'static str, panic: &(dyn std::any::Any + Send)) -> Error {
+    Error::Panicked {
+        task,
+        message: run::panic_message(panic),
+    }
+}
 
 /// Most expired jobs the reaper returns per statement.
 const REAP_BATCH: u32 = 500;
@@ -67,7 +85,12 @@ struct Settings {
     prune_finished: Option<Duration>,
     /// Retention of `failed` rows, if this worker prunes them.
     prune_failed: Option<Duration>,
+    /// Most payload bytes a queue's claim loop holds claimed ahead of free slots.
+    claim_ahead_bytes: usize,
 }
+
+/// Default of [`WorkerBuilder::claim_ahead_bytes`]: 64 MiB per queue.
+pub const DEFAULT_CLAIM_AHEAD_BYTES: usize = 64 << 20;
 
 impl Default for Settings {
     fn default() -> Self {
@@ -80,6 +103,7 @@ impl Default for Settings {
             shutdown_timeout: Duration::from_secs(30),
             prune_finished: None,
             prune_failed: None,
+            claim_ahead_bytes: DEFAULT_CLAIM_AHEAD_BYTES,
         }
     }
 }
@@ -138,6 +162,14 @@ struct Shared {
     /// The served queues' names.
     queue_names: Vec<String>,
     completions: mpsc::Sender<Fence>,
+    /// Settles owed by job tasks that died (see `run::Settlement`).
+    rescues: mpsc::UnboundedSender<Transition>,
+    /// Makes the rescuer drain and stop.
+    stop_rescuer: CancellationToken,
+    /// Fired when a worker task panicked: the worker stops.
+    failed: CancellationToken,
+    /// The first such panic, returned by `shutdown`.
+    failure: Mutex<Option<Error>>,
     jobs: TaskTracker,
     /// Taken around a settle batch and a heartbeat, which both update many
     /// of this worker's rows in one statement: run side by side they can
@@ -146,12 +178,57 @@ struct Shared {
     /// settles stall. (Locking the rows in id order first instead cost a
     /// worker of concurrency 1 a third of its jobs/s: a row lock is a WAL
     /// record of its own.)
+    ///
+    /// A heartbeat waits for the turn only briefly ([`TURN_WAIT`]): a settle
+    /// that holds it longer is waiting on a row lock someone else holds (a
+    /// caller's transaction with a duplicate `enqueue_in` of that job's
+    /// key), and the heartbeat then renews every lease but those of the
+    /// batch being settled ([`Shared::settling`]) without the turn. Disjoint
+    /// rows cannot deadlock, and a lock on one row delays no other lease.
     bulk_writes: tokio::sync::Mutex<()>,
+    /// Payload bytes claimed ahead of free slots, all queues (see `claim_ahead_bytes`).
+    buffered_bytes: AtomicUsize,
+    /// The batch of successes being written under the turn.
+    settling: Mutex<Vec<Fence>>,
+    /// Successes of batches whose write outlasted [`STUCK_AFTER`] (waiting on
+    /// a row lock): their writes finish beside, without the turn, and
+    /// heartbeats leave these rows out (their own write holds some of them).
+    stuck: Mutex<Vec<Fence>>,
+    /// Those writes, waited for by `shutdown` (at most one lease).
+    beside_writes: TaskTracker,
+    /// Held by a heartbeat that renews beside a stuck settle; a new settle
+    /// batch takes it once before writing, so it never runs beside such a
+    /// heartbeat that did not exclude its rows.
+    beside: tokio::sync::Mutex<()>,
 }
+
+/// Longest a heartbeat waits for a settle batch to finish before renewing
+/// the other leases beside it (at most a quarter of the heartbeat interval).
+const TURN_WAIT: Duration = Duration::from_millis(200);
+
+/// How long a batch of successes may hold the turn before it is deemed
+/// stuck on a row lock and finishes beside (at most half a heartbeat interval).
+const STUCK_AFTER: Duration = Duration::from_secs(1);
 
 impl Shared {
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Fence, Held>> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stops the worker because `task` failed; `shutdown` returns the first failure.
+    fn fail(&self, error: Error) {
+        quietly(|| {
+            tracing::error!(
+                error = &error as &dyn std::error::Error,
+                "a worker task failed; the worker stops"
+            );
+        });
+        self.failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(error);
+        self.stop_claiming.cancel();
+        self.failed.cancel();
     }
 
     fn release_held(&self, fences: &[Fence]) {
@@ -176,6 +253,7 @@ pub struct Worker {
     shared: Arc<Shared>,
     queues: Vec<QueueSpec>,
     completions: mpsc::Receiver<Fence>,
+    rescues: mpsc::UnboundedReceiver<Transition>,
     /// The handle cron schedules enqueue through.
     jobq: Jobq,
     cron: Vec<cron::CronEntry>,
@@ -197,6 +275,7 @@ impl Worker {
         cron: Vec<cron::CronEntry>,
     ) -> Self {
         let (completions, receiver) = mpsc::channel(COMPLETE_BACKLOG);
+        let (rescues, rescue_receiver) = mpsc::unbounded_channel();
         Self {
             shared: Arc::new(Shared {
                 store: jobq.store().clone(),
@@ -211,11 +290,21 @@ impl Worker {
                 stop_background: CancellationToken::new(),
                 queue_names: queues.iter().map(|q| q.name.clone()).collect(),
                 completions,
+                rescues,
+                stop_rescuer: CancellationToken::new(),
+                failed: CancellationToken::new(),
+                failure: Mutex::new(None),
                 jobs: TaskTracker::new(),
                 bulk_writes: tokio::sync::Mutex::new(()),
+                settling: Mutex::default(),
+                stuck: Mutex::default(),
+                beside_writes: TaskTracker::new(),
+                buffered_bytes: AtomicUsize::new(0),
+                beside: tokio::sync::Mutex::new(()),
             }),
             queues,
             completions: receiver,
+            rescues: rescue_receiver,
             jobq,
             cron,
         }
@@ -230,10 +319,19 @@ impl Worker {
     /// claiming, lets running jobs finish for up to the shutdown timeout,
     /// releases the rest to `pending` (not counting the attempt), settles
     /// everything pending, and returns. No row is left `processing`.
+    ///
+    /// If a task of the worker panics (a claim loop, the completer, a cron
+    /// schedule) the worker shuts down the same way at once and this returns
+    /// [`Error::Panicked`]. (The heartbeat, reaper, pruner and listener are
+    /// restarted instead.)
     pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<()> {
         let timeout = self.shared.settings.shutdown_timeout;
         let handle = self.start();
-        signal.await;
+        let failed = handle.shared.failed.clone();
+        tokio::select! {
+            () = signal => {}
+            () = failed.cancelled() => {}
+        }
         handle.shutdown(timeout).await
     }
 
@@ -243,39 +341,123 @@ impl Worker {
         let claimers = TaskTracker::new();
         for queue in self.queues {
             let span = tracing::info_span!("jobq.claim", queue = %queue.name);
-            claimers.spawn(claim_loop(Arc::clone(&shared), queue).instrument(span));
+            let stop = shared.stop_claiming.clone();
+            claimers.spawn(
+                supervise(
+                    Arc::clone(&shared),
+                    "claim",
+                    stop,
+                    claim_loop(Arc::clone(&shared), queue),
+                )
+                .instrument(span),
+            );
         }
         claimers.close();
         let tasks = TaskTracker::new();
-        let completer = tokio::spawn(completer(Arc::clone(&shared), self.completions));
+        let completer = tokio::spawn(supervise(
+            Arc::clone(&shared),
+            "completer",
+            shared.stop_completer.clone(),
+            completer(Arc::clone(&shared), self.completions),
+        ));
+        let rescuer = tokio::spawn(run::rescuer(Arc::clone(&shared), self.rescues));
         if shared.settings.heartbeats_enabled {
-            tasks.spawn(heartbeat_loop(Arc::clone(&shared)));
+            let s = Arc::clone(&shared);
+            tasks.spawn(restarted(
+                Arc::clone(&shared),
+                "heartbeat",
+                false,
+                move || heartbeat_loop(Arc::clone(&s)),
+            ));
         }
-        tasks.spawn(reaper_loop(Arc::clone(&shared)));
+        let s = Arc::clone(&shared);
+        tasks.spawn(restarted(Arc::clone(&shared), "reaper", false, move || {
+            reaper_loop(Arc::clone(&s))
+        }));
         if let Some(interval) = shared.settings.prune_interval() {
-            tasks.spawn(prune_loop(Arc::clone(&shared), interval));
+            let s = Arc::clone(&shared);
+            tasks.spawn(restarted(Arc::clone(&shared), "pruner", false, move || {
+                prune_loop(Arc::clone(&s), interval)
+            }));
         }
         for entry in self.cron {
             // Stopped with the claim loops: a worker shutting down enqueues no more.
-            tasks.spawn(cron::cron_loop(
-                self.jobq.clone(),
-                entry,
+            tasks.spawn(supervise(
+                Arc::clone(&shared),
+                "cron",
                 shared.stop_claiming.clone(),
+                cron::cron_loop(self.jobq.clone(), entry, shared.stop_claiming.clone()),
             ));
         }
-        let listener = Arc::clone(&shared);
-        tasks.spawn(async move {
-            listener
-                .store
-                .listen(&listener.queue_names, &listener.stop_background)
-                .await;
-        });
+        let s = Arc::clone(&shared);
+        tasks.spawn(restarted(
+            Arc::clone(&shared),
+            "listener",
+            true,
+            move || {
+                let listener = Arc::clone(&s);
+                async move {
+                    listener
+                        .store
+                        .listen(&listener.queue_names, &listener.stop_background)
+                        .await;
+                }
+            },
+        ));
         tasks.close();
         WorkerHandle {
             shared,
             claimers,
             tasks,
             completer,
+            rescuer,
+        }
+    }
+}
+
+/// Runs `task`; if it panics, or ends before `stop` fired, the worker fails
+/// (stops, and `shutdown` returns the error).
+async fn supervise(
+    shared: Arc<Shared>,
+    name: &'static str,
+    stop: CancellationToken,
+    task: impl Future<Output = ()>,
+) {
+    match AssertUnwindSafe(task).catch_unwind().await {
+        Ok(()) if stop.is_cancelled() => {}
+        Ok(()) => shared.fail(Error::Panicked {
+            task: name,
+            message: "it ended before the worker stopped".into(),
+        }),
+        Err(panic) => shared.fail(panicked(name, panic.as_ref())),
+    }
+}
+
+/// Runs the background loop `make()` builds until the worker's background
+/// stops; a loop that panics (or, unless it `may_end`, ends early) is logged
+/// and started again after a pause. These loops own nothing a restart could lose.
+async fn restarted<F, Fut>(shared: Arc<Shared>, name: &'static str, may_end: bool, mut make: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut failures = 0;
+    loop {
+        let result = AssertUnwindSafe(make()).catch_unwind().await;
+        if shared.stop_background.is_cancelled() || (may_end && result.is_ok()) {
+            return;
+        }
+        failures += 1;
+        let message = match result {
+            Ok(()) => "it ended before the worker stopped".to_owned(),
+            Err(panic) => run::panic_message(panic.as_ref()),
+        };
+        let pause = backoff(failures);
+        quietly(|| {
+            tracing::error!(task = name, %message, restart_in = ?pause, "a worker task panicked; restarting it");
+        });
+        if !jittered_pause(&shared.stop_background, pause).await {
+            return;
         }
     }
 }
@@ -290,12 +472,20 @@ pub struct WorkerHandle {
     /// Heartbeat, reaper and listener.
     tasks: TaskTracker,
     completer: JoinHandle<()>,
+    rescuer: JoinHandle<()>,
 }
 
 impl WorkerHandle {
     /// This worker's id.
     pub fn id(&self) -> &str {
         &self.shared.worker_id
+    }
+
+    /// Payload bytes this worker holds claimed ahead of free slots right now
+    /// (for tests of `claim_ahead_bytes`).
+    #[doc(hidden)]
+    pub fn buffered_payload_bytes(&self) -> usize {
+        self.shared.buffered_bytes.load(Ordering::Relaxed)
     }
 
     /// How many jobs this worker holds right now (running or awaiting settlement).
@@ -306,12 +496,16 @@ impl WorkerHandle {
     /// Stops claiming, waits up to `deadline` for running jobs, then cancels
     /// the rest and releases them to `pending` without counting the attempt,
     /// settles every completed job, and stops.
+    ///
+    /// Returns [`Error::Panicked`] if a task of the worker panicked (the
+    /// worker then stopped claiming at once; see [`WorkerHandle::failed`]).
     pub async fn shutdown(self, deadline: Duration) -> Result<()> {
         let Self {
             shared,
             claimers,
             tasks,
             completer,
+            rescuer,
         } = self;
         shared.stop_claiming.cancel();
         // The claim loops hand back the jobs they claimed and did not start.
@@ -321,20 +515,45 @@ impl WorkerHandle {
             .await
             .is_err()
         {
-            tracing::info!(
-                running = shared.jobs.len(),
-                "shutdown deadline passed; cancelling running jobs and releasing them to pending"
-            );
+            quietly(|| {
+                tracing::info!(
+                    running = shared.jobs.len(),
+                    "shutdown deadline passed; cancelling running jobs and releasing them to pending"
+                );
+            });
             shared.stop_jobs.cancel();
             shared.jobs.wait().await;
         }
         // Every job task has handed its success to the completer by now.
         shared.stop_completer.cancel();
         let _ = completer.await;
+        // Writes stuck on a row lock get one lease more.
+        shared.beside_writes.close();
+        let _ = tokio::time::timeout(shared.settings.lease, shared.beside_writes.wait()).await;
+        // What dead job tasks owed, now that no job task is left.
+        shared.stop_rescuer.cancel();
+        let _ = rescuer.await;
         // Heartbeat and reaper last: held jobs keep their leases until settled.
         shared.stop_background.cancel();
         tasks.wait().await;
-        Ok(())
+        match shared
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// Completes when a task of the worker panicked and the worker stopped
+    /// claiming; [`shutdown`](Self::shutdown) then returns the error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping it changes nothing.
+    pub async fn failed(&self) {
+        self.shared.failed.cancelled().await;
     }
 }
 
@@ -356,7 +575,10 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     let pace = Arc::new(Pace::default());
     let wake = wakeup::subscribe(&queue.name);
     let mut buffer: VecDeque<run::Registered> = VecDeque::new();
-    let mut claiming: Option<BoxFuture<'static, (Result<Vec<ClaimedJob>>, Duration)>> = None;
+    // Payload bytes in `buffer`, and a moving average of a claimed payload's size.
+    let mut buffered_bytes = 0usize;
+    let mut payload_size = 0usize;
+    let mut claiming: Option<BoxFuture<'static, (Result<Vec<run::Registered>>, Duration)>> = None;
     // Moving average of a claim's round trip.
     let mut round_trip = Duration::ZERO;
     let mut failures = 0u32;
@@ -373,13 +595,18 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     // The limit of the claim in flight.
     let mut asked = 0;
     loop {
+        if !buffer.is_empty() {
+            inject::point!(Buffered, &queue.name);
+        }
         // Start what the free slots can take, in claim order.
         let mut started = false;
         while !buffer.is_empty() {
             let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
                 break;
             };
-            start_next(&shared, &queue.name, &mut buffer, permit, &pace);
+            let size = start_next(&shared, &queue.name, &mut buffer, permit, &pace);
+            buffered_bytes -= size;
+            shared.buffered_bytes.fetch_sub(size, Ordering::Relaxed);
             started = true;
         }
         if started {
@@ -391,7 +618,14 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
             // take them, and wakes one.
             tokio::spawn(async {});
         }
-        let ahead = prefetch(queue.concurrency, round_trip, pace.get());
+        let ahead = prefetch(queue.concurrency, round_trip, pace.get()).min(
+            // Within the byte budget, at the payload size seen so far.
+            shared
+                .settings
+                .claim_ahead_bytes
+                .saturating_sub(buffered_bytes)
+                / payload_size.max(1),
+        );
         let wanted_now = || (slots.available_permits() + ahead).saturating_sub(buffer.len());
         let wanted = wanted_now();
         let due = backlog || was_woken || tokio::time::Instant::now() >= next_poll;
@@ -424,13 +658,21 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
                 claiming = None;
                 match result {
                     Ok(jobs) => {
-                        tracing::trace!(asked, got = jobs.len(), ?took, buffered = buffer.len(), free = slots.available_permits(), "claimed");
+                        quietly(|| tracing::trace!(asked, got = jobs.len(), ?took, buffered = buffer.len(), free = slots.available_permits(), "claimed"));
                         failures = 0;
                         round_trip = if round_trip.is_zero() { took } else { (round_trip * 7 + took) / 8 };
                         backlog = jobs.len() == asked;
                         empty_claims = if jobs.is_empty() { empty_claims.saturating_add(1) } else { 0 };
                         next_poll = tokio::time::Instant::now() + poll_after(shared.settings.poll, empty_claims);
-                        buffer.extend(jobs.into_iter().map(|job| run::register(&shared, job)));
+                        let mut added = 0;
+                        for job in &jobs {
+                            let size = job.payload_len();
+                            added += size;
+                            payload_size = if payload_size == 0 { size } else { payload_size - payload_size / 8 + size / 8 };
+                        }
+                        buffered_bytes += added;
+                        shared.buffered_bytes.fetch_add(added, Ordering::Relaxed);
+                        buffer.extend(jobs);
                     }
                     Err(error) => {
                         failures += 1;
@@ -438,11 +680,13 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
                         was_woken = false;
                         let pause = backoff(failures);
                         next_poll = tokio::time::Instant::now() + pause;
-                        tracing::warn!(
-                            error = &error as &dyn std::error::Error,
-                            retry_in = ?pause,
-                            "claim failed; retrying"
-                        );
+                        quietly(|| {
+                            tracing::warn!(
+                                error = &error as &dyn std::error::Error,
+                                retry_in = ?pause,
+                                "claim failed; retrying"
+                            );
+                        });
                     }
                 }
             }
@@ -462,44 +706,67 @@ async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     if let Some(in_flight) = claiming
         && let (Ok(jobs), _) = in_flight.await
     {
-        buffer.extend(jobs.into_iter().map(|job| run::register(&shared, job)));
+        buffer.extend(jobs);
     }
-    run::release_unstarted(&shared, buffer.into()).await;
+    shared
+        .buffered_bytes
+        .fetch_sub(buffered_bytes, Ordering::Relaxed);
+    run::release_unstarted(&shared, &queue.name, buffer.into()).await;
 }
 
-/// Claims up to `limit` jobs of `queue`; also reports how long the claim took.
+/// Claims up to `limit` jobs of `queue` and registers them as held (in the
+/// same poll as the claim returns: no await point between); also reports how
+/// long the claim took. A panic in the claim (a subscriber's, inside the
+/// driver) is a failed claim.
 fn claim(
     shared: &Arc<Shared>,
     queue: &str,
     limit: usize,
-) -> BoxFuture<'static, (Result<Vec<ClaimedJob>>, Duration)> {
+) -> BoxFuture<'static, (Result<Vec<run::Registered>>, Duration)> {
     let shared = Arc::clone(shared);
     let queue = queue.to_owned();
     Box::pin(async move {
         let started = tokio::time::Instant::now();
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
-        let result = shared
-            .store
-            .claim(&queue, limit, shared.settings.lease, &shared.worker_id)
-            .await;
-        (result, started.elapsed())
+        let result = AssertUnwindSafe(shared.store.claim(
+            &queue,
+            limit,
+            shared.settings.lease,
+            &shared.worker_id,
+        ))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(panicked("claim", panic.as_ref())));
+        let registered = result.map(|jobs| {
+            jobs.into_iter()
+                .map(|job| run::register(&shared, job))
+                .collect::<Vec<_>>()
+        });
+        if registered.is_ok() && inject::fire(inject::Point::Claimed, &queue).is_some() {
+            panic!("jobq fault injection: the claim loop dropped after a claim");
+        }
+        (registered, started.elapsed())
     })
 }
 
 /// Starts the oldest buffered job on `permit`, unless its lease was lost
-/// while it waited (then the permit goes back).
+/// while it waited (then the permit goes back); returns the size of the
+/// payload it took from the buffer.
 fn start_next(
     shared: &Arc<Shared>,
     queue: &str,
     buffer: &mut VecDeque<run::Registered>,
     permit: OwnedSemaphorePermit,
     pace: &Arc<Pace>,
-) {
-    if let Some(next) = buffer.pop_front()
-        && !next.lost()
-    {
+) -> usize {
+    let Some(next) = buffer.pop_front() else {
+        return 0;
+    };
+    let size = next.payload_len();
+    if !next.lost() {
         run::start(shared, queue, next, permit, pace);
     }
+    size
 }
 
 /// Most jobs claimed ahead of free slots, as a multiple of the concurrency.
@@ -581,8 +848,15 @@ async fn completer(shared: Arc<Shared>, mut completions: mpsc::Receiver<Fence>) 
             }
         }
         if !batch.is_empty() {
-            settle_completions(&shared, &batch, stopping).await;
-            shared.release_held(&batch);
+            // settle_completions catches what panics in its writes; this is
+            // for the rest (the completer must outlive any one batch).
+            let handed_off = AssertUnwindSafe(settle_completions(&shared, &batch, stopping))
+                .catch_unwind()
+                .await
+                .unwrap_or(false);
+            if !handed_off {
+                shared.release_held(&batch);
+            }
             batch.clear();
         }
         if stopping {
@@ -593,41 +867,111 @@ async fn completer(shared: Arc<Shared>, mut completions: mpsc::Receiver<Fence>) 
 
 /// Writes one batch of successes, retrying while the database is unreachable.
 /// Giving up loses nothing: the jobs stay `processing` and run again when
-/// their leases expire (at-least-once).
-async fn settle_completions(shared: &Shared, batch: &[Fence], stopping: bool) {
+/// their leases expire (at-least-once). Returns `true` if the write was
+/// stuck on a row lock and handed off to finish beside (which then releases
+/// the batch from the held set).
+async fn settle_completions(shared: &Arc<Shared>, batch: &[Fence], stopping: bool) -> bool {
     let give_up_after = if stopping { 3 } else { 20 };
     let mut failures = 0;
     loop {
         let result = {
-            let _turn = shared.bulk_writes.lock().await;
-            shared.store.complete(batch).await
+            let turn = shared.bulk_writes.lock().await;
+            set_settling(shared, batch);
+            // Waits out a heartbeat renewing beside the previous batch (uncontended otherwise).
+            drop(shared.beside.lock().await);
+            let mut write = Box::pin(complete_batch(Arc::clone(shared), batch.to_vec()));
+            let stuck_after = STUCK_AFTER.min(shared.settings.heartbeat_interval() / 2);
+            let result = match tokio::time::timeout(stuck_after, &mut write).await {
+                Ok(result) => result,
+                Err(_) => {
+                    // Waiting on a row lock someone else holds: only these
+                    // rows wait for it; the turn goes back to the heartbeats
+                    // and to the batches after this one.
+                    lock(&shared.stuck).extend_from_slice(batch);
+                    set_settling(shared, &[]);
+                    drop(turn);
+                    let shared = Arc::clone(shared);
+                    let batch = batch.to_vec();
+                    shared.clone().beside_writes.spawn(async move {
+                        let result = write.await;
+                        if let Err(error) = &result {
+                            quietly(|| {
+                                tracing::warn!(
+                                    error = error as &dyn std::error::Error,
+                                    jobs = batch.len(),
+                                    "settling completed jobs that waited on a row lock failed; they will run again when their leases expire"
+                                );
+                            });
+                        }
+                        lock(&shared.stuck).retain(|fence| !batch.contains(fence));
+                        shared.release_held(&batch);
+                    });
+                    return true;
+                }
+            };
+            set_settling(shared, &[]);
+            drop(turn);
+            result
         };
         match result {
             Ok(settled) => {
                 if settled < batch.len() as u64 {
-                    tracing::warn!(
-                        fenced_out = batch.len() as u64 - settled,
-                        "completed jobs were no longer held (lease expired and re-claimed, or cancelled); their completion was not applied"
-                    );
+                    quietly(|| {
+                        tracing::warn!(
+                            fenced_out = batch.len() as u64 - settled,
+                            "completed jobs were no longer held (lease expired and re-claimed, or cancelled); their completion was not applied"
+                        );
+                    });
                 }
-                return;
+                return false;
             }
             Err(error) => {
                 failures += 1;
                 if failures >= give_up_after {
-                    tracing::error!(
-                        error = &error as &dyn std::error::Error,
-                        jobs = batch.len(),
-                        "giving up settling completed jobs; they will run again when their leases expire"
-                    );
-                    return;
+                    quietly(|| {
+                        tracing::error!(
+                            error = &error as &dyn std::error::Error,
+                            jobs = batch.len(),
+                            "giving up settling completed jobs; they will run again when their leases expire"
+                        );
+                    });
+                    return false;
                 }
                 let pause = backoff(failures);
-                tracing::warn!(error = &error as &dyn std::error::Error, retry_in = ?pause, "settling completed jobs failed; retrying");
+                quietly(|| {
+                    tracing::warn!(error = &error as &dyn std::error::Error, retry_in = ?pause, "settling completed jobs failed; retrying");
+                });
                 tokio::time::sleep(pause).await;
             }
         }
     }
+}
+
+/// One write of a batch of successes; a panic in it is a failed write.
+async fn complete_batch(shared: Arc<Shared>, batch: Vec<Fence>) -> Result<u64> {
+    AssertUnwindSafe(async {
+        if inject::fire(inject::Point::CompleterWrite, &shared.queue_names[0]).is_some() {
+            panic!("jobq fault injection: the batch write dropped (a panic here)");
+        }
+        shared.store.complete(&batch).await
+    })
+    .catch_unwind()
+    .await
+    .unwrap_or_else(|panic| Err(panicked("completer", panic.as_ref())))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Records the batch of successes written under the turn (none: `&[]`).
+fn set_settling(shared: &Shared, batch: &[Fence]) {
+    let mut settling = shared
+        .settling
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    settling.clear();
+    settling.extend_from_slice(batch);
 }
 
 async fn heartbeat_loop(shared: Arc<Shared>) {
@@ -639,13 +983,40 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
             () = shared.stop_background.cancelled() => break,
             _ = tick.tick() => {}
         }
-        let fences: Vec<Fence> = shared.held().keys().copied().collect();
+        let fences: Vec<Fence> = {
+            // Not the rows of a stuck write: it holds some of their locks.
+            let stuck = lock(&shared.stuck);
+            shared
+                .held()
+                .keys()
+                .filter(|fence| stuck.is_empty() || !stuck.contains(fence))
+                .copied()
+                .collect()
+        };
         if fences.is_empty() {
             continue;
         }
-        let result = {
-            let _turn = shared.bulk_writes.lock().await;
-            shared.store.heartbeat(&fences, shared.settings.lease).await
+        inject::point!(Heartbeat, &shared.queue_names[0]);
+        let wait = TURN_WAIT.min(shared.settings.heartbeat_interval() / 4);
+        let result = match tokio::time::timeout(wait, shared.bulk_writes.lock()).await {
+            Ok(_turn) => shared.store.heartbeat(&fences, shared.settings.lease).await,
+            Err(_) => {
+                // The settle holding the turn waits on a row lock: renew the
+                // rest beside it.
+                let _beside = shared.beside.lock().await;
+                let others: Vec<Fence> = {
+                    let settling = shared
+                        .settling
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    fences
+                        .iter()
+                        .filter(|fence| !settling.contains(fence))
+                        .copied()
+                        .collect()
+                };
+                shared.store.heartbeat(&others, shared.settings.lease).await
+            }
         };
         match result {
             Ok(lost) => {
@@ -658,21 +1029,25 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
                         continue;
                     }
                     if let Some(job) = held.remove(&fence) {
-                        tracing::warn!(
-                            job.id = fence.id,
-                            "lease lost (expired and re-claimed, or cancelled); stopping the attempt without settling it"
-                        );
+                        quietly(|| {
+                            tracing::warn!(
+                                job.id = fence.id,
+                                "lease lost (expired and re-claimed, or cancelled); stopping the attempt without settling it"
+                            );
+                        });
                         job.lease_lost
                             .store(true, std::sync::atomic::Ordering::SeqCst);
                         job.cancel.cancel();
                     }
                 }
             }
-            Err(error) => tracing::warn!(
-                error = &error as &dyn std::error::Error,
-                jobs = fences.len(),
-                "renewing leases failed; retrying at the next heartbeat"
-            ),
+            Err(error) => quietly(|| {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    jobs = fences.len(),
+                    "renewing leases failed; retrying at the next heartbeat"
+                );
+            }),
         }
     }
 }

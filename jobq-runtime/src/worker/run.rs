@@ -11,11 +11,12 @@ use jobq_core::{
     DispatchError, ExtendFuture, JobContext, JobError, JobErrorKind, JobMeta, LeaseError,
     LeaseExtender, RetryPolicy, error_chain,
 };
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field};
 
-use super::{Held, Pace, Shared, backoff};
+use super::inject::{self, Point};
+use super::{Held, Pace, Shared, backoff, quietly};
 use crate::MAX_DELAY;
 use crate::store::{ClaimedJob, Fence, Store, Target, Transition};
 
@@ -34,6 +35,102 @@ pub(super) struct Registered {
     cancel: CancellationToken,
     lease_lost: Arc<AtomicBool>,
     ended: Arc<AtomicBool>,
+    settlement: Settlement,
+}
+
+/// What a held job is owed if whatever holds it ends without settling it.
+#[derive(Debug)]
+enum Owed {
+    /// Back to `pending`, the attempt not counted (it never started).
+    Release,
+    /// A failed attempt: its task died (a panic outside the handler's poll,
+    /// or its future was dropped) before it settled.
+    Failure,
+    /// This transition, which was being written.
+    Transition(Transition),
+    /// Nothing: settled, handed to the completer, or given up on.
+    Nothing,
+}
+
+/// Owned by whatever holds a claimed job (the claim loop's buffer, then the
+/// job's task). Dropped while something is still owed — the task panicked
+/// where nothing catches it, in a log line, an instrumented span, or its
+/// future was dropped — it hands the settle to the worker's rescuer task,
+/// which does not depend on the dead task. The normal path pays nothing but
+/// the flag updates.
+#[derive(Debug)]
+pub(super) struct Settlement {
+    rescues: mpsc::UnboundedSender<Transition>,
+    fence: Fence,
+    attempt: u32,
+    max_attempts: u32,
+    lease_lost: Arc<AtomicBool>,
+    owed: Owed,
+}
+
+impl Drop for Settlement {
+    fn drop(&mut self) {
+        if self.lease_lost.load(Ordering::SeqCst) {
+            // The heartbeat forgot it: the attempt must not settle.
+            return;
+        }
+        let transition = match std::mem::replace(&mut self.owed, Owed::Nothing) {
+            Owed::Nothing => return,
+            Owed::Release => release(self.fence),
+            Owed::Transition(transition) => transition,
+            Owed::Failure => plan_failure(
+                self.attempt,
+                self.max_attempts,
+                self.fence,
+                &JobError::retry(
+                    "the attempt's task ended before settling it: a panic outside the handler (in a log line or tracing subscriber, a span, a Drop) or its future was dropped; the panic hook's report on stderr says where",
+                ),
+                &RetryPolicy::DEFAULT,
+            ),
+        };
+        // An unbounded send never blocks nor panics; it fails only once the
+        // worker is gone, and then the reaper returns the job.
+        let _ = self.rescues.send(transition);
+    }
+}
+
+/// A fenced move back to `pending`, the attempt not counted.
+fn release(fence: Fence) -> Transition {
+    Transition {
+        fence,
+        target: Target::Pending,
+        delay: Duration::ZERO,
+        refund_attempt: true,
+        error: None,
+    }
+}
+
+/// Writes what dead tasks owed, one at a time, until the worker stops; then
+/// what is left, for at most one lease.
+pub(super) async fn rescuer(shared: Arc<Shared>, mut rescues: mpsc::UnboundedReceiver<Transition>) {
+    loop {
+        tokio::select! {
+            biased;
+            received = rescues.recv() => match received {
+                Some(transition) => rescue(&shared, &transition).await,
+                None => return,
+            },
+            () = shared.stop_rescuer.cancelled() => break,
+        }
+    }
+    let drain = async {
+        while let Ok(transition) = rescues.try_recv() {
+            rescue(&shared, &transition).await;
+        }
+    };
+    let _ = tokio::time::timeout(shared.settings.lease, drain).await;
+}
+
+async fn rescue(shared: &Shared, transition: &Transition) {
+    let _ = AssertUnwindSafe(apply(shared, transition))
+        .catch_unwind()
+        .await;
+    shared.release_held(&[transition.fence]);
 }
 
 impl Registered {
@@ -42,6 +139,11 @@ impl Registered {
     pub(super) fn lost(&self) -> bool {
         self.lease_lost.load(Ordering::SeqCst)
     }
+
+    /// The size of its payload, in bytes.
+    pub(super) fn payload_len(&self) -> usize {
+        self.job.payload.len()
+    }
 }
 
 /// Registers `job` as held, so heartbeats renew its lease from now on.
@@ -49,6 +151,14 @@ pub(super) fn register(shared: &Shared, job: ClaimedJob) -> Registered {
     let cancel = shared.stop_jobs.child_token();
     let lease_lost = Arc::new(AtomicBool::new(false));
     let ended = Arc::new(AtomicBool::new(false));
+    let settlement = Settlement {
+        rescues: shared.rescues.clone(),
+        fence: job.fence(),
+        attempt: job.attempt,
+        max_attempts: job.max_attempts,
+        lease_lost: Arc::clone(&lease_lost),
+        owed: Owed::Release,
+    };
     shared.held().insert(
         job.fence(),
         Held {
@@ -62,6 +172,7 @@ pub(super) fn register(shared: &Shared, job: ClaimedJob) -> Registered {
         cancel,
         lease_lost,
         ended,
+        settlement,
     }
 }
 
@@ -80,27 +191,54 @@ pub(super) fn start(
         cancel,
         lease_lost,
         ended,
+        mut settlement,
     } = registered;
-    let span = tracing::info_span!(
-        "jobq.job",
-        job.id = job.id,
-        job.name = %job.job_name,
-        job.queue = %queue,
-        job.attempt = job.attempt,
-        job.outcome = field::Empty,
-    );
+    // A subscriber that panics making the span costs the job its span, not its settle.
+    let span = std::panic::catch_unwind(|| {
+        tracing::info_span!(
+            "jobq.job",
+            job.id = job.id,
+            job.name = %job.job_name,
+            job.queue = %queue,
+            job.attempt = job.attempt,
+            job.outcome = field::Empty,
+        )
+    })
+    .unwrap_or_else(|_| tracing::Span::none());
     let shared_for_task = Arc::clone(shared);
     let pace = Arc::clone(pace);
     let queue = queue.to_owned();
+    settlement.owed = Owed::Failure;
     shared.jobs.spawn(
         async move {
+            // Owned by the task: dropped unsettled, it hands the job to the rescuer.
+            let mut settlement = settlement;
             let shared = shared_for_task;
+            inject::point!(BeforeExecute, &queue);
             let fence = job.fence();
             let started = std::time::Instant::now();
-            let outcome = execute(&shared, &queue, &job, cancel).await;
+            // Decoding the payload, polling the handler and dropping its
+            // future (after a timeout or cancellation) all run in here.
+            let outcome = match AssertUnwindSafe(execute(&shared, &queue, &job, cancel))
+                .catch_unwind()
+                .await
+            {
+                Ok(outcome) => outcome,
+                Err(panic) => Outcome::Failed(
+                    JobError::retry(format!(
+                        "the attempt panicked outside its handler's poll (decoding its payload, or dropping the handler's future): {}",
+                        panic_message(panic.as_ref())
+                    )),
+                    shared
+                        .registry
+                        .get(&job.job_name)
+                        .map_or(RetryPolicy::DEFAULT, |r| (r.retry_policy)()),
+                ),
+            };
             pace.record(started.elapsed());
             ended.store(true, Ordering::SeqCst);
-            settle(&shared, &job, fence, outcome, &lease_lost).await;
+            inject::point!(BeforeSettle, &queue);
+            settle(&shared, &queue, &job, fence, outcome, &lease_lost, &mut settlement).await;
             drop(permit);
         }
         .instrument(span),
@@ -110,32 +248,33 @@ pub(super) fn start(
 /// Hands registered jobs that never started back to `pending`, their attempt
 /// not counted (a shutdown with jobs claimed ahead of free slots). Gives up
 /// after one lease if the database is unreachable: the reaper returns them.
-pub(super) async fn release_unstarted(shared: &Shared, jobs: Vec<Registered>) {
+pub(super) async fn release_unstarted(shared: &Shared, queue: &str, jobs: Vec<Registered>) {
+    inject::point!(ShutdownRelease, queue);
     let fences: Vec<Fence> = jobs.iter().map(|r| r.job.fence()).collect();
+    let mut jobs = jobs;
+    for registered in &mut jobs {
+        // Given up on below, or released: the rescuer owes them nothing.
+        registered.settlement.owed = Owed::Nothing;
+    }
     let releases = futures_util::stream::iter(jobs).for_each_concurrent(
         RELEASE_CONCURRENCY,
         |registered| async move {
             if registered.lost() {
                 return;
             }
-            let transition = Transition {
-                fence: registered.job.fence(),
-                target: Target::Pending,
-                delay: Duration::ZERO,
-                refund_attempt: true,
-                error: None,
-            };
-            apply(shared, &transition).await;
+            apply(shared, &release(registered.job.fence())).await;
         },
     );
     if tokio::time::timeout(shared.settings.lease, releases)
         .await
         .is_err()
     {
-        tracing::error!(
-            jobs = fences.len(),
-            "giving up handing back jobs claimed ahead of free slots; the reaper will return them when their leases expire"
-        );
+        quietly(|| {
+            tracing::error!(
+                jobs = fences.len(),
+                "giving up handing back jobs claimed ahead of free slots; the reaper will return them when their leases expire"
+            );
+        });
     }
     shared.release_held(&fences);
 }
@@ -176,6 +315,9 @@ async fn execute(
         fence: job.fence(),
     });
     let ctx = JobContext::new(meta, cancel.clone(), Some(lease));
+    if inject::fire(Point::Decode, queue).is_some() {
+        panic!("jobq fault injection: the decode's future dropped (a panic here)");
+    }
     let attempt = match (registration.run)(ctx, &job.payload, &shared.states) {
         Ok(attempt) => attempt,
         Err(error @ DispatchError::Payload { .. }) => {
@@ -218,69 +360,81 @@ async fn execute(
 
 async fn settle(
     shared: &Shared,
+    queue: &str,
     job: &ClaimedJob,
     fence: Fence,
     outcome: Outcome,
     lease_lost: &AtomicBool,
+    settlement: &mut Settlement,
 ) {
+    // Every log line and span record below is `quietly`: a subscriber that
+    // panics (a closed stderr) must not stop the settle.
     let span = tracing::Span::current();
     let transition = match outcome {
         Outcome::Succeeded => {
-            span.record("job.outcome", "done");
-            tracing::debug!("job done");
+            quietly(|| {
+                span.record("job.outcome", "done");
+            });
+            inject::point!(CompleterSend, queue);
             if shared.completions.send(fence).await.is_err() {
                 shared.release_held(&[fence]);
             }
+            settlement.owed = Owed::Nothing;
+            quietly(|| tracing::debug!("job done"));
             return;
         }
         Outcome::Interrupted if lease_lost.load(Ordering::SeqCst) => {
-            span.record("job.outcome", "lease_lost");
+            settlement.owed = Owed::Nothing;
+            quietly(|| {
+                span.record("job.outcome", "lease_lost");
+            });
             return;
         }
         Outcome::Interrupted => {
-            span.record("job.outcome", "released");
-            Transition {
-                fence,
-                target: Target::Pending,
-                delay: Duration::ZERO,
-                refund_attempt: true,
-                error: None,
-            }
+            quietly(|| {
+                span.record("job.outcome", "released");
+            });
+            release(fence)
         }
         Outcome::Failed(error, policy) => {
-            let transition = plan_failure(job, fence, &error, &policy);
+            let transition = plan_failure(job.attempt, job.max_attempts, fence, &error, &policy);
             let outcome = match (transition.target, error.kind()) {
                 (_, JobErrorKind::Snooze(_)) => "snoozed",
                 (Target::Failed, _) => "failed",
                 (Target::Pending, _) => "retry",
             };
-            span.record("job.outcome", outcome);
-            if transition.target == Target::Failed {
-                tracing::warn!(error = %error, outcome, "job failed");
-            } else {
-                tracing::info!(error = %error, retry_in = ?transition.delay, outcome, "attempt failed; the job will run again");
-            }
+            quietly(|| {
+                span.record("job.outcome", outcome);
+                if transition.target == Target::Failed {
+                    tracing::warn!(error = %error, outcome, "job failed");
+                } else {
+                    tracing::info!(error = %error, retry_in = ?transition.delay, outcome, "attempt failed; the job will run again");
+                }
+            });
             transition
         }
     };
+    settlement.owed = Owed::Transition(transition.clone());
     apply(shared, &transition).await;
+    settlement.owed = Owed::Nothing;
     shared.release_held(&[fence]);
 }
 
 /// What a failed attempt turns into.
 fn plan_failure(
-    job: &ClaimedJob,
+    attempt: u32,
+    max_attempts: u32,
     fence: Fence,
     error: &JobError,
     policy: &RetryPolicy,
 ) -> Transition {
-    let exhausted = job.attempt >= job.max_attempts;
+    let exhausted = attempt >= max_attempts;
     let (target, delay, refund_attempt) = match error.kind() {
         JobErrorKind::Snooze(delay) => (Target::Pending, delay, true),
         JobErrorKind::Permanent => (Target::Failed, Duration::ZERO, false),
         _ if exhausted => (Target::Failed, Duration::ZERO, false),
         JobErrorKind::RetryIn(delay) => (Target::Pending, delay, false),
-        _ => (Target::Pending, policy.delay(job.attempt), false),
+        _ => (Target::Pending, policy.delay(attempt), false),
     };
     // Past what every backend's time arithmetic holds (MySQL's DATETIME ends
     // in 9999, PostgreSQL's interval at about 178 million years): clamped to
@@ -294,7 +448,7 @@ fn plan_failure(
             "{}; to be retried in {delay:?}, {CLAMPED}",
             error.message()
         )),
-        _ => plan_error(job, error, target, exhausted),
+        _ => plan_error(attempt, max_attempts, error, target, exhausted),
     };
     let delay = delay.min(MAX_DELAY);
     Transition {
@@ -308,7 +462,8 @@ fn plan_failure(
 
 /// The `last_error` a failed attempt writes (`None` keeps the old one).
 fn plan_error(
-    job: &ClaimedJob,
+    attempt: u32,
+    max_attempts: u32,
     error: &JobError,
     target: Target,
     exhausted: bool,
@@ -322,8 +477,8 @@ fn plan_error(
             Some(format!(
                 "{} (attempt {} of {}: attempts exhausted)",
                 error.message(),
-                job.attempt,
-                job.max_attempts
+                attempt,
+                max_attempts
             ))
         }
         _ => Some(error.message().to_owned()),
@@ -331,37 +486,49 @@ fn plan_error(
 }
 
 /// Writes a transition, retrying while the database is unreachable, for at
-/// most about one lease: after that the reaper owns the job anyway.
-async fn apply(shared: &Shared, transition: &Transition) {
+/// most about one lease: after that the reaper owns the job anyway. A panic
+/// in the write (a subscriber panicking on a log line inside the driver)
+/// counts as a failed try.
+pub(super) async fn apply(shared: &Shared, transition: &Transition) {
     let give_up = tokio::time::Instant::now() + shared.settings.lease;
     let mut failures = 0;
     loop {
-        match shared.store.transition(transition).await {
+        let result = AssertUnwindSafe(shared.store.transition(transition))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|panic| Err(super::panicked("settle", panic.as_ref())));
+        match result {
             Ok(true) => return,
             Ok(false) => {
-                tracing::warn!(
-                    "settle fenced out: the job is no longer held by this attempt (lease expired and re-claimed, or cancelled); nothing changed"
-                );
+                quietly(|| {
+                    tracing::warn!(
+                        "settle fenced out: the job is no longer held by this attempt (lease expired and re-claimed, or cancelled); nothing changed"
+                    );
+                });
                 return;
             }
             Err(error) if tokio::time::Instant::now() < give_up => {
                 failures += 1;
                 let pause = backoff(failures);
-                tracing::warn!(error = &error as &dyn std::error::Error, retry_in = ?pause, "settling the attempt failed; retrying");
+                quietly(|| {
+                    tracing::warn!(error = &error as &dyn std::error::Error, retry_in = ?pause, "settling the attempt failed; retrying");
+                });
                 tokio::time::sleep(pause).await;
             }
             Err(error) => {
-                tracing::error!(
-                    error = &error as &dyn std::error::Error,
-                    "giving up settling the attempt; the reaper will return the job when its lease expires"
-                );
+                quietly(|| {
+                    tracing::error!(
+                        error = &error as &dyn std::error::Error,
+                        "giving up settling the attempt; the reaper will return the job when its lease expires"
+                    );
+                });
                 return;
             }
         }
     }
 }
 
-fn panic_message(panic: &(dyn Any + Send)) -> String {
+pub(super) fn panic_message(panic: &(dyn Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = panic.downcast_ref::<String>() {

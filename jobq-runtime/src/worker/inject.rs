@@ -1,0 +1,88 @@
+//! Test-only fault injection at the worker's await points: a panic, or the
+//! enclosing task's future dropped there. Compiled always; when nothing is
+//! armed a point costs one relaxed atomic load.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+/// A point between a claim and its settle where a fault can be injected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Point {
+    /// In the claim loop, just after a claim's rows are registered as held.
+    Claimed,
+    /// In the claim loop, while claimed jobs wait in its buffer for a slot.
+    Buffered,
+    /// In a job's task, before its payload is decoded and its handler run.
+    BeforeExecute,
+    /// In a job's task, in the decode of its payload (before the handler is built).
+    Decode,
+    /// In a job's task, after the attempt ended, before its outcome is settled.
+    BeforeSettle,
+    /// In a job's task, before a success is handed to the completer.
+    CompleterSend,
+    /// In the completer, before a batch of successes is written.
+    CompleterWrite,
+    /// In the claim loop's shutdown, before unstarted jobs are released.
+    ShutdownRelease,
+    /// In the heartbeat, before the leases are renewed.
+    Heartbeat,
+}
+
+/// What happens at an armed point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Action {
+    /// Panics there.
+    Panic,
+    /// Ends the enclosing task there, as if its future were dropped: what it
+    /// owns is dropped and nothing after the point runs. (Only where the
+    /// task's future can end early; elsewhere the same as `Panic`.)
+    Drop,
+}
+
+static ARMED: AtomicBool = AtomicBool::new(false);
+#[allow(clippy::type_complexity)]
+static FAULTS: Mutex<Option<HashMap<(String, Point), (Action, u32)>>> = Mutex::new(None);
+
+/// Arms `point` for the worker serving `queue` (its first queue, for the
+/// heartbeat): the next `times` passes there do `action`.
+pub fn arm(queue: &str, point: Point, action: Action, times: u32) {
+    let mut faults = FAULTS.lock().unwrap_or_else(PoisonError::into_inner);
+    faults
+        .get_or_insert_with(HashMap::new)
+        .insert((queue.to_owned(), point), (action, times));
+    ARMED.store(true, Ordering::SeqCst);
+}
+
+/// What to do at `point` for `queue`: `None` to go on.
+pub(crate) fn fire(point: Point, queue: &str) -> Option<Action> {
+    if !ARMED.load(Ordering::Relaxed) {
+        return None;
+    }
+    let mut faults = FAULTS.lock().unwrap_or_else(PoisonError::into_inner);
+    let entry = faults
+        .as_mut()?
+        .get_mut(&(queue.to_owned(), point))
+        .filter(|(_, times)| *times > 0)?;
+    entry.1 -= 1;
+    let action = entry.0;
+    drop(faults);
+    if action == Action::Panic {
+        panic!("jobq fault injection: panic at {point:?}");
+    }
+    Some(action)
+}
+
+/// At `point`: panics, or ends the enclosing task (returns from it), if armed.
+macro_rules! point {
+    ($point:ident, $queue:expr) => {
+        if let ::std::option::Option::Some(_) =
+            $crate::worker::inject::fire($crate::worker::inject::Point::$point, $queue)
+        {
+            return;
+        }
+    };
+}
+pub(crate) use point;

@@ -1,0 +1,127 @@
+//! A row locked by someone else (a caller's transaction holding a duplicate
+//! `enqueue_in` of its key) delays that row's settle only: the worker's
+//! heartbeats go on renewing every other lease, and jobs that finish after it
+//! are settled meanwhile.
+
+use std::time::Duration;
+
+use jobq_runtime::{Backend, Enqueue, JobContext, JobStatus, State, Worker, job};
+use jobq_tests::{Gates, Recorder, TestDb, unique_queue, wait_for_status, wait_until};
+
+const LEASE: Duration = Duration::from_secs(2);
+const LONG: Duration = Duration::from_secs(40);
+
+/// Runs for `ms`, or until its gate opens if `gated`.
+#[job(name = "locked_work")]
+async fn work(
+    ctx: &JobContext,
+    recorder: State<Recorder>,
+    gates: State<Gates<i64>>,
+    ms: u64,
+    gated: bool,
+) {
+    recorder.record(ctx.id(), ctx.attempt());
+    if gated {
+        gates.wait(ctx.id()).await;
+    } else {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}
+
+async fn a_row_locked_by_a_callers_transaction_delays_only_its_own_settle(db: TestDb) {
+    if db.backend() == Backend::Sqlite {
+        return; // one writer at a time: no row locks
+    }
+    let jobq = db.jobq().await;
+    let queue = unique_queue("locked");
+    let recorder = Recorder::default();
+    let gates = Gates::<i64>::default();
+    let handle = Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 8)
+        .state(recorder.clone())
+        .state(gates.clone())
+        .lease(LEASE)
+        .reap_interval(Duration::from_millis(200))
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .expect("build")
+        .start();
+    let on = || Enqueue::new().queue(&queue);
+    let x = jobq
+        .enqueue_with(
+            Work { ms: 0, gated: true },
+            on().idempotency_key(format!("{queue}:x")),
+        )
+        .await
+        .expect("enqueue")
+        .id;
+    let mut long = Vec::new();
+    for _ in 0..3 {
+        let job = Work {
+            ms: 4 * LEASE.as_millis() as u64,
+            gated: false,
+        };
+        long.push(jobq.enqueue_with(job, on()).await.expect("enqueue").id);
+    }
+    wait_until("all four run", LONG, || async { recorder.totals().0 == 4 }).await;
+    // A caller's transaction enqueues X's key again, and keeps it open for
+    // three leases while X finishes.
+    let hold = 3 * LEASE;
+    let duplicate = Work { ms: 0, gated: true };
+    let options = on().idempotency_key(format!("{queue}:x"));
+    macro_rules! hold_duplicate {
+        ($pool:expr) => {{
+            let mut tx = $pool.begin().await.expect("begin");
+            let enqueued = jobq
+                .enqueue_in_with(&mut *tx, duplicate, options)
+                .await
+                .expect("enqueue_in");
+            assert!(enqueued.duplicate);
+            gates.open(x);
+            let locked_since = std::time::Instant::now();
+            // X's settle now waits on the lock; jobs finishing after it settle meanwhile.
+            tokio::time::sleep(LEASE / 2).await;
+            let mut short = Vec::new();
+            for _ in 0..3 {
+                let job = Work {
+                    ms: 10,
+                    gated: false,
+                };
+                short.push(jobq.enqueue_with(job, on()).await.expect("enqueue").id);
+            }
+            for id in &short {
+                let info = wait_for_status(&jobq, *id, JobStatus::Done, hold).await;
+                assert!(
+                    locked_since.elapsed() < hold,
+                    "job {id} settled only after the lock: {info:?}"
+                );
+            }
+            tokio::time::sleep(hold.saturating_sub(locked_since.elapsed())).await;
+            assert_ne!(
+                jobq.job(x).await.expect("job").expect("row").status,
+                JobStatus::Done
+            );
+            tx.commit().await.expect("commit");
+        }};
+    }
+    match db.backend() {
+        Backend::MySql => hold_duplicate!(jobq.mysql_pool().expect("pool")),
+        Backend::Postgres => hold_duplicate!(jobq.pg_pool().expect("pool")),
+        _ => unreachable!(),
+    }
+    wait_for_status(&jobq, x, JobStatus::Done, LONG).await;
+    for id in &long {
+        wait_for_status(&jobq, *id, JobStatus::Done, LONG).await;
+    }
+    assert_eq!(recorder.repeated(), Vec::<i64>::new(), "no job ran twice");
+    for id in &long {
+        let info = jobq.job(*id).await.expect("job").expect("row");
+        assert_eq!(info.attempts, 1, "never reaped: {info:?}");
+    }
+    handle
+        .shutdown(Duration::from_secs(10))
+        .await
+        .expect("shutdown");
+}
+
+jobq_tests::on_every_backend!(a_row_locked_by_a_callers_transaction_delays_only_its_own_settle);

@@ -75,9 +75,7 @@ async fn mysql_a_failed_top_up_returns_the_rows_already_claimed() {
     let jobq = db.jobq().await;
     let queue = unique_queue("claims-topup");
     let ids = seed(&jobq, &queue, 10).await;
-    let first = claim_ids(&jobq, &queue, 4, LEASE, "w")
-        .await
-        .unwrap();
+    let first = claim_ids(&jobq, &queue, 4, LEASE, "w").await.unwrap();
     assert_eq!(first, ids[..4]);
     // The next claim goes on after the fourth row, finds six of the ten it
     // asks for, and tops up from the start: that part fails.

@@ -225,19 +225,23 @@ impl SqliteStore {
         } else {
             // No ping before every checkout (sqlx's default): a round trip
             // to the connection's worker thread per statement.
-            let pool = SqlitePoolOptions::new()
-                .test_before_acquire(false)
-                .max_connections(max_connections)
-                .connect_with(
-                    options
-                        .journal_mode(SqliteJournalMode::Wal)
-                        .synchronous(SqliteSynchronous::Normal)
-                        .pragma(
-                            "wal_autocheckpoint",
-                            WAL_AUTOCHECKPOINT_BACKSTOP.to_string(),
-                        ),
-                )
-                .await?;
+            let options = options
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .pragma(
+                    "wal_autocheckpoint",
+                    WAL_AUTOCHECKPOINT_BACKSTOP.to_string(),
+                );
+            // Processes opening a new file at once race to switch it to WAL;
+            // the loser is told the database is busy without SQLite waiting
+            // out the busy timeout, so the connect is tried again.
+            let pool = retry_transient(is_transient, || {
+                SqlitePoolOptions::new()
+                    .test_before_acquire(false)
+                    .max_connections(max_connections)
+                    .connect_with(options.clone())
+            })
+            .await?;
             let mut store = Self::from_pool(pool).await?;
             let stop = CancellationToken::new();
             tokio::spawn(checkpoint_loop(store.pool.clone(), stop.clone()));

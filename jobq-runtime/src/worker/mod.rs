@@ -983,38 +983,25 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
             () = shared.stop_background.cancelled() => break,
             _ = tick.tick() => {}
         }
-        let fences: Vec<Fence> = {
-            // Not the rows of a stuck write: it holds some of their locks.
-            let stuck = lock(&shared.stuck);
-            shared
-                .held()
-                .keys()
-                .filter(|fence| stuck.is_empty() || !stuck.contains(fence))
-                .copied()
-                .collect()
-        };
+        let fences: Vec<Fence> = shared.held().keys().copied().collect();
         if fences.is_empty() {
             continue;
         }
         inject::point!(Heartbeat, &shared.queue_names[0]);
         let wait = TURN_WAIT.min(shared.settings.heartbeat_interval() / 4);
         let result = match tokio::time::timeout(wait, shared.bulk_writes.lock()).await {
-            Ok(_turn) => shared.store.heartbeat(&fences, shared.settings.lease).await,
+            Ok(_turn) => {
+                // Not the rows of a stuck write (it holds some of their
+                // locks), read once the turn is ours: a write that became
+                // stuck while this heartbeat waited for the turn gave it up.
+                let others = not_writing(&fences, &lock(&shared.stuck), &[]);
+                shared.store.heartbeat(&others, shared.settings.lease).await
+            }
             Err(_) => {
                 // The settle holding the turn waits on a row lock: renew the
                 // rest beside it.
                 let _beside = shared.beside.lock().await;
-                let others: Vec<Fence> = {
-                    let settling = shared
-                        .settling
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner);
-                    fences
-                        .iter()
-                        .filter(|fence| !settling.contains(fence))
-                        .copied()
-                        .collect()
-                };
+                let others = not_writing(&fences, &lock(&shared.stuck), &lock(&shared.settling));
                 shared.store.heartbeat(&others, shared.settings.lease).await
             }
         };
@@ -1050,6 +1037,20 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
             }),
         }
     }
+}
+
+/// The fences among `fences` that neither a stuck write nor the settle in
+/// progress is updating.
+fn not_writing(fences: &[Fence], stuck: &[Fence], settling: &[Fence]) -> Vec<Fence> {
+    if stuck.is_empty() && settling.is_empty() {
+        return fences.to_vec();
+    }
+    let writing: std::collections::HashSet<&Fence> = stuck.iter().chain(settling).collect();
+    fences
+        .iter()
+        .filter(|fence| !writing.contains(fence))
+        .copied()
+        .collect()
 }
 
 /// Deletes finished rows past their retention, at jittered intervals.

@@ -67,23 +67,46 @@ async fn plain(ctx: &JobContext, recorder: State<Recorder>, fail: bool) -> Resul
 /// subscriber writing to a closed pipe does.
 static BROKEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
+/// The job ids of every settle write that was tried again, as
+/// [`PanickingLayer`] saw them (the worker's "retrying" line, logged inside
+/// the job's span or naming its `job.id`).
+static SETTLE_RETRIES: Mutex<Vec<i64>> = Mutex::new(Vec::new());
+
+const SETTLE_RETRY_MESSAGE: &str = "settling the attempt failed; retrying";
+
 /// Panics on every event inside a `jobq.job` span of a queue in [`BROKEN`].
 struct PanickingLayer;
 
-struct SpanQueue(String);
+/// The queue and job id of a `jobq.job` span.
+struct SpanJob {
+    queue: Option<String>,
+    id: Option<i64>,
+}
 
+/// The fields of a span or event this layer looks at.
 #[derive(Default)]
-struct QueueField(Option<String>);
+struct Fields {
+    queue: Option<String>,
+    job_id: Option<i64>,
+    message: Option<String>,
+}
 
-impl tracing::field::Visit for QueueField {
+impl tracing::field::Visit for Fields {
+    fn record_i64(&mut self, field: &tracing::field::Field, value: i64) {
+        if field.name() == "job.id" {
+            self.job_id = Some(value);
+        }
+    }
     fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
         if field.name() == "job.queue" {
-            self.0 = Some(value.to_owned());
+            self.queue = Some(value.to_owned());
         }
     }
     fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "job.queue" {
-            self.0 = Some(format!("{value:?}"));
+        match field.name() {
+            "job.queue" => self.queue = Some(format!("{value:?}")),
+            "message" => self.message = Some(format!("{value:?}")),
+            _ => {}
         }
     }
 }
@@ -98,25 +121,49 @@ where
         id: &tracing::span::Id,
         ctx: tracing_subscriber::layer::Context<'_, S>,
     ) {
-        let mut queue = QueueField::default();
-        attrs.record(&mut queue);
-        if let (Some(queue), Some(span)) = (queue.0, ctx.span(id)) {
-            span.extensions_mut().insert(SpanQueue(queue));
+        let mut fields = Fields::default();
+        attrs.record(&mut fields);
+        if fields.queue.is_some()
+            && let Some(span) = ctx.span(id)
+        {
+            span.extensions_mut().insert(SpanJob {
+                queue: fields.queue,
+                id: fields.job_id,
+            });
         }
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, ctx: tracing_subscriber::layer::Context<'_, S>) {
-        let Some(scope) = ctx.event_scope(event) else {
-            return;
-        };
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let spans: Vec<(Option<String>, Option<i64>)> = ctx
+            .event_scope(event)
+            .into_iter()
+            .flatten()
+            .filter_map(|span| {
+                span.extensions()
+                    .get::<SpanJob>()
+                    .map(|job| (job.queue.clone(), job.id))
+            })
+            .collect();
+        if fields.message.as_deref() == Some(SETTLE_RETRY_MESSAGE)
+            && let Some(id) = fields
+                .job_id
+                .or_else(|| spans.iter().find_map(|(_, id)| *id))
+        {
+            SETTLE_RETRIES
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(id);
+        }
         let broken: HashSet<String> = BROKEN
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .cloned()
             .collect();
-        for span in scope {
-            if let Some(SpanQueue(queue)) = span.extensions().get::<SpanQueue>()
+        for (queue, _) in spans {
+            if let Some(queue) = queue
                 && broken.contains(queue.trim_matches('"'))
             {
                 panic!("failed printing to stderr: Broken pipe (os error 32)");
@@ -214,15 +261,16 @@ async fn a_panic_in_a_payloads_deserialize_fails_the_attempt(db: TestDb) {
     nothing_processing(&jobq, &queue).await;
 }
 
-async fn a_log_line_that_panics_during_the_settle_does_not_stop_it(db: TestDb) {
-    let jobq = db.jobq().await;
+/// Ten jobs, every other one failing, on a queue whose job spans' events
+/// panic; returns once every job reached its final status (not yet whether
+/// the worker let go of them), with their ids.
+async fn broken_log_jobs(jobq: &Jobq, recorder: &Recorder) -> (WorkerHandle, String, Vec<i64>) {
     let queue = unique_queue("panics-log");
     BROKEN
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(queue.clone());
-    let recorder = Recorder::default();
-    let handle = worker(&jobq, &queue, &recorder)
+    let handle = worker(jobq, &queue, recorder)
         .build()
         .expect("build")
         .start();
@@ -238,8 +286,15 @@ async fn a_log_line_that_panics_during_the_settle_does_not_stop_it(db: TestDb) {
         } else {
             JobStatus::Done
         };
-        wait_for_status(&jobq, *id, status, LONG).await;
+        wait_for_status(jobq, *id, status, LONG).await;
     }
+    (handle, queue, ids)
+}
+
+async fn a_log_line_that_panics_during_the_settle_does_not_stop_it(db: TestDb) {
+    let jobq = db.jobq().await;
+    let recorder = Recorder::default();
+    let (handle, queue, _) = broken_log_jobs(&jobq, &recorder).await;
     wait_until("the worker holds nothing", LONG, || async {
         handle.held_jobs() == 0
     })
@@ -250,6 +305,37 @@ async fn a_log_line_that_panics_during_the_settle_does_not_stop_it(db: TestDb) {
         .expect("shutdown");
     nothing_processing(&jobq, &queue).await;
     assert_eq!(recorder.totals(), (10, 10));
+}
+
+/// The write that settles a failed attempt runs outside the job's span: the
+/// database driver's statement log (an event like any other) cannot panic in
+/// a subscriber that panics on the job's events, lose a write that went
+/// through, and make the settle try again with backoff while the worker
+/// keeps holding a job whose row is already final.
+async fn a_log_line_that_panics_in_the_jobs_span_costs_its_settle_no_second_write(db: TestDb) {
+    let jobq = db.jobq().await;
+    let recorder = Recorder::default();
+    let (handle, queue, ids) = broken_log_jobs(&jobq, &recorder).await;
+    wait_until("the worker holds nothing", LONG, || async {
+        handle.held_jobs() == 0
+    })
+    .await;
+    handle
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+    nothing_processing(&jobq, &queue).await;
+    let retried: Vec<i64> = SETTLE_RETRIES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .copied()
+        .filter(|id| ids.contains(id))
+        .collect();
+    assert!(
+        retried.is_empty(),
+        "settles tried again after a log line panicked: jobs {retried:?}"
+    );
 }
 
 jobq_tests::on_every_backend!(
@@ -270,6 +356,25 @@ mod broken_log {
             fn $backend() {
                 if let Some(db) = TestDb::$backend() {
                     with_panicking_layer(a_log_line_that_panics_during_the_settle_does_not_stop_it(db));
+                }
+            }
+        )*};
+    }
+    on!(mysql, postgres, sqlite);
+}
+
+/// The same subscriber: a settle is written once.
+mod broken_log_settles_once {
+    use super::*;
+
+    macro_rules! on {
+        ($($backend:ident),*) => {$(
+            #[test]
+            fn $backend() {
+                if let Some(db) = TestDb::$backend() {
+                    with_panicking_layer(
+                        a_log_line_that_panics_in_the_jobs_span_costs_its_settle_no_second_write(db),
+                    );
                 }
             }
         )*};

@@ -209,40 +209,41 @@ pub(super) fn start(
     let pace = Arc::clone(pace);
     let queue = queue.to_owned();
     settlement.owed = Owed::Failure;
-    shared.jobs.spawn(
-        async move {
-            // Owned by the task: dropped unsettled, it hands the job to the rescuer.
-            let mut settlement = settlement;
-            let shared = shared_for_task;
-            inject::point!(BeforeExecute, &queue);
-            let fence = job.fence();
-            let started = std::time::Instant::now();
-            // Decoding the payload, polling the handler and dropping its
-            // future (after a timeout or cancellation) all run in here.
-            let outcome = match AssertUnwindSafe(execute(&shared, &queue, &job, cancel))
-                .catch_unwind()
-                .await
-            {
-                Ok(outcome) => outcome,
-                Err(panic) => Outcome::Failed(
-                    JobError::retry(format!(
-                        "the attempt panicked outside its handler's poll (decoding its payload, or dropping the handler's future): {}",
-                        panic_message(panic.as_ref())
-                    )),
-                    shared
-                        .registry
-                        .get(&job.job_name)
-                        .map_or(RetryPolicy::DEFAULT, |r| (r.retry_policy)()),
-                ),
-            };
-            pace.record(started.elapsed());
-            ended.store(true, Ordering::SeqCst);
-            inject::point!(BeforeSettle, &queue);
-            settle(&shared, &queue, &job, fence, outcome, &lease_lost, &mut settlement).await;
-            drop(permit);
-        }
-        .instrument(span),
-    );
+    // The span is entered only while the attempt runs (decode, handler,
+    // dropping the handler's future); the settle's log lines name it as
+    // their parent, and its writes run outside it: a subscriber that panics
+    // on the job's events (a closed stderr) must not panic in the driver's
+    // statement log after a write went through, lose the write's result and
+    // make the settle write again, with backoff, while the worker holds a
+    // job whose row is already final.
+    shared.jobs.spawn(async move {
+        // Owned by the task: dropped unsettled, it hands the job to the rescuer.
+        let mut settlement = settlement;
+        let shared = shared_for_task;
+        inject::point!(BeforeExecute, &queue);
+        let started = std::time::Instant::now();
+        // Decoding the payload, polling the handler and dropping its
+        // future (after a timeout or cancellation) all run in here.
+        let attempt = execute(&shared, &queue, &job, cancel).instrument(span.clone());
+        let outcome = match AssertUnwindSafe(attempt).catch_unwind().await {
+            Ok(outcome) => outcome,
+            Err(panic) => Outcome::Failed(
+                JobError::retry(format!(
+                    "the attempt panicked outside its handler's poll (decoding its payload, or dropping the handler's future): {}",
+                    panic_message(panic.as_ref())
+                )),
+                shared
+                    .registry
+                    .get(&job.job_name)
+                    .map_or(RetryPolicy::DEFAULT, |r| (r.retry_policy)()),
+            ),
+        };
+        pace.record(started.elapsed());
+        ended.store(true, Ordering::SeqCst);
+        inject::point!(BeforeSettle, &queue);
+        settle(&shared, &queue, &job, &span, outcome, &lease_lost, &mut settlement).await;
+        drop(permit);
+    });
 }
 
 /// Hands registered jobs that never started back to `pending`, their attempt
@@ -362,14 +363,15 @@ async fn settle(
     shared: &Shared,
     queue: &str,
     job: &ClaimedJob,
-    fence: Fence,
+    span: &tracing::Span,
     outcome: Outcome,
     lease_lost: &AtomicBool,
     settlement: &mut Settlement,
 ) {
     // Every log line and span record below is `quietly`: a subscriber that
-    // panics (a closed stderr) must not stop the settle.
-    let span = tracing::Span::current();
+    // panics (a closed stderr) must not stop the settle. The attempt's span
+    // is not entered here (see `start`): log lines name it as their parent.
+    let fence = job.fence();
     let transition = match outcome {
         Outcome::Succeeded => {
             quietly(|| {
@@ -380,7 +382,7 @@ async fn settle(
                 shared.release_held(&[fence]);
             }
             settlement.owed = Owed::Nothing;
-            quietly(|| tracing::debug!("job done"));
+            quietly(|| tracing::debug!(parent: span, "job done"));
             return;
         }
         Outcome::Interrupted if lease_lost.load(Ordering::SeqCst) => {
@@ -406,9 +408,9 @@ async fn settle(
             quietly(|| {
                 span.record("job.outcome", outcome);
                 if transition.target == Target::Failed {
-                    tracing::warn!(error = %error, outcome, "job failed");
+                    tracing::warn!(parent: span, error = %error, outcome, "job failed");
                 } else {
-                    tracing::info!(error = %error, retry_in = ?transition.delay, outcome, "attempt failed; the job will run again");
+                    tracing::info!(parent: span, error = %error, retry_in = ?transition.delay, outcome, "attempt failed; the job will run again");
                 }
             });
             transition
@@ -502,6 +504,7 @@ pub(super) async fn apply(shared: &Shared, transition: &Transition) {
             Ok(false) => {
                 quietly(|| {
                     tracing::warn!(
+                        job.id = transition.fence.id,
                         "settle fenced out: the job is no longer held by this attempt (lease expired and re-claimed, or cancelled); nothing changed"
                     );
                 });
@@ -511,13 +514,14 @@ pub(super) async fn apply(shared: &Shared, transition: &Transition) {
                 failures += 1;
                 let pause = backoff(failures);
                 quietly(|| {
-                    tracing::warn!(error = &error as &dyn std::error::Error, retry_in = ?pause, "settling the attempt failed; retrying");
+                    tracing::warn!(job.id = transition.fence.id, error = &error as &dyn std::error::Error, retry_in = ?pause, "settling the attempt failed; retrying");
                 });
                 tokio::time::sleep(pause).await;
             }
             Err(error) => {
                 quietly(|| {
                     tracing::error!(
+                        job.id = transition.fence.id,
                         error = &error as &dyn std::error::Error,
                         "giving up settling the attempt; the reaper will return the job when its lease expires"
                     );

@@ -194,6 +194,8 @@ async fn the_rows_settled_in_one_batch_with_a_locked_row_keep_their_leases(db: T
             }
             gates.open(2);
             let locked_since = std::time::Instant::now();
+            // Within Y's settle's wait (no event to await it by; the check
+            // below tells whether X's batch held others).
             tokio::time::sleep(Duration::from_millis(100)).await;
             gates.open(1);
             tokio::time::sleep(LEASE / 2).await;

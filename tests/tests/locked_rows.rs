@@ -124,4 +124,129 @@ async fn a_row_locked_by_a_callers_transaction_delays_only_its_own_settle(db: Te
         .expect("shutdown");
 }
 
-jobq_tests::on_every_backend!(a_row_locked_by_a_callers_transaction_delays_only_its_own_settle);
+/// Waits until `gate` opens.
+#[job(name = "locked_batch_work")]
+async fn batch_work(
+    ctx: &JobContext,
+    recorder: State<Recorder>,
+    gates: State<Gates<i64>>,
+    gate: i64,
+) {
+    recorder.record(ctx.id(), ctx.attempt());
+    gates.wait(gate).await;
+}
+
+async fn the_rows_settled_in_one_batch_with_a_locked_row_keep_their_leases(db: TestDb) {
+    if db.backend() == Backend::Sqlite {
+        return; // one writer at a time: no row locks
+    }
+    const OTHERS: usize = 20;
+    let jobq = db.jobq().await;
+    let queue = unique_queue("locked_batch");
+    let recorder = Recorder::default();
+    let gates = Gates::<i64>::default();
+    let handle = Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 32)
+        .state(recorder.clone())
+        .state(gates.clone())
+        .lease(LEASE)
+        .reap_interval(Duration::from_millis(200))
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .expect("build")
+        .start();
+    let on = || Enqueue::new().queue(&queue);
+    let (key_x, key_y) = (format!("{queue}:x"), format!("{queue}:y"));
+    // Y (gate 2) finishes first: its settle waits on Y's lock and holds the
+    // turn, so X and the others (gate 1), finishing meanwhile, make up the
+    // next batch together.
+    let y = jobq
+        .enqueue_with(BatchWork { gate: 2 }, on().idempotency_key(&key_y))
+        .await
+        .expect("enqueue")
+        .id;
+    let x = jobq
+        .enqueue_with(BatchWork { gate: 1 }, on().idempotency_key(&key_x))
+        .await
+        .expect("enqueue")
+        .id;
+    let mut others = Vec::new();
+    for _ in 0..OTHERS {
+        let job = BatchWork { gate: 1 };
+        others.push(jobq.enqueue_with(job, on()).await.expect("enqueue").id);
+    }
+    wait_until("all of them run", LONG, || async {
+        recorder.totals().0 == OTHERS + 2
+    })
+    .await;
+    // A caller's transaction enqueues X's and Y's keys again and keeps them
+    // open for three leases.
+    let hold = 3 * LEASE;
+    macro_rules! hold_duplicates {
+        ($pool:expr) => {{
+            let mut tx = $pool.begin().await.expect("begin");
+            for key in [&key_y, &key_x] {
+                let enqueued = jobq
+                    .enqueue_in_with(&mut *tx, BatchWork { gate: 0 }, on().idempotency_key(key))
+                    .await
+                    .expect("enqueue_in");
+                assert!(enqueued.duplicate);
+            }
+            gates.open(2);
+            let locked_since = std::time::Instant::now();
+            // Within Y's settle's wait (no event to await it by; the check
+            // below tells whether X's batch held others).
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            gates.open(1);
+            tokio::time::sleep(LEASE / 2).await;
+            let mut waiting = Vec::new();
+            for id in &others {
+                let info = jobq.job(*id).await.expect("job").expect("row");
+                if info.status == JobStatus::Processing {
+                    waiting.push(*id);
+                }
+            }
+            assert!(
+                !waiting.is_empty(),
+                "none of the others was settled in one batch with X"
+            );
+            tokio::time::sleep(hold.saturating_sub(locked_since.elapsed())).await;
+            for id in [x, y] {
+                assert_ne!(
+                    jobq.job(id).await.expect("job").expect("row").status,
+                    JobStatus::Done
+                );
+            }
+            tx.commit().await.expect("commit");
+            waiting
+        }};
+    }
+    let waiting = match db.backend() {
+        Backend::MySql => hold_duplicates!(jobq.mysql_pool().expect("pool")),
+        Backend::Postgres => hold_duplicates!(jobq.pg_pool().expect("pool")),
+        _ => unreachable!(),
+    };
+    let all: Vec<i64> = [x, y].into_iter().chain(others).collect();
+    for id in &all {
+        wait_for_status(&jobq, *id, JobStatus::Done, LONG).await;
+    }
+    assert_eq!(
+        recorder.repeated(),
+        Vec::<i64>::new(),
+        "no job ran twice ({} of {OTHERS} were settled with X)",
+        waiting.len()
+    );
+    for id in &all {
+        let info = jobq.job(*id).await.expect("job").expect("row");
+        assert_eq!(info.attempts, 1, "never reaped: {info:?}");
+    }
+    handle
+        .shutdown(Duration::from_secs(10))
+        .await
+        .expect("shutdown");
+}
+
+jobq_tests::on_every_backend!(
+    a_row_locked_by_a_callers_transaction_delays_only_its_own_settle,
+    the_rows_settled_in_one_batch_with_a_locked_row_keep_their_leases,
+);

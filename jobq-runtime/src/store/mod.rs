@@ -276,6 +276,19 @@ impl Store {
         dispatch!(self, s => s.heartbeat(fences, lease).await)
     }
 
+    /// Extends the leases of the held jobs among `fences` whose rows no other
+    /// transaction has locked, without waiting on any lock (for the rows of a
+    /// settle stuck on a row lock); returns the fences it renewed. A skipped
+    /// row is not lost: its lock holder is the stuck settle, or the one it waits on.
+    pub(crate) async fn heartbeat_unlocked(
+        &self,
+        fences: &[Fence],
+        lease: Duration,
+    ) -> Result<Vec<Fence>> {
+        let lease = lease.min(crate::MAX_DELAY);
+        dispatch!(self, s => s.heartbeat_unlocked(fences, lease).await)
+    }
+
     /// Returns up to `limit` expired `processing` rows of `queue` to `pending`
     /// (or `failed` when their attempts are used up); returns how many.
     pub(crate) async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {

@@ -561,6 +561,59 @@ impl MySqlStore {
         Ok(lost)
     }
 
+    /// A short transaction per chunk: the held rows no other transaction
+    /// has locked (`SKIP LOCKED`), then their leases; returns the fences it
+    /// renewed.
+    pub(crate) async fn heartbeat_unlocked(
+        &self,
+        fences: &[Fence],
+        lease: Duration,
+    ) -> Result<Vec<Fence>> {
+        let mut renewed = Vec::new();
+        for chunk in fences.chunks(IN_CHUNK) {
+            let ids = retry_transient(is_transient, || self.heartbeat_unlocked_once(chunk, lease))
+                .await?;
+            let ids: HashSet<i64> = ids.into_iter().collect();
+            renewed.extend(chunk.iter().filter(|f| ids.contains(&f.id)).copied());
+        }
+        Ok(renewed)
+    }
+
+    async fn heartbeat_unlocked_once(
+        &self,
+        fences: &[Fence],
+        lease: Duration,
+    ) -> Result<Vec<i64>, sqlx::Error> {
+        let ids = padded(&fences.iter().map(|f| f.id).collect::<Vec<_>>());
+        let tokens = padded(&fences.iter().map(|f| f.token).collect::<Vec<_>>());
+        let sql = format!(
+            "SELECT id FROM jobq_jobs WHERE status = 'processing' AND id IN ({}) AND lease_token IN ({}) \
+             FOR UPDATE SKIP LOCKED",
+            placeholders(ids.len()),
+            placeholders(tokens.len())
+        );
+        let mut select = sqlx::query_scalar(&sql);
+        for id in ids.iter().chain(&tokens) {
+            select = select.bind(id);
+        }
+        let mut tx = self.pool.begin_with(BEGIN_RC).await?;
+        let free: Vec<i64> = select.fetch_all(&mut *tx).await?;
+        if !free.is_empty() {
+            let padded_free = padded(&free);
+            let sql = format!(
+                "UPDATE jobq_jobs SET run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE id IN ({})",
+                placeholders(padded_free.len())
+            );
+            let mut update = sqlx::query(&sql).bind(micros(lease));
+            for id in &padded_free {
+                update = update.bind(id);
+            }
+            update.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(free)
+    }
+
     /// The fences among `fences` whose row is no longer `processing` under that token.
     async fn not_held(&self, fences: &[Fence]) -> Result<Vec<Fence>> {
         let ids = padded(&fences.iter().map(|f| f.id).collect::<Vec<_>>());

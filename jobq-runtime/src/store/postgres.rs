@@ -157,6 +157,9 @@ const COMPLETE: &str = include_str!("postgres/complete.sql");
 /// Returns the fences it still held, so the lost ones are known exactly.
 const HEARTBEAT: &str = include_str!("postgres/heartbeat.sql");
 
+/// The heartbeat of rows a stuck settle is writing: skips the locked ones.
+const HEARTBEAT_UNLOCKED: &str = include_str!("postgres/heartbeat_unlocked.sql");
+
 /// PostgreSQL evaluates every SET expression on the old row, so
 /// `finished_at` looks at the new status through `$1`.
 const TRANSITION: &str = "UPDATE jobq_jobs SET status = $1,
@@ -526,6 +529,31 @@ impl PgStore {
             }
         }
         Ok(lost)
+    }
+
+    /// One statement per chunk; returns the fences it renewed.
+    pub(crate) async fn heartbeat_unlocked(
+        &self,
+        fences: &[Fence],
+        lease: Duration,
+    ) -> Result<Vec<Fence>> {
+        let mut renewed = Vec::new();
+        for chunk in fences.chunks(FENCE_CHUNK) {
+            let (ids, tokens) = fence_arrays(chunk);
+            let rows: Vec<(i64, i64)> = retry_transient(is_transient, || async {
+                let mut conn = self.conns.get().await?;
+                let result = sqlx::query_as(HEARTBEAT_UNLOCKED)
+                    .bind(&ids)
+                    .bind(&tokens)
+                    .bind(micros(lease))
+                    .fetch_all(&mut *conn)
+                    .await;
+                conn.done(result)
+            })
+            .await?;
+            renewed.extend(rows.into_iter().map(|(id, token)| Fence { id, token }));
+        }
+        Ok(renewed)
     }
 
     pub(crate) async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {

@@ -513,6 +513,20 @@ impl SqliteStore {
         Ok(affected == 1)
     }
 
+    /// No row locks here (one writer at a time): the plain heartbeat.
+    pub(crate) async fn heartbeat_unlocked(
+        &self,
+        fences: &[Fence],
+        lease: Duration,
+    ) -> Result<Vec<Fence>> {
+        let lost: HashSet<Fence> = self.heartbeat(fences, lease).await?.into_iter().collect();
+        Ok(fences
+            .iter()
+            .filter(|f| !lost.contains(f))
+            .copied()
+            .collect())
+    }
+
     /// One UPDATE per chunk; `RETURNING id, lease_token` tells exactly which
     /// fences still hold their row, so no second query is needed.
     pub(crate) async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {

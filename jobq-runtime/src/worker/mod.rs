@@ -192,7 +192,9 @@ struct Shared {
     settling: Mutex<Vec<Fence>>,
     /// Successes of batches whose write outlasted [`STUCK_AFTER`] (waiting on
     /// a row lock): their writes finish beside, without the turn, and
-    /// heartbeats leave these rows out (their own write holds some of them).
+    /// heartbeats leave these rows out of the plain renewal (their own write
+    /// holds some of them) and renew them with one that skips locked rows
+    /// (`renew_stuck`).
     stuck: Mutex<Vec<Fence>>,
     /// Those writes, waited for by `shutdown` (at most one lease).
     beside_writes: TaskTracker,
@@ -1005,6 +1007,7 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
                 shared.store.heartbeat(&others, shared.settings.lease).await
             }
         };
+        renew_stuck(&shared).await;
         match result {
             Ok(lost) => {
                 let mut held = shared.held();
@@ -1036,6 +1039,31 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
                 );
             }),
         }
+    }
+}
+
+/// Renews the leases of the rows of stuck writes that nobody has locked:
+/// those the write has not reached yet while it waits on a row lock. The
+/// others are locked by the write (it settles them) or by the transaction it
+/// waits on (the reaper skips them too), so they are not lost. No cost while
+/// nothing is stuck.
+async fn renew_stuck(shared: &Shared) {
+    let stuck = lock(&shared.stuck).clone();
+    if stuck.is_empty() {
+        return;
+    }
+    if let Err(error) = shared
+        .store
+        .heartbeat_unlocked(&stuck, shared.settings.lease)
+        .await
+    {
+        quietly(|| {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                jobs = stuck.len(),
+                "renewing the leases of completed jobs waiting on a row lock failed; retrying at the next heartbeat"
+            );
+        });
     }
 }
 

@@ -508,27 +508,39 @@ impl PgStore {
     pub(crate) async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
         let mut lost = Vec::new();
         for chunk in fences.chunks(FENCE_CHUNK) {
-            let (ids, tokens) = fence_arrays(chunk);
-            let held: Vec<(i64, i64)> = retry_transient(is_transient, || async {
-                let mut conn = self.conns.get().await?;
-                let result = sqlx::query_as(HEARTBEAT)
-                    .bind(&ids)
-                    .bind(&tokens)
-                    .bind(micros(lease))
-                    .fetch_all(&mut *conn)
-                    .await;
-                conn.done(result)
-            })
-            .await?;
+            let held = self.renew(HEARTBEAT, chunk, lease).await?;
             if held.len() < chunk.len() {
-                let held: std::collections::HashSet<Fence> = held
-                    .into_iter()
-                    .map(|(id, token)| Fence { id, token })
-                    .collect();
+                let held: std::collections::HashSet<Fence> = held.into_iter().collect();
                 lost.extend(chunk.iter().filter(|f| !held.contains(f)).copied());
             }
         }
         Ok(lost)
+    }
+
+    /// Runs `sql` (a lease renewal returning `id, lease_token` of the rows
+    /// it renewed) for one chunk of fences; the fences it renewed.
+    async fn renew(
+        &self,
+        sql: &'static str,
+        chunk: &[Fence],
+        lease: Duration,
+    ) -> Result<Vec<Fence>> {
+        let (ids, tokens) = fence_arrays(chunk);
+        let rows: Vec<(i64, i64)> = retry_transient(is_transient, || async {
+            let mut conn = self.conns.get().await?;
+            let result = sqlx::query_as(sql)
+                .bind(&ids)
+                .bind(&tokens)
+                .bind(micros(lease))
+                .fetch_all(&mut *conn)
+                .await;
+            conn.done(result)
+        })
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, token)| Fence { id, token })
+            .collect())
     }
 
     /// One statement per chunk; returns the fences it renewed.
@@ -539,19 +551,7 @@ impl PgStore {
     ) -> Result<Vec<Fence>> {
         let mut renewed = Vec::new();
         for chunk in fences.chunks(FENCE_CHUNK) {
-            let (ids, tokens) = fence_arrays(chunk);
-            let rows: Vec<(i64, i64)> = retry_transient(is_transient, || async {
-                let mut conn = self.conns.get().await?;
-                let result = sqlx::query_as(HEARTBEAT_UNLOCKED)
-                    .bind(&ids)
-                    .bind(&tokens)
-                    .bind(micros(lease))
-                    .fetch_all(&mut *conn)
-                    .await;
-                conn.done(result)
-            })
-            .await?;
-            renewed.extend(rows.into_iter().map(|(id, token)| Fence { id, token }));
+            renewed.extend(self.renew(HEARTBEAT_UNLOCKED, chunk, lease).await?);
         }
         Ok(renewed)
     }

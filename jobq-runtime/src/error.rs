@@ -25,6 +25,17 @@ pub enum Error {
         "unsupported database URL `{0}`: expected mysql://, mariadb://, sqlite:// (or sqlite::memory:) or postgres://"
     )]
     UnsupportedUrl(String),
+    /// The URL names a backend this build of jobq-runtime leaves out: enable
+    /// its Cargo feature.
+    #[error(
+        "jobq-runtime was built without {backend} support: enable its `{feature}` feature (features = [\"{feature}\"])"
+    )]
+    BackendNotCompiled {
+        /// The backend the URL names.
+        backend: crate::Backend,
+        /// The feature that compiles it in.
+        feature: &'static str,
+    },
     /// An argument is out of range or malformed; the message says which and what is allowed.
     #[error("{0}")]
     Invalid(String),

@@ -4,9 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobq_core::Job;
-use sqlx::{MySqlConnection, MySqlPool, PgConnection, PgPool, SqliteConnection, SqlitePool};
+#[cfg(feature = "mysql")]
+use sqlx::MySqlConnection;
+#[cfg(feature = "postgres")]
+use sqlx::PgConnection;
+#[cfg(feature = "sqlite")]
+use sqlx::SqliteConnection;
 
-use crate::store::{self, MySqlStore, NewJob, PgStore, Prunable, SqliteStore, Store};
+use crate::store::{self, NewJob, Prunable, Store};
 use crate::types::{Enqueue, Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result, wakeup};
 
@@ -49,47 +54,18 @@ struct Inner {
 impl Jobq {
     /// Connects to `mysql://`/`mariadb://`, `sqlite://` (or `sqlite::memory:`)
     /// or `postgres://`/`postgresql://`, building a pool of 10 connections.
+    /// A URL of a backend whose Cargo feature is off is refused with
+    /// [`Error::BackendNotCompiled`], naming the feature.
     pub async fn connect(url: &str) -> Result<Self> {
         Self::connect_with(url, DEFAULT_MAX_CONNECTIONS).await
     }
 
     /// Like [`connect`](Self::connect) with a pool of `max_connections`.
     pub async fn connect_with(url: &str, max_connections: u32) -> Result<Self> {
-        let scheme = url.split(':').next().unwrap_or_default();
-        let store = match scheme {
-            "mysql" => Store::MySql(MySqlStore::connect(url, max_connections).await?),
-            "mariadb" => {
-                let url = format!("mysql{}", &url["mariadb".len()..]);
-                Store::MySql(MySqlStore::connect(&url, max_connections).await?)
-            }
-            "sqlite" => Store::Sqlite(SqliteStore::connect(url, max_connections).await?),
-            "postgres" | "postgresql" => {
-                Store::Postgres(PgStore::connect(url, max_connections).await?)
-            }
-            _ => return Err(Error::UnsupportedUrl(redact_url(url))),
-        };
-        Ok(Self::new(store))
+        Ok(Self::new(store::connect(url, max_connections).await?))
     }
 
-    /// Uses an existing MySQL/MariaDB pool. jobq's own transactions still run
-    /// at READ COMMITTED (set per transaction).
-    pub async fn from_mysql_pool(pool: MySqlPool) -> Result<Self> {
-        Ok(Self::new(Store::MySql(MySqlStore::from_pool(pool).await?)))
-    }
-
-    /// Uses an existing SQLite pool (it should have WAL and a busy timeout).
-    pub async fn from_sqlite_pool(pool: SqlitePool) -> Result<Self> {
-        Ok(Self::new(Store::Sqlite(
-            SqliteStore::from_pool(pool).await?,
-        )))
-    }
-
-    /// Uses an existing PostgreSQL pool.
-    pub async fn from_pg_pool(pool: PgPool) -> Result<Self> {
-        Ok(Self::new(Store::Postgres(PgStore::from_pool(pool).await?)))
-    }
-
-    fn new(store: Store) -> Self {
+    pub(crate) fn new(store: Store) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -121,30 +97,6 @@ impl Jobq {
     /// Which database this handle stores jobs in.
     pub fn backend(&self) -> Backend {
         self.inner.store.backend()
-    }
-
-    /// The MySQL pool, if this handle is on MySQL/MariaDB.
-    pub fn mysql_pool(&self) -> Option<&MySqlPool> {
-        match self.store() {
-            Store::MySql(s) => Some(s.pool()),
-            _ => None,
-        }
-    }
-
-    /// The SQLite pool, if this handle is on SQLite.
-    pub fn sqlite_pool(&self) -> Option<&SqlitePool> {
-        match self.store() {
-            Store::Sqlite(s) => Some(s.pool()),
-            _ => None,
-        }
-    }
-
-    /// The PostgreSQL pool, if this handle is on PostgreSQL.
-    pub fn pg_pool(&self) -> Option<&PgPool> {
-        match self.store() {
-            Store::Postgres(s) => Some(s.pool()),
-            _ => None,
-        }
     }
 
     /// Creates or upgrades the `jobq_jobs` table. Idempotent, and safe to run
@@ -238,20 +190,10 @@ impl Jobq {
         J: Job,
     {
         let row = self.row(&job, options)?;
-        let given = conn.into_connection();
-        let enqueued = match (self.backend(), given) {
-            (Backend::MySql, AnyConnection::MySql(c)) => store::mysql::insert(c, &row).await?,
-            (Backend::Sqlite, AnyConnection::Sqlite(c)) => store::sqlite::insert(c, &row).await?,
-            (Backend::Postgres, AnyConnection::Postgres(c)) => {
-                store::postgres::insert(c, &row).await?
-            }
-            (expected, given) => {
-                return Err(Error::BackendMismatch {
-                    expected: expected.name(),
-                    given: given.backend().name(),
-                });
-            }
-        };
+        let enqueued = self
+            .store()
+            .enqueue_in(conn.into_connection(), &row)
+            .await?;
         // Wakes claimers early; if the caller's transaction has not committed
         // yet they find nothing and the next poll picks the job up.
         wakeup::notify(&row.queue);
@@ -435,15 +377,16 @@ pub(crate) fn validate_queue(queue: &str) -> Result<()> {
     Ok(())
 }
 
-mod sealed {
+/// Seals [`EnqueueConnection`]: each backend's `glue.rs` implements it for
+/// its connection type, and nothing outside jobq can.
+pub(crate) mod sealed {
+    #[allow(unreachable_pub)]
     pub trait Sealed {}
-    impl Sealed for &mut sqlx::MySqlConnection {}
-    impl Sealed for &mut sqlx::SqliteConnection {}
-    impl Sealed for &mut sqlx::PgConnection {}
 }
 
 /// A connection [`Jobq::enqueue_in`] can write to: `&mut MySqlConnection`,
-/// `&mut SqliteConnection` or `&mut PgConnection` (for a transaction `tx`, pass `&mut *tx`).
+/// `&mut SqliteConnection` or `&mut PgConnection` (for a transaction `tx`, pass `&mut *tx`),
+/// each with its backend's feature.
 pub trait EnqueueConnection<'c>: sealed::Sealed + Send {
     #[doc(hidden)]
     fn into_connection(self) -> AnyConnection<'c>;
@@ -452,35 +395,23 @@ pub trait EnqueueConnection<'c>: sealed::Sealed + Send {
 #[doc(hidden)]
 #[derive(Debug)]
 pub enum AnyConnection<'c> {
+    #[cfg(feature = "mysql")]
     MySql(&'c mut MySqlConnection),
+    #[cfg(feature = "sqlite")]
     Sqlite(&'c mut SqliteConnection),
+    #[cfg(feature = "postgres")]
     Postgres(&'c mut PgConnection),
 }
 
 impl AnyConnection<'_> {
-    fn backend(&self) -> Backend {
+    pub(crate) fn backend(&self) -> Backend {
         match self {
+            #[cfg(feature = "mysql")]
             Self::MySql(_) => Backend::MySql,
+            #[cfg(feature = "sqlite")]
             Self::Sqlite(_) => Backend::Sqlite,
+            #[cfg(feature = "postgres")]
             Self::Postgres(_) => Backend::Postgres,
         }
-    }
-}
-
-impl<'c> EnqueueConnection<'c> for &'c mut MySqlConnection {
-    fn into_connection(self) -> AnyConnection<'c> {
-        AnyConnection::MySql(self)
-    }
-}
-
-impl<'c> EnqueueConnection<'c> for &'c mut SqliteConnection {
-    fn into_connection(self) -> AnyConnection<'c> {
-        AnyConnection::Sqlite(self)
-    }
-}
-
-impl<'c> EnqueueConnection<'c> for &'c mut PgConnection {
-    fn into_connection(self) -> AnyConnection<'c> {
-        AnyConnection::Postgres(self)
     }
 }

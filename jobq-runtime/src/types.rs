@@ -7,6 +7,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 /// Which database a [`Jobq`](crate::Jobq) stores its jobs in.
+///
+/// Every variant exists whatever the crate's features: a backend that is
+/// compiled out is still named (in [`Error::BackendNotCompiled`](crate::Error::BackendNotCompiled)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Backend {
@@ -25,6 +28,26 @@ impl Backend {
             Self::MySql => "MySQL/MariaDB",
             Self::Sqlite => "SQLite",
             Self::Postgres => "PostgreSQL",
+        }
+    }
+
+    /// The Cargo feature of `jobq-runtime` that compiles this backend in.
+    pub fn feature(self) -> &'static str {
+        match self {
+            Self::MySql => "mysql",
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
+        }
+    }
+
+    /// The backend a database URL names by its scheme: `mysql:`/`mariadb:`,
+    /// `sqlite:`, `postgres:`/`postgresql:`.
+    pub(crate) fn from_url(url: &str) -> Option<Self> {
+        match url.split(':').next().unwrap_or_default() {
+            "mysql" | "mariadb" => Some(Self::MySql),
+            "sqlite" => Some(Self::Sqlite),
+            "postgres" | "postgresql" => Some(Self::Postgres),
+            _ => None,
         }
     }
 }

@@ -22,10 +22,7 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{Connection, PgConnection, PgPool};
 
 /// The store's claim and reaper statements, exactly as it runs them.
-const CLAIM: &str = include_str!("../src/store/postgres/claim.sql");
-const REAP: &str = include_str!("../src/store/postgres/reap.sql");
-const COMPLETE: &str = include_str!("../src/store/postgres/complete.sql");
-const HEARTBEAT: &str = include_str!("../src/store/postgres/heartbeat.sql");
+use jobq_runtime::__private::sql::postgres::{CLAIM, COMPLETE, HEARTBEAT, REAP};
 
 // ---------------------------------------------------------------------------
 // Jobs (implemented by hand: these tests do not depend on `#[job]`).

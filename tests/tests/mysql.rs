@@ -37,7 +37,7 @@ async fn session(db: &TestDb) -> MySqlConnection {
 }
 
 async fn claim(conn: &mut MySqlConnection, queue: &str, limit: u32) -> Vec<i64> {
-    sqlx::query(jobq_runtime::__sql::MYSQL_CLAIM)
+    sqlx::query(jobq_runtime::__private::sql::mysql::CLAIM_SELECT)
         .bind(queue)
         .bind(limit)
         .fetch_all(&mut *conn)
@@ -56,7 +56,10 @@ async fn the_claim_is_served_by_the_claim_index_without_a_filesort() {
     seed(&db, &unique_queue("explain-other"), 300).await;
     let mut conn = session(&db).await;
     conn.execute("ANALYZE TABLE jobq_jobs").await.unwrap();
-    let explain = format!("EXPLAIN {}", jobq_runtime::__sql::MYSQL_CLAIM);
+    let explain = format!(
+        "EXPLAIN {}",
+        jobq_runtime::__private::sql::mysql::CLAIM_SELECT
+    );
     let rows = sqlx::query(&explain)
         .bind(&queue)
         .bind(10u32)
@@ -190,7 +193,7 @@ async fn a_claim_going_on_from_the_last_one_reads_past_no_entries_claims_left_be
         .await
         .unwrap();
     let mut tx = conn.begin().await.unwrap();
-    let claimed = sqlx::query(jobq_runtime::__sql::MYSQL_CLAIM)
+    let claimed = sqlx::query(jobq_runtime::__private::sql::mysql::CLAIM_SELECT)
         .bind(&queue)
         .bind(500u32)
         .fetch_all(&mut *tx)
@@ -207,20 +210,26 @@ async fn a_claim_going_on_from_the_last_one_reads_past_no_entries_claims_left_be
         .unwrap();
     tx.commit().await.unwrap();
 
-    let from_start = pages_read(&mut conn, jobq_runtime::__sql::MYSQL_CLAIM, |q| {
-        q.bind(queue.clone()).bind(10u32)
-    })
+    let from_start = pages_read(
+        &mut conn,
+        jobq_runtime::__private::sql::mysql::CLAIM_SELECT,
+        |q| q.bind(queue.clone()).bind(10u32),
+    )
     .await;
-    let going_on = pages_read(&mut conn, jobq_runtime::__sql::MYSQL_CLAIM_AFTER, |q| {
-        q.bind(queue.clone())
-            .bind(priority)
-            .bind(priority)
-            .bind(run_at)
-            .bind(priority)
-            .bind(run_at)
-            .bind(id)
-            .bind(10u32)
-    })
+    let going_on = pages_read(
+        &mut conn,
+        jobq_runtime::__private::sql::mysql::CLAIM_SELECT_AFTER,
+        |q| {
+            q.bind(queue.clone())
+                .bind(priority)
+                .bind(priority)
+                .bind(run_at)
+                .bind(priority)
+                .bind(run_at)
+                .bind(id)
+                .bind(10u32)
+        },
+    )
     .await;
     snapshot.execute("ROLLBACK").await.unwrap();
     assert!(

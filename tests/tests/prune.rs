@@ -27,9 +27,9 @@ async fn plan(db: &TestDb) -> String {
         Db::MySql(pool) => {
             use sqlx::Row;
             let explain = |sql: &str| format!("EXPLAIN {sql}");
-            let prune = explain(jobq_runtime::__sql::MYSQL_PRUNE);
-            let queues = explain(jobq_runtime::__sql::MYSQL_PRUNE_QUEUES);
-            let next = explain(jobq_runtime::__sql::MYSQL_PRUNE_NEXT_PRIORITY);
+            let prune = explain(jobq_runtime::__private::sql::mysql::PRUNE);
+            let queues = explain(jobq_runtime::__private::sql::mysql::PRUNE_QUEUES);
+            let next = explain(jobq_runtime::__private::sql::mysql::PRUNE_NEXT_PRIORITY);
             let rows = [
                 sqlx::query(&prune)
                     .bind("q")
@@ -77,14 +77,16 @@ async fn plan(db: &TestDb) -> String {
                 .execute(&mut *conn)
                 .await
                 .unwrap();
-            let lines: Vec<String> =
-                sqlx::query_scalar(&format!("EXPLAIN {}", jobq_runtime::__sql::POSTGRES_PRUNE))
-                    .bind(1_000_000i64)
-                    .bind(vec!["done", "cancelled"])
-                    .bind(1000i64)
-                    .fetch_all(&mut *conn)
-                    .await
-                    .unwrap();
+            let lines: Vec<String> = sqlx::query_scalar(&format!(
+                "EXPLAIN {}",
+                jobq_runtime::__private::sql::postgres::PRUNE
+            ))
+            .bind(1_000_000i64)
+            .bind(vec!["done", "cancelled"])
+            .bind(1000i64)
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
             sqlx::query("RESET enable_seqscan")
                 .execute(&mut *conn)
                 .await
@@ -94,7 +96,7 @@ async fn plan(db: &TestDb) -> String {
         Db::Sqlite(pool) => {
             let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(&format!(
                 "EXPLAIN QUERY PLAN {}",
-                jobq_runtime::__sql::SQLITE_PRUNE
+                jobq_runtime::__private::sql::sqlite::PRUNE
             ))
             .bind(0i64)
             .bind("done")

@@ -21,9 +21,9 @@
 //!   MariaDB's `SIMULTANEOUS_ASSIGNMENT` makes every expression see the old
 //!   row, the default the columns assigned before it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -31,115 +31,23 @@ use sqlx::Arguments;
 use sqlx::mysql::{MySqlArguments, MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions};
 use sqlx::{Connection, Executor, MySqlConnection, MySqlPool, Row};
 
+use tokio_util::sync::CancellationToken;
+
+use self::position::{ClaimKey, Position, Positions, injected_top_up_failure};
+use self::sql::*;
 use super::stash::Stash;
 use super::{
-    ClaimedJob, Fence, NewJob, Prunable, Target, Transition, in_batches, micros, migrate,
-    new_token_base, padded, placeholders, retry_transient, row_token,
+    BackendStore, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches, micros, migrate,
+    new_token_base, retry_transient, row_token,
 };
-use crate::types::{Enqueued, JobInfo, RunAt};
-use crate::{Error, Result};
+use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
+use crate::{Backend, Error, Result};
 
-/// Every jobq transaction starts with this: READ COMMITTED for the one
-/// transaction, whatever the session default (for pools the caller built).
-const BEGIN_RC: &str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
+mod glue;
+mod position;
+pub mod sql;
 
-/// Session settings for connections jobq opens itself.
-const SESSION_SETUP: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 5";
-
-const INSERT_COLUMNS: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at) VALUES ";
-const INSERT_ROW: &str =
-    "(?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), ?, ?, UTC_TIMESTAMP(6))";
-/// A row due now and without a key: five parameters instead of eight
-/// (the common batch; fewer values for the server to receive and bind).
-const INSERT_ROW_NOW: &str = "(?, ?, ?, ?, UTC_TIMESTAMP(6), ?, NULL, UTC_TIMESTAMP(6))";
-/// Counts a duplicate enqueue of a key: the column must change (see the
-/// module docs) and stay in its `INT` range, so it wraps from 2³¹ − 1 to 1
-/// (never back to 0, which reads as "not a duplicate" on MariaDB's RETURNING).
-macro_rules! bump_hits {
-    () => {
-        "dedupe_hits = IF(dedupe_hits >= 2147483647, 1, dedupe_hits + 1)"
-    };
-}
-const ON_DUPLICATE: &str = concat!(
-    " ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), ",
-    bump_hits!()
-);
-
-/// The claim's locking read.
-pub const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_attempts, idempotency_key, priority, run_at \
-     FROM jobq_jobs \
-     WHERE queue = ? AND status = 'pending' AND run_at <= UTC_TIMESTAMP(6) \
-     ORDER BY priority, run_at, id \
-     LIMIT ? FOR UPDATE SKIP LOCKED";
-
-/// [`CLAIM_SELECT`] from a position in the claim order on: the rows after
-/// `(priority, run_at, id)` = `(?, ?, ?)`.
-///
-/// A claim moves its rows' entries in the claim index from `pending` to
-/// `processing`; the old entries stay, delete-marked, until purge removes
-/// them, and a claim from the start of `pending` reads each of them (and its
-/// clustered row) before reaching a live one. Draining a deep backlog, purge
-/// runs behind by thousands of rows, which cost about 0.5 µs each on every
-/// claim (a claim took 27 ms behind 51,000 of them; this one 0.06 ms).
-/// Written this way (status inside each branch of the OR, the index forced)
-/// the optimizer makes it one range scan over the whole index key starting
-/// at that position; with `status = 'pending'` outside the OR it chose a
-/// scan of all of `pending` instead.
-pub const CLAIM_SELECT_AFTER: &str = "SELECT id, job_name, payload, attempts, max_attempts, idempotency_key, priority, run_at \
-     FROM jobq_jobs FORCE INDEX (jobq_jobs_claim) \
-     WHERE queue = ? AND run_at <= UTC_TIMESTAMP(6) \
-       AND ((status = 'pending' AND priority > ?) \
-         OR (status = 'pending' AND priority = ? AND run_at > ?) \
-         OR (status = 'pending' AND priority = ? AND run_at = ? AND id > ?)) \
-     ORDER BY priority, run_at, id \
-     LIMIT ? FOR UPDATE SKIP LOCKED";
-
-/// How long claims may go on from where the previous one ended before one
-/// starts from the beginning again. Rows that sort before that position (a
-/// job of higher priority, one enqueued with a time already past, rows
-/// another claimer skipped and gave back) wait at most this long while a
-/// backlog drains; once the backlog is drained, every claim starts from the
-/// beginning.
-const RESCAN_AFTER: Duration = Duration::from_millis(200);
-
-/// `finished_at` is computed from the target status bound again, not from
-/// the `status` column this statement assigns (see the module docs).
-const TRANSITION: &str = "UPDATE jobq_jobs SET status = ?, \
-     run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, \
-     attempts = attempts - ?, \
-     last_error = COALESCE(?, last_error), \
-     finished_at = IF(? = 'failed', UTC_TIMESTAMP(6), NULL), \
-     lease_token = NULL \
-     WHERE id = ? AND lease_token = ? AND status = 'processing'";
-
-/// Finished rows of one queue, status and priority, oldest first: a range of
-/// the claim index, where a finished row's `run_at` is when it finished.
-///
-/// No index on `finished_at`: every settle would move an entry in it (from
-/// the NULLs to its time), and that cost a worker's drain 20–25 % of its
-/// jobs/s (interleaved runs: 32.5k and 38.1k with it against 46.7k and
-/// 47.1k without). The claim index moves at settle anyway.
-pub const PRUNE: &str = "DELETE FROM jobq_jobs \
-     WHERE queue = ? AND status = ? AND priority = ? \
-       AND run_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND \
-     ORDER BY run_at LIMIT ?";
-
-/// The queues with rows: a loose scan of the claim index's first column.
-pub const PRUNE_QUEUES: &str = "SELECT DISTINCT queue FROM jobq_jobs";
-
-/// The next priority after `?` among one queue's rows of one status: one
-/// descent of the claim index (a `DISTINCT` would read every entry).
-pub const PRUNE_NEXT_PRIORITY: &str =
-    "SELECT MIN(priority) FROM jobq_jobs WHERE queue = ? AND status = ? AND priority > ?";
-
-const REAP_SELECT: &str = "SELECT id FROM jobq_jobs \
-     WHERE queue = ? AND status = 'processing' AND run_at < UTC_TIMESTAMP(6) \
-     ORDER BY priority, run_at, id \
-     LIMIT ? FOR UPDATE SKIP LOCKED";
-
-const JOB_COLUMNS: &str = "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts, \
-     run_at, idempotency_key, last_error, claimed_by, claimed_at, created_at, finished_at \
-     FROM jobq_jobs WHERE id = ?";
+pub(crate) use position::{fail_next_top_up, top_up_failure_armed};
 
 /// Rows per multi-row INSERT.
 const INSERT_CHUNK: usize = 500;
@@ -154,37 +62,6 @@ const IN_CHUNK: usize = 1024;
 /// several statements of one transaction. Claims up to this size, all but
 /// the largest workers' claims, stay one statement.
 const CLAIM_CHUNK: usize = 16_384;
-
-/// Queues whose next top-up claim fails (a test hook, see
-/// `jobq_runtime::__test::fail_next_mysql_top_up`); read only when a claim
-/// tops up.
-static FAIL_TOP_UP: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-pub(crate) fn fail_next_top_up(queue: &str) {
-    FAIL_TOP_UP
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(queue.to_owned());
-}
-
-pub(crate) fn top_up_failure_armed(queue: &str) -> bool {
-    FAIL_TOP_UP
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .iter()
-        .any(|q| q == queue)
-}
-
-/// Takes the failure armed for `queue`'s next top-up, if any.
-fn injected_top_up_failure(queue: &str) -> Option<sqlx::Error> {
-    let mut armed = FAIL_TOP_UP.lock().unwrap_or_else(PoisonError::into_inner);
-    let at = armed.iter().position(|q| q == queue)?;
-    armed.swap_remove(at);
-    Some(sqlx::Error::Io(std::io::Error::new(
-        std::io::ErrorKind::ConnectionReset,
-        "injected by a test: the connection dropped during the top-up claim",
-    )))
-}
 
 /// Text from a column with a binary collation (`utf8mb4_bin`: keys and names
 /// compare byte for byte), which the driver reports as binary and will not
@@ -244,23 +121,19 @@ pub(crate) struct MySqlStore {
     id_step: Option<i64>,
     /// Per queue, where the last claim that got all the rows it asked for
     /// ended (see [`CLAIM_SELECT_AFTER`]).
-    positions: Arc<Mutex<HashMap<String, Position>>>,
+    positions: Arc<Positions>,
 }
 
-/// A row's place in the claim order: `(priority, run_at, id)`.
-type ClaimKey = (i16, NaiveDateTime, i64);
+impl BackendStore for MySqlStore {
+    type Pool = MySqlPool;
+    type Connection = MySqlConnection;
 
-/// Where a queue's claims go on from.
-#[derive(Debug, Clone, Copy)]
-struct Position {
-    after: ClaimKey,
-    /// When the last claim from the beginning ran.
-    rescanned: Instant,
-}
+    fn backend(&self) -> Backend {
+        Backend::MySql
+    }
 
-impl MySqlStore {
-    pub(crate) async fn connect(url: &str, max_connections: u32) -> Result<Self> {
-        let options = MySqlConnectOptions::from_str(url)?;
+    async fn connect(url: &str, max_connections: u32) -> Result<Self> {
+        let options = MySqlConnectOptions::from_str(&glue::mysql_url(url))?;
         let pool = MySqlPoolOptions::new()
             .max_connections(max_connections)
             .test_before_acquire(false)
@@ -276,14 +149,9 @@ impl MySqlStore {
         Self::from_pool(pool).await
     }
 
-    pub(crate) async fn from_pool(pool: MySqlPool) -> Result<Self> {
+    async fn from_pool(pool: MySqlPool) -> Result<Self> {
         let (version, max_packet, autoinc_lock_mode, autoinc_step): (String, u64, i64, i64) =
-            sqlx::query_as(
-                "SELECT VERSION(), @@max_allowed_packet, \
-                 CAST(@@innodb_autoinc_lock_mode AS SIGNED), CAST(@@auto_increment_increment AS SIGNED)",
-            )
-            .fetch_one(&pool)
-            .await?;
+            sqlx::query_as(SERVER_SETTINGS).fetch_one(&pool).await?;
         Ok(Self {
             conns: Stash::new(pool.clone()),
             pool,
@@ -297,23 +165,21 @@ impl MySqlStore {
         })
     }
 
-    /// The largest payload one INSERT can carry on this server.
-    pub(crate) fn max_payload_bytes(&self) -> usize {
-        self.max_packet.saturating_sub(PACKET_HEADROOM)
-    }
-
-    /// Server setting that bounds [`max_payload_bytes`](Self::max_payload_bytes), and its value.
-    pub(crate) fn max_packet(&self) -> usize {
-        self.max_packet
-    }
-
-    pub(crate) fn pool(&self) -> &MySqlPool {
+    fn pool(&self) -> &MySqlPool {
         &self.pool
     }
 
-    pub(crate) async fn migrate(&self) -> Result<()> {
+    /// A statement must fit in `max_allowed_packet`.
+    fn server_payload_limit(&self) -> Option<(usize, String)> {
+        Some((
+            self.max_payload_bytes(),
+            format!("max_allowed_packet = {} bytes", self.max_packet),
+        ))
+    }
+
+    async fn migrate(&self) -> Result<()> {
         let mut conn = self.pool.acquire().await?;
-        let locked: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK('jobq_migrate', 120)")
+        let locked: Option<i64> = sqlx::query_scalar(MIGRATE_LOCK)
             .fetch_one(&mut *conn)
             .await?;
         if locked != Some(1) {
@@ -322,13 +188,11 @@ impl MySqlStore {
             ));
         }
         let applied = apply_migrations(&mut conn).await;
-        sqlx::query("SELECT RELEASE_LOCK('jobq_migrate')")
-            .execute(&mut *conn)
-            .await?;
+        sqlx::query(MIGRATE_UNLOCK).execute(&mut *conn).await?;
         Ok(applied?)
     }
 
-    pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
+    async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
         retry_transient(is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = insert(&mut conn, job).await;
@@ -340,7 +204,7 @@ impl MySqlStore {
     /// All or nothing: a batch that fits one statement is one statement (or,
     /// on MySQL, one transaction); a longer one runs its statements in one
     /// transaction, so a row the server refuses leaves nothing of the batch.
-    pub(crate) async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+    async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let chunks = statement_chunks(jobs, self.max_payload_bytes());
         retry_transient(is_transient, || async {
             let mut conn = self.conns.get().await?;
@@ -351,6 +215,160 @@ impl MySqlStore {
             conn.done(result)
         })
         .await
+    }
+
+    async fn enqueue_in(conn: &mut MySqlConnection, job: &NewJob) -> Result<Enqueued> {
+        Ok(insert(conn, job).await?)
+    }
+
+    async fn claim(
+        &self,
+        queue: &str,
+        limit: u32,
+        lease: Duration,
+        worker: &str,
+    ) -> Result<Vec<ClaimedJob>> {
+        retry_transient(is_transient, || {
+            self.claim_once(queue, limit, lease, worker)
+        })
+        .await
+    }
+
+    async fn complete(&self, fences: &[Fence]) -> Result<u64> {
+        let mut total = 0;
+        for chunk in fences.chunks(IN_CHUNK) {
+            total += retry_transient(is_transient, || {
+                self.fenced_update(COMPLETE_SET, None, chunk)
+            })
+            .await?;
+        }
+        Ok(total)
+    }
+
+    async fn transition(&self, t: &Transition) -> Result<bool> {
+        let status = t.target.status();
+        let affected = retry_transient(is_transient, || async {
+            let mut conn = self.conns.get().await?;
+            let result = sqlx::query(TRANSITION)
+                .bind(status)
+                .bind(micros(t.delay))
+                .bind(i32::from(t.refund_attempt))
+                .bind(&t.error)
+                .bind(status)
+                .bind(t.fence.id)
+                .bind(t.fence.token)
+                .execute(&mut *conn)
+                .await
+                .map(|r| r.rows_affected());
+            conn.done(result)
+        })
+        .await?;
+        Ok(affected == 1)
+    }
+
+    async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
+        let mut lost = Vec::new();
+        for chunk in fences.chunks(IN_CHUNK) {
+            let extended = retry_transient(is_transient, || {
+                self.fenced_update(HEARTBEAT_SET, Some(lease), chunk)
+            })
+            .await?;
+            if extended < chunk.len() as u64 {
+                lost.extend(self.not_held(chunk).await?);
+            }
+        }
+        Ok(lost)
+    }
+
+    /// A short transaction per chunk: the held rows no other transaction
+    /// has locked (`SKIP LOCKED`), then their leases; returns the fences it
+    /// renewed.
+    async fn heartbeat_unlocked(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
+        let mut renewed = Vec::new();
+        for chunk in fences.chunks(IN_CHUNK) {
+            let ids = retry_transient(is_transient, || self.heartbeat_unlocked_once(chunk, lease))
+                .await?;
+            let ids: HashSet<i64> = ids.into_iter().collect();
+            renewed.extend(chunk.iter().filter(|f| ids.contains(&f.id)).copied());
+        }
+        Ok(renewed)
+    }
+
+    async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
+        retry_transient(is_transient, || self.reap_once(queue, limit)).await
+    }
+
+    /// Deletes every row of the `which` kind that finished more than
+    /// `older_than` ago: [`PRUNE`] in batches for each queue, status and
+    /// priority that has rows.
+    async fn prune(&self, which: Prunable, older_than: Duration) -> Result<u64> {
+        let queues: Vec<Text> = sqlx::query_scalar(PRUNE_QUEUES)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut total = 0;
+        for Text(queue) in &queues {
+            for status in which.statuses() {
+                let mut after = i32::from(i16::MIN) - 1;
+                while let Some(priority) = sqlx::query_scalar::<_, Option<i16>>(PRUNE_NEXT_PRIORITY)
+                    .bind(queue)
+                    .bind(status)
+                    .bind(after)
+                    .fetch_one(&self.pool)
+                    .await?
+                {
+                    after = i32::from(priority);
+                    total += in_batches(|limit| {
+                        retry_transient(is_transient, move || async move {
+                            sqlx::query(PRUNE)
+                                .bind(queue)
+                                .bind(status)
+                                .bind(priority)
+                                .bind(micros(older_than))
+                                .bind(limit)
+                                .execute(&self.pool)
+                                .await
+                                .map(|r| r.rows_affected())
+                        })
+                    })
+                    .await?;
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    /// No wake-ups from the server: polling and in-process wake-ups only.
+    async fn listen(&self, _queues: &[String], _stop: &CancellationToken) {}
+
+    async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
+        let row = sqlx::query(JOB_COLUMNS)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| job_info(&row)).transpose()
+    }
+
+    async fn counts(&self, queue: &str) -> Result<QueueCounts> {
+        let rows = sqlx::query_as(COUNTS)
+            .bind(queue)
+            .fetch_all(&self.pool)
+            .await?;
+        super::counts(rows)
+    }
+
+    async fn cancel(&self, id: i64) -> Result<bool> {
+        self.update_one(CANCEL, id).await
+    }
+
+    async fn retry(&self, id: i64) -> Result<bool> {
+        self.update_one(RETRY, id).await
+    }
+}
+
+impl MySqlStore {
+    /// The largest payload one INSERT can carry on this server.
+    fn max_payload_bytes(&self) -> usize {
+        self.max_packet.saturating_sub(PACKET_HEADROOM)
     }
 
     /// Every chunk in one transaction on `conn`.
@@ -391,19 +409,6 @@ impl MySqlStore {
         }
     }
 
-    pub(crate) async fn claim(
-        &self,
-        queue: &str,
-        limit: u32,
-        lease: Duration,
-        worker: &str,
-    ) -> Result<Vec<ClaimedJob>> {
-        retry_transient(is_transient, || {
-            self.claim_once(queue, limit, lease, worker)
-        })
-        .await
-    }
-
     async fn claim_once(
         &self,
         queue: &str,
@@ -411,7 +416,7 @@ impl MySqlStore {
         lease: Duration,
         worker: &str,
     ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
-        let position = self.position(queue);
+        let position = self.positions.get(queue);
         let mut conn = self.conns.get().await?;
         let batch = match claim_from(&mut conn, queue, limit, lease, worker, position).await {
             Ok((batch, None)) => conn.done(Ok::<_, sqlx::Error>(batch))?,
@@ -432,54 +437,8 @@ impl MySqlStore {
             Some(p) if batch.resumed => p.rescanned,
             _ => Instant::now(),
         };
-        self.set_position(queue, batch.end, rescanned);
+        self.positions.set(queue, batch.end, rescanned);
         Ok(batch.jobs)
-    }
-
-    /// Where the next claim of `queue` starts, if it need not start from the
-    /// beginning (see [`RESCAN_AFTER`]).
-    fn position(&self, queue: &str) -> Option<Position> {
-        let positions = self
-            .positions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        positions
-            .get(queue)
-            .filter(|p| p.rescanned.elapsed() < RESCAN_AFTER)
-            .copied()
-    }
-
-    /// Records where a claim ended: `end` is its last row if it got all it
-    /// asked for; `rescanned` is when the last claim from the beginning ran.
-    fn set_position(&self, queue: &str, end: Option<ClaimKey>, rescanned: Instant) {
-        let mut positions = self
-            .positions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match (end, positions.get_mut(queue)) {
-            (Some(after), Some(position)) => *position = Position { after, rescanned },
-            (Some(after), None) => {
-                positions.insert(queue.to_owned(), Position { after, rescanned });
-            }
-            (None, _) => {
-                positions.remove(queue);
-            }
-        }
-    }
-
-    pub(crate) async fn complete(&self, fences: &[Fence]) -> Result<u64> {
-        let mut total = 0;
-        for chunk in fences.chunks(IN_CHUNK) {
-            total += retry_transient(is_transient, || {
-                self.fenced_update(
-                    "UPDATE jobq_jobs SET status = 'done', finished_at = UTC_TIMESTAMP(6), run_at = UTC_TIMESTAMP(6), lease_token = NULL",
-                    None,
-                    chunk,
-                )
-            })
-            .await?;
-        }
-        Ok(total)
     }
 
     /// `<set> WHERE status = 'processing' AND id IN (…) AND lease_token IN (…)`.
@@ -499,11 +458,7 @@ impl MySqlStore {
     ) -> Result<u64, sqlx::Error> {
         let ids = padded(&fences.iter().map(|f| f.id).collect::<Vec<_>>());
         let tokens = padded(&fences.iter().map(|f| f.token).collect::<Vec<_>>());
-        let sql = format!(
-            "{set} WHERE status = 'processing' AND id IN ({}) AND lease_token IN ({})",
-            placeholders(ids.len()),
-            placeholders(tokens.len())
-        );
+        let sql = fenced_update(set, ids.len(), tokens.len());
         let mut query = sqlx::query(&sql);
         if let Some(lease) = lease {
             query = query.bind(micros(lease));
@@ -519,66 +474,6 @@ impl MySqlStore {
         Ok(conn.done(result)?.rows_affected())
     }
 
-    pub(crate) async fn transition(&self, t: &Transition) -> Result<bool> {
-        let status = match t.target {
-            Target::Pending => "pending",
-            Target::Failed => "failed",
-        };
-        let affected = retry_transient(is_transient, || async {
-            let mut conn = self.conns.get().await?;
-            let result = sqlx::query(TRANSITION)
-                .bind(status)
-                .bind(micros(t.delay))
-                .bind(i32::from(t.refund_attempt))
-                .bind(&t.error)
-                .bind(status)
-                .bind(t.fence.id)
-                .bind(t.fence.token)
-                .execute(&mut *conn)
-                .await
-                .map(|r| r.rows_affected());
-            conn.done(result)
-        })
-        .await?;
-        Ok(affected == 1)
-    }
-
-    pub(crate) async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
-        let mut lost = Vec::new();
-        for chunk in fences.chunks(IN_CHUNK) {
-            let extended = retry_transient(is_transient, || {
-                self.fenced_update(
-                    "UPDATE jobq_jobs SET run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND",
-                    Some(lease),
-                    chunk,
-                )
-            })
-            .await?;
-            if extended < chunk.len() as u64 {
-                lost.extend(self.not_held(chunk).await?);
-            }
-        }
-        Ok(lost)
-    }
-
-    /// A short transaction per chunk: the held rows no other transaction
-    /// has locked (`SKIP LOCKED`), then their leases; returns the fences it
-    /// renewed.
-    pub(crate) async fn heartbeat_unlocked(
-        &self,
-        fences: &[Fence],
-        lease: Duration,
-    ) -> Result<Vec<Fence>> {
-        let mut renewed = Vec::new();
-        for chunk in fences.chunks(IN_CHUNK) {
-            let ids = retry_transient(is_transient, || self.heartbeat_unlocked_once(chunk, lease))
-                .await?;
-            let ids: HashSet<i64> = ids.into_iter().collect();
-            renewed.extend(chunk.iter().filter(|f| ids.contains(&f.id)).copied());
-        }
-        Ok(renewed)
-    }
-
     async fn heartbeat_unlocked_once(
         &self,
         fences: &[Fence],
@@ -586,12 +481,7 @@ impl MySqlStore {
     ) -> Result<Vec<i64>, sqlx::Error> {
         let ids = padded(&fences.iter().map(|f| f.id).collect::<Vec<_>>());
         let tokens = padded(&fences.iter().map(|f| f.token).collect::<Vec<_>>());
-        let sql = format!(
-            "SELECT id FROM jobq_jobs WHERE status = 'processing' AND id IN ({}) AND lease_token IN ({}) \
-             FOR UPDATE SKIP LOCKED",
-            placeholders(ids.len()),
-            placeholders(tokens.len())
-        );
+        let sql = heartbeat_unlocked_select(ids.len(), tokens.len());
         let mut select = sqlx::query_scalar(&sql);
         for id in ids.iter().chain(&tokens) {
             select = select.bind(id);
@@ -600,10 +490,7 @@ impl MySqlStore {
         let free: Vec<i64> = select.fetch_all(&mut *tx).await?;
         if !free.is_empty() {
             let padded_free = padded(&free);
-            let sql = format!(
-                "UPDATE jobq_jobs SET run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE id IN ({})",
-                placeholders(padded_free.len())
-            );
+            let sql = heartbeat_unlocked_update(padded_free.len());
             let mut update = sqlx::query(&sql).bind(micros(lease));
             for id in &padded_free {
                 update = update.bind(id);
@@ -617,10 +504,7 @@ impl MySqlStore {
     /// The fences among `fences` whose row is no longer `processing` under that token.
     async fn not_held(&self, fences: &[Fence]) -> Result<Vec<Fence>> {
         let ids = padded(&fences.iter().map(|f| f.id).collect::<Vec<_>>());
-        let sql = format!(
-            "SELECT id, lease_token FROM jobq_jobs WHERE status = 'processing' AND id IN ({})",
-            placeholders(ids.len())
-        );
+        let sql = held(ids.len());
         let mut query = sqlx::query_as::<_, (i64, Option<i64>)>(&sql);
         for id in &ids {
             query = query.bind(id);
@@ -634,8 +518,17 @@ impl MySqlStore {
             .collect())
     }
 
-    pub(crate) async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        retry_transient(is_transient, || self.reap_once(queue, limit)).await
+    /// Runs `sql` with `? = id`; whether it changed the row.
+    async fn update_one(&self, sql: &'static str, id: i64) -> Result<bool> {
+        let affected = retry_transient(is_transient, || async {
+            sqlx::query(sql)
+                .bind(id)
+                .execute(&self.pool)
+                .await
+                .map(|r| r.rows_affected())
+        })
+        .await?;
+        Ok(affected == 1)
     }
 
     async fn reap_once(&self, queue: &str, limit: u32) -> Result<u64, sqlx::Error> {
@@ -650,18 +543,7 @@ impl MySqlStore {
             return Ok(0);
         }
         let padded_ids = padded(&ids);
-        // An orphan keeps its place in line: `run_at` goes back to when the
-        // job was enqueued, not to the back of a backlog, so it runs again
-        // about one lease after the crash even when the queue is deep.
-        let sql = format!(
-            "UPDATE jobq_jobs SET \
-             last_error = CONCAT('lease expired during attempt ', attempts, ': worker ', COALESCE(claimed_by, '?'), ' stopped renewing it (crashed, killed or stalled)'), \
-             finished_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), NULL), \
-             status = IF(attempts >= max_attempts, 'failed', 'pending'), \
-             run_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), created_at), lease_token = NULL \
-             WHERE id IN ({})",
-            placeholders(padded_ids.len())
-        );
+        let sql = reap_update(padded_ids.len());
         let mut update = sqlx::query(&sql);
         for id in &padded_ids {
             update = update.bind(id);
@@ -670,112 +552,32 @@ impl MySqlStore {
         tx.commit().await?;
         Ok(ids.len() as u64)
     }
+}
 
-    pub(crate) async fn listen(
-        &self,
-        _queues: &[String],
-        _stop: &tokio_util::sync::CancellationToken,
-    ) {
+/// Pads a list to the next power of two by repeating its first element, so a
+/// statement with an IN-list is prepared for at most log2(max) list lengths
+/// per connection instead of one per length.
+fn padded<T: Copy>(items: &[T]) -> Vec<T> {
+    let mut out = items.to_vec();
+    if let Some(&first) = items.first() {
+        out.resize(items.len().next_power_of_two(), first);
     }
-
-    pub(crate) async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
-        let row = sqlx::query(JOB_COLUMNS)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|row| job_info(&row)).transpose()
-    }
-
-    /// Deletes every row of the `which` kind that finished more than
-    /// `older_than` ago: [`PRUNE`] in batches for each queue, status and
-    /// priority that has rows.
-    pub(crate) async fn prune_all(&self, which: Prunable, older_than: Duration) -> Result<u64> {
-        let queues: Vec<Text> = sqlx::query_scalar(PRUNE_QUEUES)
-            .fetch_all(&self.pool)
-            .await?;
-        let mut total = 0;
-        for Text(queue) in &queues {
-            for status in which.statuses() {
-                let mut after = i32::from(i16::MIN) - 1;
-                while let Some(priority) = sqlx::query_scalar::<_, Option<i16>>(PRUNE_NEXT_PRIORITY)
-                    .bind(queue)
-                    .bind(status)
-                    .bind(after)
-                    .fetch_one(&self.pool)
-                    .await?
-                {
-                    after = i32::from(priority);
-                    total += in_batches(|limit| {
-                        retry_transient(is_transient, move || async move {
-                            sqlx::query(PRUNE)
-                                .bind(queue)
-                                .bind(status)
-                                .bind(priority)
-                                .bind(micros(older_than))
-                                .bind(limit)
-                                .execute(&self.pool)
-                                .await
-                                .map(|r| r.rows_affected())
-                        })
-                    })
-                    .await?;
-                }
-            }
-        }
-        Ok(total)
-    }
-
-    pub(crate) async fn cancel(&self, id: i64) -> Result<bool> {
-        let affected = retry_transient(is_transient, || async {
-            sqlx::query(
-                "UPDATE jobq_jobs SET status = 'cancelled', finished_at = UTC_TIMESTAMP(6), run_at = UTC_TIMESTAMP(6), lease_token = NULL \
-                 WHERE id = ? AND status IN ('pending', 'processing')",
-            )
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map(|r| r.rows_affected())
-        })
-        .await?;
-        Ok(affected == 1)
-    }
-
-    pub(crate) async fn retry(&self, id: i64) -> Result<bool> {
-        let affected = retry_transient(is_transient, || async {
-            sqlx::query(
-                "UPDATE jobq_jobs SET status = 'pending', run_at = UTC_TIMESTAMP(6), finished_at = NULL, \
-                 max_attempts = GREATEST(max_attempts, attempts + 1) \
-                 WHERE id = ? AND status IN ('failed', 'cancelled')",
-            )
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map(|r| r.rows_affected())
-        })
-        .await?;
-        Ok(affected == 1)
-    }
+    out
 }
 
 /// Applies the migrations `jobq_migrations` does not list (the caller holds the lock).
 async fn apply_migrations(conn: &mut MySqlConnection) -> Result<(), sqlx::Error> {
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS jobq_migrations (version BIGINT NOT NULL PRIMARY KEY, \
-         description VARCHAR(255) NOT NULL, applied_at DATETIME(6) NOT NULL) ENGINE = InnoDB",
-    )
-    .await?;
-    let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM jobq_migrations")
+    conn.execute(MIGRATIONS_TABLE).await?;
+    let applied: Vec<i64> = sqlx::query_scalar(MIGRATIONS_APPLIED)
         .fetch_all(&mut *conn)
         .await?;
     for migration in migrate::pending(migrate::MYSQL, &applied) {
         conn.execute(migration.sql).await?;
-        sqlx::query(
-            "INSERT INTO jobq_migrations (version, description, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))",
-        )
-        .bind(migration.version)
-        .bind(migration.description)
-        .execute(&mut *conn)
-        .await?;
+        sqlx::query(MIGRATION_RECORD)
+            .bind(migration.version)
+            .bind(migration.description)
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(())
 }
@@ -875,12 +677,7 @@ async fn claim_on(
     let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
     for chunk in ids.chunks(CLAIM_CHUNK) {
         let chunk = padded(chunk);
-        let sql = format!(
-            "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, lease_token = ? + id, \
-             run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, claimed_by = ?, claimed_at = UTC_TIMESTAMP(6) \
-             WHERE id IN ({})",
-            placeholders(chunk.len())
-        );
+        let sql = claim_update(chunk.len());
         let mut update = sqlx::query(&sql)
             .bind(base)
             .bind(micros(lease))
@@ -925,11 +722,11 @@ async fn insert_keyless(
     let now = chunk.iter().all(|job| matches!(job.run_at, RunAt::Now));
     let (sql, args) = if now {
         (
-            rows_sql(INSERT_ROW_NOW, chunk.len(), ""),
+            rows_of(INSERT_ROW_NOW, chunk.len(), ""),
             now_row_arguments(chunk)?,
         )
     } else {
-        (insert_rows_sql(chunk.len(), ""), row_arguments(chunk)?)
+        (insert_rows(chunk.len(), ""), row_arguments(chunk)?)
     };
     let done = sqlx::query_with(&sql, args).execute(&mut *conn).await?;
     let n = chunk.len() as u64;
@@ -953,14 +750,7 @@ async fn insert_returning(
     conn: &mut MySqlConnection,
     chunk: &[NewJob],
 ) -> Result<Vec<Enqueued>, sqlx::Error> {
-    let sql = insert_rows_sql(
-        chunk.len(),
-        concat!(
-            " ON DUPLICATE KEY UPDATE ",
-            bump_hits!(),
-            " RETURNING id, dedupe_hits"
-        ),
-    );
+    let sql = insert_rows(chunk.len(), INSERT_RETURNING);
     // Prepared once per batch size and connection, kept in sqlx's
     // per-connection cache (100 statements, least recently used out): a
     // size the application repeats costs one round trip, and a one-off
@@ -992,10 +782,7 @@ async fn insert_each(
 }
 
 /// One idempotent INSERT on any MySQL connection (the pool's or the caller's transaction).
-pub(crate) async fn insert(
-    conn: &mut MySqlConnection,
-    job: &NewJob,
-) -> Result<Enqueued, sqlx::Error> {
+async fn insert(conn: &mut MySqlConnection, job: &NewJob) -> Result<Enqueued, sqlx::Error> {
     let result = sqlx::query_with(insert_sql(job), row_arguments(std::slice::from_ref(job))?)
         .execute(&mut *conn)
         .await?;
@@ -1028,24 +815,6 @@ fn statement_chunks(jobs: &[NewJob], budget: usize) -> Vec<&[NewJob]> {
         chunks.push(&jobs[start..]);
     }
     chunks
-}
-
-/// `INSERT … VALUES` with `rows` × [`INSERT_ROW`], then `tail`.
-fn insert_rows_sql(rows: usize, tail: &str) -> String {
-    rows_sql(INSERT_ROW, rows, tail)
-}
-
-/// `INSERT … VALUES` with `rows` × `row`, then `tail`.
-fn rows_sql(row: &str, rows: usize, tail: &str) -> String {
-    let mut sql = String::from(INSERT_COLUMNS);
-    for i in 0..rows {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        sql.push_str(row);
-    }
-    sql.push_str(tail);
-    sql
 }
 
 /// The values of `jobs` for their [`INSERT_ROW_NOW`]s, in order.
@@ -1091,9 +860,9 @@ fn insert_sql(job: &NewJob) -> &'static str {
     static KEYED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     static KEYLESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     if job.idempotency_key.is_some() {
-        KEYED.get_or_init(|| insert_rows_sql(1, ON_DUPLICATE))
+        KEYED.get_or_init(|| insert_rows(1, ON_DUPLICATE))
     } else {
-        KEYLESS.get_or_init(|| insert_rows_sql(1, ""))
+        KEYLESS.get_or_init(|| insert_rows(1, ""))
     }
 }
 

@@ -1,0 +1,104 @@
+//! LISTEN: PostgreSQL's notifications turned into in-process wake-ups.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use tokio_util::sync::CancellationToken;
+
+use crate::wakeup;
+
+/// The NOTIFY channel; the payload is the queue name.
+const CHANNEL: &str = "jobq";
+
+/// Forwards NOTIFYs on `jobq` whose payload is one of `queues` to the
+/// in-process wake-ups until `stop`; reconnects with backoff when the
+/// connection is lost. After every (re)connect it wakes all `queues` once,
+/// since notifications sent while it was not listening are gone.
+///
+/// The listener holds its connection for as long as it runs, so it gets a
+/// one-connection pool of its own (same connect options): parked on the
+/// store's pool it would shrink the pool the claims and settles use, and
+/// starve them in a pool of one.
+pub(super) async fn listen(store: &PgPool, queues: &[String], stop: &CancellationToken) {
+    if queues.is_empty() {
+        return;
+    }
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .min_connections(0)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .connect_lazy_with((*store.connect_options()).clone());
+    let mut failures = 0u32;
+    loop {
+        let error = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            result = forward_notifications(&pool, queues, &mut failures) => match result {
+                Err(error) => error,
+            },
+        };
+        if matches!(error, sqlx::Error::PoolClosed) {
+            break;
+        }
+        failures += 1;
+        let pause = listen_backoff(failures);
+        tracing::warn!(
+            error = &error as &dyn std::error::Error,
+            retry_in = ?pause,
+            "listening for PostgreSQL notifications failed; reconnecting (queues are still polled)"
+        );
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(pause) => {}
+        }
+    }
+    pool.close().await;
+}
+
+/// Listens until the connection fails; returns only with the error.
+async fn forward_notifications(
+    pool: &PgPool,
+    queues: &[String],
+    failures: &mut u32,
+) -> Result<Infallible, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(CHANNEL).await?;
+    tracing::debug!(channel = CHANNEL, "listening for PostgreSQL notifications");
+    *failures = 0;
+    wake_all(queues);
+    loop {
+        // `Ok(None)`: the connection dropped and sqlx has reconnected (and
+        // re-issued LISTEN); whatever was sent in between is lost.
+        match listener.try_recv().await? {
+            Some(notification) => {
+                let queue = notification.payload();
+                if queues.iter().any(|q| q == queue) {
+                    wakeup::notify(queue);
+                }
+            }
+            None => {
+                tracing::warn!(
+                    "the PostgreSQL notification connection was lost and has been re-established"
+                );
+                wake_all(queues);
+            }
+        }
+    }
+}
+
+fn wake_all(queues: &[String]) {
+    for queue in queues {
+        wakeup::notify(queue);
+    }
+}
+
+/// 500 ms doubling to 30 s: polling covers the queues meanwhile, so a
+/// listener that cannot connect need not hammer the server.
+fn listen_backoff(failures: u32) -> Duration {
+    let ms = 500u64.saturating_mul(1 << failures.min(6)).min(30_000);
+    Duration::from_millis(rand::random_range(ms / 2..=ms))
+}

@@ -1,0 +1,566 @@
+//! PostgreSQL 13+: one autocommit statement per operation, `FOR UPDATE SKIP
+//! LOCKED` inside a CTE, and LISTEN/NOTIFY wake-ups.
+//!
+//! Facts behind this SQL (verified on PostgreSQL 15):
+//! - the claim is one statement: a CTE picks due rows in claim order with
+//!   `FOR UPDATE SKIP LOCKED` (the CTE is an optimization fence: the planner
+//!   cannot fold it into the UPDATE and run the LIMIT more than once) and the
+//!   UPDATE takes them by primary key, `id = ANY (ARRAY(SELECT id FROM picked))`.
+//!   Joining the CTE instead (`FROM picked WHERE j.id = picked.id`) is what
+//!   Oban and River do, but once the plan cache switches to a generic plan
+//!   (`LIMIT $2` unknown, guessed at 10 % of the table) the join becomes a
+//!   hash join over a sequential scan of the whole table, on every claim;
+//! - the partial index `jobq_jobs_claim (queue, priority, run_at, id) WHERE
+//!   status = 'pending'` serves the claim's ORDER BY, so it locks only the
+//!   rows it returns, and `jobq_jobs_lease (queue, run_at) WHERE status =
+//!   'processing'` serves the reaper. `status` is always a literal so a generic
+//!   plan still proves those predicates (the tests EXPLAIN both plans);
+//! - times are the server's: `now()` in jobq's own statements (each is its own
+//!   transaction, so it is the statement's time), `statement_timestamp()` in
+//!   the INSERT, which may run inside a caller's long transaction. The
+//!   application passes durations only, in microseconds;
+//! - an enqueue inside the caller's transaction sends `pg_notify('jobq',
+//!   queue)` in the same statement, so the wake-up goes out when the row
+//!   commits and never for a rolled-back row; enqueues on jobq's own pool
+//!   commit first and are announced right after by one [`Notifier`] (the
+//!   commits of notifying transactions are serialized by PostgreSQL);
+//!   [`listen`](listen::listen) turns those into in-process wake-ups.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::{PgPoolOptions, PgRow};
+use sqlx::{Connection, Executor, PgConnection, PgPool, Row};
+use tokio_util::sync::CancellationToken;
+
+use self::notify::Notifier;
+use self::sql::*;
+use super::stash::Stash;
+use super::{
+    BackendStore, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches, micros, migrate,
+    new_token_base, retry_transient, row_token,
+};
+use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
+use crate::{Backend, Error, Result};
+
+mod glue;
+mod listen;
+mod notify;
+pub mod sql;
+
+/// A claimed row, with the priority and `run_at` it was picked by.
+type ClaimRow = (
+    i64,
+    String,
+    String,
+    i32,
+    i32,
+    Option<String>,
+    i16,
+    DateTime<Utc>,
+);
+
+/// Rows per INSERT of `enqueue_many`.
+const INSERT_CHUNK: usize = 1000;
+/// Fences per settle or heartbeat statement.
+const FENCE_CHUNK: usize = 5000;
+
+/// deadlock_detected, serialization_failure, lock_not_available.
+fn is_transient(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.code())
+        .is_some_and(|code| matches!(&*code, "40P01" | "40001" | "55P03"))
+}
+
+/// The PostgreSQL store.
+#[derive(Debug, Clone)]
+pub(crate) struct PgStore {
+    pool: PgPool,
+    /// jobq's own statements take their connections here.
+    conns: Stash<sqlx::Postgres>,
+    notifier: Arc<Notifier>,
+}
+
+impl BackendStore for PgStore {
+    type Pool = PgPool;
+    type Connection = PgConnection;
+
+    fn backend(&self) -> Backend {
+        Backend::Postgres
+    }
+
+    async fn connect(url: &str, max_connections: u32) -> Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .test_before_acquire(false)
+            .before_acquire(super::ping_if_idle::<sqlx::Postgres>)
+            .connect(url)
+            .await?;
+        Self::from_pool(pool).await
+    }
+
+    async fn from_pool(pool: PgPool) -> Result<Self> {
+        Ok(Self {
+            conns: Stash::new(pool.clone()),
+            pool,
+            notifier: Arc::default(),
+        })
+    }
+
+    fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// In one transaction under an advisory lock: DDL is transactional here,
+    /// so a failed migration leaves nothing half-applied, and concurrent
+    /// migrators take turns.
+    async fn migrate(&self) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(MIGRATE_LOCK).execute(&mut *tx).await?;
+        tx.execute(MIGRATIONS_TABLE).await?;
+        let applied: Vec<i64> = sqlx::query_scalar(MIGRATIONS_APPLIED)
+            .fetch_all(&mut *tx)
+            .await?;
+        for migration in migrate::pending(migrate::POSTGRES, &applied) {
+            tx.execute(migration.sql).await?;
+            sqlx::query(MIGRATION_RECORD)
+                .bind(migration.version)
+                .bind(migration.description)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
+        let enqueued = retry_transient(is_transient, || async {
+            let mut conn = self.conns.get().await?;
+            let sql = if job.idempotency_key.is_some() {
+                INSERT_QUIET
+            } else {
+                INSERT_QUIET_KEYLESS
+            };
+            let result = insert_with(&mut conn, job, sql).await;
+            conn.done(result)
+        })
+        .await?;
+        self.notifier.announce(&self.pool, [job.queue.as_str()]);
+        Ok(enqueued)
+    }
+
+    /// All or nothing: a batch of one chunk is one statement; a longer one
+    /// runs its statements in one transaction, so a row the server refuses
+    /// leaves nothing of the batch.
+    async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+        let out = retry_transient(is_transient, || async {
+            let mut conn = self.conns.get().await?;
+            let result = if jobs.len() <= INSERT_CHUNK {
+                insert_chunk(&mut conn, jobs).await
+            } else {
+                insert_chunks(&mut conn, jobs).await
+            };
+            conn.done(result)
+        })
+        .await?;
+        self.notifier
+            .announce(&self.pool, jobs.iter().map(|job| job.queue.as_str()));
+        Ok(out)
+    }
+
+    async fn enqueue_in(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued> {
+        Ok(insert_with(conn, job, INSERT).await?)
+    }
+
+    async fn claim(
+        &self,
+        queue: &str,
+        limit: u32,
+        lease: Duration,
+        worker: &str,
+    ) -> Result<Vec<ClaimedJob>> {
+        let base = new_token_base();
+        let mut rows: Vec<ClaimRow> = retry_transient(is_transient, || async {
+            let mut conn = self.conns.get().await?;
+            let result = sqlx::query_as(CLAIM)
+                .bind(queue)
+                .bind(i64::from(limit))
+                .bind(base)
+                .bind(micros(lease))
+                .bind(worker)
+                .fetch_all(&mut *conn)
+                .await;
+            conn.done(result)
+        })
+        .await?;
+        // Handed out in the order they were picked.
+        rows.sort_unstable_by_key(|row| (row.6, row.7, row.0));
+        Ok(rows
+            .into_iter()
+            .map(
+                |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, _)| {
+                    ClaimedJob::new(
+                        id,
+                        job_name,
+                        payload,
+                        attempts.into(),
+                        max_attempts.into(),
+                        idempotency_key,
+                        row_token(base, id),
+                    )
+                },
+            )
+            .collect())
+    }
+
+    async fn complete(&self, fences: &[Fence]) -> Result<u64> {
+        let mut total = 0;
+        for chunk in fences.chunks(FENCE_CHUNK) {
+            let (ids, tokens) = fence_arrays(chunk);
+            total += retry_transient(is_transient, || async {
+                let mut conn = self.conns.get().await?;
+                let result = sqlx::query(COMPLETE)
+                    .bind(&ids)
+                    .bind(&tokens)
+                    .execute(&mut *conn)
+                    .await
+                    .map(|r| r.rows_affected());
+                conn.done(result)
+            })
+            .await?;
+        }
+        Ok(total)
+    }
+
+    async fn transition(&self, t: &Transition) -> Result<bool> {
+        let status = t.target.status();
+        let affected = retry_transient(is_transient, || async {
+            let mut conn = self.conns.get().await?;
+            let result = sqlx::query(TRANSITION)
+                .bind(status)
+                .bind(micros(t.delay))
+                .bind(i32::from(t.refund_attempt))
+                .bind(&t.error)
+                .bind(t.fence.id)
+                .bind(t.fence.token)
+                .execute(&mut *conn)
+                .await
+                .map(|r| r.rows_affected());
+            conn.done(result)
+        })
+        .await?;
+        Ok(affected == 1)
+    }
+
+    async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
+        let mut lost = Vec::new();
+        for chunk in fences.chunks(FENCE_CHUNK) {
+            let held = self.renew(HEARTBEAT, chunk, lease).await?;
+            if held.len() < chunk.len() {
+                let held: std::collections::HashSet<Fence> = held.into_iter().collect();
+                lost.extend(chunk.iter().filter(|f| !held.contains(f)).copied());
+            }
+        }
+        Ok(lost)
+    }
+
+    /// One statement per chunk; returns the fences it renewed.
+    async fn heartbeat_unlocked(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
+        let mut renewed = Vec::new();
+        for chunk in fences.chunks(FENCE_CHUNK) {
+            renewed.extend(self.renew(HEARTBEAT_UNLOCKED, chunk, lease).await?);
+        }
+        Ok(renewed)
+    }
+
+    async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
+        retry_transient(is_transient, || async {
+            sqlx::query(REAP)
+                .bind(queue)
+                .bind(i64::from(limit))
+                .execute(&self.pool)
+                .await
+                .map(|r| r.rows_affected())
+        })
+        .await
+    }
+
+    async fn prune(&self, which: Prunable, older_than: Duration) -> Result<u64> {
+        in_batches(|limit| {
+            retry_transient(is_transient, move || async move {
+                sqlx::query(PRUNE)
+                    .bind(micros(older_than))
+                    .bind(which.statuses())
+                    .bind(i64::from(limit))
+                    .execute(&self.pool)
+                    .await
+                    .map(|r| r.rows_affected())
+            })
+        })
+        .await
+    }
+
+    /// Forwards NOTIFYs on `jobq` for `queues` (see [`listen::listen`]).
+    async fn listen(&self, queues: &[String], stop: &CancellationToken) {
+        listen::listen(&self.pool, queues, stop).await;
+    }
+
+    async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
+        let row = sqlx::query(JOB).bind(id).fetch_optional(&self.pool).await?;
+        row.map(|row| job_info(&row)).transpose()
+    }
+
+    async fn counts(&self, queue: &str) -> Result<QueueCounts> {
+        let rows = sqlx::query_as(COUNTS)
+            .bind(queue)
+            .fetch_all(&self.pool)
+            .await?;
+        super::counts(rows)
+    }
+
+    async fn cancel(&self, id: i64) -> Result<bool> {
+        self.update_one(CANCEL, id).await
+    }
+
+    async fn retry(&self, id: i64) -> Result<bool> {
+        self.update_one(RETRY, id).await
+    }
+}
+
+impl PgStore {
+    /// Runs `sql` (a lease renewal returning `id, lease_token` of the rows
+    /// it renewed) for one chunk of fences; the fences it renewed.
+    async fn renew(
+        &self,
+        sql: &'static str,
+        chunk: &[Fence],
+        lease: Duration,
+    ) -> Result<Vec<Fence>> {
+        let (ids, tokens) = fence_arrays(chunk);
+        let rows: Vec<(i64, i64)> = retry_transient(is_transient, || async {
+            let mut conn = self.conns.get().await?;
+            let result = sqlx::query_as(sql)
+                .bind(&ids)
+                .bind(&tokens)
+                .bind(micros(lease))
+                .fetch_all(&mut *conn)
+                .await;
+            conn.done(result)
+        })
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, token)| Fence { id, token })
+            .collect())
+    }
+
+    /// Runs `sql` with `$1 = id`; whether it changed the row.
+    async fn update_one(&self, sql: &'static str, id: i64) -> Result<bool> {
+        let affected = retry_transient(is_transient, || async {
+            sqlx::query(sql)
+                .bind(id)
+                .execute(&self.pool)
+                .await
+                .map(|r| r.rows_affected())
+        })
+        .await?;
+        Ok(affected == 1)
+    }
+}
+
+/// Every chunk of `jobs` in one transaction on `conn`.
+async fn insert_chunks(
+    conn: &mut PgConnection,
+    jobs: &[NewJob],
+) -> Result<Vec<Enqueued>, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    let mut out = Vec::with_capacity(jobs.len());
+    for chunk in jobs.chunks(INSERT_CHUNK) {
+        out.extend(insert_chunk(&mut tx, chunk).await?);
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// One `INSERT_MANY`; results in input order.
+async fn insert_chunk(
+    conn: &mut PgConnection,
+    chunk: &[NewJob],
+) -> Result<Vec<Enqueued>, sqlx::Error> {
+    // A key repeated within the batch: only its first row is sent, the
+    // later ones are duplicates of it (as one INSERT per row would make them).
+    let mut sent: Vec<&NewJob> = Vec::with_capacity(chunk.len());
+    let mut first_of_key = std::collections::HashMap::new();
+    let slots: Vec<(usize, bool)> = chunk
+        .iter()
+        .map(|job| match &job.idempotency_key {
+            Some(key) => match first_of_key.get(key.as_str()) {
+                Some(&slot) => (slot, true),
+                None => {
+                    first_of_key.insert(key.as_str(), sent.len());
+                    sent.push(job);
+                    (sent.len() - 1, false)
+                }
+            },
+            None => {
+                sent.push(job);
+                (sent.len() - 1, false)
+            }
+        })
+        .collect();
+
+    let mut queues = Vec::with_capacity(sent.len());
+    let mut names = Vec::with_capacity(sent.len());
+    let mut payloads = Vec::with_capacity(sent.len());
+    let mut priorities = Vec::with_capacity(sent.len());
+    let mut ats = Vec::with_capacity(sent.len());
+    let mut delays = Vec::with_capacity(sent.len());
+    let mut max_attempts = Vec::with_capacity(sent.len());
+    let mut keys = Vec::with_capacity(sent.len());
+    for job in &sent {
+        let (at, delay) = run_at_binds(job.run_at);
+        queues.push(job.queue.as_str());
+        names.push(job.job_name.as_str());
+        payloads.push(job.payload.as_str());
+        priorities.push(job.priority);
+        ats.push(at);
+        delays.push(delay);
+        max_attempts.push(attempts_bind(job.max_attempts));
+        keys.push(job.idempotency_key.as_deref());
+    }
+    let keyless = keys.iter().all(Option::is_none);
+    let query = if keyless && sent.iter().all(|job| matches!(job.run_at, RunAt::Now)) {
+        sqlx::query_as(INSERT_MANY_NOW)
+            .bind(queues)
+            .bind(names)
+            .bind(payloads)
+            .bind(priorities)
+            .bind(max_attempts)
+    } else {
+        let query = sqlx::query_as(if keyless {
+            INSERT_MANY_KEYLESS
+        } else {
+            INSERT_MANY
+        })
+        .bind(queues)
+        .bind(names)
+        .bind(payloads)
+        .bind(priorities)
+        .bind(ats)
+        .bind(delays)
+        .bind(max_attempts);
+        if keyless { query } else { query.bind(keys) }
+    };
+    let rows: Vec<(i64, i64, i32)> = query.fetch_all(&mut *conn).await?;
+    if keyless {
+        if rows.len() != chunk.len() {
+            return Err(sqlx::Error::Protocol(format!(
+                "enqueue_many inserted {} rows and got {} ids back",
+                chunk.len(),
+                rows.len()
+            )));
+        }
+        let mut ids: Vec<i64> = rows.into_iter().map(|(_, id, _)| id).collect();
+        ids.sort_unstable();
+        return Ok(ids
+            .into_iter()
+            .map(|id| Enqueued {
+                id,
+                duplicate: false,
+            })
+            .collect());
+    }
+    // One row per sent job, ordered by its ordinal: check, then fan out to the input.
+    let in_order = rows.len() == sent.len()
+        && rows
+            .iter()
+            .zip(1..)
+            .all(|(&(ord, _, _), expected)| ord == expected);
+    if !in_order {
+        return Err(sqlx::Error::Protocol(format!(
+            "enqueue_many sent {} rows and got {} results back, not one per row in order",
+            sent.len(),
+            rows.len()
+        )));
+    }
+    Ok(slots
+        .into_iter()
+        .map(|(slot, repeat)| {
+            let (_, id, hits) = rows[slot];
+            Enqueued {
+                id,
+                duplicate: hits > 0 || repeat,
+            }
+        })
+        .collect())
+}
+
+/// One idempotent INSERT of `job` with `sql` ([`INSERT`], [`INSERT_QUIET`]
+/// or [`INSERT_QUIET_KEYLESS`], which takes no key).
+async fn insert_with(
+    conn: &mut PgConnection,
+    job: &NewJob,
+    sql: &'static str,
+) -> Result<Enqueued, sqlx::Error> {
+    let (at, delay) = run_at_binds(job.run_at);
+    let query = sqlx::query_as(sql)
+        .bind(&job.queue)
+        .bind(&job.job_name)
+        .bind(&job.payload)
+        .bind(job.priority)
+        .bind(at)
+        .bind(delay)
+        .bind(attempts_bind(job.max_attempts));
+    let query = if sql == INSERT_QUIET_KEYLESS {
+        query
+    } else {
+        query.bind(&job.idempotency_key)
+    };
+    let (id, hits): (i64, i32) = query.fetch_one(&mut *conn).await?;
+    Ok(Enqueued {
+        id,
+        duplicate: hits > 0,
+    })
+}
+
+/// `(absolute time, delay µs)` for the `COALESCE($at, statement_timestamp() + $delay µs)` pair.
+fn run_at_binds(run_at: RunAt) -> (Option<DateTime<Utc>>, i64) {
+    match run_at {
+        RunAt::Now => (None, 0),
+        RunAt::After(delay) => (None, micros(delay)),
+        RunAt::At(at) => (Some(at), 0),
+    }
+}
+
+/// `max_attempts` as the `integer` column holds it (validated at enqueue to fit).
+fn attempts_bind(max_attempts: u32) -> i32 {
+    i32::try_from(max_attempts).unwrap_or(i32::MAX)
+}
+
+/// The fences as the two parallel arrays `UNNEST($1, $2)` pairs up again.
+fn fence_arrays(fences: &[Fence]) -> (Vec<i64>, Vec<i64>) {
+    fences.iter().map(|f| (f.id, f.token)).unzip()
+}
+
+fn job_info(row: &PgRow) -> Result<JobInfo> {
+    let status: String = row.try_get("status")?;
+    Ok(JobInfo {
+        id: row.try_get("id")?,
+        queue: row.try_get("queue")?,
+        job_name: row.try_get("job_name")?,
+        payload: row.try_get("payload")?,
+        status: status.parse().map_err(Error::Invalid)?,
+        priority: row.try_get("priority")?,
+        attempts: u32::try_from(row.try_get::<i32, _>("attempts")?).unwrap_or(0),
+        max_attempts: u32::try_from(row.try_get::<i32, _>("max_attempts")?).unwrap_or(0),
+        run_at: row.try_get("run_at")?,
+        idempotency_key: row.try_get("idempotency_key")?,
+        last_error: row.try_get("last_error")?,
+        claimed_by: row.try_get("claimed_by")?,
+        claimed_at: row.try_get("claimed_at")?,
+        created_at: row.try_get("created_at")?,
+        finished_at: row.try_get("finished_at")?,
+    })
+}

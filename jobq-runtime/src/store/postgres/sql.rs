@@ -1,0 +1,233 @@
+//! Every statement the PostgreSQL store runs (see the facts in the store's module docs).
+
+/// One row; `ON CONFLICT` returns the existing row for a known key, and
+/// `dedupe_hits > 0` tells a duplicate from a new row (the count wraps from
+/// 2³¹ − 1 to 1, never to 0 and never out of its `integer`'s range). Enqueues on jobq's
+/// pool announce the queue through the `Notifier` after the commit.
+pub const INSERT_QUIET: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at)
+    VALUES ($1, $2, $3, $4, COALESCE($5, statement_timestamp() + $6 * interval '1 microsecond'), $7, $8, statement_timestamp())
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
+    DO UPDATE SET dedupe_hits = CASE WHEN jobq_jobs.dedupe_hits >= 2147483647 THEN 1 ELSE jobq_jobs.dedupe_hits + 1 END
+    RETURNING id, dedupe_hits";
+
+/// [`INSERT_QUIET`] for a job without an idempotency key: nothing can
+/// conflict, and a plain INSERT skips the speculative insertion that
+/// `ON CONFLICT` costs on every row.
+pub const INSERT_QUIET_KEYLESS: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, created_at)
+    VALUES ($1, $2, $3, $4, COALESCE($5, statement_timestamp() + $6 * interval '1 microsecond'), $7, statement_timestamp())
+    RETURNING id, 0";
+
+/// [`INSERT_QUIET`] plus its NOTIFY, for an enqueue inside the caller's
+/// transaction: the wake-up goes out when that transaction commits, never
+/// for a rolled-back row.
+pub const INSERT: &str = "WITH ins AS (
+    INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at)
+    VALUES ($1, $2, $3, $4, COALESCE($5, statement_timestamp() + $6 * interval '1 microsecond'), $7, $8, statement_timestamp())
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
+    DO UPDATE SET dedupe_hits = CASE WHEN jobq_jobs.dedupe_hits >= 2147483647 THEN 1 ELSE jobq_jobs.dedupe_hits + 1 END
+    RETURNING id, dedupe_hits, queue
+)
+SELECT id, dedupe_hits, pg_notify('jobq', queue)::text FROM ins";
+
+/// [`INSERT_MANY`] for a batch without idempotency keys (the common case):
+/// nothing can conflict, so a plain `INSERT … SELECT` in ordinal order. The
+/// identity default is drawn row by row as the sorted rows are inserted, so
+/// the ids ascend in input order (a sequence only ever hands one session
+/// increasing values): the caller sorts the returned ids and pairs them with
+/// the input, whatever order RETURNING sends them in. The rows have
+/// [`INSERT_MANY`]'s shape, `(0, id, 0)`.
+pub const INSERT_MANY_KEYLESS: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, created_at)
+    SELECT queue, job_name, payload, priority,
+           COALESCE(at, statement_timestamp() + delay_us * interval '1 microsecond'),
+           max_attempts, statement_timestamp()
+      FROM UNNEST($1::text[], $2::text[], $3::text[], $4::smallint[], $5::timestamptz[], $6::bigint[], $7::int[])
+           WITH ORDINALITY AS t(queue, job_name, payload, priority, at, delay_us, max_attempts, ord)
+     ORDER BY ord
+    RETURNING 0::bigint, id, 0";
+
+/// [`INSERT_MANY_KEYLESS`] for rows that are all due now: two arrays fewer
+/// to send and unpack.
+pub const INSERT_MANY_NOW: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, created_at)
+    SELECT queue, job_name, payload, priority, statement_timestamp(), max_attempts, statement_timestamp()
+      FROM UNNEST($1::text[], $2::text[], $3::text[], $4::smallint[], $5::int[])
+           WITH ORDINALITY AS t(queue, job_name, payload, priority, max_attempts, ord)
+     ORDER BY ord
+    RETURNING 0::bigint, id, 0";
+
+/// Many rows from parallel arrays: one statement text for every batch size.
+///
+/// RETURNING can only name the table's columns, so each input row gets its
+/// id from the identity sequence up front (`input`); a new row comes back
+/// with that id, a duplicate with its key, and the final SELECT maps both
+/// back to the input's ordinal. Keys are distinct within a batch (the caller
+/// folds repeats), as `ON CONFLICT DO UPDATE` cannot touch a row twice.
+pub const INSERT_MANY: &str = "WITH input AS MATERIALIZED (
+    SELECT nextval(pg_get_serial_sequence('jobq_jobs', 'id')) AS id, t.*
+      FROM UNNEST($1::text[], $2::text[], $3::text[], $4::smallint[], $5::timestamptz[], $6::bigint[], $7::int[], $8::text[])
+           WITH ORDINALITY AS t(queue, job_name, payload, priority, at, delay_us, max_attempts, idempotency_key, ord)
+), ins AS (
+    INSERT INTO jobq_jobs (id, queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at)
+    OVERRIDING SYSTEM VALUE
+    SELECT id, queue, job_name, payload, priority,
+           COALESCE(at, statement_timestamp() + delay_us * interval '1 microsecond'),
+           max_attempts, idempotency_key, statement_timestamp()
+      FROM input ORDER BY ord
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
+    DO UPDATE SET dedupe_hits = CASE WHEN jobq_jobs.dedupe_hits >= 2147483647 THEN 1 ELSE jobq_jobs.dedupe_hits + 1 END
+    RETURNING id, idempotency_key, dedupe_hits
+)
+SELECT input.ord, COALESCE(by_key.id, by_id.id), COALESCE(by_key.dedupe_hits, by_id.dedupe_hits)
+  FROM input
+  LEFT JOIN ins AS by_key ON by_key.idempotency_key = input.idempotency_key
+  LEFT JOIN ins AS by_id ON by_id.id = input.id
+ ORDER BY input.ord";
+
+/// Claims up to `$2` due rows of queue `$1` in claim order, in one statement.
+pub const CLAIM: &str = r#"WITH picked AS (
+    SELECT id, priority, run_at FROM jobq_jobs
+     WHERE queue = $1 AND status = 'pending' AND run_at <= now()
+     ORDER BY priority, run_at, id
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobq_jobs AS j
+       SET status = 'processing',
+           attempts = j.attempts + 1,
+           -- each row's own token: the claim's random base + the id
+           lease_token = $3 + j.id,
+           run_at = now() + $4 * interval '1 microsecond',
+           claimed_by = $5,
+           claimed_at = now()
+     WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
+    RETURNING j.id, j.job_name, j.payload, j.attempts, j.max_attempts, j.idempotency_key
+), no_flush AS (
+    -- This statement's transaction commits without waiting for its WAL
+    -- flush: a claim lost in a server crash leaves its jobs pending, to be
+    -- claimed again (at-least-once, as after a worker crash); the settle's
+    -- own flush makes the claim durable along with it.
+    SELECT set_config('synchronous_commit', 'off', true)
+)
+-- RETURNING comes in no particular order and the claim overwrote run_at:
+-- the picked order's keys come along, for the caller to sort by.
+SELECT c.id, c.job_name, c.payload, c.attempts, c.max_attempts, c.idempotency_key,
+       p.priority, p.run_at
+  FROM claimed AS c JOIN picked AS p USING (id) CROSS JOIN no_flush
+"#;
+
+/// Returns up to `$2` expired rows of queue `$1`.
+pub const REAP: &str = r#"-- An orphan keeps its place in line: run_at goes back to when it was
+-- enqueued, not behind a backlog of jobs enqueued since. A failed row's
+-- run_at is when it failed, as for every finished row.
+WITH expired AS (
+    SELECT id FROM jobq_jobs
+     WHERE queue = $1 AND status = 'processing' AND run_at < now()
+     ORDER BY run_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE jobq_jobs AS j
+   SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'pending' END,
+       finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+       last_error = 'lease expired during attempt ' || j.attempts || ': worker '
+           || COALESCE(j.claimed_by, '?') || ' stopped renewing it (crashed, killed or stalled)',
+       run_at = CASE WHEN j.attempts >= j.max_attempts THEN now() ELSE j.created_at END,
+       lease_token = NULL
+ WHERE j.id = ANY (ARRAY(SELECT id FROM expired))
+"#;
+
+// Settles and heartbeats find their rows by primary key from the fence
+// list, matching the token alone: a token is non-null only while its claim
+// holds the row (every way out of `processing` clears it), so it fences as
+// `status = 'processing'` would. Leaving the status test out leaves the
+// planner no partial index to scan instead of the primary key: with stale
+// statistics it took `jobq_jobs_lease` (every processing row) and looped
+// over the fence list for each, 1.5 s per 1,000 settles during a fast drain.
+/// Marks the fenced rows `done`.
+pub const COMPLETE: &str = r#"UPDATE jobq_jobs AS j
+   SET status = 'done', finished_at = now(), run_at = now(), lease_token = NULL
+  FROM UNNEST($1::bigint[], $2::bigint[]) AS f(id, token)
+ WHERE j.id = f.id AND j.lease_token = f.token
+"#;
+
+/// Returns the fences it still held, so the lost ones are known exactly.
+pub const HEARTBEAT: &str = r#"UPDATE jobq_jobs AS j
+   SET run_at = now() + $3 * interval '1 microsecond'
+  FROM UNNEST($1::bigint[], $2::bigint[]) AS f(id, token)
+ WHERE j.id = f.id AND j.lease_token = f.token
+RETURNING j.id, j.lease_token
+"#;
+
+/// The heartbeat of rows a stuck settle is writing: skips the locked ones.
+pub const HEARTBEAT_UNLOCKED: &str = r#"-- A heartbeat that never waits on a row lock: rows another transaction
+-- holds are skipped (and so not returned).
+WITH free AS (
+    SELECT j.id
+      FROM jobq_jobs AS j
+      JOIN UNNEST($1::bigint[], $2::bigint[]) AS f(id, token)
+        ON j.id = f.id AND j.lease_token = f.token
+       FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE jobq_jobs AS j
+   SET run_at = now() + $3 * interval '1 microsecond'
+ WHERE j.id = ANY (ARRAY(SELECT id FROM free))
+RETURNING j.id, j.lease_token
+"#;
+
+/// PostgreSQL evaluates every SET expression on the old row, so
+/// `finished_at` looks at the new status through `$1`.
+pub const TRANSITION: &str = "UPDATE jobq_jobs SET status = $1,
+       run_at = now() + $2 * interval '1 microsecond',
+       attempts = attempts - $3,
+       last_error = COALESCE($4, last_error),
+       finished_at = CASE WHEN $1 = 'failed' THEN now() END,
+       lease_token = NULL
+ WHERE id = $5 AND lease_token = $6 AND status = 'processing'";
+
+/// Finished rows of the statuses `$2`, oldest first, through
+/// `jobq_jobs_finished`; the outer `status` test holds against a concurrent
+/// `retry` (PostgreSQL re-checks it on the row's newest version).
+pub const PRUNE: &str = "DELETE FROM jobq_jobs WHERE id IN (
+    SELECT id FROM jobq_jobs
+     WHERE finished_at < now() - $1 * interval '1 microsecond' AND status = ANY($2)
+     ORDER BY finished_at LIMIT $3)
+   AND status = ANY($2)";
+
+/// Cancels a `pending` or `processing` row.
+pub const CANCEL: &str = "UPDATE jobq_jobs
+   SET status = 'cancelled', finished_at = now(), run_at = now(), lease_token = NULL
+ WHERE id = $1 AND status IN ('pending', 'processing')";
+
+/// Sends a `failed` or `cancelled` row back to `pending` with one more attempt.
+pub const RETRY: &str =
+    "UPDATE jobq_jobs SET status = 'pending', run_at = now(), finished_at = NULL,
+       max_attempts = GREATEST(max_attempts, attempts + 1)
+ WHERE id = $1 AND status IN ('failed', 'cancelled')";
+
+/// One row, every column `Jobq::job` reports.
+pub const JOB: &str =
+    "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts,
+       run_at, idempotency_key, last_error, claimed_by, claimed_at, created_at, finished_at
+  FROM jobq_jobs WHERE id = $1";
+
+/// The notifier's announcement of the queues enqueued to.
+pub const NOTIFY: &str = "SELECT pg_notify('jobq', q) FROM UNNEST($1::text[]) AS q";
+
+/// The notifier's session: its NOTIFYs need not wait for a WAL flush.
+pub const NOTIFIER_SESSION: &str = "SET synchronous_commit = off";
+
+/// The migration lock (0x6a6f6271 = "jobq"), held until the transaction ends.
+pub const MIGRATE_LOCK: &str = "SELECT pg_advisory_xact_lock(1785684593)";
+
+/// jobq's own migration table.
+pub const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS jobq_migrations (version bigint PRIMARY KEY, \
+             description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())";
+
+/// The versions applied so far.
+pub const MIGRATIONS_APPLIED: &str = "SELECT version FROM jobq_migrations";
+
+/// Records one applied migration.
+pub const MIGRATION_RECORD: &str =
+    "INSERT INTO jobq_migrations (version, description) VALUES ($1, $2)";
+
+/// Rows of one queue per status.
+pub const COUNTS: &str = "SELECT status, COUNT(*) FROM jobq_jobs WHERE queue = $1 GROUP BY status";

@@ -1,0 +1,58 @@
+//! The checkpointer: copies the write-ahead log into the database file off
+//! the commit path.
+
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use tokio_util::sync::CancellationToken;
+
+use super::sql::CHECKPOINT;
+
+/// WAL pages a commit may leave before SQLite makes the committing
+/// connection copy the log into the database (`wal_autocheckpoint`, 1,000 by
+/// default) on the pools jobq opens. The checkpointer task normally keeps the
+/// log far below this; the limit is a backstop for when it cannot run.
+pub(super) const WAL_AUTOCHECKPOINT_BACKSTOP: u32 = 10_000;
+/// Pause between checkpoints while writes arrive.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+/// Longest pause between checkpoints when nothing is written.
+const CHECKPOINT_IDLE: Duration = Duration::from_secs(2);
+
+/// Copies the write-ahead log into the database file from a connection of
+/// its own, so that no commit does it.
+///
+/// In WAL mode a commit appends to the log and, with `synchronous = NORMAL`,
+/// does not wait for the disk; but the commit that takes the log past
+/// `wal_autocheckpoint` pages then copies it into the database and syncs the
+/// file, which stalls that writer, and every writer queued behind it, for
+/// milliseconds (the tail of jobq's enqueue-to-start latency). A `PASSIVE`
+/// checkpoint waits for no one and blocks no one; the next writer after a
+/// complete one starts the log over. The pause between checkpoints grows
+/// while nothing is written and resets when the log grows.
+pub(super) async fn checkpoint_loop(pool: SqlitePool, stop: CancellationToken) {
+    let mut pause = CHECKPOINT_EVERY;
+    let mut last = (-1, -1);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(pause) => {}
+        }
+        let result: Result<(i64, i64, i64), sqlx::Error> =
+            sqlx::query_as(CHECKPOINT).fetch_one(&pool).await;
+        match result {
+            Ok((_busy, log, copied)) => {
+                pause = if (log, copied) == last {
+                    (pause * 2).min(CHECKPOINT_IDLE)
+                } else {
+                    CHECKPOINT_EVERY
+                };
+                last = (log, copied);
+            }
+            Err(sqlx::Error::PoolClosed) => return,
+            Err(error) => {
+                tracing::debug!(%error, "SQLite WAL checkpoint failed; trying again later");
+                pause = CHECKPOINT_IDLE;
+            }
+        }
+    }
+}

@@ -1,0 +1,774 @@
+//! SQLite 3.35+: one writer at a time, so every write is a single autocommit
+//! statement and no claim needs SKIP LOCKED.
+//!
+//! Facts behind this SQL (sqlx 0.8.6, bundled SQLite 3.46):
+//! - a write statement in autocommit takes the write lock when it starts, and
+//!   waits for it under the busy timeout. A *deferred* transaction that reads
+//!   and then writes fails at once with `SQLITE_BUSY`/`SQLITE_BUSY_SNAPSHOT`
+//!   when another connection wrote in between, whatever the busy timeout. So the
+//!   claim is one `UPDATE … WHERE id IN (SELECT … LIMIT ?) RETURNING …`, the
+//!   reaper one `UPDATE`, and the only multi-statement transactions jobq opens
+//!   (batch enqueue, migrations) begin `IMMEDIATE`;
+//! - the order of `RETURNING` rows is unspecified, so nothing relies on it: a
+//!   claimed batch is sorted in Rust, and a batch enqueue is one single-row
+//!   INSERT per job inside one `BEGIN IMMEDIATE` transaction (no network round
+//!   trip, so this costs microseconds per row);
+//! - times are INTEGER unix microseconds from the application's clock, passed
+//!   as parameters (an embedded queue has one clock); `run_at` of a
+//!   `processing` row is its lease deadline;
+//! - the claim's `ORDER BY priority, run_at, id` is served by the
+//!   `(queue, status, priority, run_at, id)` index, without a temporary B-tree.
+
+use std::collections::HashSet;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::{
+    SqliteArguments, SqliteConnectOptions, SqliteError, SqliteJournalMode, SqlitePoolOptions,
+    SqliteRow, SqliteSynchronous,
+};
+use sqlx::{Connection, Executor, Row, Sqlite, SqliteConnection, SqlitePool};
+
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use self::shared_write::Queued;
+use self::sql::*;
+use super::stash::Stash;
+use super::{
+    BackendStore, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches, micros, migrate,
+    new_token_base, retry_transient, row_token,
+};
+use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
+use crate::{Backend, Error, Result};
+
+mod checkpoint;
+mod glue;
+mod shared_write;
+pub mod sql;
+#[cfg(test)]
+mod tests;
+
+/// How long a statement waits for another connection's write lock before
+/// failing with `SQLITE_BUSY` (which jobq then retries for its own statements).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `UPDATE … RETURNING` and `INSERT … ON CONFLICT … RETURNING` arrived in 3.35.
+const MIN_VERSION: (u32, u32) = (3, 35);
+
+/// Rows per statement of a batch enqueue (SQLite's limit on bound parameters
+/// is 32,766: 1,000 rows of 7). A longer batch runs its chunks in one
+/// transaction, so it holds the write lock for all of them.
+const INSERT_CHUNK: usize = 1000;
+/// Ids per settle or heartbeat statement: bounds how long one holds the
+/// write lock.
+const IN_CHUNK: usize = 1024;
+
+const SQLITE_BUSY: i32 = 5;
+const SQLITE_LOCKED: i32 = 6;
+
+/// `SQLITE_BUSY` and `SQLITE_LOCKED` with all their extended codes
+/// (`SQLITE_BUSY_SNAPSHOT` 517, `SQLITE_BUSY_RECOVERY` 261,
+/// `SQLITE_LOCKED_SHAREDCACHE` 262, …): another connection holds a lock.
+fn is_transient(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.try_downcast_ref::<SqliteError>())
+        .and_then(sqlx::error::DatabaseError::code)
+        .and_then(|code| code.parse::<i32>().ok())
+        .is_some_and(|code| matches!(code & 0xff, SQLITE_BUSY | SQLITE_LOCKED))
+}
+
+/// The SQLite store.
+#[derive(Debug, Clone)]
+pub(crate) struct SqliteStore {
+    pool: SqlitePool,
+    /// Taken around each of jobq's own writes: they queue here, in order,
+    /// instead of colliding on the database's write lock, where the loser
+    /// sleeps in SQLite's busy handler (1 ms, then 2, 5, 10, …) even when the
+    /// winner is done in microseconds. Writes from other processes or
+    /// handles still meet the busy timeout.
+    writes: Arc<tokio::sync::Mutex<()>>,
+    /// The connection for those writes: taking turns, they reuse the same
+    /// one, whose page cache stays warm.
+    conns: Stash<Sqlite>,
+    /// Single-row enqueues waiting to be written by whichever of them gets
+    /// the next turn at `writes`.
+    queued: Arc<std::sync::Mutex<Vec<Queued>>>,
+    /// Numbers the queued enqueues, so each recognizes its own row.
+    queued_seq: Arc<AtomicU64>,
+    /// Stops the checkpointer task (pools jobq opened on a file) when the
+    /// last clone of the store is dropped.
+    _checkpointer: Option<Arc<DropGuard>>,
+}
+
+impl BackendStore for SqliteStore {
+    type Pool = SqlitePool;
+    type Connection = SqliteConnection;
+
+    fn backend(&self) -> Backend {
+        Backend::Sqlite
+    }
+
+    /// Opens `url` (creating the file if missing) in WAL mode with
+    /// `synchronous = NORMAL` and a 10 s busy timeout.
+    ///
+    /// An in-memory database (`sqlite::memory:`, `mode=memory`) gets a pool of
+    /// exactly one connection that is never closed, whatever
+    /// `max_connections` says: the database lives only as long as a connection
+    /// to it, and one connection is also what a database with a single writer
+    /// needs (sqlx opens it in shared-cache mode, where several connections
+    /// would lock tables against each other instead of waiting on the busy
+    /// timeout). Use a file for anything that has to survive the pool.
+    async fn connect(url: &str, max_connections: u32) -> Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let pool = if is_memory(url) {
+            SqlitePoolOptions::new()
+                .test_before_acquire(false)
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_with(options)
+                .await?
+        } else {
+            // No ping before every checkout (sqlx's default): a round trip
+            // to the connection's worker thread per statement.
+            let options = options
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .pragma(
+                    "wal_autocheckpoint",
+                    checkpoint::WAL_AUTOCHECKPOINT_BACKSTOP.to_string(),
+                );
+            // Processes opening a new file at once race to switch it to WAL;
+            // the loser is told the database is busy without SQLite waiting
+            // out the busy timeout, so the connect is tried again.
+            let pool = retry_transient(is_transient, || {
+                SqlitePoolOptions::new()
+                    .test_before_acquire(false)
+                    .max_connections(max_connections)
+                    .connect_with(options.clone())
+            })
+            .await?;
+            let mut store = Self::from_pool(pool).await?;
+            let stop = CancellationToken::new();
+            tokio::spawn(checkpoint::checkpoint_loop(
+                store.pool.clone(),
+                stop.clone(),
+            ));
+            store._checkpointer = Some(Arc::new(stop.drop_guard()));
+            return Ok(store);
+        };
+        Self::from_pool(pool).await
+    }
+
+    /// Uses the caller's pool; checks that its SQLite has `RETURNING`.
+    async fn from_pool(pool: SqlitePool) -> Result<Self> {
+        let version: String = sqlx::query_scalar(VERSION).fetch_one(&pool).await?;
+        if !version_at_least(&version, MIN_VERSION) {
+            return Err(Error::invalid(format!(
+                "SQLite {version} is too old for jobq: it needs {}.{} or newer (UPDATE … RETURNING)",
+                MIN_VERSION.0, MIN_VERSION.1
+            )));
+        }
+        Ok(Self {
+            conns: Stash::new(pool.clone()),
+            pool,
+            writes: Arc::default(),
+            queued: Arc::default(),
+            queued_seq: Arc::default(),
+            _checkpointer: None,
+        })
+    }
+
+    fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// Inside one `BEGIN IMMEDIATE` transaction: processes migrating a new
+    /// file at once take turns, and the later ones find everything applied.
+    async fn migrate(&self) -> Result<()> {
+        let mut tx = self.pool.begin_with(BEGIN_IMMEDIATE).await?;
+        tx.execute(MIGRATIONS_TABLE).await?;
+        let applied: Vec<i64> = sqlx::query_scalar(MIGRATIONS_APPLIED)
+            .fetch_all(&mut *tx)
+            .await?;
+        for migration in migrate::pending(migrate::SQLITE, &applied) {
+            tx.execute(migration.sql).await?;
+            sqlx::query(MIGRATION_RECORD)
+                .bind(migration.version)
+                .bind(migration.description)
+                .bind(now_micros())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Concurrent enqueues share a write (see [`shared_write`]).
+    async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
+        self.enqueue_shared(job).await
+    }
+
+    /// All or nothing: a batch of one chunk is one statement or one
+    /// transaction; a longer one runs its chunks in one `BEGIN IMMEDIATE`
+    /// transaction (holding the write lock for all of them), so a row the
+    /// database refuses leaves nothing of the batch behind.
+    async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+        if jobs.len() <= INSERT_CHUNK {
+            return retry_transient(is_transient, || self.insert_each(jobs)).await;
+        }
+        retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = insert_chunks(&mut conn, jobs).await;
+            conn.done(result)
+        })
+        .await
+    }
+
+    /// On the caller's connection (their transaction, never retried).
+    ///
+    /// A caller's transaction should begin `IMMEDIATE` if it reads before this
+    /// write: a deferred one fails with `SQLITE_BUSY_SNAPSHOT` when another
+    /// connection wrote since its read.
+    async fn enqueue_in(conn: &mut SqliteConnection, job: &NewJob) -> Result<Enqueued> {
+        Ok(insert_row(conn, job, now_micros()).await?)
+    }
+
+    async fn claim(
+        &self,
+        queue: &str,
+        limit: u32,
+        lease: Duration,
+        worker: &str,
+    ) -> Result<Vec<ClaimedJob>> {
+        let base = new_token_base();
+        let jobs = retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = claim_on(&mut conn, queue, limit, lease, worker, base).await;
+            conn.done(result)
+        })
+        .await?;
+        Ok(jobs
+            .into_iter()
+            .map(
+                |(id, job_name, payload, attempts, max_attempts, idempotency_key)| {
+                    ClaimedJob::from_bytes(
+                        id,
+                        job_name,
+                        payload,
+                        attempts,
+                        max_attempts,
+                        idempotency_key,
+                        row_token(base, id),
+                    )
+                },
+            )
+            .collect())
+    }
+
+    async fn complete(&self, fences: &[Fence]) -> Result<u64> {
+        let mut total = 0;
+        for chunk in fences.chunks(IN_CHUNK) {
+            let update = Fenced::new(COMPLETE, chunk);
+            total += retry_transient(is_transient, || async {
+                let _turn = self.writes.lock().await;
+                let mut conn = self.conns.get().await?;
+                let result = update.query(now_micros()).execute(&mut *conn).await;
+                Ok(conn.done(result)?.rows_affected())
+            })
+            .await?;
+        }
+        Ok(total)
+    }
+
+    async fn transition(&self, t: &Transition) -> Result<bool> {
+        let status = t.target.status();
+        let affected = retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let now = now_micros();
+            let result = sqlx::query(TRANSITION)
+                .bind(status)
+                .bind(now.saturating_add(micros(t.delay)))
+                .bind(i32::from(t.refund_attempt))
+                .bind(&t.error)
+                .bind(now)
+                .bind(t.fence.id)
+                .bind(t.fence.token)
+                .execute(&mut *conn)
+                .await;
+            Ok(conn.done(result)?.rows_affected())
+        })
+        .await?;
+        Ok(affected == 1)
+    }
+
+    /// One UPDATE per chunk; `RETURNING id, lease_token` tells exactly which
+    /// fences still hold their row, so no second query is needed.
+    async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
+        let mut lost = Vec::new();
+        for chunk in fences.chunks(IN_CHUNK) {
+            let update = Fenced::new(HEARTBEAT, chunk);
+            let held: HashSet<Fence> = retry_transient(is_transient, || async {
+                let _turn = self.writes.lock().await;
+                let mut conn = self.conns.get().await?;
+                let result = update
+                    .query(now_micros().saturating_add(micros(lease)))
+                    .fetch_all(&mut *conn)
+                    .await;
+                let rows = conn.done(result)?;
+                rows.iter()
+                    .map(|row| {
+                        Ok(Fence {
+                            id: row.try_get(0)?,
+                            token: row.try_get(1)?,
+                        })
+                    })
+                    .collect()
+            })
+            .await?;
+            lost.extend(chunk.iter().filter(|f| !held.contains(f)).copied());
+        }
+        Ok(lost)
+    }
+
+    /// No row locks here (one writer at a time): the plain heartbeat.
+    async fn heartbeat_unlocked(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
+        let lost: HashSet<Fence> = self.heartbeat(fences, lease).await?.into_iter().collect();
+        Ok(fences
+            .iter()
+            .filter(|f| !lost.contains(f))
+            .copied()
+            .collect())
+    }
+
+    async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
+        retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = sqlx::query(REAP)
+                .bind(now_micros())
+                .bind(queue)
+                .bind(limit)
+                .execute(&mut *conn)
+                .await;
+            Ok(conn.done(result)?.rows_affected())
+        })
+        .await
+    }
+
+    async fn prune(&self, which: Prunable, older_than: Duration) -> Result<u64> {
+        in_batches(|limit| self.prune_batch(which, older_than, limit)).await
+    }
+
+    /// No wake-ups from the database: polling and in-process wake-ups only.
+    async fn listen(&self, _queues: &[String], _stop: &CancellationToken) {}
+
+    async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
+        let row = sqlx::query(JOB).bind(id).fetch_optional(&self.pool).await?;
+        row.map(|row| job_info(&row)).transpose()
+    }
+
+    async fn counts(&self, queue: &str) -> Result<QueueCounts> {
+        let rows = sqlx::query_as(COUNTS)
+            .bind(queue)
+            .fetch_all(&self.pool)
+            .await?;
+        super::counts(rows)
+    }
+
+    async fn cancel(&self, id: i64) -> Result<bool> {
+        self.update_one(CANCEL, id).await
+    }
+
+    async fn retry(&self, id: i64) -> Result<bool> {
+        self.update_one(RETRY, id).await
+    }
+}
+
+impl SqliteStore {
+    /// One INSERT per row in one `BEGIN IMMEDIATE` transaction: results in
+    /// input order without relying on the order of a multi-row `RETURNING`.
+    async fn insert_each(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
+        if chunk.iter().all(|job| job.idempotency_key.is_none()) {
+            return self.insert_keyless(chunk).await;
+        }
+        let _turn = self.writes.lock().await;
+        let mut conn = self.conns.get().await?;
+        let result = insert_chunks(&mut conn, chunk).await;
+        conn.done(result)
+    }
+
+    /// A batch without idempotency keys as one multi-row INSERT (see [`insert_keyless`]).
+    async fn insert_keyless(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
+        let _turn = self.writes.lock().await;
+        let mut conn = self.conns.get().await?;
+        let result = insert_keyless(&mut conn, chunk).await;
+        conn.done(result)
+    }
+
+    /// Runs `sql` with `?1` = now and `?2` = `id`; `true` if it changed the row.
+    async fn update_one(&self, sql: &str, id: i64) -> Result<bool> {
+        let affected = retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = sqlx::query(sql)
+                .bind(now_micros())
+                .bind(id)
+                .execute(&mut *conn)
+                .await;
+            Ok(conn.done(result)?.rows_affected())
+        })
+        .await?;
+        Ok(affected == 1)
+    }
+
+    /// Deletes up to `limit` rows of the `which` kind older than `older_than`.
+    async fn prune_batch(&self, which: Prunable, older_than: Duration, limit: u32) -> Result<u64> {
+        // `IN (?2, ?3)`: one status is given twice.
+        let statuses = which.statuses();
+        let (a, b) = (statuses[0], statuses[statuses.len() - 1]);
+        let deleted = retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = sqlx::query(PRUNE)
+                .bind(now_micros() - micros(older_than))
+                .bind(a)
+                .bind(b)
+                .bind(limit)
+                .execute(&mut *conn)
+                .await;
+            Ok(conn.done(result)?.rows_affected())
+        })
+        .await?;
+        Ok(deleted)
+    }
+}
+
+/// Every chunk of `jobs` in one `BEGIN IMMEDIATE` transaction on `conn`:
+/// keyless chunks as one multi-row INSERT each, the others row by row.
+async fn insert_chunks(
+    conn: &mut SqliteConnection,
+    jobs: &[NewJob],
+) -> Result<Vec<Enqueued>, sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
+    let now = now_micros();
+    let mut out = Vec::with_capacity(jobs.len());
+    for chunk in jobs.chunks(INSERT_CHUNK) {
+        if chunk.iter().all(|job| job.idempotency_key.is_none()) {
+            out.extend(insert_keyless(&mut tx, chunk).await?);
+        } else {
+            for job in chunk {
+                out.push(insert_row(&mut tx, job, now).await?);
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// A batch without idempotency keys as one multi-row INSERT: nothing can
+/// conflict, and the statement holds the write lock from its first row to
+/// its last, so AUTOINCREMENT hands its rows consecutive ids in VALUES
+/// order, ending at `last_insert_rowid()`. (A statement per row costs a
+/// hop to the connection's worker thread each.)
+async fn insert_keyless(
+    conn: &mut SqliteConnection,
+    chunk: &[NewJob],
+) -> Result<Vec<Enqueued>, sqlx::Error> {
+    let now = now_micros();
+    let mut insert = sqlx::QueryBuilder::<Sqlite>::new(INSERT_MANY_KEYLESS);
+    insert.push_values(chunk, |mut row, job| {
+        row.push_bind(&job.queue)
+            .push_bind(&job.job_name)
+            .push_bind(&job.payload)
+            .push_bind(job.priority)
+            .push_bind(run_at_micros(job.run_at, now))
+            .push_bind(job.max_attempts)
+            .push_bind(now);
+    });
+    let done = insert.build().execute(&mut *conn).await?;
+    let n = chunk.len() as i64;
+    if done.rows_affected() != chunk.len() as u64 {
+        return Err(sqlx::Error::Protocol(format!(
+            "a batch INSERT of {n} rows inserted {}",
+            done.rows_affected()
+        )));
+    }
+    let last = done.last_insert_rowid();
+    Ok((last - n + 1..=last)
+        .map(|id| Enqueued {
+            id,
+            duplicate: false,
+        })
+        .collect())
+}
+
+/// One INSERT of `job` enqueued at `now`.
+async fn insert_row(
+    conn: &mut SqliteConnection,
+    job: &NewJob,
+    now: i64,
+) -> Result<Enqueued, sqlx::Error> {
+    let keyless = job.idempotency_key.is_none();
+    // Nothing can conflict without a key: a plain INSERT, its id from the
+    // connection (no conflict check, no row to send back from the worker thread).
+    let query = sqlx::query(if keyless { INSERT_KEYLESS } else { INSERT })
+        .bind(&job.queue)
+        .bind(&job.job_name)
+        .bind(&job.payload)
+        .bind(job.priority)
+        .bind(run_at_micros(job.run_at, now))
+        .bind(job.max_attempts)
+        .bind(&job.idempotency_key)
+        .bind(now);
+    if keyless {
+        let done = query.execute(&mut *conn).await?;
+        return Ok(Enqueued {
+            id: done.last_insert_rowid(),
+            duplicate: false,
+        });
+    }
+    let row = query.fetch_one(&mut *conn).await?;
+    Ok(Enqueued {
+        id: row.try_get(0)?,
+        duplicate: row.try_get::<i64, _>(1)? > 0,
+    })
+}
+
+/// When a job enqueued at `now` may first run, in unix µs.
+fn run_at_micros(run_at: RunAt, now: i64) -> i64 {
+    match run_at {
+        RunAt::Now => now,
+        RunAt::After(delay) => now.saturating_add(micros(delay)),
+        RunAt::At(at) => at.timestamp_micros(),
+    }
+}
+
+/// `id, job_name, payload, attempts, max_attempts, idempotency_key`, text as bytes.
+type ClaimRow = (i64, Vec<u8>, Vec<u8>, i64, i64, Option<Vec<u8>>);
+
+/// Picks the due rows in claim order and marks them held, in one
+/// `BEGIN IMMEDIATE` transaction (no other writer in between). Two
+/// statements, because an `UPDATE … RETURNING` hands rows back in no
+/// particular order and has already overwritten the `run_at` they were
+/// picked by; the result is in pick order.
+async fn claim_on(
+    conn: &mut SqliteConnection,
+    queue: &str,
+    limit: u32,
+    lease: Duration,
+    worker: &str,
+    base: i64,
+) -> Result<Vec<ClaimRow>, sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
+    let now = now_micros();
+    let picked: Vec<i64> = sqlx::query_scalar(PICK)
+        .bind(queue)
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+    if picked.is_empty() {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
+    let ids = json_list(&picked);
+    let mut rows: Vec<ClaimRow> = sqlx::query_as(CLAIM)
+        .bind(base)
+        .bind(now)
+        .bind(now.saturating_add(micros(lease)))
+        .bind(worker)
+        .bind(ids)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    let rank: std::collections::HashMap<i64, usize> =
+        picked.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    rows.sort_unstable_by_key(|row| rank.get(&row.0).copied());
+    Ok(rows)
+}
+
+/// `<set> WHERE status = 'processing' AND id IN <ids> AND lease_token IN <tokens><tail>`,
+/// where `set` binds one value as `?1` and both lists arrive as JSON arrays
+/// (`?2`, `?3`): one statement text for any batch size.
+///
+/// Not literal IN-lists: a connection plans with the statistics it loaded
+/// when it opened, and with those of a small table (`ANALYZE` of 1,000 rows)
+/// SQLite scanned the whole table for a list of 256 ids, which stayed the
+/// plan after the table grew to a million finished rows: 200 ms per settle.
+/// A `json_each` subquery is planned as a handful of rows, so each id is
+/// looked up by primary key whatever the statistics say (tested).
+///
+/// Matching the two lists separately fences as exactly as matching pairs
+/// because every row of a claim has a token of its own, `base + id`
+/// ([`new_token_base`]): a fence's token names its row as well as its
+/// claim, so a row matches another fence's token only if two random 62-bit
+/// bases differ by exactly the difference of two ids. (With one token per
+/// claim batch, a stale fence of a row batched with a fresh fence of another
+/// row from the claim that re-took it matched that row.)
+struct Fenced {
+    sql: &'static str,
+    ids: String,
+    tokens: String,
+}
+
+impl Fenced {
+    fn new(sql: &'static str, fences: &[Fence]) -> Self {
+        let ids: Vec<i64> = fences.iter().map(|f| f.id).collect();
+        let tokens: Vec<i64> = fences.iter().map(|f| f.token).collect();
+        Self {
+            sql,
+            ids: json_list(&ids),
+            tokens: json_list(&tokens),
+        }
+    }
+
+    fn query(&self, value: i64) -> sqlx::query::Query<'_, Sqlite, SqliteArguments<'_>> {
+        sqlx::query(self.sql)
+            .bind(value)
+            .bind(self.ids.as_str())
+            .bind(self.tokens.as_str())
+    }
+}
+
+/// `[1,2,3]`.
+fn json_list(values: &[i64]) -> String {
+    let mut out = String::with_capacity(values.len() * 20 + 2);
+    out.push('[');
+    for (i, value) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&value.to_string());
+    }
+    out.push(']');
+    out
+}
+
+/// Now, in unix microseconds.
+fn now_micros() -> i64 {
+    Utc::now().timestamp_micros()
+}
+
+/// Unix microseconds as a time, clamped to what `DateTime` holds (a lease of
+/// `Duration::MAX` is stored as `i64::MAX`).
+fn utc(micros: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(micros).unwrap_or(if micros > 0 {
+        DateTime::<Utc>::MAX_UTC
+    } else {
+        DateTime::<Utc>::MIN_UTC
+    })
+}
+
+/// Whether `version` (`"3.46.0"`) is at least `major.minor`.
+fn version_at_least(version: &str, (major, minor): (u32, u32)) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    found >= (major, minor)
+}
+
+/// Whether a `sqlite:` URL names an in-memory database.
+fn is_memory(url: &str) -> bool {
+    let rest = url.strip_prefix("sqlite:").unwrap_or(url);
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let (database, params) = rest.split_once('?').unwrap_or((rest, ""));
+    database == ":memory:" || params.split('&').any(|p| p == "mode=memory")
+}
+
+impl ClaimedJob {
+    /// [`new`](Self::new) for a row whose text columns were read as bytes
+    /// (SQLite stores whatever another program wrote: a BLOB, or text that
+    /// is not UTF-8). Each is decoded as UTF-8; one that is not is decoded
+    /// lossily (U+FFFD) and the job marked [`unreadable`](Self::unreadable),
+    /// so that it fails on its own instead of failing the whole claim.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn from_bytes(
+        id: i64,
+        job_name: Vec<u8>,
+        payload: Vec<u8>,
+        attempt: i64,
+        max_attempts: i64,
+        idempotency_key: Option<Vec<u8>>,
+        token: i64,
+    ) -> Self {
+        let mut bad = Vec::new();
+        let mut decode = |column: &'static str, bytes: Vec<u8>| {
+            let (text, valid) = lossy_utf8(bytes);
+            if !valid {
+                bad.push(column);
+            }
+            text
+        };
+        let job_name = decode("job_name", job_name);
+        let payload = decode("payload", payload);
+        let idempotency_key = idempotency_key.map(|key| decode("idempotency_key", key));
+        let mut job = Self::new(
+            id,
+            job_name,
+            payload,
+            attempt,
+            max_attempts,
+            idempotency_key,
+            token,
+        );
+        if !bad.is_empty() {
+            job.unreadable = Some(format!(
+                "the row's {} {} not valid UTF-8 (written by another program, or corrupted; Jobq::job shows {} with U+FFFD for the bad bytes)",
+                bad.join(" and "),
+                if bad.len() == 1 { "is" } else { "are" },
+                if bad.len() == 1 { "it" } else { "them" },
+            ));
+        }
+        job
+    }
+}
+
+/// `bytes` as text, and whether they were valid UTF-8 (if not, each bad
+/// sequence is replaced by U+FFFD).
+fn lossy_utf8(bytes: Vec<u8>) -> (String, bool) {
+    match String::from_utf8(bytes) {
+        Ok(text) => (text, true),
+        Err(error) => (
+            String::from_utf8_lossy(error.as_bytes()).into_owned(),
+            false,
+        ),
+    }
+}
+
+/// A text column read as bytes, decoded lossily.
+fn text(row: &SqliteRow, column: &str) -> Result<Option<String>> {
+    Ok(row
+        .try_get::<Option<Vec<u8>>, _>(column)?
+        .map(|bytes| lossy_utf8(bytes).0))
+}
+
+fn job_info(row: &SqliteRow) -> Result<JobInfo> {
+    let status: String = row.try_get("status")?;
+    Ok(JobInfo {
+        id: row.try_get("id")?,
+        queue: text(row, "queue")?.unwrap_or_default(),
+        job_name: text(row, "job_name")?.unwrap_or_default(),
+        payload: text(row, "payload")?.unwrap_or_default(),
+        status: status.parse().map_err(Error::Invalid)?,
+        priority: row.try_get("priority")?,
+        attempts: u32::try_from(row.try_get::<i64, _>("attempts")?).unwrap_or(0),
+        max_attempts: u32::try_from(row.try_get::<i64, _>("max_attempts")?).unwrap_or(0),
+        run_at: utc(row.try_get("run_at")?),
+        idempotency_key: text(row, "idempotency_key")?,
+        last_error: text(row, "last_error")?,
+        claimed_by: text(row, "claimed_by")?,
+        claimed_at: row.try_get::<Option<i64>, _>("claimed_at")?.map(utc),
+        created_at: utc(row.try_get("created_at")?),
+        finished_at: row.try_get::<Option<i64>, _>("finished_at")?.map(utc),
+    })
+}

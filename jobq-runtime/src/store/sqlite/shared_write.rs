@@ -1,0 +1,132 @@
+//! Shared writes: concurrent single-row enqueues of one store written
+//! together, by whichever of them gets the write turn first.
+
+use std::sync::atomic::Ordering as AtomicOrdering;
+use std::sync::{Arc, PoisonError};
+
+use tokio::sync::oneshot;
+
+use super::{SqliteStore, insert_chunks, insert_keyless, insert_row, is_transient, now_micros};
+use crate::store::{NewJob, retry_transient};
+use crate::types::Enqueued;
+use crate::{Error, Result};
+
+/// A single-row enqueue waiting for a shared write, and where its answer goes.
+#[derive(Debug)]
+pub(super) struct Queued {
+    seq: u64,
+    job: NewJob,
+    reply: oneshot::Sender<Result<Enqueued>>,
+}
+
+/// The answer of an enqueue whose shared write's task ended without sending
+/// one (it panicked, or the runtime shut down under it): the row may or may
+/// not be stored.
+fn lost_shared_write() -> Error {
+    Error::Database(sqlx::Error::WorkerCrashed)
+}
+
+/// Most rows one shared write takes (the rest wait for the next turn).
+const SHARED_WRITE_MAX: usize = 256;
+
+impl SqliteStore {
+    /// Concurrent enqueues share a write: each queues its row, and the one
+    /// whose turn at the write lock comes first writes every row queued by
+    /// then in one transaction and answers the others, which find their
+    /// answer when their own turn comes. With SQLite's single writer the
+    /// statements would run one after another anyway; together they pay one
+    /// commit and one turn. An enqueue dropped before its row was taken is
+    /// not written.
+    pub(super) async fn enqueue_shared(&self, job: &NewJob) -> Result<Enqueued> {
+        let (reply, mut answer) = oneshot::channel();
+        let seq = self.queued_seq.fetch_add(1, AtomicOrdering::Relaxed);
+        self.queued().push(Queued {
+            seq,
+            job: job.clone(),
+            reply,
+        });
+        loop {
+            let turn = Arc::clone(&self.writes).lock_owned().await;
+            match answer.try_recv() {
+                Ok(result) => return result,
+                Err(oneshot::error::TryRecvError::Closed) => return Err(lost_shared_write()),
+                Err(oneshot::error::TryRecvError::Empty) => {}
+            }
+            let mut batch = {
+                let mut queued = self.queued();
+                let take = queued.len().min(SHARED_WRITE_MAX);
+                queued.drain(..take).collect::<Vec<_>>()
+            };
+            batch.retain(|q| !q.reply.is_closed());
+            if batch.is_empty() {
+                // Every row taken was given up by its caller; this one's
+                // is further back in the queue.
+                continue;
+            }
+            let mine = batch.iter().any(|q| q.seq == seq);
+            if mine && batch.len() == 1 {
+                // Only this enqueue's own row: written here, with nobody
+                // else's answer riding on this future.
+                let result = retry_transient(is_transient, || async {
+                    let mut conn = self.conns.get().await?;
+                    let result = insert_row(&mut conn, job, now_micros()).await;
+                    conn.done(result)
+                })
+                .await;
+                drop(turn);
+                return result;
+            }
+            // Others wait on this write: it runs in a task of its own, so
+            // that dropping this enqueue cannot abandon their rows.
+            let store = self.clone();
+            tokio::spawn(async move {
+                store.write_shared(batch).await;
+                drop(turn);
+            });
+            if mine {
+                return answer.await.unwrap_or_else(|_| Err(lost_shared_write()));
+            }
+        }
+    }
+
+    fn queued(&self) -> std::sync::MutexGuard<'_, Vec<Queued>> {
+        self.queued.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes `batch` in one statement (rows without keys) or one
+    /// transaction, and answers each enqueue; if that fails, writes each row
+    /// on its own, so that a bad row fails only its own enqueue. Called
+    /// holding the write turn.
+    async fn write_shared(&self, batch: Vec<Queued>) {
+        let jobs: Vec<NewJob> = batch.iter().map(|q| q.job.clone()).collect();
+        let keyless = jobs.iter().all(|job| job.idempotency_key.is_none());
+        let together = retry_transient(is_transient, || async {
+            let mut conn = self.conns.get().await?;
+            let result = if keyless {
+                insert_keyless(&mut conn, &jobs).await
+            } else {
+                insert_chunks(&mut conn, &jobs).await
+            };
+            conn.done(result)
+        })
+        .await;
+        match together {
+            Ok(results) => {
+                for (queued, result) in batch.into_iter().zip(results) {
+                    let _ = queued.reply.send(Ok(result));
+                }
+            }
+            Err(_) => {
+                for queued in batch {
+                    let result = retry_transient(is_transient, || async {
+                        let mut conn = self.conns.get().await?;
+                        let result = insert_row(&mut conn, &queued.job, now_micros()).await;
+                        conn.done(result)
+                    })
+                    .await;
+                    let _ = queued.reply.send(result);
+                }
+            }
+        }
+    }
+}

@@ -28,14 +28,17 @@ macro_rules! migrations {
     };
 }
 
+#[cfg(feature = "mysql")]
 pub(crate) const MYSQL: &[Migration] = migrations!("mysql":
     20261129000001 "jobq_jobs",
     20261201000001 "jobq_jobs_bytes",
 );
+#[cfg(feature = "sqlite")]
 pub(crate) const SQLITE: &[Migration] = migrations!("sqlite":
     20261129000001 "jobq_jobs",
     20261130000001 "jobq_jobs_finished",
 );
+#[cfg(feature = "postgres")]
 pub(crate) const POSTGRES: &[Migration] = migrations!("postgres":
     20261129000001 "jobq_jobs",
     20261130000001 "jobq_jobs_finished",

@@ -125,13 +125,7 @@ pub(crate) trait BackendStore: Sized {
     /// Claims up to `limit` due jobs of `queue`, ordered by priority,
     /// run_at, id, each under a token of its own ([`row_token`]); returns
     /// them in that order.
-    async fn claim(
-        &self,
-        queue: &str,
-        limit: u32,
-        lease: Duration,
-        worker: &str,
-    ) -> Result<Vec<ClaimedJob>>;
+    async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>>;
 
     /// Marks held jobs `done`; returns how many were still held.
     async fn complete(&self, fences: &[Fence]) -> Result<u64>;
@@ -275,8 +269,13 @@ impl Store {
         lease: Duration,
         worker: &str,
     ) -> Result<Vec<ClaimedJob>> {
-        let lease = lease.min(crate::MAX_DELAY);
-        dispatch!(self, s => s.claim(queue, limit, lease, worker).await)
+        let claim = ClaimRequest {
+            queue,
+            limit,
+            lease: lease.min(crate::MAX_DELAY),
+            worker,
+        };
+        dispatch!(self, s => s.claim(claim).await)
     }
 
     /// Deletes every row of the `which` kind that finished more than
@@ -506,6 +505,16 @@ pub(crate) struct NewJob {
     pub(crate) idempotency_key: Option<String>,
 }
 
+/// What a claim asks for: up to `limit` due jobs of `queue`, leased to
+/// `worker` for `lease`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClaimRequest<'a> {
+    pub(crate) queue: &'a str,
+    pub(crate) limit: u32,
+    pub(crate) lease: Duration,
+    pub(crate) worker: &'a str,
+}
+
 /// A row this worker now holds.
 #[derive(Debug, Clone)]
 pub(crate) struct ClaimedJob {
@@ -611,6 +620,44 @@ mod tests {
                 out.push(path);
             }
         }
+    }
+
+    #[test]
+    fn a_url_names_its_backend_by_scheme() {
+        use crate::Backend;
+        for (url, backend) in [
+            ("mysql://root@db/app", Some(Backend::MySql)),
+            ("mariadb://root@db/app", Some(Backend::MySql)),
+            ("sqlite://jobs.db", Some(Backend::Sqlite)),
+            ("sqlite::memory:", Some(Backend::Sqlite)),
+            ("postgres://db/app", Some(Backend::Postgres)),
+            ("postgresql://db/app", Some(Backend::Postgres)),
+            ("redis://db", None),
+        ] {
+            assert_eq!(Backend::from_url(url), backend, "{url}");
+        }
+    }
+
+    /// A URL of a backend left out of the build names the feature to enable.
+    #[cfg(not(all(feature = "mysql", feature = "postgres", feature = "sqlite")))]
+    #[tokio::test]
+    async fn a_url_of_a_compiled_out_backend_names_its_feature() {
+        let url = if cfg!(not(feature = "postgres")) {
+            "postgres://user:secret@db/app"
+        } else if cfg!(not(feature = "mysql")) {
+            "mysql://user:secret@db/app"
+        } else {
+            "sqlite::memory:"
+        };
+        let error = super::connect(url, 1).await.unwrap_err();
+        let crate::Error::BackendNotCompiled { backend, feature } = &error else {
+            panic!("{error:?}");
+        };
+        assert_eq!(*feature, backend.feature());
+        assert!(
+            error.to_string().contains(&format!("`{feature}`")),
+            "{error}"
+        );
     }
 
     /// Each backend's SQL is in its own `store/<backend>/sql.rs` and nowhere

@@ -37,8 +37,8 @@ use self::position::{ClaimKey, Position, Positions, injected_top_up_failure};
 use self::sql::*;
 use super::stash::Stash;
 use super::{
-    BackendStore, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches, micros, migrate,
-    new_token_base, retry_transient, row_token,
+    BackendStore, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches,
+    micros, migrate, new_token_base, retry_transient, row_token,
 };
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
@@ -221,17 +221,8 @@ impl BackendStore for MySqlStore {
         Ok(insert(conn, job).await?)
     }
 
-    async fn claim(
-        &self,
-        queue: &str,
-        limit: u32,
-        lease: Duration,
-        worker: &str,
-    ) -> Result<Vec<ClaimedJob>> {
-        retry_transient(is_transient, || {
-            self.claim_once(queue, limit, lease, worker)
-        })
-        .await
+    async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
+        retry_transient(is_transient, || self.claim_once(claim)).await
     }
 
     async fn complete(&self, fences: &[Fence]) -> Result<u64> {
@@ -409,16 +400,11 @@ impl MySqlStore {
         }
     }
 
-    async fn claim_once(
-        &self,
-        queue: &str,
-        limit: u32,
-        lease: Duration,
-        worker: &str,
-    ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    async fn claim_once(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+        let queue = claim.queue;
         let position = self.positions.get(queue);
         let mut conn = self.conns.get().await?;
-        let batch = match claim_from(&mut conn, queue, limit, lease, worker, position).await {
+        let batch = match claim_from(&mut conn, claim, position).await {
             Ok((batch, None)) => conn.done(Ok::<_, sqlx::Error>(batch))?,
             Ok((batch, Some(error))) => {
                 // The connection goes back through the pool's checks.
@@ -603,18 +589,22 @@ struct Claimed {
 /// from the beginning.
 async fn claim_from(
     conn: &mut MySqlConnection,
-    queue: &str,
-    limit: u32,
-    lease: Duration,
-    worker: &str,
+    claim: ClaimRequest<'_>,
     position: Option<Position>,
 ) -> Result<(Claimed, Option<sqlx::Error>), sqlx::Error> {
-    let mut claimed = claim_on(conn, queue, limit, lease, worker, position).await?;
+    let (queue, limit) = (claim.queue, claim.limit);
+    let mut claimed = claim_on(conn, claim, position).await?;
     let got = u32::try_from(claimed.jobs.len()).unwrap_or(u32::MAX);
     if claimed.resumed && got < limit {
         let rest = match injected_top_up_failure(queue) {
             Some(error) => Err(error),
-            None => claim_on(conn, queue, limit - got, lease, worker, None).await,
+            None => {
+                let rest = ClaimRequest {
+                    limit: limit - got,
+                    ..claim
+                };
+                claim_on(conn, rest, None).await
+            }
         };
         claimed.resumed = false;
         match rest {
@@ -638,12 +628,10 @@ async fn claim_from(
 /// order or from `position` on, and mark them held under a new token.
 async fn claim_on(
     conn: &mut MySqlConnection,
-    queue: &str,
-    limit: u32,
-    lease: Duration,
-    worker: &str,
+    claim: ClaimRequest<'_>,
     position: Option<Position>,
 ) -> Result<Claimed, sqlx::Error> {
+    let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
     type ClaimRow = (i64, Text, Text, i32, i32, Option<Text>, i16, NaiveDateTime);
     let mut tx = conn.begin_with(BEGIN_RC).await?;
     let select = match position {

@@ -38,8 +38,8 @@ use self::notify::Notifier;
 use self::sql::*;
 use super::stash::Stash;
 use super::{
-    BackendStore, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches, micros, migrate,
-    new_token_base, retry_transient, row_token,
+    BackendStore, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches,
+    micros, migrate, new_token_base, retry_transient, row_token,
 };
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
@@ -174,13 +174,8 @@ impl BackendStore for PgStore {
         Ok(insert_with(conn, job, INSERT).await?)
     }
 
-    async fn claim(
-        &self,
-        queue: &str,
-        limit: u32,
-        lease: Duration,
-        worker: &str,
-    ) -> Result<Vec<ClaimedJob>> {
+    async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
+        let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
         let base = new_token_base();
         let mut rows: Vec<ClaimRow> = retry_transient(is_transient, || async {
             let mut conn = self.conns.get().await?;

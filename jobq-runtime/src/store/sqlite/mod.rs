@@ -38,8 +38,8 @@ use self::shared_write::Queued;
 use self::sql::*;
 use super::stash::Stash;
 use super::{
-    BackendStore, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches, micros, migrate,
-    new_token_base, retry_transient, row_token,
+    BackendStore, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches,
+    micros, migrate, new_token_base, retry_transient, row_token,
 };
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
@@ -242,13 +242,8 @@ impl BackendStore for SqliteStore {
         Ok(insert_row(conn, job, now_micros()).await?)
     }
 
-    async fn claim(
-        &self,
-        queue: &str,
-        limit: u32,
-        lease: Duration,
-        worker: &str,
-    ) -> Result<Vec<ClaimedJob>> {
+    async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
+        let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
         let base = new_token_base();
         let jobs = retry_transient(is_transient, || async {
             let _turn = self.writes.lock().await;

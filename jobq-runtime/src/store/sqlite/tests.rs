@@ -1,7 +1,17 @@
 //! The SQLite store's own tests: each operation on a real file.
 
 use super::*;
-use crate::store::Target;
+use crate::store::{ClaimRequest, Target};
+
+/// A claim of up to `limit` jobs of `queue`.
+fn ask<'a>(queue: &'a str, limit: u32, lease: Duration, worker: &'a str) -> ClaimRequest<'a> {
+    ClaimRequest {
+        queue,
+        limit,
+        lease,
+        worker,
+    }
+}
 
 /// A migrated store on a fresh file; keep the directory alive.
 async fn store() -> (tempfile::TempDir, SqliteStore) {
@@ -25,7 +35,7 @@ fn job(queue: &str) -> NewJob {
 }
 
 async fn claim_one(store: &SqliteStore, queue: &str, lease: Duration, worker: &str) -> ClaimedJob {
-    let mut claimed = store.claim(queue, 1, lease, worker).await.unwrap();
+    let mut claimed = store.claim(ask(queue, 1, lease, worker)).await.unwrap();
     assert_eq!(claimed.len(), 1, "expected one claimable job in `{queue}`");
     claimed.pop().unwrap()
 }
@@ -115,7 +125,7 @@ async fn claims_take_priority_then_run_at_then_id() {
 
     let mut order = Vec::new();
     while let Some(claimed) = store
-        .claim("q", 1, Duration::from_secs(30), "w")
+        .claim(ask("q", 1, Duration::from_secs(30), "w"))
         .await
         .unwrap()
         .pop()
@@ -139,7 +149,7 @@ async fn a_batch_claim_takes_the_first_jobs_in_claim_order() {
         ids.push(store.enqueue(&row).await.unwrap().id);
     }
     let claimed = store
-        .claim("q", 3, Duration::from_secs(30), "w")
+        .claim(ask("q", 3, Duration::from_secs(30), "w"))
         .await
         .unwrap();
     let claimed: Vec<i64> = claimed.iter().map(|c| c.id).collect();
@@ -163,7 +173,7 @@ async fn a_job_is_not_claimed_before_its_run_at() {
     store.enqueue(&scheduled).await.unwrap();
     assert!(
         store
-            .claim("q", 10, Duration::from_secs(30), "w")
+            .claim(ask("q", 10, Duration::from_secs(30), "w"))
             .await
             .unwrap()
             .is_empty()
@@ -179,7 +189,7 @@ async fn a_job_is_not_claimed_before_its_run_at() {
     };
     let past_id = store.enqueue(&past).await.unwrap().id;
     let claimed = store
-        .claim("q", 10, Duration::from_secs(30), "w")
+        .claim(ask("q", 10, Duration::from_secs(30), "w"))
         .await
         .unwrap();
     assert_eq!(
@@ -284,7 +294,7 @@ async fn a_transition_can_refund_the_attempt_and_keep_the_last_error() {
     assert!(snoozed.run_at > Utc::now() + chrono::Duration::minutes(59));
     assert!(
         store
-            .claim("q", 1, Duration::from_secs(30), "w")
+            .claim(ask("q", 1, Duration::from_secs(30), "w"))
             .await
             .unwrap()
             .is_empty()
@@ -392,7 +402,7 @@ async fn an_in_memory_database_is_one_database_for_the_whole_pool() {
         assert!(store.job(id).await.unwrap().is_some());
     }
     let claimed = store
-        .claim("q", 100, Duration::from_secs(30), "w")
+        .claim(ask("q", 100, Duration::from_secs(30), "w"))
         .await
         .unwrap();
     assert_eq!(claimed.len(), 8);

@@ -46,6 +46,8 @@ use crate::{Backend, Error, Result};
 mod glue;
 mod position;
 pub mod sql;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use position::{fail_next_top_up, top_up_failure_armed};
 

@@ -48,6 +48,8 @@ mod glue;
 mod listen;
 mod notify;
 pub mod sql;
+#[cfg(test)]
+mod tests;
 
 /// A claimed row, with the priority and `run_at` it was picked by.
 type ClaimRow = (

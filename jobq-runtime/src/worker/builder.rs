@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use jobq_core::{Job, Registry, States};
 
+use super::Worker;
 use super::cron::CronSpec;
-use super::{QueueSpec, Settings, Worker};
+use super::shared::{QueueSpec, Settings};
 use crate::handle::{validate_job_name, validate_queue};
 use crate::{Enqueue, Error, Jobq, Result};
 

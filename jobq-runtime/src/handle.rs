@@ -8,7 +8,7 @@ use sqlx::{MySqlConnection, MySqlPool, PgConnection, PgPool, SqliteConnection, S
 
 use crate::store::{self, MySqlStore, NewJob, PgStore, Prunable, SqliteStore, Store};
 use crate::types::{Enqueue, Enqueued, JobInfo, QueueCounts, RunAt};
-use crate::{Backend, Error, Result, wakeup};
+use crate::{Backend, Error, InvalidArgument, Result, wakeup};
 
 /// Longest queue name, in bytes.
 pub const MAX_QUEUE_LEN: usize = 128;
@@ -287,21 +287,23 @@ impl Jobq {
             source,
         })?;
         if payload.len() > self.inner.max_payload_bytes {
-            return Err(Error::invalid(format!(
-                "payload of job `{}` is {} bytes of JSON, over the limit of {} bytes; store large data elsewhere and enqueue a reference to it, or raise the limit with Jobq::with_max_payload_bytes",
-                J::NAME,
-                payload.len(),
-                self.inner.max_payload_bytes
-            )));
+            return Err(InvalidArgument::PayloadTooLarge {
+                job: J::NAME.to_owned(),
+                bytes: payload.len(),
+                limit: self.inner.max_payload_bytes,
+            }
+            .into());
         }
         if let Some((limit, setting)) = self.store().server_payload_limit() {
             if payload.len() > limit {
-                return Err(Error::invalid(format!(
-                    "payload of job `{}` is {} bytes of JSON, more than the {} server takes in one statement ({limit} bytes: {setting}, less room for the other columns); raise max_allowed_packet on the server (new connections see it), or store large data elsewhere and enqueue a reference to it",
-                    J::NAME,
-                    payload.len(),
-                    self.backend(),
-                )));
+                return Err(InvalidArgument::PayloadOverServerLimit {
+                    job: J::NAME.to_owned(),
+                    bytes: payload.len(),
+                    backend: self.backend(),
+                    limit,
+                    setting,
+                }
+                .into());
             }
         }
         validate_job_name(J::NAME)?;
@@ -311,41 +313,46 @@ impl Jobq {
         if let Some(key) = &idempotency_key {
             let len = key.chars().count();
             if len == 0 || len > MAX_KEY_LEN {
-                return Err(Error::invalid(format!(
-                    "idempotency key of job `{}` is {len} characters long; it must be 1 to {MAX_KEY_LEN} (hash a longer key)",
-                    J::NAME
-                )));
+                return Err(InvalidArgument::KeyLength {
+                    job: J::NAME.to_owned(),
+                    chars: len,
+                }
+                .into());
             }
             if let Some(at) = key.find('\0') {
-                return Err(Error::invalid(format!(
-                    "idempotency key {key:?} of job `{}` has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: remove it or hash the key",
-                    J::NAME
-                )));
+                return Err(InvalidArgument::KeyNul {
+                    job: J::NAME.to_owned(),
+                    key: key.clone(),
+                    at,
+                }
+                .into());
             }
         }
         let max_attempts = options.max_attempts.unwrap_or(J::MAX_ATTEMPTS);
         if max_attempts == 0 || max_attempts > i32::MAX as u32 {
-            return Err(Error::invalid(format!(
-                "max_attempts of job `{}` is {max_attempts}; it must be 1 to {}",
-                J::NAME,
-                i32::MAX
-            )));
+            return Err(InvalidArgument::MaxAttempts {
+                job: J::NAME.to_owned(),
+                max_attempts,
+            }
+            .into());
         }
         let run_at = match options.run_at {
             RunAt::After(delay) if delay > MAX_DELAY => {
-                return Err(Error::invalid(format!(
-                    "delay of job `{}` is {delay:?}, longer than the limit of 100 years (jobq_runtime::MAX_DELAY); pass a shorter delay",
-                    J::NAME
-                )));
+                return Err(InvalidArgument::DelayTooLong {
+                    job: J::NAME.to_owned(),
+                    delay,
+                }
+                .into());
             }
             RunAt::At(at) => {
                 let latest = chrono::Utc::now()
                     + chrono::Duration::from_std(MAX_DELAY).unwrap_or(chrono::TimeDelta::MAX);
                 if at > latest {
-                    return Err(Error::invalid(format!(
-                        "run_at of job `{}` is {at}, more than 100 years from now (jobq_runtime::MAX_DELAY); pass an instant within 100 years",
-                        J::NAME
-                    )));
+                    return Err(InvalidArgument::RunAtTooLate {
+                        job: J::NAME.to_owned(),
+                        run_at: at,
+                    }
+                    .into());
                 }
                 // Past is past: the earliest instant every backend stores
                 // (MySQL's DATETIME starts at year 1000) still means "now".
@@ -366,17 +373,18 @@ impl Jobq {
 }
 
 /// Checks a job name: 1 to [`MAX_JOB_NAME_LEN`] bytes, no NUL.
-pub(crate) fn validate_job_name(name: &str) -> Result<()> {
+pub(crate) fn validate_job_name(name: &str) -> Result<(), InvalidArgument> {
     if name.is_empty() || name.len() > MAX_JOB_NAME_LEN {
-        return Err(Error::invalid(format!(
-            "job name `{name}` is {} bytes long; it must be 1 to {MAX_JOB_NAME_LEN} bytes (room for a periodic job's key `cron:{{name}}:{{tick}}` in 255 characters): pin a shorter one with #[job(name = \"…\")]",
-            name.len()
-        )));
+        return Err(InvalidArgument::JobNameLength {
+            name: name.to_owned(),
+            bytes: name.len(),
+        });
     }
     if let Some(at) = name.find('\0') {
-        return Err(Error::invalid(format!(
-            "job name {name:?} has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: pin another name with #[job(name = \"…\")]"
-        )));
+        return Err(InvalidArgument::JobNameNul {
+            name: name.to_owned(),
+            at,
+        });
     }
     Ok(())
 }
@@ -420,17 +428,18 @@ pub(crate) fn redact_url(url: &str) -> String {
 }
 
 /// Checks a queue name: 1 to 128 bytes, no NUL.
-pub(crate) fn validate_queue(queue: &str) -> Result<()> {
+pub(crate) fn validate_queue(queue: &str) -> Result<(), InvalidArgument> {
     if queue.is_empty() || queue.len() > MAX_QUEUE_LEN {
-        return Err(Error::invalid(format!(
-            "queue name `{queue}` is {} bytes long; it must be 1 to {MAX_QUEUE_LEN} bytes",
-            queue.len()
-        )));
+        return Err(InvalidArgument::QueueLength {
+            queue: queue.to_owned(),
+            bytes: queue.len(),
+        });
     }
     if let Some(at) = queue.find('\0') {
-        return Err(Error::invalid(format!(
-            "queue name {queue:?} has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: remove it"
-        )));
+        return Err(InvalidArgument::QueueNul {
+            queue: queue.to_owned(),
+            at,
+        });
     }
     Ok(())
 }

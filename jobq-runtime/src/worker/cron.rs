@@ -14,7 +14,7 @@ use futures_util::future::BoxFuture;
 use jobq_core::Job;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Enqueue, Enqueued, Error, Jobq, Result};
+use crate::{ConfigError, Enqueue, Enqueued, Jobq, Result};
 
 /// Longest single sleep before a tick: the wall clock is looked at again
 /// after it, so a clock that was set or a machine that slept is noticed.
@@ -66,11 +66,10 @@ impl CronSpec {
 
     /// Parses the schedule (see [`WorkerBuilder::cron`](super::WorkerBuilder::cron)).
     pub(super) fn parse(self) -> Result<CronEntry> {
-        let schedule = Cron::from_str(&self.schedule).map_err(|e| {
-            Error::Config(format!(
-                "the cron schedule `{}` of job `{}` does not parse: {e}",
-                self.schedule, self.name
-            ))
+        let schedule = Cron::from_str(&self.schedule).map_err(|e| ConfigError::CronSchedule {
+            job: self.name,
+            schedule: self.schedule.clone(),
+            reason: e.to_string(),
         })?;
         Ok(CronEntry {
             name: self.name,

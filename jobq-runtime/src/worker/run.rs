@@ -546,7 +546,7 @@ impl LeaseExtender for JobLease {
             match self.store.heartbeat(&[self.fence], by).await {
                 Ok(lost) if lost.is_empty() => Ok(()),
                 Ok(_) => Err(LeaseError::Lost),
-                Err(error) => Err(LeaseError::Backend(error_chain(&error))),
+                Err(error) => Err(LeaseError::Backend(Box::new(error))),
             }
         })
     }

@@ -169,11 +169,21 @@ impl Jobq {
     }
 
     /// Stores a job to run as soon as a worker is free.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropping the future before it completes may or may
+    /// not have stored the job (the statement may already have reached the
+    /// database, which commits it whether or not the reply is read). To
+    /// enqueue again after a drop without risking a second row, enqueue with
+    /// an idempotency key; the same holds for every `enqueue*` call.
     pub async fn enqueue<J: Job>(&self, job: J) -> Result<Enqueued> {
         self.enqueue_with(job, Enqueue::new()).await
     }
 
     /// Stores a job with options (delay, priority, queue, attempts, key).
+    ///
+    /// # Cancel safety
+    /// As [`enqueue`](Self::enqueue)'s.
     pub async fn enqueue_with<J: Job>(&self, job: J, options: Enqueue) -> Result<Enqueued> {
         let row = self.row(&job, options)?;
         let enqueued = self.store().enqueue(&row).await?;
@@ -182,6 +192,11 @@ impl Jobq {
     }
 
     /// Stores many jobs in as few round trips as the backend allows; results in input order.
+    ///
+    /// # Cancel safety
+    /// As [`enqueue`](Self::enqueue)'s, for the batch as a whole: it is
+    /// stored whole or not at all, so a dropped future left either every job
+    /// or none.
     pub async fn enqueue_many<J: Job>(
         &self,
         jobs: impl IntoIterator<Item = J>,
@@ -218,6 +233,11 @@ impl Jobq {
     /// `conn` is that backend's sqlx connection, e.g. `&mut *tx` for a
     /// `sqlx::Transaction<'_, MySql>`. jobq never retries inside a caller's
     /// transaction: a deadlock is returned to the caller, whose transaction it is.
+    ///
+    /// # Cancel safety
+    /// Dropping the future before it completes leaves the insert in the
+    /// caller's transaction done or not: roll the transaction back (dropping
+    /// it does) to be sure there is no job, as after any dropped sqlx query.
     pub async fn enqueue_in<'c, C, J>(&self, conn: C, job: J) -> Result<Enqueued>
     where
         C: EnqueueConnection<'c>,

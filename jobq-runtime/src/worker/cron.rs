@@ -95,6 +95,13 @@ impl fmt::Debug for CronEntry {
     }
 }
 
+impl CronEntry {
+    /// The job's name.
+    pub(super) fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
 /// The idempotency key of `name`'s row for `tick`.
 pub(super) fn tick_key(name: &str, tick: DateTime<Utc>) -> String {
     format!(
@@ -112,7 +119,7 @@ pub(super) async fn cron_loop(jobq: Jobq, entry: CronEntry, stop: CancellationTo
         let tick = match entry.schedule.find_next_occurrence(&after, false) {
             Ok(tick) => tick,
             Err(error) => {
-                tracing::error!(job = entry.name, %error, "the cron schedule has no next tick; it stops");
+                tracing::error!(job.name = entry.name, %error, "the cron schedule has no next tick; it stops");
                 return;
             }
         };
@@ -147,7 +154,7 @@ async fn enqueue_tick(
         match (entry.enqueue)(jobq.clone(), key.clone()).await {
             Ok(enqueued) => {
                 tracing::debug!(
-                    job = entry.name,
+                    job.name = entry.name,
                     %tick,
                     id = enqueued.id,
                     duplicate = enqueued.duplicate,
@@ -158,7 +165,7 @@ async fn enqueue_tick(
             Err(error) => {
                 let give_up = next.is_none_or(|next| next <= Utc::now() + pause);
                 tracing::warn!(
-                    job = entry.name,
+                    job.name = entry.name,
                     %tick,
                     error = &error as &dyn std::error::Error,
                     give_up,

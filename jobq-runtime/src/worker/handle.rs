@@ -1,4 +1,5 @@
-//! `WorkerHandle`: a started worker, and its shutdown.
+//! `WorkerHandle`: a started worker, its shutdown, and the drop guard that
+//! starts that shutdown when the handle is dropped.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -7,36 +8,48 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
-use super::shared::{Shared, lock, quietly};
-use crate::Result;
+use super::shared::{Shared, in_span, lock, panic_message, quietly};
+use crate::{Error, Result};
 
 /// A running worker; see [`Worker::start`](super::Worker::start).
+///
+/// Dropping it without [`shutdown`](Self::shutdown) does not leave the
+/// worker running detached: the drop stops the claim loops at once and
+/// shuts the worker down in the background as `shutdown` would, with the
+/// worker's shutdown timeout ([`WorkerBuilder::shutdown_timeout`](super::WorkerBuilder::shutdown_timeout))
+/// as the deadline: running jobs get that long, the rest are released to
+/// `pending` without counting the attempt, and completed jobs are settled.
+/// Nothing reports the outcome; call `shutdown` to wait for it.
 #[derive(Debug)]
-#[must_use = "dropping the handle leaves the worker running; call shutdown"]
+#[must_use = "dropping the handle shuts the worker down in the background; call shutdown to wait for it"]
 pub struct WorkerHandle {
     shared: Arc<Shared>,
+    /// The worker's tasks; taken by `shutdown` or by the drop guard.
+    running: Option<Running>,
+    /// The runtime the worker runs on, for the drop guard's shutdown.
+    runtime: tokio::runtime::Handle,
+    /// The worker's span, the parent of its shutdown's.
+    span: tracing::Span,
+}
+
+/// The tasks of a started worker, stopped in order by [`Running::stop`].
+#[derive(Debug)]
+pub(super) struct Running {
     /// The claim loops.
-    claimers: TaskTracker,
-    /// Heartbeat, reaper and listener.
-    tasks: TaskTracker,
-    completer: JoinHandle<()>,
-    rescuer: JoinHandle<()>,
+    pub(super) claimers: TaskTracker,
+    /// Heartbeat, reaper, pruner, cron and listener.
+    pub(super) tasks: TaskTracker,
+    pub(super) completer: JoinHandle<()>,
+    pub(super) rescuer: JoinHandle<()>,
 }
 
 impl WorkerHandle {
-    pub(super) fn new(
-        shared: Arc<Shared>,
-        claimers: TaskTracker,
-        tasks: TaskTracker,
-        completer: JoinHandle<()>,
-        rescuer: JoinHandle<()>,
-    ) -> Self {
+    pub(super) fn new(shared: Arc<Shared>, running: Running, span: tracing::Span) -> Self {
         Self {
             shared,
-            claimers,
-            tasks,
-            completer,
-            rescuer,
+            running: Some(running),
+            runtime: tokio::runtime::Handle::current(),
+            span,
         }
     }
 
@@ -61,11 +74,80 @@ impl WorkerHandle {
     /// the rest and releases them to `pending` without counting the attempt,
     /// settles every completed job, and stops.
     ///
-    /// Returns [`Error::Panicked`](crate::Error::Panicked) if a task of the worker panicked (the
+    /// Returns [`Error::Panicked`] if a task of the worker panicked (the
     /// worker then stopped claiming at once; see [`WorkerHandle::failed`]).
-    pub async fn shutdown(self, deadline: Duration) -> Result<()> {
+    ///
+    /// # Cancel safety
+    /// The shutdown runs in a task of its own: dropping this future (a
+    /// `select!` branch that lost, a timeout around it) does not interrupt
+    /// it, it goes on in the background to the same end; only its result is
+    /// lost. No worker task keeps claiming after the first poll.
+    pub async fn shutdown(mut self, deadline: Duration) -> Result<()> {
+        let stopping = self.stop(deadline);
+        match stopping.await {
+            Ok(result) => result,
+            Err(error) => Err(Error::Panicked {
+                task: "shutdown",
+                message: match error.try_into_panic() {
+                    Ok(panic) => panic_message(panic.as_ref()),
+                    Err(error) => error.to_string(),
+                },
+            }),
+        }
+    }
+
+    /// Completes when a task of the worker panicked and the worker stopped
+    /// claiming; [`shutdown`](Self::shutdown) then returns the error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping it changes nothing.
+    pub async fn failed(&self) {
+        self.shared.failed.cancelled().await;
+    }
+
+    /// Stops claiming now and spawns the rest of the shutdown.
+    fn stop(&mut self, deadline: Duration) -> JoinHandle<Result<()>> {
+        let running = self
+            .running
+            .take()
+            .expect("a worker handle is stopped once: by shutdown or by its drop");
+        self.shared.stop_claiming.cancel();
+        let span = in_dispatch(
+            &self.span,
+            || tracing::info_span!(parent: &self.span, "jobq.shutdown"),
+        )
+        .unwrap_or_else(tracing::Span::none);
+        let stop = running.stop(Arc::clone(&self.shared), deadline);
+        self.runtime.spawn(in_span(span, stop))
+    }
+}
+
+impl Drop for WorkerHandle {
+    /// The drop guard: a handle dropped before `shutdown` shuts the worker
+    /// down in the background (see [`WorkerHandle`]).
+    fn drop(&mut self) {
+        if self.running.is_some() {
+            quietly(|| {
+                in_dispatch(&self.span, || {
+                    tracing::info!(
+                        parent: &self.span,
+                        "the worker handle was dropped before shutdown; shutting the worker down in the background"
+                    );
+                });
+            });
+            let deadline = self.shared.settings.shutdown_timeout;
+            drop(self.stop(deadline));
+        }
+    }
+}
+
+impl Running {
+    /// The shutdown, in order: claim loops (they hand back what they claimed
+    /// and did not start), running jobs (up to `deadline`, then cancelled and
+    /// released), the completer, writes stuck on a row lock, the rescuer,
+    /// and last the heartbeat and the other background tasks.
+    async fn stop(self, shared: Arc<Shared>, deadline: Duration) -> Result<()> {
         let Self {
-            shared,
             claimers,
             tasks,
             completer,
@@ -105,13 +187,12 @@ impl WorkerHandle {
             None => Ok(()),
         }
     }
+}
 
-    /// Completes when a task of the worker panicked and the worker stopped
-    /// claiming; [`shutdown`](Self::shutdown) then returns the error.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: dropping it changes nothing.
-    pub async fn failed(&self) {
-        self.shared.failed.cancelled().await;
-    }
+/// Runs `f` with `span`'s subscriber as the default: a span or event made
+/// there with `span` as its parent goes to the subscriber that knows it,
+/// whichever thread (with whichever default subscriber) runs the shutdown.
+/// `None` if `span` is disabled.
+fn in_dispatch<T>(span: &tracing::Span, f: impl FnOnce() -> T) -> Option<T> {
+    span.with_subscriber(|(_, dispatch)| tracing::dispatcher::with_default(dispatch, f))
 }

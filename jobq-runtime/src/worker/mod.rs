@@ -40,20 +40,21 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 use jobq_core::{Registry, States};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::Instrument;
 
 pub use builder::WorkerBuilder;
+use handle::Running;
 pub use handle::WorkerHandle;
 pub use shared::DEFAULT_CLAIM_AHEAD_BYTES;
 
 use crate::store::{Fence, Transition};
 use crate::{Error, Jobq, Result};
 use shared::{
-    QueueSpec, Settings, Shared, backoff, jittered_pause, panic_message, panicked, quietly,
+    QueueSpec, Settings, Shared, backoff, in_span, jittered_pause, panic_message, panicked, quietly,
 };
 
 /// Successes waiting to be settled before job tasks wait (backpressure).
@@ -144,6 +145,12 @@ impl Worker {
     /// schedule) the worker shuts down the same way at once and this returns
     /// [`Error::Panicked`]. (The heartbeat, reaper, pruner and listener are
     /// restarted instead.)
+    ///
+    /// # Cancel safety
+    /// Dropping this future before it completes (a `select!` branch that
+    /// lost) does not leave the worker running detached: the drop starts the
+    /// same shutdown in the background, with the shutdown timeout as its
+    /// deadline (see [`WorkerHandle`]'s drop guard); only its result is lost.
     pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<()> {
         let timeout = self.shared.settings.shutdown_timeout;
         let failed = self.shared.failed.clone();
@@ -156,77 +163,108 @@ impl Worker {
     }
 
     /// Starts the worker's tasks on the current tokio runtime.
+    ///
+    /// Each task runs in a span, children of one `jobq.worker` span with
+    /// field `worker.id`: `jobq.claim` (field `queue.name`, one per served
+    /// queue; each attempt's `jobq.job` span is its child), `jobq.completer`,
+    /// `jobq.rescuer`, `jobq.heartbeat`, `jobq.reaper`, `jobq.pruner`,
+    /// `jobq.cron` (field `job.name`, one per schedule), `jobq.listener`, and
+    /// at the end `jobq.shutdown`.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
     pub fn start(self) -> WorkerHandle {
         let shared = self.shared;
+        let worker = tracing::info_span!("jobq.worker", worker.id = %shared.worker_id);
         let claimers = TaskTracker::new();
         for queue in self.queues {
-            let span = tracing::info_span!("jobq.claim", queue = %queue.name);
+            let span = tracing::info_span!(parent: &worker, "jobq.claim", queue.name = %queue.name);
             let stop = shared.stop_claiming.clone();
-            claimers.spawn(
-                supervise(
-                    Arc::clone(&shared),
-                    "claim",
-                    stop,
-                    claim::claim_loop(Arc::clone(&shared), queue),
-                )
-                .instrument(span),
-            );
+            let claim = claim::claim_loop(Arc::clone(&shared), queue);
+            claimers.spawn(in_span(
+                span,
+                supervise(Arc::clone(&shared), "claim", stop, claim),
+            ));
         }
         claimers.close();
-        let tasks = TaskTracker::new();
-        let completer = tokio::spawn(supervise(
+        let completer = complete::completer(Arc::clone(&shared), self.completions);
+        let completer = supervise(
             Arc::clone(&shared),
             "completer",
             shared.stop_completer.clone(),
-            complete::completer(Arc::clone(&shared), self.completions),
+            completer,
+        );
+        let completer = tokio::spawn(in_span(
+            tracing::info_span!(parent: &worker, "jobq.completer"),
+            completer,
         ));
-        let rescuer = tokio::spawn(run::rescuer(Arc::clone(&shared), self.rescues));
+        let rescuer = run::rescuer(Arc::clone(&shared), self.rescues);
+        let rescuer = tokio::spawn(in_span(
+            tracing::info_span!(parent: &worker, "jobq.rescuer"),
+            rescuer,
+        ));
+        let tasks = TaskTracker::new();
+        let background = |name, may_end, span, make| {
+            tasks.spawn(in_span(
+                span,
+                restarted(Arc::clone(&shared), name, may_end, make),
+            ));
+        };
         if shared.settings.heartbeats_enabled {
-            let s = Arc::clone(&shared);
-            tasks.spawn(restarted(
-                Arc::clone(&shared),
+            let span = tracing::info_span!(parent: &worker, "jobq.heartbeat");
+            background(
                 "heartbeat",
                 false,
-                move || heartbeat::heartbeat_loop(Arc::clone(&s)),
-            ));
+                span,
+                Box::new(|s| Box::pin(heartbeat::heartbeat_loop(s))),
+            );
         }
-        let s = Arc::clone(&shared);
-        tasks.spawn(restarted(Arc::clone(&shared), "reaper", false, move || {
-            reap::reaper_loop(Arc::clone(&s))
-        }));
+        let span = tracing::info_span!(parent: &worker, "jobq.reaper");
+        background(
+            "reaper",
+            false,
+            span,
+            Box::new(|s| Box::pin(reap::reaper_loop(s))),
+        );
         if let Some(interval) = shared.settings.prune_interval() {
-            let s = Arc::clone(&shared);
-            tasks.spawn(restarted(Arc::clone(&shared), "pruner", false, move || {
-                prune::prune_loop(Arc::clone(&s), interval)
-            }));
+            let span = tracing::info_span!(parent: &worker, "jobq.pruner");
+            background(
+                "pruner",
+                false,
+                span,
+                Box::new(move |s| Box::pin(prune::prune_loop(s, interval))),
+            );
         }
+        let span = tracing::info_span!(parent: &worker, "jobq.listener");
+        background("listener", true, span, Box::new(|s| Box::pin(listen(s))));
         for entry in self.cron {
+            let span = tracing::info_span!(parent: &worker, "jobq.cron", job.name = entry.name());
             // Stopped with the claim loops: a worker shutting down enqueues no more.
-            tasks.spawn(supervise(
-                Arc::clone(&shared),
-                "cron",
-                shared.stop_claiming.clone(),
-                cron::cron_loop(self.jobq.clone(), entry, shared.stop_claiming.clone()),
+            let stop = shared.stop_claiming.clone();
+            let cron = cron::cron_loop(self.jobq.clone(), entry, stop.clone());
+            tasks.spawn(in_span(
+                span,
+                supervise(Arc::clone(&shared), "cron", stop, cron),
             ));
         }
-        let s = Arc::clone(&shared);
-        tasks.spawn(restarted(
-            Arc::clone(&shared),
-            "listener",
-            true,
-            move || {
-                let listener = Arc::clone(&s);
-                async move {
-                    listener
-                        .store
-                        .listen(&listener.queue_names, &listener.stop_background)
-                        .await;
-                }
-            },
-        ));
         tasks.close();
-        WorkerHandle::new(shared, claimers, tasks, completer, rescuer)
+        let running = Running {
+            claimers,
+            tasks,
+            completer,
+            rescuer,
+        };
+        WorkerHandle::new(shared, running, worker)
     }
+}
+
+/// Listens for other processes' enqueues (on backends that can) until the
+/// worker's background stops.
+async fn listen(shared: Arc<Shared>) {
+    shared
+        .store
+        .listen(&shared.queue_names, &shared.stop_background)
+        .await;
 }
 
 /// Runs `task`; if it panics, or ends before `stop` fired, the worker fails
@@ -247,17 +285,18 @@ async fn supervise(
     }
 }
 
-/// Runs the background loop `make()` builds until the worker's background
+/// A background loop, built anew by [`restarted`] after each panic.
+type Background = Box<dyn Fn(Arc<Shared>) -> BoxFuture<'static, ()> + Send>;
+
+/// Runs the background loop `make` builds until the worker's background
 /// stops; a loop that panics (or, unless it `may_end`, ends early) is logged
 /// and started again after a pause. These loops own nothing a restart could lose.
-async fn restarted<F, Fut>(shared: Arc<Shared>, name: &'static str, may_end: bool, mut make: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = ()>,
-{
+async fn restarted(shared: Arc<Shared>, name: &'static str, may_end: bool, make: Background) {
     let mut failures = 0;
     loop {
-        let result = AssertUnwindSafe(make()).catch_unwind().await;
+        let result = AssertUnwindSafe(make(Arc::clone(&shared)))
+            .catch_unwind()
+            .await;
         if shared.stop_background.is_cancelled() || (may_end && result.is_ok()) {
             return;
         }
@@ -268,7 +307,7 @@ where
         };
         let pause = backoff(failures);
         quietly(|| {
-            tracing::error!(task = name, %message, restart_in = ?pause, "a worker task panicked; restarting it");
+            tracing::error!(worker.task = name, %message, restart_in = ?pause, "a worker task panicked; restarting it");
         });
         if !jittered_pause(&shared.stop_background, pause).await {
             return;

@@ -16,14 +16,14 @@ pub(super) async fn reaper_loop(shared: Arc<Shared>) {
                 match shared.store.reap(queue, REAP_BATCH).await {
                     Ok(0) => break,
                     Ok(returned) => {
-                        tracing::info!(queue = %queue, returned, "returned jobs with expired leases");
+                        tracing::info!(queue.name = %queue, returned, "returned jobs with expired leases");
                         wakeup::notify(queue);
                         if returned < u64::from(REAP_BATCH) {
                             break;
                         }
                     }
                     Err(error) => {
-                        tracing::warn!(error = &error as &dyn std::error::Error, queue = %queue, "reaping expired leases failed");
+                        tracing::warn!(error = &error as &dyn std::error::Error, queue.name = %queue, "reaping expired leases failed");
                         break;
                     }
                 }

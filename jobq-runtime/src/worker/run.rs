@@ -201,7 +201,7 @@ pub(super) fn start(
             "jobq.job",
             job.id = job.id,
             job.name = %job.job_name,
-            job.queue = %queue,
+            queue.name = %queue,
             job.attempt = job.attempt,
             job.outcome = field::Empty,
         )

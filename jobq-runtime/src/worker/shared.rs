@@ -2,6 +2,7 @@
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -11,6 +12,7 @@ use jobq_core::{Registry, States};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::{Instrument, Span};
 
 use crate::Error;
 use crate::store::{Fence, Store, Transition};
@@ -275,4 +277,24 @@ pub(super) async fn jittered_pause(stop: &CancellationToken, interval: Duration)
 /// Locks `mutex`, poisoned or not (what it guards stays consistent across a panic).
 pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs `task` in `span`, a task's span with an explicit parent (the worker's).
+///
+/// The span is closed under its own subscriber at the end: closing a span
+/// closes its parent through the thread's default subscriber, and a task
+/// may end on a thread whose default is another one (a test that gives each
+/// runtime thread its own), which does not know the parent.
+pub(super) async fn in_span<F: Future>(span: Span, task: F) -> F::Output {
+    let output = task.instrument(span.clone()).await;
+    close(span);
+    output
+}
+
+/// Drops `span` with its own subscriber as the default (see [`in_span`]).
+pub(super) fn close(span: Span) {
+    match span.with_subscriber(|(_, dispatch)| dispatch.clone()) {
+        Some(dispatch) => tracing::dispatcher::with_default(&dispatch, move || drop(span)),
+        None => drop(span),
+    }
 }

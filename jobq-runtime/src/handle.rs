@@ -394,19 +394,30 @@ impl Jobq {
 
 /// Checks a job name: 1 to [`MAX_JOB_NAME_LEN`] bytes, no NUL.
 pub(crate) fn validate_job_name(name: &str) -> Result<(), InvalidArgument> {
-    if name.is_empty() || name.len() > MAX_JOB_NAME_LEN {
-        return Err(InvalidArgument::JobNameLength {
-            name: name.to_owned(),
-            bytes: name.len(),
-        });
+    validate_name(
+        name,
+        MAX_JOB_NAME_LEN,
+        |name, bytes| InvalidArgument::JobNameLength { name, bytes },
+        |name, at| InvalidArgument::JobNameNul { name, at },
+    )
+}
+
+/// Checks a name: 1 to `max` bytes (else the error `length` makes of the
+/// name and its length), no NUL (else the one `nul` makes of the name and
+/// the NUL's offset).
+fn validate_name(
+    name: &str,
+    max: usize,
+    length: fn(String, usize) -> InvalidArgument,
+    nul: fn(String, usize) -> InvalidArgument,
+) -> Result<(), InvalidArgument> {
+    if name.is_empty() || name.len() > max {
+        return Err(length(name.to_owned(), name.len()));
     }
-    if let Some(at) = name.find('\0') {
-        return Err(InvalidArgument::JobNameNul {
-            name: name.to_owned(),
-            at,
-        });
+    match name.find('\0') {
+        Some(at) => Err(nul(name.to_owned(), at)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// `url` fit to print: the password of its userinfo (`user:password@`) and
@@ -449,19 +460,12 @@ pub(crate) fn redact_url(url: &str) -> String {
 
 /// Checks a queue name: 1 to 128 bytes, no NUL.
 pub(crate) fn validate_queue(queue: &str) -> Result<(), InvalidArgument> {
-    if queue.is_empty() || queue.len() > MAX_QUEUE_LEN {
-        return Err(InvalidArgument::QueueLength {
-            queue: queue.to_owned(),
-            bytes: queue.len(),
-        });
-    }
-    if let Some(at) = queue.find('\0') {
-        return Err(InvalidArgument::QueueNul {
-            queue: queue.to_owned(),
-            at,
-        });
-    }
-    Ok(())
+    validate_name(
+        queue,
+        MAX_QUEUE_LEN,
+        |queue, bytes| InvalidArgument::QueueLength { queue, bytes },
+        |queue, at| InvalidArgument::QueueNul { queue, at },
+    )
 }
 
 mod sealed {

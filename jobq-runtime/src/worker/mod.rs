@@ -204,39 +204,22 @@ impl Worker {
             rescuer,
         ));
         let tasks = TaskTracker::new();
-        let background = |name, may_end, span, make| {
-            tasks.spawn(in_span(
-                span,
-                restarted(Arc::clone(&shared), name, may_end, make),
-            ));
+        let background = |span, name, may_end, make| {
+            let task = restarted(Arc::clone(&shared), name, may_end, make);
+            tasks.spawn(in_span(span, task));
         };
         if shared.settings.heartbeats_enabled {
             let span = tracing::info_span!(parent: &worker, "jobq.heartbeat");
-            background(
-                "heartbeat",
-                false,
-                span,
-                Box::new(|s| Box::pin(heartbeat::heartbeat_loop(s))),
-            );
+            background(span, "heartbeat", false, boxed(heartbeat::heartbeat_loop));
         }
         let span = tracing::info_span!(parent: &worker, "jobq.reaper");
-        background(
-            "reaper",
-            false,
-            span,
-            Box::new(|s| Box::pin(reap::reaper_loop(s))),
-        );
-        if let Some(interval) = shared.settings.prune_interval() {
+        background(span, "reaper", false, boxed(reap::reaper_loop));
+        if shared.settings.prune_interval().is_some() {
             let span = tracing::info_span!(parent: &worker, "jobq.pruner");
-            background(
-                "pruner",
-                false,
-                span,
-                Box::new(move |s| Box::pin(prune::prune_loop(s, interval))),
-            );
+            background(span, "pruner", false, boxed(prune::prune_loop));
         }
         let span = tracing::info_span!(parent: &worker, "jobq.listener");
-        background("listener", true, span, Box::new(|s| Box::pin(listen(s))));
+        background(span, "listener", true, boxed(listen));
         for entry in self.cron {
             let span = tracing::info_span!(parent: &worker, "jobq.cron", job.name = entry.name());
             // Stopped with the claim loops: a worker shutting down enqueues no more.
@@ -287,6 +270,14 @@ async fn supervise(
 
 /// A background loop, built anew by [`restarted`] after each panic.
 type Background = Box<dyn Fn(Arc<Shared>) -> BoxFuture<'static, ()> + Send>;
+
+/// The background loop `run` as a [`Background`].
+fn boxed<F>(run: fn(Arc<Shared>) -> F) -> Background
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    Box::new(move |shared| Box::pin(run(shared)))
+}
 
 /// Runs the background loop `make` builds until the worker's background
 /// stops; a loop that panics (or, unless it `may_end`, ends early) is logged

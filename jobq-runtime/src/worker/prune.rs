@@ -1,13 +1,15 @@
 //! The pruner: deletes finished rows past their retention.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::shared::{Shared, jittered_pause};
 use crate::store::Prunable;
 
 /// Deletes finished rows past their retention, at jittered intervals.
-pub(super) async fn prune_loop(shared: Arc<Shared>, interval: Duration) {
+pub(super) async fn prune_loop(shared: Arc<Shared>) {
+    let Some(interval) = shared.settings.prune_interval() else {
+        return;
+    };
     let kinds = [
         (Prunable::Finished, shared.settings.prune_finished),
         (Prunable::Failed, shared.settings.prune_failed),

@@ -162,11 +162,17 @@ impl Held {
 /// State shared by a worker's tasks.
 #[derive(Debug)]
 pub(super) struct Shared {
+    /// The database.
     pub(super) store: Store,
+    /// The handlers, by job name.
     pub(super) registry: Registry,
+    /// What handlers taking `State<T>` are given.
     pub(super) states: States,
+    /// The configured durations and limits.
     pub(super) settings: Settings,
+    /// Written to `claimed_by`.
     pub(super) worker_id: String,
+    /// The jobs claimed and not settled yet (see [`Shared::hold`]).
     pub(super) held: Mutex<HashMap<Fence, Arc<Held>>>,
     /// Stops the claim loops.
     pub(super) stop_claiming: CancellationToken,

@@ -18,9 +18,10 @@
 //! - if asked, a pruner that deletes finished rows past their retention.
 //!
 //! One file per task, the arrows running one way: this module (the worker,
-//! its start and supervision) → [`handle`] (shutdown) → the tasks
-//! ([`claim`] → [`run`], [`complete`], [`heartbeat`], [`reap`], [`prune`],
-//! [`cron`]) → [`shared`] (what they all read).
+//! its start and supervision) → the tasks ([`claim`] → [`run`],
+//! [`complete`], [`heartbeat`], [`reap`], [`prune`], [`cron`]) and
+//! [`handle`] (shutdown and the drop guard) → [`shared`] (the state, settings
+//! and helpers they all use). No file imports from one to its left.
 
 mod builder;
 mod claim;

@@ -330,3 +330,63 @@ fn quoted_list(names: &[String]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_name_over_the_limit_reads_as_it_always_did() {
+        let error = Error::from(InvalidArgument::JobNameLength {
+            name: "j".repeat(201),
+            bytes: 201,
+        });
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "job name `{}` is 201 bytes long; it must be 1 to 200 bytes (room for a periodic job's key `cron:{{name}}:{{tick}}` in 255 characters): pin a shorter one with #[job(name = \"…\")]",
+                "j".repeat(201)
+            )
+        );
+    }
+
+    #[test]
+    fn a_config_error_is_prefixed_once_and_lists_known_queues_in_backticks() {
+        let error = Error::from(ConfigError::UnknownQueue {
+            queue: "mial".into(),
+            known: vec!["mail".into(), "reports".into()],
+        });
+        assert_eq!(
+            error.to_string(),
+            "the worker cannot be built: queue `mial` has no registered job (queues of registered jobs: `mail`, `reports`); check the name, or use .queue_unchecked for a queue fed only by Enqueue::queue overrides"
+        );
+        let error = Error::from(ConfigError::QueueName(InvalidArgument::QueueLength {
+            queue: String::new(),
+            bytes: 0,
+        }));
+        assert_eq!(
+            error.to_string(),
+            "the worker cannot be built: queue name `` is 0 bytes long; it must be 1 to 128 bytes"
+        );
+    }
+
+    #[test]
+    fn max_attempts_and_key_limits_read_as_they_always_did() {
+        let attempts = InvalidArgument::MaxAttempts {
+            job: "j".into(),
+            max_attempts: 0,
+        };
+        assert_eq!(
+            attempts.to_string(),
+            "max_attempts of job `j` is 0; it must be 1 to 2147483647"
+        );
+        let key = InvalidArgument::KeyLength {
+            job: "j".into(),
+            chars: 256,
+        };
+        assert_eq!(
+            key.to_string(),
+            "idempotency key of job `j` is 256 characters long; it must be 1 to 255 (hash a longer key)"
+        );
+    }
+}

@@ -25,9 +25,10 @@ pub enum LeaseError {
     /// reclaimed, or it was cancelled); stop working on it.
     #[error("the lease was lost: the job is no longer held by this attempt")]
     Lost,
-    /// The database could not be reached.
-    #[error("the lease could not be extended: {0}")]
-    Backend(String),
+    /// The database could not be reached, or refused the renewal; the
+    /// source is the runtime's error.
+    #[error("the lease could not be extended")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The context was built outside a worker.
     #[error("this job context has no lease (it was not created by a worker)")]
     Detached,

@@ -1,6 +1,11 @@
 //! The runtime's error type.
 
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 use jobq_core::RegistryError;
+
+use crate::{Backend, MAX_JOB_NAME_LEN, MAX_KEY_LEN, MAX_QUEUE_LEN};
 
 /// Everything that can go wrong in a jobq call.
 #[derive(Debug, thiserror::Error)]
@@ -36,15 +41,42 @@ pub enum Error {
         /// The feature that compiles it in.
         feature: &'static str,
     },
-    /// An argument is out of range or malformed; the message says which and what is allowed.
-    #[error("{0}")]
-    Invalid(String),
+    /// An argument is out of range or malformed; the [`InvalidArgument`]
+    /// says which and what is allowed.
+    #[error(transparent)]
+    Invalid(#[from] InvalidArgument),
     /// The job registry is inconsistent (two jobs share a name).
     #[error(transparent)]
     Registry(#[from] RegistryError),
-    /// A worker could not be built; the message says what is missing.
+    /// A worker could not be built; the [`ConfigError`] says what is wrong.
     #[error("the worker cannot be built: {0}")]
-    Config(String),
+    Config(ConfigError),
+    /// The database server is older than jobq supports.
+    #[error("{backend} {version} is too old for jobq: it needs {needs} or newer ({because})")]
+    UnsupportedServerVersion {
+        /// The server's backend.
+        backend: Backend,
+        /// The version the server reported.
+        version: String,
+        /// The oldest version jobq supports.
+        needs: String,
+        /// What jobq needs of that version.
+        because: &'static str,
+    },
+    /// Another migration held the migration lock for too long.
+    #[error(
+        "could not take the migration lock `{lock}` within {seconds} s; is another migration stuck?"
+    )]
+    MigrationLockTimeout {
+        /// The lock's name.
+        lock: &'static str,
+        /// How long jobq waited for it.
+        seconds: u64,
+    },
+    /// A row holds a status jobq does not know (written by something
+    /// else); the message names it.
+    #[error("{0}")]
+    UnknownStatus(String),
     /// A task of the worker panicked (or ended before the worker stopped);
     /// the worker stopped, releasing or settling what it held. Returned by
     /// `Worker::run_until` and `WorkerHandle::shutdown`.
@@ -68,8 +100,304 @@ pub enum Error {
 /// `Result<T, jobq_runtime::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-impl Error {
-    pub(crate) fn invalid(message: impl Into<String>) -> Self {
-        Self::Invalid(message.into())
+/// An argument jobq refuses ([`Error::Invalid`]); each message says what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidArgument {
+    /// The payload's JSON is over the handle's limit
+    /// ([`Jobq::with_max_payload_bytes`](crate::Jobq::with_max_payload_bytes)).
+    #[error(
+        "payload of job `{job}` is {bytes} bytes of JSON, over the limit of {limit} bytes; store large data elsewhere and enqueue a reference to it, or raise the limit with Jobq::with_max_payload_bytes"
+    )]
+    PayloadTooLarge {
+        /// The job name.
+        job: String,
+        /// The payload's size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The payload's JSON is over what the server takes in one statement.
+    #[error(
+        "payload of job `{job}` is {bytes} bytes of JSON, more than the {backend} server takes in one statement ({limit} bytes: {setting}, less room for the other columns); raise max_allowed_packet on the server (new connections see it), or store large data elsewhere and enqueue a reference to it"
+    )]
+    PayloadOverServerLimit {
+        /// The job name.
+        job: String,
+        /// The payload's size.
+        bytes: usize,
+        /// The server's backend.
+        backend: Backend,
+        /// The most payload bytes the server takes.
+        limit: usize,
+        /// The server setting that limit comes from.
+        setting: String,
+    },
+    /// The idempotency key is empty or over [`MAX_KEY_LEN`] characters.
+    #[error(
+        "idempotency key of job `{job}` is {chars} characters long; it must be 1 to {max} (hash a longer key)",
+        max = MAX_KEY_LEN
+    )]
+    KeyLength {
+        /// The job name.
+        job: String,
+        /// The key's length, in characters.
+        chars: usize,
+    },
+    /// The idempotency key holds a NUL character.
+    #[error(
+        "idempotency key {key:?} of job `{job}` has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: remove it or hash the key"
+    )]
+    KeyNul {
+        /// The job name.
+        job: String,
+        /// The key.
+        key: String,
+        /// The byte offset of the first NUL.
+        at: usize,
+    },
+    /// The queue name is empty or over [`MAX_QUEUE_LEN`] bytes.
+    #[error(
+        "queue name `{queue}` is {bytes} bytes long; it must be 1 to {max} bytes",
+        max = MAX_QUEUE_LEN
+    )]
+    QueueLength {
+        /// The queue name.
+        queue: String,
+        /// Its length, in bytes.
+        bytes: usize,
+    },
+    /// The queue name holds a NUL character.
+    #[error(
+        "queue name {queue:?} has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: remove it"
+    )]
+    QueueNul {
+        /// The queue name.
+        queue: String,
+        /// The byte offset of the first NUL.
+        at: usize,
+    },
+    /// The job name is empty or over [`MAX_JOB_NAME_LEN`] bytes.
+    #[error(
+        "job name `{name}` is {bytes} bytes long; it must be 1 to {max} bytes (room for a periodic job's key `cron:{{name}}:{{tick}}` in 255 characters): pin a shorter one with #[job(name = \"…\")]",
+        max = MAX_JOB_NAME_LEN
+    )]
+    JobNameLength {
+        /// The job name.
+        name: String,
+        /// Its length, in bytes.
+        bytes: usize,
+    },
+    /// The job name holds a NUL character.
+    #[error(
+        "job name {name:?} has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: pin another name with #[job(name = \"…\")]"
+    )]
+    JobNameNul {
+        /// The job name.
+        name: String,
+        /// The byte offset of the first NUL.
+        at: usize,
+    },
+    /// `max_attempts` is 0 or over `i32::MAX`.
+    #[error(
+        "max_attempts of job `{job}` is {max_attempts}; it must be 1 to {max}",
+        max = i32::MAX
+    )]
+    MaxAttempts {
+        /// The job name.
+        job: String,
+        /// The value given.
+        max_attempts: u32,
+    },
+    /// The delay is longer than [`MAX_DELAY`](crate::MAX_DELAY).
+    #[error(
+        "delay of job `{job}` is {delay:?}, longer than the limit of 100 years (jobq_runtime::MAX_DELAY); pass a shorter delay"
+    )]
+    DelayTooLong {
+        /// The job name.
+        job: String,
+        /// The delay given.
+        delay: Duration,
+    },
+    /// The run-at instant is more than [`MAX_DELAY`](crate::MAX_DELAY) from now.
+    #[error(
+        "run_at of job `{job}` is {run_at}, more than 100 years from now (jobq_runtime::MAX_DELAY); pass an instant within 100 years"
+    )]
+    RunAtTooLate {
+        /// The job name.
+        job: String,
+        /// The instant given.
+        run_at: DateTime<Utc>,
+    },
+}
+
+/// Why a worker cannot be built ([`Error::Config`]); each message says what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No queue is served.
+    #[error("it serves no queue; add one with .queue(name, concurrency)")]
+    NoQueue,
+    /// A served queue's name is refused.
+    #[error("{0}")]
+    QueueName(InvalidArgument),
+    /// A served queue's concurrency is 0 or over the limit.
+    #[error(
+        "queue `{queue}` has concurrency {concurrency}; it must be 1 to {max} (for more jobs at once, run more workers)"
+    )]
+    Concurrency {
+        /// The queue.
+        queue: String,
+        /// The concurrency given.
+        concurrency: usize,
+        /// The most allowed.
+        max: usize,
+    },
+    /// A queue is served twice.
+    #[error("queue `{queue}` is served twice; give it one .queue(…) with the total concurrency")]
+    QueueServedTwice {
+        /// The queue.
+        queue: String,
+    },
+    /// A checked queue has no registered job.
+    #[error(
+        "queue `{queue}` has no registered job (queues of registered jobs: {}); check the name, or use .queue_unchecked for a queue fed only by Enqueue::queue overrides",
+        quoted_list(.known)
+    )]
+    UnknownQueue {
+        /// The queue.
+        queue: String,
+        /// The queues of the registered jobs, sorted.
+        known: Vec<String>,
+    },
+    /// A registered job's name (of a served queue or a cron entry) is refused.
+    #[error("{0}")]
+    JobName(InvalidArgument),
+    /// A job of a served queue takes a `State<T>` the worker was not given.
+    #[error(
+        "job `{job}` ({definition}) takes `State<{type_name}>`, but the worker was given none; add .state(value)"
+    )]
+    MissingState {
+        /// The job name.
+        job: &'static str,
+        /// Where the job is defined.
+        definition: String,
+        /// The state's type.
+        type_name: &'static str,
+    },
+    /// A duration is out of its range.
+    #[error("the {what} is {value:?}; it must be {min:?} to {max:?}")]
+    OutOfRange {
+        /// Which setting.
+        what: &'static str,
+        /// The value given.
+        value: Duration,
+        /// The least allowed.
+        min: Duration,
+        /// The most allowed.
+        max: Duration,
+    },
+    /// The heartbeat interval is under 1 ms or not shorter than the lease.
+    #[error(
+        "the heartbeat interval ({interval:?}) must be at least 1ms and shorter than the lease ({lease:?})"
+    )]
+    HeartbeatInterval {
+        /// The heartbeat interval.
+        interval: Duration,
+        /// The lease.
+        lease: Duration,
+    },
+    /// A cron schedule does not parse.
+    #[error("the cron schedule `{schedule}` of job `{job}` does not parse: {reason}")]
+    CronSchedule {
+        /// The job name.
+        job: &'static str,
+        /// The schedule given.
+        schedule: String,
+        /// What the parser reported.
+        reason: String,
+    },
+    /// A job is scheduled twice.
+    #[error(
+        "job `{job}` is scheduled twice; one row per tick is keyed by the job's name, so give it one schedule"
+    )]
+    CronScheduledTwice {
+        /// The job name.
+        job: &'static str,
+    },
+}
+
+impl From<ConfigError> for Error {
+    fn from(error: ConfigError) -> Self {
+        Self::Config(error)
+    }
+}
+
+/// `a`, `b`: each name in backticks, comma separated.
+fn quoted_list(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|name| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_name_over_the_limit_reads_as_it_always_did() {
+        let error = Error::from(InvalidArgument::JobNameLength {
+            name: "j".repeat(201),
+            bytes: 201,
+        });
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "job name `{}` is 201 bytes long; it must be 1 to 200 bytes (room for a periodic job's key `cron:{{name}}:{{tick}}` in 255 characters): pin a shorter one with #[job(name = \"…\")]",
+                "j".repeat(201)
+            )
+        );
+    }
+
+    #[test]
+    fn a_config_error_is_prefixed_once_and_lists_known_queues_in_backticks() {
+        let error = Error::from(ConfigError::UnknownQueue {
+            queue: "mial".into(),
+            known: vec!["mail".into(), "reports".into()],
+        });
+        assert_eq!(
+            error.to_string(),
+            "the worker cannot be built: queue `mial` has no registered job (queues of registered jobs: `mail`, `reports`); check the name, or use .queue_unchecked for a queue fed only by Enqueue::queue overrides"
+        );
+        let error = Error::from(ConfigError::QueueName(InvalidArgument::QueueLength {
+            queue: String::new(),
+            bytes: 0,
+        }));
+        assert_eq!(
+            error.to_string(),
+            "the worker cannot be built: queue name `` is 0 bytes long; it must be 1 to 128 bytes"
+        );
+    }
+
+    #[test]
+    fn max_attempts_and_key_limits_read_as_they_always_did() {
+        let attempts = InvalidArgument::MaxAttempts {
+            job: "j".into(),
+            max_attempts: 0,
+        };
+        assert_eq!(
+            attempts.to_string(),
+            "max_attempts of job `j` is 0; it must be 1 to 2147483647"
+        );
+        let key = InvalidArgument::KeyLength {
+            job: "j".into(),
+            chars: 256,
+        };
+        assert_eq!(
+            key.to_string(),
+            "idempotency key of job `j` is 256 characters long; it must be 1 to 255 (hash a longer key)"
+        );
     }
 }

@@ -13,7 +13,7 @@ use sqlx::SqliteConnection;
 
 use crate::store::{self, NewJob, Prunable, Store};
 use crate::types::{Enqueue, Enqueued, JobInfo, QueueCounts, RunAt};
-use crate::{Backend, Error, Result, wakeup};
+use crate::{Backend, Error, InvalidArgument, Result, wakeup};
 
 /// Longest queue name, in bytes.
 pub const MAX_QUEUE_LEN: usize = 128;
@@ -121,11 +121,21 @@ impl Jobq {
     }
 
     /// Stores a job to run as soon as a worker is free.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropping the future before it completes may or may
+    /// not have stored the job (the statement may already have reached the
+    /// database, which commits it whether or not the reply is read). To
+    /// enqueue again after a drop without risking a second row, enqueue with
+    /// an idempotency key; the same holds for every `enqueue*` call.
     pub async fn enqueue<J: Job>(&self, job: J) -> Result<Enqueued> {
         self.enqueue_with(job, Enqueue::new()).await
     }
 
     /// Stores a job with options (delay, priority, queue, attempts, key).
+    ///
+    /// # Cancel safety
+    /// As [`enqueue`](Self::enqueue)'s.
     pub async fn enqueue_with<J: Job>(&self, job: J, options: Enqueue) -> Result<Enqueued> {
         let row = self.row(&job, options)?;
         let enqueued = self.store().enqueue(&row).await?;
@@ -134,6 +144,11 @@ impl Jobq {
     }
 
     /// Stores many jobs in as few round trips as the backend allows; results in input order.
+    ///
+    /// # Cancel safety
+    /// As [`enqueue`](Self::enqueue)'s, for the batch as a whole: it is
+    /// stored whole or not at all, so a dropped future left either every job
+    /// or none.
     pub async fn enqueue_many<J: Job>(
         &self,
         jobs: impl IntoIterator<Item = J>,
@@ -170,6 +185,11 @@ impl Jobq {
     /// `conn` is that backend's sqlx connection, e.g. `&mut *tx` for a
     /// `sqlx::Transaction<'_, MySql>`. jobq never retries inside a caller's
     /// transaction: a deadlock is returned to the caller, whose transaction it is.
+    ///
+    /// # Cancel safety
+    /// Dropping the future before it completes leaves the insert in the
+    /// caller's transaction done or not: roll the transaction back (dropping
+    /// it does) to be sure there is no job, as after any dropped sqlx query.
     pub async fn enqueue_in<'c, C, J>(&self, conn: C, job: J) -> Result<Enqueued>
     where
         C: EnqueueConnection<'c>,
@@ -229,21 +249,23 @@ impl Jobq {
             source,
         })?;
         if payload.len() > self.inner.max_payload_bytes {
-            return Err(Error::invalid(format!(
-                "payload of job `{}` is {} bytes of JSON, over the limit of {} bytes; store large data elsewhere and enqueue a reference to it, or raise the limit with Jobq::with_max_payload_bytes",
-                J::NAME,
-                payload.len(),
-                self.inner.max_payload_bytes
-            )));
+            return Err(InvalidArgument::PayloadTooLarge {
+                job: J::NAME.to_owned(),
+                bytes: payload.len(),
+                limit: self.inner.max_payload_bytes,
+            }
+            .into());
         }
         if let Some((limit, setting)) = self.store().server_payload_limit() {
             if payload.len() > limit {
-                return Err(Error::invalid(format!(
-                    "payload of job `{}` is {} bytes of JSON, more than the {} server takes in one statement ({limit} bytes: {setting}, less room for the other columns); raise max_allowed_packet on the server (new connections see it), or store large data elsewhere and enqueue a reference to it",
-                    J::NAME,
-                    payload.len(),
-                    self.backend(),
-                )));
+                return Err(InvalidArgument::PayloadOverServerLimit {
+                    job: J::NAME.to_owned(),
+                    bytes: payload.len(),
+                    backend: self.backend(),
+                    limit,
+                    setting,
+                }
+                .into());
             }
         }
         validate_job_name(J::NAME)?;
@@ -253,41 +275,46 @@ impl Jobq {
         if let Some(key) = &idempotency_key {
             let len = key.chars().count();
             if len == 0 || len > MAX_KEY_LEN {
-                return Err(Error::invalid(format!(
-                    "idempotency key of job `{}` is {len} characters long; it must be 1 to {MAX_KEY_LEN} (hash a longer key)",
-                    J::NAME
-                )));
+                return Err(InvalidArgument::KeyLength {
+                    job: J::NAME.to_owned(),
+                    chars: len,
+                }
+                .into());
             }
             if let Some(at) = key.find('\0') {
-                return Err(Error::invalid(format!(
-                    "idempotency key {key:?} of job `{}` has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: remove it or hash the key",
-                    J::NAME
-                )));
+                return Err(InvalidArgument::KeyNul {
+                    job: J::NAME.to_owned(),
+                    key: key.clone(),
+                    at,
+                }
+                .into());
             }
         }
         let max_attempts = options.max_attempts.unwrap_or(J::MAX_ATTEMPTS);
         if max_attempts == 0 || max_attempts > i32::MAX as u32 {
-            return Err(Error::invalid(format!(
-                "max_attempts of job `{}` is {max_attempts}; it must be 1 to {}",
-                J::NAME,
-                i32::MAX
-            )));
+            return Err(InvalidArgument::MaxAttempts {
+                job: J::NAME.to_owned(),
+                max_attempts,
+            }
+            .into());
         }
         let run_at = match options.run_at {
             RunAt::After(delay) if delay > MAX_DELAY => {
-                return Err(Error::invalid(format!(
-                    "delay of job `{}` is {delay:?}, longer than the limit of 100 years (jobq_runtime::MAX_DELAY); pass a shorter delay",
-                    J::NAME
-                )));
+                return Err(InvalidArgument::DelayTooLong {
+                    job: J::NAME.to_owned(),
+                    delay,
+                }
+                .into());
             }
             RunAt::At(at) => {
                 let latest = chrono::Utc::now()
                     + chrono::Duration::from_std(MAX_DELAY).unwrap_or(chrono::TimeDelta::MAX);
                 if at > latest {
-                    return Err(Error::invalid(format!(
-                        "run_at of job `{}` is {at}, more than 100 years from now (jobq_runtime::MAX_DELAY); pass an instant within 100 years",
-                        J::NAME
-                    )));
+                    return Err(InvalidArgument::RunAtTooLate {
+                        job: J::NAME.to_owned(),
+                        run_at: at,
+                    }
+                    .into());
                 }
                 // Past is past: the earliest instant every backend stores
                 // (MySQL's DATETIME starts at year 1000) still means "now".
@@ -308,19 +335,31 @@ impl Jobq {
 }
 
 /// Checks a job name: 1 to [`MAX_JOB_NAME_LEN`] bytes, no NUL.
-pub(crate) fn validate_job_name(name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > MAX_JOB_NAME_LEN {
-        return Err(Error::invalid(format!(
-            "job name `{name}` is {} bytes long; it must be 1 to {MAX_JOB_NAME_LEN} bytes (room for a periodic job's key `cron:{{name}}:{{tick}}` in 255 characters): pin a shorter one with #[job(name = \"…\")]",
-            name.len()
-        )));
+pub(crate) fn validate_job_name(name: &str) -> Result<(), InvalidArgument> {
+    validate_name(
+        name,
+        MAX_JOB_NAME_LEN,
+        |name, bytes| InvalidArgument::JobNameLength { name, bytes },
+        |name, at| InvalidArgument::JobNameNul { name, at },
+    )
+}
+
+/// Checks a name: 1 to `max` bytes (else the error `length` makes of the
+/// name and its length), no NUL (else the one `nul` makes of the name and
+/// the NUL's offset).
+fn validate_name(
+    name: &str,
+    max: usize,
+    length: fn(String, usize) -> InvalidArgument,
+    nul: fn(String, usize) -> InvalidArgument,
+) -> Result<(), InvalidArgument> {
+    if name.is_empty() || name.len() > max {
+        return Err(length(name.to_owned(), name.len()));
     }
-    if let Some(at) = name.find('\0') {
-        return Err(Error::invalid(format!(
-            "job name {name:?} has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: pin another name with #[job(name = \"…\")]"
-        )));
+    match name.find('\0') {
+        Some(at) => Err(nul(name.to_owned(), at)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// `url` fit to print: the password of its userinfo (`user:password@`) and
@@ -362,19 +401,13 @@ pub(crate) fn redact_url(url: &str) -> String {
 }
 
 /// Checks a queue name: 1 to 128 bytes, no NUL.
-pub(crate) fn validate_queue(queue: &str) -> Result<()> {
-    if queue.is_empty() || queue.len() > MAX_QUEUE_LEN {
-        return Err(Error::invalid(format!(
-            "queue name `{queue}` is {} bytes long; it must be 1 to {MAX_QUEUE_LEN} bytes",
-            queue.len()
-        )));
-    }
-    if let Some(at) = queue.find('\0') {
-        return Err(Error::invalid(format!(
-            "queue name {queue:?} has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: remove it"
-        )));
-    }
-    Ok(())
+pub(crate) fn validate_queue(queue: &str) -> Result<(), InvalidArgument> {
+    validate_name(
+        queue,
+        MAX_QUEUE_LEN,
+        |queue, bytes| InvalidArgument::QueueLength { queue, bytes },
+        |queue, at| InvalidArgument::QueueNul { queue, at },
+    )
 }
 
 /// Seals [`EnqueueConnection`]: each backend's `glue.rs` implements it for

@@ -97,7 +97,7 @@ mod types;
 mod wakeup;
 mod worker;
 
-pub use error::{Error, Result};
+pub use error::{ConfigError, Error, InvalidArgument, Result};
 pub use handle::{
     AnyConnection, DEFAULT_MAX_PAYLOAD_BYTES, EnqueueConnection, Jobq, MAX_DELAY, MAX_JOB_NAME_LEN,
     MAX_KEY_LEN, MAX_QUEUE_LEN,

@@ -60,6 +60,7 @@ impl fmt::Display for Backend {
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum JobStatus {
     /// Waiting for `run_at` and a free worker.
     Pending,

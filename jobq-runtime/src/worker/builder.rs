@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use jobq_core::{Job, Registry, States};
 
+use super::Worker;
 use super::cron::CronSpec;
-use super::{QueueSpec, Settings, Worker};
+use super::shared::{QueueSpec, Settings};
 use crate::handle::{validate_job_name, validate_queue};
-use crate::{Enqueue, Error, Jobq, Result};
+use crate::{ConfigError, Enqueue, Jobq, Result};
 
 /// Most jobs of one queue a worker runs at once. A claim takes up to this
 /// many rows in one statement, and on MySQL/MariaDB marks them with an
@@ -25,12 +26,16 @@ const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
 /// Longest poll interval: an hour.
 const MAX_POLL: Duration = Duration::from_secs(3600);
 
-/// `Error::Config` unless `min <= value <= max`.
-fn within(what: &str, value: Duration, min: Duration, max: Duration) -> Result<()> {
+/// [`ConfigError::OutOfRange`] unless `min <= value <= max`.
+fn within(what: &'static str, value: Duration, min: Duration, max: Duration) -> Result<()> {
     if value < min || value > max {
-        return Err(Error::Config(format!(
-            "the {what} is {value:?}; it must be {min:?} to {max:?}"
-        )));
+        return Err(ConfigError::OutOfRange {
+            what,
+            value,
+            min,
+            max,
+        }
+        .into());
     }
     Ok(())
 }
@@ -209,46 +214,44 @@ impl WorkerBuilder {
     pub fn build(self) -> Result<Worker> {
         let registry = Registry::from_inventory()?;
         if self.queues.is_empty() {
-            return Err(Error::Config(
-                "it serves no queue; add one with .queue(name, concurrency)".into(),
-            ));
+            return Err(ConfigError::NoQueue.into());
         }
         let mut seen = BTreeSet::new();
         for spec in &self.queues {
-            validate_queue(&spec.name).map_err(|e| Error::Config(e.to_string()))?;
+            validate_queue(&spec.name).map_err(ConfigError::QueueName)?;
             if spec.concurrency == 0 || spec.concurrency > MAX_CONCURRENCY {
-                return Err(Error::Config(format!(
-                    "queue `{}` has concurrency {}; it must be 1 to {MAX_CONCURRENCY} (for more jobs at once, run more workers)",
-                    spec.name, spec.concurrency
-                )));
+                return Err(ConfigError::Concurrency {
+                    queue: spec.name.clone(),
+                    concurrency: spec.concurrency,
+                    max: MAX_CONCURRENCY,
+                }
+                .into());
             }
             if !seen.insert(spec.name.as_str()) {
-                return Err(Error::Config(format!(
-                    "queue `{}` is served twice; give it one .queue(…) with the total concurrency",
-                    spec.name
-                )));
+                return Err(ConfigError::QueueServedTwice {
+                    queue: spec.name.clone(),
+                }
+                .into());
             }
             if spec.checked && !registry.iter().any(|r| r.queue == spec.name) {
                 let known: BTreeSet<&str> = registry.iter().map(|r| r.queue).collect();
-                return Err(Error::Config(format!(
-                    "queue `{}` has no registered job (queues of registered jobs: {}); check the name, or use .queue_unchecked for a queue fed only by Enqueue::queue overrides",
-                    spec.name,
-                    known
-                        .into_iter()
-                        .map(|q| format!("`{q}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
+                return Err(ConfigError::UnknownQueue {
+                    queue: spec.name.clone(),
+                    known: known.into_iter().map(str::to_owned).collect(),
+                }
+                .into());
             }
         }
         for registration in registry.iter().filter(|r| seen.contains(r.queue)) {
-            validate_job_name(registration.name).map_err(|e| Error::Config(e.to_string()))?;
+            validate_job_name(registration.name).map_err(ConfigError::JobName)?;
             for requirement in (registration.states)() {
                 if !self.states.contains(&requirement) {
-                    return Err(Error::Config(format!(
-                        "job `{}` ({}) takes `State<{}>`, but the worker was given none; add .state(value)",
-                        registration.name, registration.definition, requirement.type_name
-                    )));
+                    return Err(ConfigError::MissingState {
+                        job: registration.name,
+                        definition: registration.definition.to_string(),
+                        type_name: requirement.type_name,
+                    }
+                    .into());
                 }
             }
         }
@@ -275,21 +278,18 @@ impl WorkerBuilder {
             within("retention", retention, Duration::ZERO, crate::MAX_DELAY)?;
         }
         if settings.heartbeat_interval() < ms || settings.heartbeat_interval() >= settings.lease {
-            return Err(Error::Config(format!(
-                "the heartbeat interval ({:?}) must be at least 1ms and shorter than the lease ({:?})",
-                settings.heartbeat_interval(),
-                settings.lease
-            )));
+            return Err(ConfigError::HeartbeatInterval {
+                interval: settings.heartbeat_interval(),
+                lease: settings.lease,
+            }
+            .into());
         }
         let mut scheduled = BTreeSet::new();
         let mut cron = Vec::with_capacity(self.cron.len());
         for spec in self.cron {
-            validate_job_name(spec.name()).map_err(|e| Error::Config(e.to_string()))?;
+            validate_job_name(spec.name()).map_err(ConfigError::JobName)?;
             if !scheduled.insert(spec.name()) {
-                return Err(Error::Config(format!(
-                    "job `{}` is scheduled twice; one row per tick is keyed by the job's name, so give it one schedule",
-                    spec.name()
-                )));
+                return Err(ConfigError::CronScheduledTwice { job: spec.name() }.into());
             }
             cron.push(spec.parse()?);
         }

@@ -14,7 +14,7 @@ use futures_util::future::BoxFuture;
 use jobq_core::Job;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Enqueue, Enqueued, Error, Jobq, Result};
+use crate::{ConfigError, Enqueue, Enqueued, Jobq, Result};
 
 /// Longest single sleep before a tick: the wall clock is looked at again
 /// after it, so a clock that was set or a machine that slept is noticed.
@@ -66,33 +66,31 @@ impl CronSpec {
 
     /// Parses the schedule (see [`WorkerBuilder::cron`](super::WorkerBuilder::cron)).
     pub(super) fn parse(self) -> Result<CronEntry> {
-        let schedule = Cron::from_str(&self.schedule).map_err(|e| {
-            Error::Config(format!(
-                "the cron schedule `{}` of job `{}` does not parse: {e}",
-                self.schedule, self.name
-            ))
+        let cron = Cron::from_str(&self.schedule).map_err(|e| ConfigError::CronSchedule {
+            job: self.name,
+            schedule: self.schedule.clone(),
+            reason: e.to_string(),
         })?;
-        Ok(CronEntry {
-            name: self.name,
-            schedule,
-            enqueue: self.enqueue,
-        })
+        Ok(CronEntry { spec: self, cron })
     }
 }
 
 /// A parsed schedule and the job it enqueues.
 pub(super) struct CronEntry {
-    name: &'static str,
-    schedule: Cron,
-    enqueue: EnqueueFn,
+    spec: CronSpec,
+    cron: Cron,
 }
 
 impl fmt::Debug for CronEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CronEntry")
-            .field("name", &self.name)
-            .field("schedule", &self.schedule.pattern.to_string())
-            .finish_non_exhaustive()
+        f.debug_tuple("CronEntry").field(&self.spec).finish()
+    }
+}
+
+impl CronEntry {
+    /// The job's name.
+    pub(super) fn name(&self) -> &'static str {
+        self.spec.name
     }
 }
 
@@ -110,10 +108,10 @@ pub(super) fn tick_key(name: &str, tick: DateTime<Utc>) -> String {
 pub(super) async fn cron_loop(jobq: Jobq, entry: CronEntry, stop: CancellationToken) {
     let mut after = Utc::now();
     loop {
-        let tick = match entry.schedule.find_next_occurrence(&after, false) {
+        let tick = match entry.cron.find_next_occurrence(&after, false) {
             Ok(tick) => tick,
             Err(error) => {
-                tracing::error!(job = entry.name, %error, "the cron schedule has no next tick; it stops");
+                tracing::error!(job.name = entry.spec.name, %error, "the cron schedule has no next tick; it stops");
                 return;
             }
         };
@@ -141,14 +139,14 @@ async fn enqueue_tick(
     tick: DateTime<Utc>,
     stop: &CancellationToken,
 ) -> bool {
-    let key = tick_key(entry.name, tick);
-    let next = entry.schedule.find_next_occurrence(&tick, false).ok();
+    let key = tick_key(entry.spec.name, tick);
+    let next = entry.cron.find_next_occurrence(&tick, false).ok();
     let mut pause = RETRY_PAUSE;
     loop {
-        match (entry.enqueue)(jobq.clone(), key.clone()).await {
+        match (entry.spec.enqueue)(jobq.clone(), key.clone()).await {
             Ok(enqueued) => {
                 tracing::debug!(
-                    job = entry.name,
+                    job.name = entry.spec.name,
                     %tick,
                     id = enqueued.id,
                     duplicate = enqueued.duplicate,
@@ -159,7 +157,7 @@ async fn enqueue_tick(
             Err(error) => {
                 let give_up = next.is_none_or(|next| next <= Utc::now() + pause);
                 tracing::warn!(
-                    job = entry.name,
+                    job.name = entry.spec.name,
                     %tick,
                     error = &error as &dyn std::error::Error,
                     give_up,

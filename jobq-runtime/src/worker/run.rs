@@ -1,9 +1,8 @@
 //! One attempt: decode, run outside any transaction, settle.
 
-use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::{FutureExt, StreamExt};
@@ -16,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field};
 
 use super::inject::{self, Point};
-use super::{Held, Pace, Shared, backoff, quietly};
+use super::shared::{Held, Shared, backoff, panic_message, panicked, quietly};
 use crate::MAX_DELAY;
 use crate::store::{ClaimedJob, Fence, Store, Target, Transition};
 
@@ -32,10 +31,32 @@ enum Outcome {
 /// and not started yet.
 pub(super) struct Registered {
     job: ClaimedJob,
-    cancel: CancellationToken,
-    lease_lost: Arc<AtomicBool>,
-    ended: Arc<AtomicBool>,
     settlement: Settlement,
+}
+
+/// How long a queue's attempts run: a moving average over the last few
+/// dozen, in nanoseconds (0 before the first).
+#[derive(Debug, Default)]
+pub(super) struct Pace(AtomicU64);
+
+impl Pace {
+    pub(super) fn record(&self, took: Duration) {
+        let sample = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX).max(1);
+        let old = self.0.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample
+        } else {
+            old - old / 16 + sample / 16
+        };
+        self.0.store(new.max(1), Ordering::Relaxed);
+    }
+
+    pub(super) fn get(&self) -> Option<Duration> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            nanos => Some(Duration::from_nanos(nanos)),
+        }
+    }
 }
 
 /// What a held job is owed if whatever holds it ends without settling it.
@@ -64,13 +85,14 @@ pub(super) struct Settlement {
     fence: Fence,
     attempt: u32,
     max_attempts: u32,
-    lease_lost: Arc<AtomicBool>,
+    /// The handles the heartbeat shares.
+    held: Arc<Held>,
     owed: Owed,
 }
 
 impl Drop for Settlement {
     fn drop(&mut self) {
-        if self.lease_lost.load(Ordering::SeqCst) {
+        if self.held.lease_lost() {
             // The heartbeat forgot it: the attempt must not settle.
             return;
         }
@@ -137,7 +159,7 @@ impl Registered {
     /// Whether the heartbeat found its lease lost while it waited: it must
     /// not start (the heartbeat already forgot it).
     pub(super) fn lost(&self) -> bool {
-        self.lease_lost.load(Ordering::SeqCst)
+        self.settlement.held.lease_lost()
     }
 
     /// The size of its payload, in bytes.
@@ -148,32 +170,15 @@ impl Registered {
 
 /// Registers `job` as held, so heartbeats renew its lease from now on.
 pub(super) fn register(shared: &Shared, job: ClaimedJob) -> Registered {
-    let cancel = shared.stop_jobs.child_token();
-    let lease_lost = Arc::new(AtomicBool::new(false));
-    let ended = Arc::new(AtomicBool::new(false));
     let settlement = Settlement {
         rescues: shared.rescues.clone(),
         fence: job.fence(),
         attempt: job.attempt,
         max_attempts: job.max_attempts,
-        lease_lost: Arc::clone(&lease_lost),
+        held: shared.hold(job.fence()),
         owed: Owed::Release,
     };
-    shared.held().insert(
-        job.fence(),
-        Held {
-            cancel: cancel.clone(),
-            lease_lost: Arc::clone(&lease_lost),
-            ended: Arc::clone(&ended),
-        },
-    );
-    Registered {
-        job,
-        cancel,
-        lease_lost,
-        ended,
-        settlement,
-    }
+    Registered { job, settlement }
 }
 
 /// Runs a registered job in its own task; `permit` (the queue slot) is
@@ -188,9 +193,6 @@ pub(super) fn start(
 ) {
     let Registered {
         job,
-        cancel,
-        lease_lost,
-        ended,
         mut settlement,
     } = registered;
     // A subscriber that panics making the span costs the job its span, not its settle.
@@ -199,7 +201,7 @@ pub(super) fn start(
             "jobq.job",
             job.id = job.id,
             job.name = %job.job_name,
-            job.queue = %queue,
+            queue.name = %queue,
             job.attempt = job.attempt,
             job.outcome = field::Empty,
         )
@@ -224,6 +226,7 @@ pub(super) fn start(
         let started = std::time::Instant::now();
         // Decoding the payload, polling the handler and dropping its
         // future (after a timeout or cancellation) all run in here.
+        let cancel = settlement.held.cancel_token().clone();
         let attempt = execute(&shared, &queue, &job, cancel).instrument(span.clone());
         let outcome = match AssertUnwindSafe(attempt).catch_unwind().await {
             Ok(outcome) => outcome,
@@ -239,9 +242,9 @@ pub(super) fn start(
             ),
         };
         pace.record(started.elapsed());
-        ended.store(true, Ordering::SeqCst);
+        settlement.held.end();
         inject::point!(BeforeSettle, &queue);
-        settle(&shared, &queue, &job, &span, outcome, &lease_lost, &mut settlement).await;
+        settle(&shared, &queue, &job, &span, outcome, &mut settlement).await;
         drop(permit);
     });
 }
@@ -365,7 +368,6 @@ async fn settle(
     job: &ClaimedJob,
     span: &tracing::Span,
     outcome: Outcome,
-    lease_lost: &AtomicBool,
     settlement: &mut Settlement,
 ) {
     // Every log line and span record below is `quietly`: a subscriber that
@@ -385,7 +387,7 @@ async fn settle(
             quietly(|| tracing::debug!(parent: span, "job done"));
             return;
         }
-        Outcome::Interrupted if lease_lost.load(Ordering::SeqCst) => {
+        Outcome::Interrupted if settlement.held.lease_lost() => {
             settlement.owed = Owed::Nothing;
             quietly(|| {
                 span.record("job.outcome", "lease_lost");
@@ -498,7 +500,7 @@ pub(super) async fn apply(shared: &Shared, transition: &Transition) {
         let result = AssertUnwindSafe(shared.store.transition(transition))
             .catch_unwind()
             .await
-            .unwrap_or_else(|panic| Err(super::panicked("settle", panic.as_ref())));
+            .unwrap_or_else(|panic| Err(panicked("settle", panic.as_ref())));
         match result {
             Ok(true) => return,
             Ok(false) => {
@@ -532,16 +534,6 @@ pub(super) async fn apply(shared: &Shared, transition: &Transition) {
     }
 }
 
-pub(super) fn panic_message(panic: &(dyn Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "its payload is not a string (std::panic::panic_any), so the panic hook's report on stderr is the place to look".to_owned()
-    }
-}
-
 /// `JobContext::extend_lease` for a job held by a worker.
 struct JobLease {
     store: Store,
@@ -554,7 +546,7 @@ impl LeaseExtender for JobLease {
             match self.store.heartbeat(&[self.fence], by).await {
                 Ok(lost) if lost.is_empty() => Ok(()),
                 Ok(_) => Err(LeaseError::Lost),
-                Err(error) => Err(LeaseError::Backend(error_chain(&error))),
+                Err(error) => Err(LeaseError::Backend(Box::new(error))),
             }
         })
     }

@@ -185,9 +185,10 @@ impl BackendStore for MySqlStore {
             .fetch_one(&mut *conn)
             .await?;
         if locked != Some(1) {
-            return Err(Error::invalid(
-                "could not take the migration lock `jobq_migrate` within 120 s; is another migration stuck?",
-            ));
+            return Err(Error::MigrationLockTimeout {
+                lock: "jobq_migrate",
+                seconds: 120,
+            });
         }
         let applied = apply_migrations(&mut conn).await;
         sqlx::query(MIGRATE_UNLOCK).execute(&mut *conn).await?;
@@ -876,7 +877,7 @@ fn job_info(row: &sqlx::mysql::MySqlRow) -> Result<JobInfo> {
         queue: text(row, "queue")?,
         job_name: text(row, "job_name")?,
         payload: text(row, "payload")?,
-        status: status.parse().map_err(Error::Invalid)?,
+        status: status.parse().map_err(Error::UnknownStatus)?,
         priority: row.try_get("priority")?,
         attempts: u32::try_from(row.try_get::<i32, _>("attempts")?).unwrap_or(0),
         max_attempts: u32::try_from(row.try_get::<i32, _>("max_attempts")?).unwrap_or(0),

@@ -548,7 +548,7 @@ fn job_info(row: &PgRow) -> Result<JobInfo> {
         queue: row.try_get("queue")?,
         job_name: row.try_get("job_name")?,
         payload: row.try_get("payload")?,
-        status: status.parse().map_err(Error::Invalid)?,
+        status: status.parse().map_err(Error::UnknownStatus)?,
         priority: row.try_get("priority")?,
         attempts: u32::try_from(row.try_get::<i32, _>("attempts")?).unwrap_or(0),
         max_attempts: u32::try_from(row.try_get::<i32, _>("max_attempts")?).unwrap_or(0),

@@ -171,10 +171,12 @@ impl BackendStore for SqliteStore {
     async fn from_pool(pool: SqlitePool) -> Result<Self> {
         let version: String = sqlx::query_scalar(VERSION).fetch_one(&pool).await?;
         if !version_at_least(&version, MIN_VERSION) {
-            return Err(Error::invalid(format!(
-                "SQLite {version} is too old for jobq: it needs {}.{} or newer (UPDATE … RETURNING)",
-                MIN_VERSION.0, MIN_VERSION.1
-            )));
+            return Err(Error::UnsupportedServerVersion {
+                backend: crate::Backend::Sqlite,
+                version,
+                needs: format!("{}.{}", MIN_VERSION.0, MIN_VERSION.1),
+                because: "UPDATE … RETURNING",
+            });
         }
         Ok(Self {
             conns: Stash::new(pool.clone()),
@@ -754,7 +756,7 @@ fn job_info(row: &SqliteRow) -> Result<JobInfo> {
         queue: text(row, "queue")?.unwrap_or_default(),
         job_name: text(row, "job_name")?.unwrap_or_default(),
         payload: text(row, "payload")?.unwrap_or_default(),
-        status: status.parse().map_err(Error::Invalid)?,
+        status: status.parse().map_err(Error::UnknownStatus)?,
         priority: row.try_get("priority")?,
         attempts: u32::try_from(row.try_get::<i64, _>("attempts")?).unwrap_or(0),
         max_attempts: u32::try_from(row.try_get::<i64, _>("max_attempts")?).unwrap_or(0),

@@ -1,0 +1,259 @@
+//! A queue's claim loop: claims, claims ahead (prefetch) and paces polling.
+
+use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::inject;
+use super::run::{self, Pace};
+use super::shared::{QueueSpec, Shared, backoff, panicked, quietly};
+use crate::{Result, wakeup};
+
+/// A queue's claim loop: keeps the queue's slots fed from a small buffer of
+/// claimed jobs, refilled by one claim at a time.
+///
+/// Without a buffer, every slot that frees waits a whole claim round trip
+/// for its next job, and a worker of short jobs spends its time waiting on
+/// the database. So the loop claims, besides the free slots, as many extra
+/// jobs as the slots are expected to finish during one claim: concurrency ×
+/// claim round trip ÷ the jobs' run time (both moving averages), at most
+/// `MAX_PREFETCH_FACTOR` × concurrency. Jobs that take longer than a claim
+/// are never claimed ahead of a free slot, so a worker of slow jobs holds
+/// nothing another worker could be running. Claimed jobs are held (their
+/// leases renewed) from the claim on, start in claim order, and on shutdown
+/// those not started go back to `pending` without counting an attempt.
+pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
+    let slots = Arc::new(Semaphore::new(queue.concurrency));
+    let pace = Arc::new(Pace::default());
+    let wake = wakeup::subscribe(&queue.name);
+    let mut buffer: VecDeque<run::Registered> = VecDeque::new();
+    // Payload bytes in `buffer`, and a moving average of a claimed payload's size.
+    let mut buffered_bytes = 0usize;
+    let mut payload_size = 0usize;
+    let mut claiming: Option<BoxFuture<'static, (Result<Vec<run::Registered>>, Duration)>> = None;
+    // Moving average of a claim's round trip.
+    let mut round_trip = Duration::ZERO;
+    let mut failures = 0u32;
+    // Whether the last claim came back full: more jobs are probably waiting.
+    let mut backlog = false;
+    // Claims in a row that found nothing; an idle worker starts idle.
+    let mut empty_claims = u32::MAX;
+    // When to claim without a wake-up or backlog.
+    let mut next_poll = tokio::time::Instant::now();
+    let woken = wake.notified();
+    tokio::pin!(woken);
+    woken.as_mut().enable();
+    let mut was_woken = false;
+    // The limit of the claim in flight.
+    let mut asked = 0;
+    loop {
+        if !buffer.is_empty() {
+            inject::point!(Buffered, &queue.name);
+        }
+        // Start what the free slots can take, in claim order.
+        let mut started = false;
+        while !buffer.is_empty() {
+            let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
+                break;
+            };
+            let size = start_next(&shared, &queue.name, &mut buffer, permit, &pace);
+            buffered_bytes -= size;
+            shared.buffered_bytes.fetch_sub(size, Ordering::Relaxed);
+            started = true;
+        }
+        if started {
+            // tokio keeps the task spawned last in a slot that only this
+            // worker runs, and wakes no other worker for it: a handler that
+            // blocks its thread from there can leave the runtime's I/O driver
+            // unpolled, stalling every database call in the process. Spawning
+            // an empty task after the jobs moves them where idle workers can
+            // take them, and wakes one.
+            tokio::spawn(async {});
+        }
+        let ahead = prefetch(queue.concurrency, round_trip, pace.get()).min(
+            // Within the byte budget, at the payload size seen so far.
+            shared
+                .settings
+                .claim_ahead_bytes
+                .saturating_sub(buffered_bytes)
+                / payload_size.max(1),
+        );
+        let wanted_now = || (slots.available_permits() + ahead).saturating_sub(buffer.len());
+        let wanted = wanted_now();
+        let due = backlog || was_woken || tokio::time::Instant::now() >= next_poll;
+        if claiming.is_none() && wanted > 0 && due {
+            if backlog && buffer.is_empty() && ahead == 0 {
+                // Jobs end in bursts (a batch started together): let the ones
+                // finishing right now hand back their slots, so one claim
+                // serves the whole burst. Never waits on a running job.
+                for _ in 0..4 {
+                    let free = slots.available_permits();
+                    tokio::task::yield_now().await;
+                    if slots.available_permits() == free {
+                        break;
+                    }
+                }
+            }
+            let wanted = wanted_now();
+            // Re-armed before the claim, so an enqueue during the claim is not missed.
+            was_woken = false;
+            woken.set(wake.notified());
+            woken.as_mut().enable();
+            asked = wanted;
+            claiming = Some(claim(&shared, &queue.name, wanted));
+        }
+        let idle_claimer = claiming.is_none() && wanted > 0;
+        tokio::select! {
+            biased;
+            () = shared.stop_claiming.cancelled() => break,
+            (result, took) = async { claiming.as_mut().expect("a claim in flight").await }, if claiming.is_some() => {
+                claiming = None;
+                match result {
+                    Ok(jobs) => {
+                        quietly(|| tracing::trace!(asked, got = jobs.len(), ?took, buffered = buffer.len(), free = slots.available_permits(), "claimed"));
+                        failures = 0;
+                        round_trip = if round_trip.is_zero() { took } else { (round_trip * 7 + took) / 8 };
+                        backlog = jobs.len() == asked;
+                        empty_claims = if jobs.is_empty() { empty_claims.saturating_add(1) } else { 0 };
+                        next_poll = tokio::time::Instant::now() + poll_after(shared.settings.poll, empty_claims);
+                        let mut added = 0;
+                        for job in &jobs {
+                            let size = job.payload_len();
+                            added += size;
+                            payload_size = if payload_size == 0 { size } else { payload_size - payload_size / 8 + size / 8 };
+                        }
+                        buffered_bytes += added;
+                        shared.buffered_bytes.fetch_add(added, Ordering::Relaxed);
+                        buffer.extend(jobs);
+                    }
+                    Err(error) => {
+                        failures += 1;
+                        backlog = false;
+                        was_woken = false;
+                        let pause = backoff(failures);
+                        next_poll = tokio::time::Instant::now() + pause;
+                        quietly(|| {
+                            tracing::warn!(
+                                error = &error as &dyn std::error::Error,
+                                retry_in = ?pause,
+                                "claim failed; retrying"
+                            );
+                        });
+                    }
+                }
+            }
+            // A slot came free: handed back at once, for the top of the loop
+            // to start a buffered job on or to claim for.
+            permit = Arc::clone(&slots).acquire_owned(), if !buffer.is_empty() || wanted == 0 => {
+                if permit.is_err() {
+                    break;
+                }
+            }
+            () = &mut woken, if idle_claimer && !was_woken && failures == 0 => was_woken = true,
+            () = tokio::time::sleep_until(next_poll), if idle_claimer && !backlog && !was_woken => {}
+        }
+    }
+    // Stopping: a claim in flight may already hold rows; take them, then
+    // hand back everything that did not start.
+    if let Some(in_flight) = claiming
+        && let (Ok(jobs), _) = in_flight.await
+    {
+        buffer.extend(jobs);
+    }
+    shared
+        .buffered_bytes
+        .fetch_sub(buffered_bytes, Ordering::Relaxed);
+    run::release_unstarted(&shared, &queue.name, buffer.into()).await;
+}
+
+/// Claims up to `limit` jobs of `queue` and registers them as held (in the
+/// same poll as the claim returns: no await point between); also reports how
+/// long the claim took. A panic in the claim (a subscriber's, inside the
+/// driver) is a failed claim.
+fn claim(
+    shared: &Arc<Shared>,
+    queue: &str,
+    limit: usize,
+) -> BoxFuture<'static, (Result<Vec<run::Registered>>, Duration)> {
+    let shared = Arc::clone(shared);
+    let queue = queue.to_owned();
+    Box::pin(async move {
+        let started = tokio::time::Instant::now();
+        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        let result = AssertUnwindSafe(shared.store.claim(
+            &queue,
+            limit,
+            shared.settings.lease,
+            &shared.worker_id,
+        ))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(panicked("claim", panic.as_ref())));
+        let registered = result.map(|jobs| {
+            jobs.into_iter()
+                .map(|job| run::register(&shared, job))
+                .collect::<Vec<_>>()
+        });
+        if registered.is_ok() && inject::fire(inject::Point::Claimed, &queue).is_some() {
+            panic!("jobq fault injection: the claim loop dropped after a claim");
+        }
+        (registered, started.elapsed())
+    })
+}
+
+/// Starts the oldest buffered job on `permit`, unless its lease was lost
+/// while it waited (then the permit goes back); returns the size of the
+/// payload it took from the buffer.
+fn start_next(
+    shared: &Arc<Shared>,
+    queue: &str,
+    buffer: &mut VecDeque<run::Registered>,
+    permit: OwnedSemaphorePermit,
+    pace: &Arc<Pace>,
+) -> usize {
+    let Some(next) = buffer.pop_front() else {
+        return 0;
+    };
+    let size = next.payload_len();
+    if !next.lost() {
+        run::start(shared, queue, next, permit, pace);
+    }
+    size
+}
+
+/// Most jobs claimed ahead of free slots, as a multiple of the concurrency.
+const MAX_PREFETCH_FACTOR: usize = 8;
+
+/// How many jobs to claim beyond the free slots: about as many as the busy
+/// slots finish during one claim round trip, so none of them waits on the
+/// database. None until both the claim and the jobs have been timed.
+fn prefetch(concurrency: usize, round_trip: Duration, job: Option<Duration>) -> usize {
+    let Some(job) = job else { return 0 };
+    if round_trip.is_zero() {
+        return 0;
+    }
+    let cap = concurrency.saturating_mul(MAX_PREFETCH_FACTOR);
+    let ahead = concurrency as f64 * round_trip.as_secs_f64() / job.as_secs_f64().max(1e-9);
+    if ahead >= cap as f64 {
+        cap
+    } else {
+        ahead as usize
+    }
+}
+
+/// Adaptive polling: how long to wait for jobs from other processes (which
+/// send no in-process wake-up) after `empty_claims` claims in a row found
+/// nothing. Jobs that just arrived are likely followed by more, so the next
+/// poll comes after 1/32 of the poll interval, then twice as long after each
+/// empty claim, back to the full interval after five. A queue fed at a steady
+/// rate is polled every few milliseconds; an idle one at the poll interval.
+fn poll_after(poll: Duration, empty_claims: u32) -> Duration {
+    let fast = (poll / 32).max(Duration::from_millis(1)).min(poll);
+    fast.saturating_mul(1 << empty_claims.min(6)).min(poll)
+}

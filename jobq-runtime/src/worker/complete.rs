@@ -1,0 +1,156 @@
+//! The completer: settles successes in batches.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio::sync::mpsc;
+
+use super::inject;
+use super::shared::{Shared, backoff, lock, panicked, quietly};
+use crate::Result;
+use crate::store::Fence;
+
+/// Most successes the completer settles per statement.
+const COMPLETE_BATCH: usize = 1000;
+
+/// How long a batch of successes may hold the turn before it is deemed
+/// stuck on a row lock and finishes beside (at most half a heartbeat interval).
+const STUCK_AFTER: Duration = Duration::from_secs(1);
+
+/// Settles successes in batches: whatever accumulated while the previous
+/// batch was being written goes in the next one. On shutdown it drains what
+/// is left and stops.
+pub(super) async fn completer(shared: Arc<Shared>, mut completions: mpsc::Receiver<Fence>) {
+    let mut batch = Vec::with_capacity(COMPLETE_BATCH);
+    loop {
+        let stopping = tokio::select! {
+            biased;
+            received = completions.recv_many(&mut batch, COMPLETE_BATCH) => received == 0,
+            () = shared.stop_completer.cancelled() => true,
+        };
+        if stopping {
+            while let Ok(fence) = completions.try_recv() {
+                batch.push(fence);
+            }
+        }
+        if !batch.is_empty() {
+            // settle_completions catches what panics in its writes; this is
+            // for the rest (the completer must outlive any one batch).
+            let handed_off = AssertUnwindSafe(settle_completions(&shared, &batch, stopping))
+                .catch_unwind()
+                .await
+                .unwrap_or(false);
+            if !handed_off {
+                shared.release_held(&batch);
+            }
+            batch.clear();
+        }
+        if stopping {
+            break;
+        }
+    }
+}
+
+/// Writes one batch of successes, retrying while the database is unreachable.
+/// Giving up loses nothing: the jobs stay `processing` and run again when
+/// their leases expire (at-least-once). Returns `true` if the write was
+/// stuck on a row lock and handed off to finish beside (which then releases
+/// the batch from the held set).
+async fn settle_completions(shared: &Arc<Shared>, batch: &[Fence], stopping: bool) -> bool {
+    let give_up_after = if stopping { 3 } else { 20 };
+    let mut failures = 0;
+    loop {
+        let result = {
+            let turn = shared.bulk_writes.lock().await;
+            set_settling(shared, batch);
+            // Waits out a heartbeat renewing beside the previous batch (uncontended otherwise).
+            drop(shared.beside.lock().await);
+            let mut write = Box::pin(complete_batch(Arc::clone(shared), batch.to_vec()));
+            let stuck_after = STUCK_AFTER.min(shared.settings.heartbeat_interval() / 2);
+            let result = match tokio::time::timeout(stuck_after, &mut write).await {
+                Ok(result) => result,
+                Err(_) => {
+                    // Waiting on a row lock someone else holds: only these
+                    // rows wait for it; the turn goes back to the heartbeats
+                    // and to the batches after this one.
+                    lock(&shared.stuck).extend_from_slice(batch);
+                    set_settling(shared, &[]);
+                    drop(turn);
+                    let shared = Arc::clone(shared);
+                    let batch = batch.to_vec();
+                    shared.clone().beside_writes.spawn(async move {
+                        let result = write.await;
+                        if let Err(error) = &result {
+                            quietly(|| {
+                                tracing::warn!(
+                                    error = error as &dyn std::error::Error,
+                                    jobs = batch.len(),
+                                    "settling completed jobs that waited on a row lock failed; they will run again when their leases expire"
+                                );
+                            });
+                        }
+                        lock(&shared.stuck).retain(|fence| !batch.contains(fence));
+                        shared.release_held(&batch);
+                    });
+                    return true;
+                }
+            };
+            set_settling(shared, &[]);
+            drop(turn);
+            result
+        };
+        match result {
+            Ok(settled) => {
+                if settled < batch.len() as u64 {
+                    quietly(|| {
+                        tracing::warn!(
+                            fenced_out = batch.len() as u64 - settled,
+                            "completed jobs were no longer held (lease expired and re-claimed, or cancelled); their completion was not applied"
+                        );
+                    });
+                }
+                return false;
+            }
+            Err(error) => {
+                failures += 1;
+                if failures >= give_up_after {
+                    quietly(|| {
+                        tracing::error!(
+                            error = &error as &dyn std::error::Error,
+                            jobs = batch.len(),
+                            "giving up settling completed jobs; they will run again when their leases expire"
+                        );
+                    });
+                    return false;
+                }
+                let pause = backoff(failures);
+                quietly(|| {
+                    tracing::warn!(error = &error as &dyn std::error::Error, retry_in = ?pause, "settling completed jobs failed; retrying");
+                });
+                tokio::time::sleep(pause).await;
+            }
+        }
+    }
+}
+
+/// One write of a batch of successes; a panic in it is a failed write.
+async fn complete_batch(shared: Arc<Shared>, batch: Vec<Fence>) -> Result<u64> {
+    AssertUnwindSafe(async {
+        if inject::fire(inject::Point::CompleterWrite, &shared.queue_names[0]).is_some() {
+            panic!("jobq fault injection: the batch write dropped (a panic here)");
+        }
+        shared.store.complete(&batch).await
+    })
+    .catch_unwind()
+    .await
+    .unwrap_or_else(|panic| Err(panicked("completer", panic.as_ref())))
+}
+
+/// Records the batch of successes written under the turn (none: `&[]`).
+fn set_settling(shared: &Shared, batch: &[Fence]) {
+    let mut settling = lock(&shared.settling);
+    settling.clear();
+    settling.extend_from_slice(batch);
+}

@@ -1,0 +1,198 @@
+//! `WorkerHandle`: a started worker, its shutdown, and the drop guard that
+//! starts that shutdown when the handle is dropped.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
+
+use super::shared::{Shared, in_span, lock, panic_message, quietly};
+use crate::{Error, Result};
+
+/// A running worker; see [`Worker::start`](super::Worker::start).
+///
+/// Dropping it without [`shutdown`](Self::shutdown) does not leave the
+/// worker running detached: the drop stops the claim loops at once and
+/// shuts the worker down in the background as `shutdown` would, with the
+/// worker's shutdown timeout ([`WorkerBuilder::shutdown_timeout`](super::WorkerBuilder::shutdown_timeout))
+/// as the deadline: running jobs get that long, the rest are released to
+/// `pending` without counting the attempt, and completed jobs are settled.
+/// Nothing reports the outcome; call `shutdown` to wait for it.
+#[derive(Debug)]
+#[must_use = "dropping the handle shuts the worker down in the background; call shutdown to wait for it"]
+pub struct WorkerHandle {
+    shared: Arc<Shared>,
+    /// The worker's tasks; taken by `shutdown` or by the drop guard.
+    running: Option<Running>,
+    /// The runtime the worker runs on, for the drop guard's shutdown.
+    runtime: tokio::runtime::Handle,
+    /// The worker's span, the parent of its shutdown's.
+    span: tracing::Span,
+}
+
+/// The tasks of a started worker, stopped in order by [`Running::stop`].
+#[derive(Debug)]
+pub(super) struct Running {
+    /// The claim loops.
+    pub(super) claimers: TaskTracker,
+    /// Heartbeat, reaper, pruner, cron and listener.
+    pub(super) tasks: TaskTracker,
+    pub(super) completer: JoinHandle<()>,
+    pub(super) rescuer: JoinHandle<()>,
+}
+
+impl WorkerHandle {
+    pub(super) fn new(shared: Arc<Shared>, running: Running, span: tracing::Span) -> Self {
+        Self {
+            shared,
+            running: Some(running),
+            runtime: tokio::runtime::Handle::current(),
+            span,
+        }
+    }
+
+    /// This worker's id.
+    pub fn id(&self) -> &str {
+        &self.shared.worker_id
+    }
+
+    /// Payload bytes this worker holds claimed ahead of free slots right now
+    /// (for tests of `claim_ahead_bytes`).
+    #[doc(hidden)]
+    pub fn buffered_payload_bytes(&self) -> usize {
+        self.shared.buffered_bytes.load(Ordering::Relaxed)
+    }
+
+    /// How many jobs this worker holds right now (running or awaiting settlement).
+    pub fn held_jobs(&self) -> usize {
+        self.shared.held().len()
+    }
+
+    /// Stops claiming, waits up to `deadline` for running jobs, then cancels
+    /// the rest and releases them to `pending` without counting the attempt,
+    /// settles every completed job, and stops.
+    ///
+    /// Returns [`Error::Panicked`] if a task of the worker panicked (the
+    /// worker then stopped claiming at once; see [`WorkerHandle::failed`]).
+    ///
+    /// # Cancel safety
+    /// The shutdown runs in a task of its own: dropping this future (a
+    /// `select!` branch that lost, a timeout around it) does not interrupt
+    /// it, it goes on in the background to the same end; only its result is
+    /// lost. No worker task keeps claiming after the first poll.
+    pub async fn shutdown(mut self, deadline: Duration) -> Result<()> {
+        let stopping = self.stop(deadline);
+        match stopping.await {
+            Ok(result) => result,
+            Err(error) => Err(Error::Panicked {
+                task: "shutdown",
+                message: match error.try_into_panic() {
+                    Ok(panic) => panic_message(panic.as_ref()),
+                    Err(error) => error.to_string(),
+                },
+            }),
+        }
+    }
+
+    /// Completes when a task of the worker panicked and the worker stopped
+    /// claiming; [`shutdown`](Self::shutdown) then returns the error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping it changes nothing.
+    pub async fn failed(&self) {
+        self.shared.failed.cancelled().await;
+    }
+
+    /// Stops claiming now and spawns the rest of the shutdown.
+    fn stop(&mut self, deadline: Duration) -> JoinHandle<Result<()>> {
+        let running = self
+            .running
+            .take()
+            .expect("a worker handle is stopped once: by shutdown or by its drop");
+        self.shared.stop_claiming.cancel();
+        let span = in_dispatch(
+            &self.span,
+            || tracing::info_span!(parent: &self.span, "jobq.shutdown"),
+        )
+        .unwrap_or_else(tracing::Span::none);
+        let stop = running.stop(Arc::clone(&self.shared), deadline);
+        self.runtime.spawn(in_span(span, stop))
+    }
+}
+
+impl Drop for WorkerHandle {
+    /// The drop guard: a handle dropped before `shutdown` shuts the worker
+    /// down in the background (see [`WorkerHandle`]).
+    fn drop(&mut self) {
+        if self.running.is_some() {
+            quietly(|| {
+                in_dispatch(&self.span, || {
+                    tracing::info!(
+                        parent: &self.span,
+                        "the worker handle was dropped before shutdown; shutting the worker down in the background"
+                    );
+                });
+            });
+            let deadline = self.shared.settings.shutdown_timeout;
+            drop(self.stop(deadline));
+        }
+    }
+}
+
+impl Running {
+    /// The shutdown, in order: claim loops (they hand back what they claimed
+    /// and did not start), running jobs (up to `deadline`, then cancelled and
+    /// released), the completer, writes stuck on a row lock, the rescuer,
+    /// and last the heartbeat and the other background tasks.
+    async fn stop(self, shared: Arc<Shared>, deadline: Duration) -> Result<()> {
+        let Self {
+            claimers,
+            tasks,
+            completer,
+            rescuer,
+        } = self;
+        shared.stop_claiming.cancel();
+        // The claim loops hand back the jobs they claimed and did not start.
+        claimers.wait().await;
+        shared.jobs.close();
+        if tokio::time::timeout(deadline, shared.jobs.wait())
+            .await
+            .is_err()
+        {
+            quietly(|| {
+                tracing::info!(
+                    running = shared.jobs.len(),
+                    "shutdown deadline passed; cancelling running jobs and releasing them to pending"
+                );
+            });
+            shared.stop_jobs.cancel();
+            shared.jobs.wait().await;
+        }
+        // Every job task has handed its success to the completer by now.
+        shared.stop_completer.cancel();
+        let _ = completer.await;
+        // Writes stuck on a row lock get one lease more.
+        shared.beside_writes.close();
+        let _ = tokio::time::timeout(shared.settings.lease, shared.beside_writes.wait()).await;
+        // What dead job tasks owed, now that no job task is left.
+        shared.stop_rescuer.cancel();
+        let _ = rescuer.await;
+        // Heartbeat and reaper last: held jobs keep their leases until settled.
+        shared.stop_background.cancel();
+        tasks.wait().await;
+        match lock(&shared.failure).take() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Runs `f` with `span`'s subscriber as the default: a span or event made
+/// there with `span` as its parent goes to the subscriber that knows it,
+/// whichever thread (with whichever default subscriber) runs the shutdown.
+/// `None` if `span` is disabled.
+fn in_dispatch<T>(span: &tracing::Span, f: impl FnOnce() -> T) -> Option<T> {
+    span.with_subscriber(|(_, dispatch)| tracing::dispatcher::with_default(dispatch, f))
+}

@@ -1,0 +1,113 @@
+//! The heartbeat: renews the leases of every held job, stops those whose lease was lost.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::inject;
+use super::shared::{Shared, lock, quietly};
+use crate::store::Fence;
+
+/// Longest a heartbeat waits for a settle batch to finish before renewing
+/// the other leases beside it (at most a quarter of the heartbeat interval).
+const TURN_WAIT: Duration = Duration::from_millis(200);
+
+pub(super) async fn heartbeat_loop(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(shared.settings.heartbeat_interval());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            () = shared.stop_background.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        let fences: Vec<Fence> = shared.held().keys().copied().collect();
+        if fences.is_empty() {
+            continue;
+        }
+        inject::point!(Heartbeat, &shared.queue_names[0]);
+        let wait = TURN_WAIT.min(shared.settings.heartbeat_interval() / 4);
+        let result = match tokio::time::timeout(wait, shared.bulk_writes.lock()).await {
+            Ok(_turn) => {
+                // Not the rows of a stuck write (it holds some of their
+                // locks), read once the turn is ours: a write that became
+                // stuck while this heartbeat waited for the turn gave it up.
+                let others = not_writing(&fences, &lock(&shared.stuck), &[]);
+                shared.store.heartbeat(&others, shared.settings.lease).await
+            }
+            Err(_) => {
+                // The settle holding the turn waits on a row lock: renew the
+                // rest beside it.
+                let _beside = shared.beside.lock().await;
+                let others = not_writing(&fences, &lock(&shared.stuck), &lock(&shared.settling));
+                shared.store.heartbeat(&others, shared.settings.lease).await
+            }
+        };
+        renew_stuck(&shared).await;
+        match result {
+            Ok(lost) => {
+                let mut held = shared.held();
+                for fence in lost {
+                    let ended = held.get(&fence).is_some_and(|job| job.ended());
+                    if ended {
+                        continue;
+                    }
+                    if let Some(job) = held.remove(&fence) {
+                        quietly(|| {
+                            tracing::warn!(
+                                job.id = fence.id,
+                                "lease lost (expired and re-claimed, or cancelled); stopping the attempt without settling it"
+                            );
+                        });
+                        job.lose_lease();
+                    }
+                }
+            }
+            Err(error) => quietly(|| {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    jobs = fences.len(),
+                    "renewing leases failed; retrying at the next heartbeat"
+                );
+            }),
+        }
+    }
+}
+
+/// Renews the leases of the rows of stuck writes that nobody has locked:
+/// those the write has not reached yet while it waits on a row lock. The
+/// others are locked by the write (it settles them) or by the transaction it
+/// waits on (the reaper skips them too), so they are not lost. No cost while
+/// nothing is stuck.
+async fn renew_stuck(shared: &Shared) {
+    let stuck = lock(&shared.stuck).clone();
+    if stuck.is_empty() {
+        return;
+    }
+    if let Err(error) = shared
+        .store
+        .heartbeat_unlocked(&stuck, shared.settings.lease)
+        .await
+    {
+        quietly(|| {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                jobs = stuck.len(),
+                "renewing the leases of completed jobs waiting on a row lock failed; retrying at the next heartbeat"
+            );
+        });
+    }
+}
+
+/// The fences among `fences` that neither a stuck write nor the settle in
+/// progress is updating.
+fn not_writing(fences: &[Fence], stuck: &[Fence], settling: &[Fence]) -> Vec<Fence> {
+    if stuck.is_empty() && settling.is_empty() {
+        return fences.to_vec();
+    }
+    let writing: std::collections::HashSet<&Fence> = stuck.iter().chain(settling).collect();
+    fences
+        .iter()
+        .filter(|fence| !writing.contains(fence))
+        .copied()
+        .collect()
+}

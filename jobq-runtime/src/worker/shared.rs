@@ -1,0 +1,306 @@
+//! What a worker's tasks share: settings, the held jobs, the stop signals.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use jobq_core::{Registry, States};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, Span};
+
+use crate::Error;
+use crate::store::{Fence, Store, Transition};
+
+/// Runs `log` (a tracing macro), swallowing a panic of the subscriber (one
+/// that writes to a closed pipe panics): a log line must never stop a
+/// settle or a worker loop.
+pub(super) fn quietly(log: impl FnOnce()) {
+    let _ = std::panic::catch_unwind(AssertUnwindSafe(log));
+}
+
+/// The error for a panic caught in `task`.
+pub(super) fn panicked(task: &'static str, panic: &(dyn Any + Send)) -> Error {
+    Error::Panicked {
+        task,
+        message: panic_message(panic),
+    }
+}
+
+/// What a caught panic says.
+pub(super) fn panic_message(panic: &(dyn Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "its payload is not a string (std::panic::panic_any), so the panic hook's report on stderr is the place to look".to_owned()
+    }
+}
+
+/// A served queue, as configured.
+#[derive(Debug, Clone)]
+pub(super) struct QueueSpec {
+    pub(super) name: String,
+    pub(super) concurrency: usize,
+    pub(super) checked: bool,
+}
+
+/// A worker's durations and limits, as configured.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Settings {
+    pub(super) lease: Duration,
+    pub(super) heartbeat: Option<Duration>,
+    pub(super) heartbeats_enabled: bool,
+    pub(super) poll: Duration,
+    pub(super) reap: Option<Duration>,
+    pub(super) shutdown_timeout: Duration,
+    /// Retention of `done` and `cancelled` rows, if this worker prunes them.
+    pub(super) prune_finished: Option<Duration>,
+    /// Retention of `failed` rows, if this worker prunes them.
+    pub(super) prune_failed: Option<Duration>,
+    /// Most payload bytes a queue's claim loop holds claimed ahead of free slots.
+    pub(super) claim_ahead_bytes: usize,
+}
+
+/// Default of [`WorkerBuilder::claim_ahead_bytes`](super::WorkerBuilder::claim_ahead_bytes): 64 MiB per queue.
+pub const DEFAULT_CLAIM_AHEAD_BYTES: usize = 64 << 20;
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(30),
+            heartbeat: None,
+            heartbeats_enabled: true,
+            poll: Duration::from_millis(500),
+            reap: None,
+            shutdown_timeout: Duration::from_secs(30),
+            prune_finished: None,
+            prune_failed: None,
+            claim_ahead_bytes: DEFAULT_CLAIM_AHEAD_BYTES,
+        }
+    }
+}
+
+impl Settings {
+    pub(super) fn heartbeat_interval(&self) -> Duration {
+        self.heartbeat.unwrap_or(self.lease / 3)
+    }
+
+    pub(super) fn reap_interval(&self) -> Duration {
+        self.reap.unwrap_or(self.lease / 6)
+    }
+
+    /// How often the pruner runs: every minute, or every quarter of the
+    /// shortest retention if that is shorter (at least every 100 ms).
+    pub(super) fn prune_interval(&self) -> Option<Duration> {
+        let shortest = match (self.prune_finished, self.prune_failed) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => return None,
+        };
+        Some((shortest / 4).clamp(Duration::from_millis(100), Duration::from_secs(60)))
+    }
+}
+
+/// A job this worker holds, claimed and not yet settled: the handles its
+/// claim loop, its task, its settlement and the heartbeat share (one
+/// allocation per job).
+#[derive(Debug)]
+pub(super) struct Held {
+    /// Cancels the running attempt.
+    cancel: CancellationToken,
+    /// Set before `cancel` when the lease was lost: the attempt must not settle.
+    lease_lost: AtomicBool,
+    /// Set when the attempt has ended and its outcome is being settled: a
+    /// heartbeat that then finds the row gone from `processing` is seeing
+    /// that settle (a fenced-out one is reported by the settle), not a lost lease.
+    ended: AtomicBool,
+}
+
+impl Held {
+    fn new(cancel: CancellationToken) -> Self {
+        Self {
+            cancel,
+            lease_lost: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+        }
+    }
+
+    /// The token that cancels the running attempt.
+    pub(super) fn cancel_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Whether the heartbeat found the lease lost: the attempt must not settle.
+    pub(super) fn lease_lost(&self) -> bool {
+        self.lease_lost.load(Ordering::SeqCst)
+    }
+
+    /// The lease was lost: marks it so and stops the attempt.
+    pub(super) fn lose_lease(&self) {
+        self.lease_lost.store(true, Ordering::SeqCst);
+        self.cancel.cancel();
+    }
+
+    /// Whether the attempt has ended and its outcome is being settled.
+    pub(super) fn ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    /// The attempt has ended; its outcome is settled next.
+    pub(super) fn end(&self) {
+        self.ended.store(true, Ordering::SeqCst);
+    }
+}
+
+/// State shared by a worker's tasks.
+#[derive(Debug)]
+pub(super) struct Shared {
+    /// The database.
+    pub(super) store: Store,
+    /// The handlers, by job name.
+    pub(super) registry: Registry,
+    /// What handlers taking `State<T>` are given.
+    pub(super) states: States,
+    /// The configured durations and limits.
+    pub(super) settings: Settings,
+    /// Written to `claimed_by`.
+    pub(super) worker_id: String,
+    /// The jobs claimed and not settled yet (see [`Shared::hold`]).
+    pub(super) held: Mutex<HashMap<Fence, Arc<Held>>>,
+    /// Stops the claim loops.
+    pub(super) stop_claiming: CancellationToken,
+    /// Cancels running jobs (shutdown deadline passed); they are released to `pending`.
+    pub(super) stop_jobs: CancellationToken,
+    /// Makes the completer drain and stop.
+    pub(super) stop_completer: CancellationToken,
+    /// Stops heartbeat and reaper, last.
+    pub(super) stop_background: CancellationToken,
+    /// The served queues' names.
+    pub(super) queue_names: Vec<String>,
+    pub(super) completions: mpsc::Sender<Fence>,
+    /// Settles owed by job tasks that died (see `run::Settlement`).
+    pub(super) rescues: mpsc::UnboundedSender<Transition>,
+    /// Makes the rescuer drain and stop.
+    pub(super) stop_rescuer: CancellationToken,
+    /// Fired when a worker task panicked: the worker stops.
+    pub(super) failed: CancellationToken,
+    /// The first such panic, returned by `shutdown`.
+    pub(super) failure: Mutex<Option<Error>>,
+    pub(super) jobs: TaskTracker,
+    /// Taken around a settle batch and a heartbeat, which both update many
+    /// of this worker's rows in one statement: run side by side they can
+    /// lock the same rows in opposite orders, and PostgreSQL reports that
+    /// deadlock only after `deadlock_timeout` (1 s), a second in which
+    /// settles stall. (Locking the rows in id order first instead cost a
+    /// worker of concurrency 1 a third of its jobs/s: a row lock is a WAL
+    /// record of its own.)
+    ///
+    /// A heartbeat waits for the turn only briefly (`heartbeat::TURN_WAIT`): a settle
+    /// that holds it longer is waiting on a row lock someone else holds (a
+    /// caller's transaction with a duplicate `enqueue_in` of that job's
+    /// key), and the heartbeat then renews every lease but those of the
+    /// batch being settled ([`Shared::settling`]) without the turn. Disjoint
+    /// rows cannot deadlock, and a lock on one row delays no other lease.
+    pub(super) bulk_writes: tokio::sync::Mutex<()>,
+    /// Payload bytes claimed ahead of free slots, all queues (see `claim_ahead_bytes`).
+    pub(super) buffered_bytes: AtomicUsize,
+    /// The batch of successes being written under the turn.
+    pub(super) settling: Mutex<Vec<Fence>>,
+    /// Successes of batches whose write outlasted `complete::STUCK_AFTER` (waiting on
+    /// a row lock): their writes finish beside, without the turn, and
+    /// heartbeats leave these rows out of the plain renewal (their own write
+    /// holds some of them) and renew them with one that skips locked rows
+    /// (`renew_stuck`).
+    pub(super) stuck: Mutex<Vec<Fence>>,
+    /// Those writes, waited for by `shutdown` (at most one lease).
+    pub(super) beside_writes: TaskTracker,
+    /// Held by a heartbeat that renews beside a stuck settle; a new settle
+    /// batch takes it once before writing, so it never runs beside such a
+    /// heartbeat that did not exclude its rows.
+    pub(super) beside: tokio::sync::Mutex<()>,
+}
+
+impl Shared {
+    /// The jobs this worker holds.
+    pub(super) fn held(&self) -> MutexGuard<'_, HashMap<Fence, Arc<Held>>> {
+        lock(&self.held)
+    }
+
+    /// Registers a claimed job as held (heartbeats renew its lease from now
+    /// on), its attempt cancelled by `stop_jobs`.
+    pub(super) fn hold(&self, fence: Fence) -> Arc<Held> {
+        let held = Arc::new(Held::new(self.stop_jobs.child_token()));
+        self.held().insert(fence, Arc::clone(&held));
+        held
+    }
+
+    /// Stops the worker because `task` failed; `shutdown` returns the first failure.
+    pub(super) fn fail(&self, error: Error) {
+        quietly(|| {
+            tracing::error!(
+                error = &error as &dyn std::error::Error,
+                "a worker task failed; the worker stops"
+            );
+        });
+        lock(&self.failure).get_or_insert(error);
+        self.stop_claiming.cancel();
+        self.failed.cancel();
+    }
+
+    /// Forgets settled (or given up) jobs.
+    pub(super) fn release_held(&self, fences: &[Fence]) {
+        let mut held = self.held();
+        for fence in fences {
+            held.remove(fence);
+        }
+    }
+}
+
+/// 100 ms doubling to 5 s: how long to wait after `failures` failed database calls.
+pub(super) fn backoff(failures: u32) -> Duration {
+    let ms = 100u64.saturating_mul(1 << failures.min(6)).min(5_000);
+    Duration::from_millis(rand::random_range(ms / 2..=ms))
+}
+
+/// Sleeps `interval` ± 20 % (so workers started together spread out);
+/// `false` if `stop` fired first.
+pub(super) async fn jittered_pause(stop: &CancellationToken, interval: Duration) -> bool {
+    let pause = interval.mul_f64(rand::random_range(0.8..1.2));
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => false,
+        () = tokio::time::sleep(pause) => true,
+    }
+}
+
+/// Locks `mutex`, poisoned or not (what it guards stays consistent across a panic).
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs `task` in `span`, a task's span with an explicit parent (the worker's).
+///
+/// The span is closed under its own subscriber at the end: closing a span
+/// closes its parent through the thread's default subscriber, and a task
+/// may end on a thread whose default is another one (a test that gives each
+/// runtime thread its own), which does not know the parent.
+pub(super) async fn in_span<F: Future>(span: Span, task: F) -> F::Output {
+    let output = task.instrument(span.clone()).await;
+    close(span);
+    output
+}
+
+/// Drops `span` with its own subscriber as the default (see [`in_span`]).
+pub(super) fn close(span: Span) {
+    match span.with_subscriber(|(_, dispatch)| dispatch.clone()) {
+        Some(dispatch) => tracing::dispatcher::with_default(&dispatch, move || drop(span)),
+        None => drop(span),
+    }
+}

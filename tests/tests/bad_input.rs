@@ -81,7 +81,7 @@ async fn stop(handle: WorkerHandle) {
 
 fn invalid(result: jobq_runtime::Result<impl std::fmt::Debug>) -> String {
     match result {
-        Err(Error::Invalid(message)) => message,
+        Err(Error::Invalid(message)) => message.to_string(),
         other => panic!("expected Error::Invalid, got {other:?}"),
     }
 }

@@ -98,7 +98,7 @@ async fn stop(handle: WorkerHandle) {
 
 fn invalid(result: jobq_runtime::Result<impl std::fmt::Debug>) -> String {
     match result {
-        Err(Error::Invalid(message)) => message,
+        Err(Error::Invalid(message)) => message.to_string(),
         other => panic!("expected Error::Invalid, got {other:?}"),
     }
 }
@@ -272,7 +272,7 @@ async fn a_nul_in_a_queue_name_key_or_job_name_is_refused_up_front(db: TestDb) {
         .queue_unchecked(nul_queue, 1)
         .build();
     match built {
-        Err(Error::Config(message)) => assert!(message.contains("NUL"), "{message}"),
+        Err(Error::Config(message)) => assert!(message.to_string().contains("NUL"), "{message}"),
         Err(other) => panic!("expected Error::Config, got {other:?}"),
         Ok(_) => panic!("a worker serving a queue name with a NUL was built"),
     }

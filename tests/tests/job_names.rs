@@ -33,7 +33,9 @@ async fn a_job_name_over_the_limit_is_refused_at_enqueue(db: TestDb) {
         panic!("expected Error::Invalid, got {error:?}");
     };
     assert!(
-        message.contains("is 229 bytes long; it must be 1 to 200 bytes"),
+        message
+            .to_string()
+            .contains("is 229 bytes long; it must be 1 to 200 bytes"),
         "{message}"
     );
     let error = jobq
@@ -59,7 +61,7 @@ async fn a_cron_job_whose_tick_key_cannot_fit_is_refused_at_build(db: TestDb) {
     let Error::Config(message) = &error else {
         panic!("expected Error::Config, got {error:?}");
     };
-    assert!(message.contains("229 bytes long"), "{message}");
+    assert!(message.to_string().contains("229 bytes long"), "{message}");
     // A short name builds.
     let handle = Worker::builder(jobq)
         .queue_unchecked(&queue, 1)

@@ -98,13 +98,13 @@ impl tracing::field::Visit for Fields {
         }
     }
     fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        if field.name() == "job.queue" {
+        if field.name() == "queue.name" {
             self.queue = Some(value.to_owned());
         }
     }
     fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
         match field.name() {
-            "job.queue" => self.queue = Some(format!("{value:?}")),
+            "queue.name" => self.queue = Some(format!("{value:?}")),
             "message" => self.message = Some(format!("{value:?}")),
             _ => {}
         }
@@ -123,7 +123,8 @@ where
     ) {
         let mut fields = Fields::default();
         attrs.record(&mut fields);
-        if fields.queue.is_some()
+        if attrs.metadata().name() == "jobq.job"
+            && fields.queue.is_some()
             && let Some(span) = ctx.span(id)
         {
             span.extensions_mut().insert(SpanJob {

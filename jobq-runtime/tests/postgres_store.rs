@@ -21,6 +21,12 @@ use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{Connection, PgConnection, PgPool};
 
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../tests/src/wait.rs"]
+mod wait;
+
+use wait::{wait_for_status, wait_until};
+
 /// The store's claim and reaper statements, exactly as it runs them.
 const CLAIM: &str = include_str!("../src/store/postgres/claim.sql");
 const REAP: &str = include_str!("../src/store/postgres/reap.sql");
@@ -216,22 +222,6 @@ fn unique(name: &str) -> String {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-/// Polls `check` every 15 ms until it holds; panics after `limit`.
-async fn wait_until<F, Fut>(what: &str, limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    while !check().await {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {limit:?} waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(15)).await;
-    }
 }
 
 async fn count(pool: &PgPool, queue: &str, status: &str) -> i64 {
@@ -637,16 +627,7 @@ async fn a_delayed_job_is_not_claimed_before_its_time() {
     assert_eq!(status(&jobq, delayed).await, JobStatus::Pending);
     assert_eq!(runs(&queue), [now]);
 
-    wait_until(
-        "the delayed job is done",
-        Duration::from_secs(10),
-        || async { status(&jobq, delayed).await == JobStatus::Done },
-    )
-    .await;
-    handle
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown");
+    reach_then_stop(&jobq, delayed, JobStatus::Done, handle).await;
     let waited: f64 = sqlx::query_scalar(
         "SELECT extract(epoch FROM claimed_at - created_at)::float8 FROM jobq_jobs WHERE id = $1",
     )
@@ -816,33 +797,48 @@ async fn assert_notify_wakes(url: &str, queue: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_notify_from_another_connection_wakes_an_idle_worker() {
-    let Some(url) = url() else { return };
-    let queue = unique("notify");
-    let (jobq, handle, app) = idle_worker(&url, &queue).await;
-    wait_until("the worker listens", Duration::from_secs(10), || async {
-        !listening_sessions(&jobq, &app).await.is_empty()
-    })
-    .await;
-
-    assert_notify_wakes(&url, &queue).await;
+/// Waits (10 s at most) until job `id` is `status`; then the worker stops.
+async fn reach_then_stop(jobq: &Jobq, id: i64, status: JobStatus, handle: WorkerHandle) {
+    wait_for_status(jobq, id, status, Duration::from_secs(10)).await;
     handle
         .shutdown(Duration::from_secs(5))
         .await
         .expect("shutdown");
-    assert_eq!(count(pool(&jobq), &queue, "done").await, 2);
+}
+
+/// [`idle_worker`], once its listener listens.
+async fn listening_worker(url: &str, queue: &str) -> (Jobq, WorkerHandle, String) {
+    let (jobq, handle, app) = idle_worker(url, queue).await;
+    wait_until("the worker listens", Duration::from_secs(10), || async {
+        !listening_sessions(&jobq, &app).await.is_empty()
+    })
+    .await;
+    (jobq, handle, app)
+}
+
+/// [`assert_notify_wakes`]; then the worker stops with both jobs done.
+async fn two_notifies_wake_it(url: &str, queue: &str, jobq: &Jobq, handle: WorkerHandle) {
+    assert_notify_wakes(url, queue).await;
+    handle
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+    assert_eq!(count(pool(jobq), queue, "done").await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notify_from_another_connection_wakes_an_idle_worker() {
+    let Some(url) = url() else { return };
+    let queue = unique("notify");
+    let (jobq, handle, _) = listening_worker(&url, &queue).await;
+    two_notifies_wake_it(&url, &queue, &jobq, handle).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_listener_reconnects_after_its_session_is_killed() {
     let Some(url) = url() else { return };
     let queue = unique("relisten");
-    let (jobq, handle, app) = idle_worker(&url, &queue).await;
-    wait_until("the worker listens", Duration::from_secs(10), || async {
-        !listening_sessions(&jobq, &app).await.is_empty()
-    })
-    .await;
+    let (jobq, handle, app) = listening_worker(&url, &queue).await;
     let first = listening_sessions(&jobq, &app).await[0];
 
     let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
@@ -861,12 +857,7 @@ async fn the_listener_reconnects_after_its_session_is_killed() {
     )
     .await;
 
-    assert_notify_wakes(&url, &queue).await;
-    handle
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown");
-    assert_eq!(count(pool(&jobq), &queue, "done").await, 2);
+    two_notifies_wake_it(&url, &queue, &jobq, handle).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -893,16 +884,7 @@ async fn an_expired_lease_is_reaped_and_the_job_runs_again() {
         .build()
         .expect("build")
         .start();
-    wait_until(
-        "the reaped job is done",
-        Duration::from_secs(10),
-        || async { status(&jobq, id).await == JobStatus::Done },
-    )
-    .await;
-    handle
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown");
+    reach_then_stop(&jobq, id, JobStatus::Done, handle).await;
 
     assert_eq!(runs(&queue), [id]);
     let info = jobq.job(id).await.expect("read").expect("exists");

@@ -16,6 +16,12 @@ use jobq_runtime::{
 use serde::{Deserialize, Serialize};
 use sqlx::SqlitePool;
 
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../tests/src/wait.rs"]
+mod wait;
+
+use wait::eventually;
+
 /// What the test job does when it runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 enum Mode {
@@ -178,24 +184,6 @@ async fn wait_for_run(
     }
 }
 
-/// Polls `condition` every 10 ms until it holds or `limit` passes; whether it held.
-async fn eventually<F, Fut>(limit: Duration, mut condition: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if condition().await {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// A migrated database in a fresh temporary file, with the side tables.
 struct Db {
     dir: tempfile::TempDir,
@@ -228,13 +216,7 @@ impl Db {
 
     /// Waits (20 s at most) until job `id` has `status`; returns it.
     async fn wait_for_status(&self, id: i64, status: JobStatus) -> JobInfo {
-        let reached = eventually(Duration::from_secs(20), || async {
-            self.job(id).await.status == status
-        })
-        .await;
-        let job = self.job(id).await;
-        assert!(reached, "job {id} never became {status}: {job:?}");
-        job
+        wait::wait_for_status(&self.jobq, id, status, Duration::from_secs(20)).await
     }
 
     async fn count(&self, sql: &str) -> i64 {

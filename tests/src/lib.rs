@@ -5,18 +5,23 @@
 //! - MySQL/MariaDB from `JOBQ_MYSQL_URL`, PostgreSQL from `JOBQ_POSTGRES_URL`:
 //!   when unset the test is skipped, except under `CI=true`, where it fails.
 //! - SQLite: a new file in a temporary directory per test.
+//! - Waiting: [`wait_until`] (and [`eventually`], [`wait_for_status`] on it)
+//!   is the one polling loop, shared with `jobq-runtime`'s own tests.
 
 use std::collections::HashMap;
-use std::future::Future;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::time::{Duration, Instant};
 
-use jobq_runtime::{Backend, JobInfo, JobStatus, Jobq};
+use jobq_runtime::{Backend, Enqueue, Job, Jobq};
 use tokio::sync::Notify;
 
 pub mod chaos;
 pub mod services;
 pub mod sql;
+mod wait;
+
+pub use wait::{eventually, wait_for_status, wait_until};
 
 /// A database for one test.
 #[derive(Debug)]
@@ -103,46 +108,22 @@ pub fn unique_queue(test: &str) -> String {
     format!("{test}-{:08x}", rand::random::<u32>())
 }
 
-/// Polls `condition` every 10 ms until it holds or `deadline` passes;
-/// panics with `what` on timeout.
-pub async fn wait_until<F, Fut>(what: &str, deadline: Duration, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    loop {
-        if condition().await {
-            return;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// Enqueues `jobs` in one batch; their ids, in order.
+pub async fn enqueue_ids<J: Job>(
+    jobq: &Jobq,
+    jobs: impl IntoIterator<Item = (J, Enqueue)>,
+) -> Vec<i64> {
+    let enqueued = jobq.enqueue_many_with(jobs).await.expect("enqueue_many");
+    enqueued.into_iter().map(|e| e.id).collect()
 }
 
-/// Waits until job `id` has `status`; returns its row.
-pub async fn wait_for_status(
-    jobq: &Jobq,
-    id: i64,
-    status: JobStatus,
-    deadline: Duration,
-) -> JobInfo {
-    let start = Instant::now();
-    loop {
-        let info = jobq.job(id).await.expect("job").expect("job exists");
-        if info.status == status {
-            return info;
-        }
-        let last = info;
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for job {id} to be {status}; last seen: {last:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// Asserts that `took` lies in `window` (at least its start, less than its
+/// end); `what` names the wait.
+pub fn assert_took(took: Duration, window: Range<Duration>, what: &str) {
+    assert!(
+        window.contains(&took),
+        "{what} took {took:?}, outside {window:?}"
+    );
 }
 
 /// One run of a handler.
@@ -256,23 +237,56 @@ impl<K: Eq + std::hash::Hash> Gates<K> {
 
 /// Instantiates each `async fn test(db: TestDb)` of the calling file once per
 /// backend, as `mysql::test`, `postgres::test` and `sqlite::test`.
+///
+/// A setup hook runs in every instance before the database is opened:
+/// `on_every_backend!(setup = hook; a, b)` calls `super::hook()` first (a
+/// log counter to install, say). `on_every_backend!(run_with = runner; a, b)`
+/// makes each instance a plain `#[test]` that hands the test's future to
+/// `super::runner(future)`, for a test that needs its own runtime (a
+/// subscriber on every runtime thread, say).
 #[macro_export]
 macro_rules! on_every_backend {
-    ($($test:ident),* $(,)?) => {
-        $crate::on_every_backend!(@backend mysql, $($test),*);
-        $crate::on_every_backend!(@backend postgres, $($test),*);
-        $crate::on_every_backend!(@backend sqlite, $($test),*);
+    (setup = $setup:ident; $($test:ident),* $(,)?) => {
+        $crate::on_every_backend!(@each [tokio {$setup}] $($test),*);
     };
-    (@backend $backend:ident, $($test:ident),*) => {
+    (run_with = $runner:ident; $($test:ident),* $(,)?) => {
+        $crate::on_every_backend!(@each [runner $runner] $($test),*);
+    };
+    ($($test:ident),* $(,)?) => {
+        $crate::on_every_backend!(@each [tokio {}] $($test),*);
+    };
+    (@each $how:tt $($test:ident),*) => {
+        $crate::on_every_backend!(@backend mysql, $how, $($test),*);
+        $crate::on_every_backend!(@backend postgres, $how, $($test),*);
+        $crate::on_every_backend!(@backend sqlite, $how, $($test),*);
+    };
+    (@backend $backend:ident, [tokio $setup:tt], $($test:ident),*) => {
         mod $backend {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
+                    $crate::on_every_backend!(@setup $setup);
                     if let Some(db) = $crate::TestDb::$backend() {
                         super::$test(db).await;
                     }
                 }
             )*
         }
+    };
+    (@backend $backend:ident, [runner $runner:ident], $($test:ident),*) => {
+        mod $backend {
+            $(
+                #[test]
+                fn $test() {
+                    if let Some(db) = $crate::TestDb::$backend() {
+                        super::$runner(super::$test(db));
+                    }
+                }
+            )*
+        }
+    };
+    (@setup {}) => {};
+    (@setup {$setup:ident}) => {
+        super::$setup()
     };
 }

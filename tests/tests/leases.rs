@@ -9,7 +9,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use jobq_runtime::{Enqueue, JobContext, JobStatus, Jobq, State, Worker, WorkerHandle, job};
-use jobq_tests::{Recorder, TestDb, unique_queue, wait_for_status, wait_until};
+use jobq_tests::{Recorder, TestDb, eventually, unique_queue, wait_for_status, wait_until};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -207,20 +207,16 @@ async fn without_heartbeats_expired_jobs_rerun_and_stale_settles_are_fenced_out(
     })
     .await;
     // A's attempts now end (half succeed, half fail) and try to settle.
-    let since = std::time::Instant::now();
-    while a.held_jobs() != 0 {
-        if since.elapsed() > LONG {
-            let mut rows = Vec::new();
-            for id in &ids {
-                rows.push((recorder.runs(*id).len(), jobq.job(*id).await.unwrap()));
-            }
-            panic!(
-                "A still holds {} jobs after {LONG:?} (B holds {}); (runs, row): {rows:#?}",
-                a.held_jobs(),
-                b.held_jobs()
-            );
+    if !eventually(LONG, || async { a.held_jobs() == 0 }).await {
+        let mut rows = Vec::new();
+        for id in &ids {
+            rows.push((recorder.runs(*id).len(), jobq.job(*id).await.unwrap()));
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        panic!(
+            "A still holds {} jobs after {LONG:?} (B holds {}); (runs, row): {rows:#?}",
+            a.held_jobs(),
+            b.held_jobs()
+        );
     }
     for id in &ids {
         let info = jobq.job(*id).await.unwrap().unwrap();
@@ -289,69 +285,9 @@ async fn a_settled_attempt_is_not_reported_as_a_lost_lease(db: TestDb) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_a_settled_attempt_is_not_reported_as_a_lost_lease() {
-    count_lease_lost_warnings();
-    if let Some(db) = TestDb::mysql() {
-        a_settled_attempt_is_not_reported_as_a_lost_lease(db).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_a_settled_attempt_is_not_reported_as_a_lost_lease() {
-    count_lease_lost_warnings();
-    if let Some(db) = TestDb::postgres() {
-        a_settled_attempt_is_not_reported_as_a_lost_lease(db).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_a_settled_attempt_is_not_reported_as_a_lost_lease() {
-    count_lease_lost_warnings();
-    if let Some(db) = TestDb::sqlite() {
-        a_settled_attempt_is_not_reported_as_a_lost_lease(db).await;
-    }
-}
-
-macro_rules! on_every_backend {
-    ($($test:ident),* $(,)?) => {
-        mod mysql {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    super::count_lease_lost_warnings();
-                    if let Some(db) = jobq_tests::TestDb::mysql() {
-                        super::$test(db).await;
-                    }
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    super::count_lease_lost_warnings();
-                    if let Some(db) = jobq_tests::TestDb::postgres() {
-                        super::$test(db).await;
-                    }
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    super::count_lease_lost_warnings();
-                    if let Some(db) = jobq_tests::TestDb::sqlite() {
-                        super::$test(db).await;
-                    }
-                }
-            )*
-        }
-    };
-}
-
-on_every_backend!(
+jobq_tests::on_every_backend!(
+    setup = count_lease_lost_warnings;
     heartbeats_keep_handlers_that_outlive_the_lease_from_running_twice,
     without_heartbeats_expired_jobs_rerun_and_stale_settles_are_fenced_out,
+    a_settled_attempt_is_not_reported_as_a_lost_lease,
 );

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use jobq_runtime::{Enqueue, JobContext, JobStatus, Worker, job};
-use jobq_tests::{TestDb, unique_queue, wait_until};
+use jobq_tests::{TestDb, enqueue_ids, unique_queue, wait_until};
 use sqlx::mysql::{MySql, MySqlArguments};
 use sqlx::{Connection, Executor, MySqlConnection, Row};
 
@@ -20,12 +20,7 @@ async fn noop(ctx: &JobContext, n: u64) {
 async fn seed(db: &TestDb, queue: &str, n: u64) -> Vec<i64> {
     let jobq = db.jobq().await;
     let rows = (0..n).map(|i| (Noop::new(i), Enqueue::new().queue(queue)));
-    jobq.enqueue_many_with(rows)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.id)
-        .collect()
+    enqueue_ids(&jobq, rows).await
 }
 
 async fn session(db: &TestDb) -> MySqlConnection {

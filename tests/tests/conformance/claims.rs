@@ -20,6 +20,8 @@ async fn a_worker_drains_enqueued_jobs_to_done(db: TestDb) {
         assert_eq!(info.status, JobStatus::Done);
         assert_eq!(info.attempts, 1);
         assert!(info.finished_at.is_some());
+        assert_eq!(info.last_error, None);
+        assert!(info.claimed_by.is_some(), "the row names who ran it");
     }
 }
 

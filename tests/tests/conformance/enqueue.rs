@@ -31,6 +31,19 @@ async fn an_existing_idempotency_key_returns_the_existing_job(db: TestDb) {
     assert_ne!(other.id, first.id);
     let info = jobq.job(first.id).await.unwrap().unwrap();
     assert_eq!(info.idempotency_key, Some(format!("conf-key:{user}")));
+    // Another payload under a taken key: the first job and its payload stay.
+    let taken = on(&queue).idempotency_key(format!("conf-key:{user}"));
+    let other_payload = jobq
+        .enqueue_with(Keyed::new(user + 3), taken)
+        .await
+        .unwrap();
+    assert_eq!(
+        (other_payload.id, other_payload.duplicate),
+        (first.id, true)
+    );
+    let stored = jobq.job(first.id).await.unwrap().unwrap().payload;
+    let stored: serde_json::Value = serde_json::from_str(&stored).unwrap();
+    assert_eq!(stored["user_id"], user, "the first payload is kept");
     // An explicit key overrides the template; the handler sees it.
     let explicit = format!("explicit-{queue}");
     let e = jobq
@@ -81,6 +94,19 @@ async fn concurrent_enqueuers_of_one_key_create_one_row(db: TestDb) {
         "exactly one inserted"
     );
     assert_eq!(jobq.counts(&queue).await.unwrap().total(), 1);
+    let sql = jobq_tests::sql::Db::of(&jobq);
+    let hits = sql.pick(
+        "SELECT CAST(dedupe_hits AS SIGNED) FROM jobq_jobs WHERE id = ?",
+        "SELECT dedupe_hits::int8 FROM jobq_jobs WHERE id = ?",
+        "SELECT dedupe_hits FROM jobq_jobs WHERE id = ?",
+    );
+    let id = results[0].id;
+    let hits: Vec<(i64,)> = sql.fetch_all(hits, &[id.into()]).await.unwrap();
+    assert_eq!(
+        hits,
+        [(15,)],
+        "each duplicate enqueue is counted on the row"
+    );
 }
 
 async fn enqueue_many_returns_ids_in_input_order(db: TestDb) {
@@ -174,6 +200,7 @@ async fn enqueue_in_follows_the_callers_transaction(db: TestDb) {
                 .enqueue_in_with(&mut *tx, Record::new(u64::from($commit)), on(&queue))
                 .await
                 .unwrap();
+            assert!(!e.duplicate, "{e:?}");
             if $commit {
                 tx.commit().await.unwrap();
             } else {

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use jobq_runtime::{Jobq, Worker};
+use jobq_runtime::{Jobq, Worker, WorkerHandle};
 use tokio::task::JoinSet;
 
 use crate::job::{BenchNoop, Probe, QUEUE, now_us};
@@ -541,12 +541,7 @@ impl Bench {
             }
             Side::JobqDrain { concurrency } => {
                 let start = Instant::now();
-                let worker = Worker::builder(self.jobq.clone())
-                    .queue(QUEUE, concurrency)
-                    .state(probe.clone())
-                    .poll_interval(self.poll)
-                    .build()?
-                    .start();
+                let worker = self.start_worker(concurrency, &probe)?;
                 probe.wait(DEADLINE).await?;
                 worker.shutdown(Duration::from_secs(60)).await?;
                 start.elapsed().as_secs_f64()
@@ -559,6 +554,16 @@ impl Bench {
             secs,
             ..Sample::default()
         })
+    }
+
+    /// A worker of `concurrency` slots on the bench queue, its runs counted by `probe`.
+    fn start_worker(&self, concurrency: usize, probe: &Probe) -> Res<WorkerHandle> {
+        let worker = Worker::builder(self.jobq.clone())
+            .queue(QUEUE, concurrency)
+            .state(probe.clone())
+            .poll_interval(self.poll)
+            .build()?;
+        Ok(worker.start())
     }
 
     /// Every job ran exactly once and nothing is left pending or processing.
@@ -579,12 +584,7 @@ impl Bench {
 
     async fn latency(&self, other_process: bool, n: u64) -> Res<Sample> {
         let probe = Probe::new(n);
-        let worker = Worker::builder(self.jobq.clone())
-            .queue(QUEUE, DEFAULT_CONCURRENCY)
-            .state(probe.clone())
-            .poll_interval(self.poll)
-            .build()?
-            .start();
+        let worker = self.start_worker(DEFAULT_CONCURRENCY, &probe)?;
         // Let the worker's first (empty) claim and listener start happen.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let start = Instant::now();

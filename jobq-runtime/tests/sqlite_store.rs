@@ -208,6 +208,11 @@ impl Db {
             .poll_interval(Duration::from_millis(20))
     }
 
+    /// Enqueues `probe` with `options`; its id.
+    async fn enqueue(&self, probe: Probe, options: Enqueue) -> i64 {
+        self.jobq.enqueue_with(probe, options).await.unwrap().id
+    }
+
     async fn job(&self, id: i64) -> JobInfo {
         self.jobq.job(id).await.unwrap().expect("the job exists")
     }
@@ -460,23 +465,17 @@ async fn a_delayed_job_is_not_run_before_its_time() {
     let db = Db::new().await;
     let enqueued_at = chrono::Utc::now().timestamp_micros();
     let soon = db
-        .jobq
-        .enqueue_with(
+        .enqueue(
             Probe::new(1),
             Enqueue::new().delay(Duration::from_millis(300)),
         )
-        .await
-        .unwrap()
-        .id;
+        .await;
     let later = db
-        .jobq
-        .enqueue_with(
+        .enqueue(
             Probe::new(2),
             Enqueue::new().delay(Duration::from_secs(3600)),
         )
-        .await
-        .unwrap()
-        .id;
+        .await;
     let worker = db.worker(4).build().unwrap().start();
     db.wait_for_status(soon, JobStatus::Done).await;
     worker.shutdown(Duration::from_secs(10)).await.unwrap();
@@ -617,32 +616,35 @@ async fn two_processes_drain_one_file_running_every_job_once() {
     }
 
     let n = CROSS_PROCESS_JOBS;
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM jobq_jobs WHERE status = 'done' AND attempts = 1")
-            .await,
-        n
-    );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM jobq_jobs WHERE last_error IS NOT NULL")
-            .await,
-        0
-    );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM probe_counts WHERE runs = 1")
-            .await,
-        n
-    );
-    assert_eq!(
-        db.count("SELECT COALESCE(SUM(runs), 0) FROM probe_counts")
-            .await,
-        n
-    );
-    assert_eq!(
-        db.count("SELECT COUNT(DISTINCT claimed_by) FROM jobq_jobs")
-            .await,
-        2,
-        "both processes ran jobs"
-    );
+    for (what, sql, want) in [
+        (
+            "every job done in one attempt",
+            "SELECT COUNT(*) FROM jobq_jobs WHERE status = 'done' AND attempts = 1",
+            n,
+        ),
+        (
+            "no job failed an attempt",
+            "SELECT COUNT(*) FROM jobq_jobs WHERE last_error IS NOT NULL",
+            0,
+        ),
+        (
+            "every job ran once",
+            "SELECT COUNT(*) FROM probe_counts WHERE runs = 1",
+            n,
+        ),
+        (
+            "no job ran twice",
+            "SELECT COALESCE(SUM(runs), 0) FROM probe_counts",
+            n,
+        ),
+        (
+            "both processes ran jobs",
+            "SELECT COUNT(DISTINCT claimed_by) FROM jobq_jobs",
+            2,
+        ),
+    ] {
+        assert_eq!(db.count(sql).await, want, "{what}: {sql}");
+    }
 }
 
 /// The child's side of the two-process test: a worker of concurrency 8 on

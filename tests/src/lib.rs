@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::time::{Duration, Instant};
 
-use jobq_runtime::{Backend, Enqueue, Job, Jobq};
+use jobq_runtime::{Backend, Enqueue, Error, Job, Jobq, WorkerHandle};
 use tokio::sync::Notify;
 
 pub mod chaos;
@@ -108,6 +108,33 @@ pub fn unique_queue(test: &str) -> String {
     format!("{test}-{:08x}", rand::random::<u32>())
 }
 
+/// The arrange step of most tests: a migrated handle, a queue no other test
+/// uses (named after `queue`), and a recorder for the handlers' runs.
+pub async fn fixture(db: &TestDb, queue: &str) -> (Jobq, String, Recorder) {
+    (db.jobq().await, unique_queue(queue), Recorder::default())
+}
+
+/// Options that put a job on `queue`.
+pub fn on(queue: &str) -> Enqueue {
+    Enqueue::new().queue(queue)
+}
+
+/// Shuts the worker down, giving its jobs 10 s.
+pub async fn stop(handle: WorkerHandle) {
+    handle
+        .shutdown(Duration::from_secs(10))
+        .await
+        .expect("shutdown");
+}
+
+/// The message of an [`Error::Invalid`]; panics on anything else.
+pub fn invalid(result: jobq_runtime::Result<impl std::fmt::Debug>) -> String {
+    match result {
+        Err(Error::Invalid(message)) => message,
+        other => panic!("expected Error::Invalid, got {other:?}"),
+    }
+}
+
 /// Enqueues `jobs` in one batch; their ids, in order.
 pub async fn enqueue_ids<J: Job>(
     jobq: &Jobq,
@@ -115,6 +142,14 @@ pub async fn enqueue_ids<J: Job>(
 ) -> Vec<i64> {
     let enqueued = jobq.enqueue_many_with(jobs).await.expect("enqueue_many");
     enqueued.into_iter().map(|e| e.id).collect()
+}
+
+/// Asserts that `text` (a message, an error) contains each of `parts`.
+#[track_caller]
+pub fn assert_contains(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "expected {part:?} in: {text}");
+    }
 }
 
 /// Asserts that `took` lies in `window` (at least its start, less than its

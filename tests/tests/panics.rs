@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use jobq_runtime::__inject::{Action, Point, arm};
 use jobq_runtime::{Enqueue, JobContext, JobStatus, Jobq, State, Worker, WorkerHandle, job};
-use jobq_tests::{Recorder, TestDb, unique_queue, wait_for_status, wait_until};
+use jobq_tests::{Recorder, TestDb, fixture, unique_queue, wait_for_status, wait_until};
 use tracing_subscriber::layer::SubscriberExt;
 
 const LONG: Duration = Duration::from_secs(20);
@@ -466,9 +466,7 @@ async fn a_panic_or_drop_at_any_point_ends_in_a_settle_or_a_release(db: TestDb) 
 }
 
 async fn a_claim_loop_that_panics_stops_the_worker_with_an_error(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("panics-claim");
-    let recorder = Recorder::default();
+    let (jobq, queue, recorder) = fixture(&db, "panics-claim").await;
     arm(&queue, Point::Claimed, Action::Panic, 1);
     let worker = worker(&jobq, &queue, &recorder).build().expect("build");
     let id = jobq
@@ -493,9 +491,7 @@ async fn a_claim_loop_that_panics_stops_the_worker_with_an_error(db: TestDb) {
 }
 
 async fn a_heartbeat_that_panics_is_restarted_and_keeps_the_leases(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("panics-heartbeat");
-    let recorder = Recorder::default();
+    let (jobq, queue, recorder) = fixture(&db, "panics-heartbeat").await;
     let handle = worker(&jobq, &queue, &recorder)
         .lease(Duration::from_millis(800))
         .heartbeat_interval(Duration::from_millis(100))

@@ -4,8 +4,8 @@
 //!
 //! Tests share a database and run in parallel, so each uses its own queue.
 //! One module per guarantee area; the jobs and the arrange step they share
-//! ([`Fixture`]: a handle, a queue of the test's own, a recorder; [`worker`]
-//! on them) live here.
+//! (`jobq_tests::fixture`: a handle, a queue of the test's own, a recorder;
+//! [`worker`] on them; [`run_alone`] for one job's outcome) live here.
 
 mod cancel;
 mod claims;
@@ -22,10 +22,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use jobq_runtime::{
-    Enqueue, Job, JobContext, JobError, JobInfo, JobStatus, Jobq, State, Worker, WorkerHandle, job,
+    Enqueue, Job, JobContext, JobError, JobInfo, JobStatus, Jobq, State, Worker, job,
 };
 use jobq_tests::{
-    Recorder, TestDb, assert_took, enqueue_ids, unique_queue, wait_for_status, wait_until,
+    Recorder, TestDb, assert_contains, assert_took, enqueue_ids, fixture, on, stop,
+    wait_for_status, wait_until,
 };
 
 /// Held attempts of a gated job, by attempt number.
@@ -75,13 +76,6 @@ impl KeyLog {
 
 const LONG: Duration = Duration::from_secs(20);
 
-/// The arrange step of most tests: a migrated handle, a queue no other test
-/// uses (named after `queue`), and a recorder for the handlers' runs; a
-/// [`worker`] on them runs the test's jobs.
-async fn fixture(db: &TestDb, queue: &str) -> (Jobq, String, Recorder) {
-    (db.jobq().await, unique_queue(queue), Recorder::default())
-}
-
 /// The whole arrange-act step of a test of one job's outcome: `job` runs
 /// alone on a fresh queue and worker (2 slots) until it is `status`; its row
 /// then, and the recorder of its runs.
@@ -115,18 +109,7 @@ fn worker(
         .reap_interval(Duration::from_millis(100))
 }
 
-fn on(queue: &str) -> Enqueue {
-    Enqueue::new().queue(queue)
-}
-
 /// Enqueues `job` with `options`; its id.
 async fn enqueue<J: Job>(jobq: &Jobq, job: J, options: Enqueue) -> i64 {
     jobq.enqueue_with(job, options).await.unwrap().id
-}
-
-async fn stop(handle: WorkerHandle) {
-    handle
-        .shutdown(Duration::from_secs(10))
-        .await
-        .expect("shutdown");
 }

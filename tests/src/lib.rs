@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::time::{Duration, Instant};
 
-use jobq_runtime::{Backend, Enqueue, Error, Job, Jobq, WorkerHandle};
+use jobq_runtime::{Backend, Enqueue, Error, Job, Jobq, Worker, WorkerHandle};
 use tokio::sync::Notify;
 
 pub mod chaos;
@@ -21,7 +21,7 @@ pub mod services;
 pub mod sql;
 mod wait;
 
-pub use wait::{eventually, wait_for_status, wait_until};
+pub use wait::{eventually, wait_for_done, wait_for_status, wait_until};
 
 /// A database for one test.
 #[derive(Debug)]
@@ -112,6 +112,14 @@ pub fn unique_queue(test: &str) -> String {
 /// uses (named after `queue`), and a recorder for the handlers' runs.
 pub async fn fixture(db: &TestDb, queue: &str) -> (Jobq, String, Recorder) {
     (db.jobq().await, unique_queue(queue), Recorder::default())
+}
+
+/// A started worker of `concurrency` slots on `queue` (unchecked), polling
+/// every 50 ms.
+pub fn start_worker(jobq: &Jobq, queue: &str, concurrency: usize) -> WorkerHandle {
+    let builder = Worker::builder(jobq.clone()).queue_unchecked(queue, concurrency);
+    let poll = Duration::from_millis(50);
+    builder.poll_interval(poll).build().expect("build").start()
 }
 
 /// Options that put a job on `queue`.

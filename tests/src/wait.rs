@@ -42,6 +42,15 @@ where
     );
 }
 
+/// Waits until `done` jobs of `queue` are `done`.
+pub async fn wait_for_done(jobq: &Jobq, queue: &str, done: u64, deadline: Duration) {
+    let what = format!("{done} jobs of {queue} are done");
+    wait_until(what, deadline, || async {
+        jobq.counts(queue).await.expect("counts").done == done
+    })
+    .await;
+}
+
 /// Waits until job `id` has `status`; returns its row. On timeout the panic
 /// shows the row as last seen.
 pub async fn wait_for_status(

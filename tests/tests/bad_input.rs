@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use jobq_runtime::{
-    DEFAULT_MAX_PAYLOAD_BYTES, Enqueue, Error, Job, JobContext, JobStatus, Jobq, MAX_DELAY,
-    MAX_KEY_LEN, MAX_QUEUE_LEN, State, Worker, job,
+    DEFAULT_MAX_PAYLOAD_BYTES, Enqueue, Error, Job, JobContext, JobInfo, JobStatus, Jobq,
+    MAX_DELAY, MAX_KEY_LEN, MAX_QUEUE_LEN, State, Worker, job,
 };
 use jobq_tests::sql::{Arg, Db};
 use jobq_tests::{
@@ -69,6 +69,28 @@ fn worker(jobq: &Jobq, queue: &str, recorder: &Recorder) -> jobq_runtime::Worker
         .state(recorder.clone())
         .poll_interval(Duration::from_millis(50))
         .reap_interval(Duration::from_millis(100))
+}
+
+/// `job`, enqueued on a fresh queue with `options` applied, runs on a fresh
+/// worker until it failed; a good job then still runs. Its row, and the
+/// recorder of the handlers' runs.
+async fn fails_then_a_good_job_runs<J: Job>(
+    db: &TestDb,
+    queue: &str,
+    job: J,
+    options: impl FnOnce(Enqueue) -> Enqueue,
+) -> (JobInfo, Recorder) {
+    let (jobq, queue, recorder) = fixture(db, queue).await;
+    let handle = worker(&jobq, &queue, &recorder).build().unwrap().start();
+    let id = jobq
+        .enqueue_with(job, options(on(&queue)))
+        .await
+        .unwrap()
+        .id;
+    let info = wait_for_status(&jobq, id, JobStatus::Failed, LONG).await;
+    a_good_job_still_runs(&jobq, &queue).await;
+    stop(handle).await;
+    (info, recorder)
 }
 
 /// The message with which enqueueing a `Record` with `options` is refused.
@@ -177,16 +199,9 @@ async fn json_of_the_wrong_shape_fails_naming_the_field(db: TestDb) {
 }
 
 async fn an_unknown_job_fails_once_its_attempts_are_used_up(db: TestDb) {
-    let (jobq, queue, recorder) = fixture(&db, "unknown1").await;
-    let handle = worker(&jobq, &queue, &recorder).build().unwrap().start();
-    let id = jobq
-        .enqueue_with(Unregistered { n: 1 }, on(&queue).max_attempts(1))
-        .await
-        .unwrap()
-        .id;
-    let info = wait_for_status(&jobq, id, JobStatus::Failed, LONG).await;
-    a_good_job_still_runs(&jobq, &queue).await;
-    stop(handle).await;
+    let options = |o: Enqueue| o.max_attempts(1);
+    let (info, _) =
+        fails_then_a_good_job_runs(&db, "unknown1", Unregistered { n: 1 }, options).await;
     let error = info.last_error.unwrap();
     assert_contains(
         &error,
@@ -418,16 +433,9 @@ async fn a_run_at_beyond_the_limit_is_refused(db: TestDb) {
 }
 
 async fn a_handler_panicking_with_a_non_string_payload_is_a_failed_attempt(db: TestDb) {
-    let (jobq, queue, recorder) = fixture(&db, "panicany").await;
-    let handle = worker(&jobq, &queue, &recorder).build().unwrap().start();
-    let id = jobq
-        .enqueue_with(PanicsAny::new(), on(&queue))
-        .await
-        .unwrap()
-        .id;
-    let info = wait_for_status(&jobq, id, JobStatus::Failed, LONG).await;
-    a_good_job_still_runs(&jobq, &queue).await;
-    stop(handle).await;
+    let (info, recorder) =
+        fails_then_a_good_job_runs(&db, "panicany", PanicsAny::new(), |o| o).await;
+    let id = info.id;
     assert_eq!(recorder.runs(id).len(), 1);
     let error = info.last_error.unwrap();
     assert_contains(&error, &["handler panicked", "not a string"]);

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use jobq_runtime::{JobContext, JobStatus, Jobq, State, Worker, job};
 use jobq_tests::{
-    Recorder, TestDb, assert_contains, eventually, fixture, on, stop, wait_for_status, wait_until,
+    Recorder, TestDb, assert_contains, eventually, fixture, on, stop, wait_for_done,
+    wait_for_status, wait_until,
 };
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -251,10 +252,7 @@ async fn a_settled_attempt_is_not_reported_as_a_lost_lease(db: TestDb) {
         .into_iter()
         .map(|e| e.id)
         .collect();
-    wait_until("every job is done", LONG, || async {
-        jobq.counts(&queue).await.unwrap().done == 1_500
-    })
-    .await;
+    wait_for_done(&jobq, &queue, 1_500, LONG).await;
     stop(handle).await;
     let reported: Vec<i64> = LEASE_LOST
         .lock()

@@ -9,10 +9,7 @@ async fn a_worker_drains_enqueued_jobs_to_done(db: TestDb) {
         ids.push(enqueue(&jobq, Record::new(n), on(&queue)).await);
     }
     let handle = worker(&jobq, &queue, 4, &recorder).build().unwrap().start();
-    wait_until("all 50 jobs are done", LONG, || async {
-        jobq.counts(&queue).await.unwrap().done == 50
-    })
-    .await;
+    wait_for_done(&jobq, &queue, 50, LONG).await;
     stop(handle).await;
     for id in ids {
         assert_eq!(recorder.runs(id).len(), 1, "job {id} ran once");
@@ -47,10 +44,7 @@ async fn eight_workers_drain_every_job_exactly_once(db: TestDb) {
         let own = Jobq::connect_with(db.url(), 4).await.unwrap();
         handles.push(worker(&own, &queue, 8, &recorder).build().unwrap().start());
     }
-    wait_until("every job is done", Duration::from_secs(120), || async {
-        jobq.counts(&queue).await.unwrap().done == total
-    })
-    .await;
+    wait_for_done(&jobq, &queue, total, Duration::from_secs(120)).await;
     for handle in handles {
         stop(handle).await;
     }

@@ -25,7 +25,7 @@ use jobq_runtime::{
     Enqueue, Job, JobContext, JobError, JobInfo, JobStatus, Jobq, State, Worker, job,
 };
 use jobq_tests::{
-    Recorder, TestDb, assert_contains, assert_took, enqueue_ids, fixture, on, stop,
+    Recorder, TestDb, assert_contains, assert_took, enqueue_ids, fixture, on, stop, wait_for_done,
     wait_for_status, wait_until,
 };
 

@@ -359,46 +359,26 @@ impl Conn {
 
     async fn insert_rows(&mut self, payloads: &[String]) -> Res<()> {
         const COLUMNS: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, created_at) ";
+        // One multi-row INSERT on `$conn`; `$now` pushes the time into the
+        // row `$b` (an SQL function, or a bound value).
+        macro_rules! insert {
+            ($db:ty, $conn:expr, |$b:ident| $now:expr) => {{
+                let mut q = QueryBuilder::<$db>::new(COLUMNS);
+                q.push_values(payloads, |mut $b, p| {
+                    $b.push_bind(QUEUE).push_bind(NAME).push_bind(p).push("0");
+                    $now;
+                    $b.push_bind(MAX_ATTEMPTS);
+                    $now;
+                });
+                q.build().execute(&mut **$conn).await?;
+            }};
+        }
         match self {
-            Self::MySql(c) => {
-                let mut q = QueryBuilder::<MySql>::new(COLUMNS);
-                q.push_values(payloads, |mut b, p| {
-                    b.push_bind(QUEUE)
-                        .push_bind(NAME)
-                        .push_bind(p)
-                        .push("0")
-                        .push("UTC_TIMESTAMP(6)")
-                        .push_bind(MAX_ATTEMPTS)
-                        .push("UTC_TIMESTAMP(6)");
-                });
-                q.build().execute(&mut **c).await?;
-            }
-            Self::Postgres(c) => {
-                let mut q = QueryBuilder::<Postgres>::new(COLUMNS);
-                q.push_values(payloads, |mut b, p| {
-                    b.push_bind(QUEUE)
-                        .push_bind(NAME)
-                        .push_bind(p)
-                        .push("0")
-                        .push("now()")
-                        .push_bind(MAX_ATTEMPTS)
-                        .push("now()");
-                });
-                q.build().execute(&mut **c).await?;
-            }
+            Self::MySql(c) => insert!(MySql, c, |b| b.push("UTC_TIMESTAMP(6)")),
+            Self::Postgres(c) => insert!(Postgres, c, |b| b.push("now()")),
             Self::Sqlite(c) => {
                 let now = now_micros();
-                let mut q = QueryBuilder::<Sqlite>::new(COLUMNS);
-                q.push_values(payloads, |mut b, p| {
-                    b.push_bind(QUEUE)
-                        .push_bind(NAME)
-                        .push_bind(p)
-                        .push("0")
-                        .push_bind(now)
-                        .push_bind(MAX_ATTEMPTS)
-                        .push_bind(now);
-                });
-                q.build().execute(&mut **c).await?;
+                insert!(Sqlite, c, |b| b.push_bind(now));
             }
         }
         Ok(())

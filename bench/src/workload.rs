@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use jobq_runtime::{Jobq, Worker};
+use jobq_runtime::{Jobq, Worker, WorkerHandle};
 use tokio::task::JoinSet;
 
 use crate::job::{BenchNoop, Probe, QUEUE, now_us};
@@ -126,22 +126,24 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
         repeats: 1,
         history: false,
     };
+    // The raw side with `conns` connections claiming `batch` rows, against a
+    // worker of `concurrency` slots.
+    let drain = |id, title, (conns, batch), concurrency, jobs| {
+        let raw = Side::RawDrain { conns, batch };
+        spec(id, title, Some(raw), Side::JobqDrain { concurrency }, jobs)
+    };
+    let enqueue_one = |id, title, tasks, jobs| {
+        let raw = Side::RawEnqueueOne { tasks };
+        spec(id, title, Some(raw), Side::JobqEnqueueOne { tasks }, jobs)
+    };
     let latency_jobs = (RATE * latency_secs) as u64;
+    let latency = |id, title, other_process| {
+        let jobq = Side::JobqLatency { other_process };
+        spec(id, title, None, jobq, latency_jobs)
+    };
     vec![
-        spec(
-            "enqueue1",
-            "enqueue, single rows, 1 task",
-            Some(Side::RawEnqueueOne { tasks: 1 }),
-            Side::JobqEnqueueOne { tasks: 1 },
-            s(3_000),
-        ),
-        spec(
-            "enqueue8",
-            "enqueue, single rows, 8 tasks",
-            Some(Side::RawEnqueueOne { tasks: 8 }),
-            Side::JobqEnqueueOne { tasks: 8 },
-            s(8_000),
-        ),
+        enqueue_one("enqueue1", "enqueue, single rows, 1 task", 1, s(3_000)),
+        enqueue_one("enqueue8", "enqueue, single rows, 8 tasks", 8, s(8_000)),
         spec(
             "enqueue100",
             "enqueue, batches of 100",
@@ -149,104 +151,64 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
             Side::JobqEnqueueMany { batch: 100 },
             s(20_000),
         ),
-        spec(
-            "drain1",
-            "drain, concurrency 1",
-            Some(Side::RawDrain { conns: 1, batch: 1 }),
-            Side::JobqDrain { concurrency: 1 },
-            s(600),
-        ),
-        spec(
-            "drain8",
-            "drain, concurrency 8",
-            Some(Side::RawDrain { conns: 1, batch: 8 }),
-            Side::JobqDrain { concurrency: 8 },
-            s(4_000),
-        ),
-        spec(
-            "drain32",
-            "drain, concurrency 32",
-            Some(Side::RawDrain {
-                conns: 1,
-                batch: 32,
-            }),
-            Side::JobqDrain { concurrency: 32 },
-            s(20_000),
-        ),
-        spec(
+        drain("drain1", "drain, concurrency 1", (1, 1), 1, s(600)),
+        drain("drain8", "drain, concurrency 8", (1, 8), 8, s(4_000)),
+        drain("drain32", "drain, concurrency 32", (1, 32), 32, s(20_000)),
+        drain(
             "best",
             "drain, raw best vs jobq defaults",
-            Some(Side::RawDrain {
-                conns: 8,
-                batch: 100,
-            }),
-            Side::JobqDrain { concurrency: 32 },
+            (8, 100),
+            32,
             s(20_000),
         ),
-        spec(
-            "latency",
-            "latency, enqueuer in-process",
-            None,
-            Side::JobqLatency {
-                other_process: false,
-            },
-            latency_jobs,
-        ),
-        spec(
+        latency("latency", "latency, enqueuer in-process", false),
+        latency(
             "latency_xproc",
             "latency, enqueuer in another process",
-            None,
-            Side::JobqLatency {
-                other_process: true,
-            },
-            latency_jobs,
+            true,
         ),
         Spec {
             repeats: SHORT_DRAIN_REPEATS,
-            ..spec(
-                "backlog1k",
-                "drain, backlog 1,000",
-                Some(Side::RawDrain {
-                    conns: 1,
-                    batch: 32,
-                }),
-                Side::JobqDrain { concurrency: 32 },
-                1_000,
-            )
+            ..drain("backlog1k", "drain, backlog 1,000", (1, 32), 32, 1_000)
         },
-        spec(
+        drain(
             "backlog100k",
             if quick {
                 "drain, backlog 10,000 (--quick)"
             } else {
                 "drain, backlog 100,000"
             },
-            Some(Side::RawDrain {
-                conns: 1,
-                batch: 32,
-            }),
-            Side::JobqDrain { concurrency: 32 },
+            (1, 32),
+            32,
             if quick { 10_000 } else { 100_000 },
         ),
         Spec {
             repeats: SHORT_DRAIN_REPEATS,
             history: true,
-            ..spec(
+            ..drain(
                 "history1m",
                 if quick {
                     "drain, backlog 1,000 + 100,000 done rows (--quick)"
                 } else {
                     "drain, backlog 1,000 + 1,000,000 done rows"
                 },
-                Some(Side::RawDrain {
-                    conns: 1,
-                    batch: 32,
-                }),
-                Side::JobqDrain { concurrency: 32 },
+                (1, 32),
+                32,
                 1_000,
             )
         },
     ]
+}
+
+/// The `n` jobs of an enqueue workload in batches of `batch`, each built
+/// just before it is sent.
+fn noop_batches(n: u64, batch: usize) -> impl Iterator<Item = Vec<BenchNoop>> {
+    let step = batch as u64;
+    (0..n).step_by(batch).map(move |i| {
+        (i..(i + step).min(n))
+            .map(|k| BenchNoop::nth(k, 0))
+            .collect()
+    })
 }
 
 /// Everything one side needs.
@@ -527,13 +489,8 @@ impl Bench {
     async fn raw_enqueue_many(&self, batch: usize, n: u64) -> Res<Sample> {
         let mut conn = self.db.conns(1).await?.pop().expect("a connection");
         let start = Instant::now();
-        let mut i = 0;
-        while i < n {
-            let jobs: Vec<BenchNoop> = (i..(i + batch as u64).min(n))
-                .map(|k| BenchNoop::nth(k, 0))
-                .collect();
+        for jobs in noop_batches(n, batch) {
             conn.enqueue_many(&jobs).await?;
-            i += jobs.len() as u64;
         }
         drop(conn);
         self.enqueued(n, start).await
@@ -541,14 +498,8 @@ impl Bench {
 
     async fn jobq_enqueue_many(&self, batch: usize, n: u64) -> Res<Sample> {
         let start = Instant::now();
-        let mut i = 0;
-        while i < n {
-            let jobs: Vec<BenchNoop> = (i..(i + batch as u64).min(n))
-                .map(|k| BenchNoop::nth(k, 0))
-                .collect();
-            let len = jobs.len() as u64;
+        for jobs in noop_batches(n, batch) {
             self.jobq.enqueue_many(jobs).await?;
-            i += len;
         }
         self.enqueued(n, start).await
     }
@@ -590,12 +541,7 @@ impl Bench {
             }
             Side::JobqDrain { concurrency } => {
                 let start = Instant::now();
-                let worker = Worker::builder(self.jobq.clone())
-                    .queue(QUEUE, concurrency)
-                    .state(probe.clone())
-                    .poll_interval(self.poll)
-                    .build()?
-                    .start();
+                let worker = self.start_worker(concurrency, &probe)?;
                 probe.wait(DEADLINE).await?;
                 worker.shutdown(Duration::from_secs(60)).await?;
                 start.elapsed().as_secs_f64()
@@ -608,6 +554,16 @@ impl Bench {
             secs,
             ..Sample::default()
         })
+    }
+
+    /// A worker of `concurrency` slots on the bench queue, its runs counted by `probe`.
+    fn start_worker(&self, concurrency: usize, probe: &Probe) -> Res<WorkerHandle> {
+        let worker = Worker::builder(self.jobq.clone())
+            .queue(QUEUE, concurrency)
+            .state(probe.clone())
+            .poll_interval(self.poll)
+            .build()?;
+        Ok(worker.start())
     }
 
     /// Every job ran exactly once and nothing is left pending or processing.
@@ -628,12 +584,7 @@ impl Bench {
 
     async fn latency(&self, other_process: bool, n: u64) -> Res<Sample> {
         let probe = Probe::new(n);
-        let worker = Worker::builder(self.jobq.clone())
-            .queue(QUEUE, DEFAULT_CONCURRENCY)
-            .state(probe.clone())
-            .poll_interval(self.poll)
-            .build()?
-            .start();
+        let worker = self.start_worker(DEFAULT_CONCURRENCY, &probe)?;
         // Let the worker's first (empty) claim and listener start happen.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let start = Instant::now();

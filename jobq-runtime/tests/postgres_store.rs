@@ -1,4 +1,7 @@
-//! The PostgreSQL store against a real server.
+//! The PostgreSQL store against a real server: what only PostgreSQL does
+//! (its plans, NOTIFY/LISTEN and the listener, row locks under SKIP LOCKED,
+//! its chunked batches). Behaviours every backend shares are in the
+//! conformance suite (`tests/tests/conformance/`), not here.
 //!
 //! Reads `JOBQ_POSTGRES_URL` (e.g. `postgres://postgres@127.0.0.1:5432/test`);
 //! without it every test is skipped, except under `CI=true`, where a missing
@@ -15,11 +18,17 @@ use std::time::{Duration, Instant};
 
 use jobq_runtime::{
     Definition, DispatchError, Enqueue, Job, JobContext, JobError, JobRegistration, JobStatus,
-    Jobq, LeaseError, RetryPolicy, StateRequirement, States, Worker, WorkerHandle,
+    Jobq, LeaseError, StateRequirement, States, Worker, WorkerHandle,
 };
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{Connection, PgConnection, PgPool};
+
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../tests/src/wait.rs"]
+mod wait;
+
+use wait::{wait_for_status, wait_until};
 
 /// The store's claim and reaper statements, exactly as it runs them.
 use jobq_runtime::__private::sql::postgres::{CLAIM, COMPLETE, HEARTBEAT, REAP};
@@ -37,18 +46,6 @@ struct Note {
 
 impl Job for Note {
     const NAME: &'static str = "pg_test_note";
-}
-
-/// Always fails, retried 10 ms later.
-#[derive(Debug, Serialize, Deserialize)]
-struct Fail {}
-
-impl Job for Fail {
-    const NAME: &'static str = "pg_test_fail";
-
-    fn retry_policy() -> RetryPolicy {
-        RetryPolicy::Fixed(Duration::from_millis(10))
-    }
 }
 
 /// Extends its lease every 20 ms until told it is lost, then waits to be stopped.
@@ -95,17 +92,6 @@ fn run_note(ctx: JobContext, payload: &str, _: &States) -> Result<Attempt, Dispa
     }))
 }
 
-fn run_fail(ctx: JobContext, payload: &str, _: &States) -> Result<Attempt, DispatchError> {
-    decode::<Fail>(payload)?;
-    Ok(Box::pin(async move {
-        record(ctx.queue(), ctx.id());
-        Err(JobError::retry(format!(
-            "boom on attempt {}",
-            ctx.attempt()
-        )))
-    }))
-}
-
 fn run_block(ctx: JobContext, payload: &str, _: &States) -> Result<Attempt, DispatchError> {
     decode::<Block>(payload)?;
     Ok(Box::pin(async move {
@@ -143,7 +129,6 @@ macro_rules! register {
 }
 
 register!(Note, run_note);
-register!(Fail, run_fail);
 register!(Block, run_block);
 register!(Batch, run_batch);
 
@@ -213,22 +198,6 @@ fn unique(name: &str) -> String {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-/// Polls `check` every 15 ms until it holds; panics after `limit`.
-async fn wait_until<F, Fut>(what: &str, limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    while !check().await {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {limit:?} waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(15)).await;
-    }
 }
 
 async fn count(pool: &PgPool, queue: &str, status: &str) -> i64 {
@@ -460,68 +429,6 @@ async fn a_claim_skips_rows_another_open_claim_holds_without_waiting() {
 // Enqueue.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_drains_enqueued_jobs_to_done() {
-    let Some(jobq) = jobq(4).await else { return };
-    let queue = unique("drain");
-    let ids = enqueue_notes(&jobq, &queue, 20).await;
-    let handle = worker(&jobq, &queue, 4);
-    wait_until("all 20 jobs are done", Duration::from_secs(20), || async {
-        count(pool(&jobq), &queue, "done").await == 20
-    })
-    .await;
-    handle
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown");
-
-    let mut ran = runs(&queue);
-    ran.sort_unstable();
-    assert_eq!(ran, ids);
-    let info = jobq.job(ids[0]).await.expect("read").expect("exists");
-    assert_eq!(info.status, JobStatus::Done);
-    assert_eq!(info.attempts, 1);
-    assert!(info.finished_at.is_some());
-    assert!(info.claimed_by.is_some());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_enqueues_of_one_key_store_one_row() {
-    let Some(jobq) = jobq(16).await else { return };
-    let queue = unique("idem");
-    let key = unique("key");
-    let mut tasks = tokio::task::JoinSet::new();
-    for n in 0..16 {
-        let (jobq, queue, key) = (jobq.clone(), queue.clone(), key.clone());
-        tasks.spawn(async move {
-            jobq.enqueue_with(Note { n }, Enqueue::new().queue(queue).idempotency_key(key))
-                .await
-                .expect("enqueue")
-        });
-    }
-    let results = tasks.join_all().await;
-
-    let ids: HashSet<i64> = results.iter().map(|e| e.id).collect();
-    assert_eq!(
-        ids.len(),
-        1,
-        "every enqueuer gets the one row's id: {results:?}"
-    );
-    assert_eq!(
-        results.iter().filter(|e| !e.duplicate).count(),
-        1,
-        "exactly one enqueue inserted: {results:?}"
-    );
-    let (rows, hits): (i64, i64) = sqlx::query_as(
-        "SELECT count(*), sum(dedupe_hits) FROM jobq_jobs WHERE idempotency_key = $1",
-    )
-    .bind(&key)
-    .fetch_one(pool(&jobq))
-    .await
-    .expect("count");
-    assert_eq!((rows, hits), (1, 15));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enqueue_many_returns_ids_in_input_order() {
     let Some(jobq) = jobq(2).await else { return };
     let existing_key = unique("existing");
@@ -634,16 +541,7 @@ async fn a_delayed_job_is_not_claimed_before_its_time() {
     assert_eq!(status(&jobq, delayed).await, JobStatus::Pending);
     assert_eq!(runs(&queue), [now]);
 
-    wait_until(
-        "the delayed job is done",
-        Duration::from_secs(10),
-        || async { status(&jobq, delayed).await == JobStatus::Done },
-    )
-    .await;
-    handle
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown");
+    reach_then_stop(&jobq, delayed, JobStatus::Done, handle).await;
     let waited: f64 = sqlx::query_scalar(
         "SELECT extract(epoch FROM claimed_at - created_at)::float8 FROM jobq_jobs WHERE id = $1",
     )
@@ -655,34 +553,6 @@ async fn a_delayed_job_is_not_claimed_before_its_time() {
         waited >= delay.as_secs_f64(),
         "claimed {waited} s after enqueue"
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_job_is_retried_then_failed() {
-    let Some(jobq) = jobq(4).await else { return };
-    let queue = unique("fail");
-    let id = jobq
-        .enqueue_with(Fail {}, Enqueue::new().queue(&queue).max_attempts(3))
-        .await
-        .expect("enqueue")
-        .id;
-    let handle = worker(&jobq, &queue, 2);
-    wait_until("the job is failed", Duration::from_secs(20), || async {
-        status(&jobq, id).await == JobStatus::Failed
-    })
-    .await;
-    handle
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown");
-
-    assert_eq!(runs(&queue), [id, id, id]);
-    let info = jobq.job(id).await.expect("read").expect("exists");
-    assert_eq!(info.attempts, 3);
-    assert!(info.finished_at.is_some());
-    let error = info.last_error.expect("last_error");
-    assert!(error.contains("boom on attempt 3"), "{error}");
-    assert!(error.contains("attempts exhausted"), "{error}");
 }
 
 // ---------------------------------------------------------------------------
@@ -813,33 +683,48 @@ async fn assert_notify_wakes(url: &str, queue: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_notify_from_another_connection_wakes_an_idle_worker() {
-    let Some(url) = url() else { return };
-    let queue = unique("notify");
-    let (jobq, handle, app) = idle_worker(&url, &queue).await;
-    wait_until("the worker listens", Duration::from_secs(10), || async {
-        !listening_sessions(&jobq, &app).await.is_empty()
-    })
-    .await;
-
-    assert_notify_wakes(&url, &queue).await;
+/// Waits (10 s at most) until job `id` is `status`; then the worker stops.
+async fn reach_then_stop(jobq: &Jobq, id: i64, status: JobStatus, handle: WorkerHandle) {
+    wait_for_status(jobq, id, status, Duration::from_secs(10)).await;
     handle
         .shutdown(Duration::from_secs(5))
         .await
         .expect("shutdown");
-    assert_eq!(count(pool(&jobq), &queue, "done").await, 2);
+}
+
+/// [`idle_worker`], once its listener listens.
+async fn listening_worker(url: &str, queue: &str) -> (Jobq, WorkerHandle, String) {
+    let (jobq, handle, app) = idle_worker(url, queue).await;
+    wait_until("the worker listens", Duration::from_secs(10), || async {
+        !listening_sessions(&jobq, &app).await.is_empty()
+    })
+    .await;
+    (jobq, handle, app)
+}
+
+/// [`assert_notify_wakes`]; then the worker stops with both jobs done.
+async fn two_notifies_wake_it(url: &str, queue: &str, jobq: &Jobq, handle: WorkerHandle) {
+    assert_notify_wakes(url, queue).await;
+    handle
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+    assert_eq!(count(pool(jobq), queue, "done").await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notify_from_another_connection_wakes_an_idle_worker() {
+    let Some(url) = url() else { return };
+    let queue = unique("notify");
+    let (jobq, handle, _) = listening_worker(&url, &queue).await;
+    two_notifies_wake_it(&url, &queue, &jobq, handle).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_listener_reconnects_after_its_session_is_killed() {
     let Some(url) = url() else { return };
     let queue = unique("relisten");
-    let (jobq, handle, app) = idle_worker(&url, &queue).await;
-    wait_until("the worker listens", Duration::from_secs(10), || async {
-        !listening_sessions(&jobq, &app).await.is_empty()
-    })
-    .await;
+    let (jobq, handle, app) = listening_worker(&url, &queue).await;
     let first = listening_sessions(&jobq, &app).await[0];
 
     let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
@@ -858,12 +743,7 @@ async fn the_listener_reconnects_after_its_session_is_killed() {
     )
     .await;
 
-    assert_notify_wakes(&url, &queue).await;
-    handle
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown");
-    assert_eq!(count(pool(&jobq), &queue, "done").await, 2);
+    two_notifies_wake_it(&url, &queue, &jobq, handle).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -890,16 +770,7 @@ async fn an_expired_lease_is_reaped_and_the_job_runs_again() {
         .build()
         .expect("build")
         .start();
-    wait_until(
-        "the reaped job is done",
-        Duration::from_secs(10),
-        || async { status(&jobq, id).await == JobStatus::Done },
-    )
-    .await;
-    handle
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown");
+    reach_then_stop(&jobq, id, JobStatus::Done, handle).await;
 
     assert_eq!(runs(&queue), [id]);
     let info = jobq.job(id).await.expect("read").expect("exists");

@@ -1,5 +1,8 @@
 //! The SQLite store through the public API: `Jobq` and `Worker` on a real
-//! SQLite file, including two OS processes draining one file.
+//! SQLite file, for what only SQLite does: an in-memory database, the
+//! write-ahead log and its checkpointer, the one shared write connection,
+//! two OS processes draining one file. Behaviours every backend shares are
+//! in the conformance suite (`tests/tests/conformance/`), not here.
 //!
 //! `#[job]` is not used here: the test job implements `Job` by hand and
 //! registers its handler with `inventory`, as the macro's expansion does.
@@ -16,14 +19,18 @@ use jobq_runtime::{
 use serde::{Deserialize, Serialize};
 use sqlx::SqlitePool;
 
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../tests/src/wait.rs"]
+mod wait;
+
+use wait::eventually;
+
 /// What the test job does when it runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 enum Mode {
     /// Records the run and succeeds.
     #[default]
     Succeed,
-    /// Records the run and fails (retried on a 10 ms schedule).
-    Fail,
     /// Attempt 1 outlives its lease and succeeds only after attempt 2 has
     /// started; attempt 2 waits for attempt 1 to finish, then fails for good.
     StaleThenFail,
@@ -75,9 +82,6 @@ impl Probe {
         record(&side, &ctx, self.n, "start").await?;
         match (self.mode, ctx.attempt()) {
             (Mode::Succeed, _) => {}
-            (Mode::Fail, attempt) => {
-                return Err(JobError::retry(format!("boom on attempt {attempt}")));
-            }
             (Mode::StaleThenFail, 1) => {
                 wait_for_run(&side, ctx.id(), 2, "start").await?;
                 record(&side, &ctx, self.n, "end").await?;
@@ -178,24 +182,6 @@ async fn wait_for_run(
     }
 }
 
-/// Polls `condition` every 10 ms until it holds or `limit` passes; whether it held.
-async fn eventually<F, Fut>(limit: Duration, mut condition: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if condition().await {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// A migrated database in a fresh temporary file, with the side tables.
 struct Db {
     dir: tempfile::TempDir,
@@ -222,19 +208,18 @@ impl Db {
             .poll_interval(Duration::from_millis(20))
     }
 
+    /// Enqueues `probe` with `options`; its id.
+    async fn enqueue(&self, probe: Probe, options: Enqueue) -> i64 {
+        self.jobq.enqueue_with(probe, options).await.unwrap().id
+    }
+
     async fn job(&self, id: i64) -> JobInfo {
         self.jobq.job(id).await.unwrap().expect("the job exists")
     }
 
     /// Waits (20 s at most) until job `id` has `status`; returns it.
     async fn wait_for_status(&self, id: i64, status: JobStatus) -> JobInfo {
-        let reached = eventually(Duration::from_secs(20), || async {
-            self.job(id).await.status == status
-        })
-        .await;
-        let job = self.job(id).await;
-        assert!(reached, "job {id} never became {status}: {job:?}");
-        job
+        wait::wait_for_status(&self.jobq, id, status, Duration::from_secs(20)).await
     }
 
     async fn count(&self, sql: &str) -> i64 {
@@ -264,33 +249,6 @@ async fn create_side_tables(pool: &SqlitePool) {
     .execute(pool)
     .await
     .unwrap();
-}
-
-#[tokio::test]
-async fn a_worker_drains_enqueued_jobs_to_done() {
-    let db = Db::new().await;
-    let mut ids = Vec::new();
-    for n in 0..50 {
-        ids.push(db.jobq.enqueue(Probe::new(n)).await.unwrap().id);
-    }
-    let worker = db.worker(4).build().unwrap().start();
-    for &id in &ids {
-        let job = db.wait_for_status(id, JobStatus::Done).await;
-        assert_eq!(job.attempts, 1);
-        assert_eq!(job.last_error, None);
-        assert!(job.finished_at.is_some());
-    }
-    worker.shutdown(Duration::from_secs(10)).await.unwrap();
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM probe_counts WHERE runs = 1")
-            .await,
-        50
-    );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM jobq_jobs WHERE status <> 'done'")
-            .await,
-        0
-    );
 }
 
 #[tokio::test]
@@ -418,54 +376,6 @@ async fn concurrent_enqueues_each_get_their_own_row_and_a_bad_row_fails_alone() 
 }
 
 #[tokio::test]
-async fn an_existing_idempotency_key_returns_the_existing_job() {
-    let db = Db::new().await;
-    let first = db
-        .jobq
-        .enqueue_with(Probe::new(1), Enqueue::new().idempotency_key("welcome:1"))
-        .await
-        .unwrap();
-    let second = db
-        .jobq
-        .enqueue_with(Probe::new(2), Enqueue::new().idempotency_key("welcome:1"))
-        .await
-        .unwrap();
-    let other = db.jobq.enqueue(Probe::keyed(3, "welcome:2")).await.unwrap();
-    assert!(!first.duplicate);
-    assert!(second.duplicate);
-    assert_eq!(second.id, first.id);
-    assert!(!other.duplicate);
-    assert_ne!(other.id, first.id);
-    let stored = db.job(first.id).await;
-    assert_eq!(stored.idempotency_key.as_deref(), Some("welcome:1"));
-    assert!(
-        stored.payload.contains("\"n\":1"),
-        "the first payload is kept: {}",
-        stored.payload
-    );
-    assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs").await, 2);
-}
-
-#[tokio::test]
-async fn concurrent_enqueues_of_one_key_store_one_row() {
-    let db = Db::new().await;
-    let mut tasks = tokio::task::JoinSet::new();
-    for n in 0..16 {
-        let jobq = db.jobq.clone();
-        tasks.spawn(async move { jobq.enqueue(Probe::keyed(n, "cron:tick:42")).await.unwrap() });
-    }
-    let results = tasks.join_all().await;
-    assert_eq!(
-        results.iter().filter(|r| !r.duplicate).count(),
-        1,
-        "{results:?}"
-    );
-    assert!(results.iter().all(|r| r.id == results[0].id), "{results:?}");
-    assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs").await, 1);
-    assert_eq!(db.count("SELECT dedupe_hits FROM jobq_jobs").await, 15);
-}
-
-#[tokio::test]
 async fn enqueue_many_returns_ids_in_input_order() {
     let db = Db::new().await;
     let existing = db
@@ -555,23 +465,17 @@ async fn a_delayed_job_is_not_run_before_its_time() {
     let db = Db::new().await;
     let enqueued_at = chrono::Utc::now().timestamp_micros();
     let soon = db
-        .jobq
-        .enqueue_with(
+        .enqueue(
             Probe::new(1),
             Enqueue::new().delay(Duration::from_millis(300)),
         )
-        .await
-        .unwrap()
-        .id;
+        .await;
     let later = db
-        .jobq
-        .enqueue_with(
+        .enqueue(
             Probe::new(2),
             Enqueue::new().delay(Duration::from_secs(3600)),
         )
-        .await
-        .unwrap()
-        .id;
+        .await;
     let worker = db.worker(4).build().unwrap().start();
     db.wait_for_status(soon, JobStatus::Done).await;
     worker.shutdown(Duration::from_secs(10)).await.unwrap();
@@ -589,27 +493,6 @@ async fn a_delayed_job_is_not_run_before_its_time() {
     let waiting = db.job(later).await;
     assert_eq!(waiting.status, JobStatus::Pending);
     assert_eq!(waiting.attempts, 0);
-}
-
-#[tokio::test]
-async fn a_failing_job_is_retried_then_failed_with_its_last_error() {
-    let db = Db::new().await;
-    let id = db
-        .jobq
-        .enqueue(Probe::with_mode(1, Mode::Fail))
-        .await
-        .unwrap()
-        .id;
-    let worker = db.worker(2).build().unwrap().start();
-    let failed = db.wait_for_status(id, JobStatus::Failed).await;
-    worker.shutdown(Duration::from_secs(10)).await.unwrap();
-
-    assert_eq!(failed.attempts, Probe::MAX_ATTEMPTS);
-    let error = failed.last_error.unwrap();
-    assert!(error.contains("boom on attempt 3"), "{error}");
-    assert!(error.contains("attempts exhausted"), "{error}");
-    assert!(failed.finished_at.is_some());
-    assert_eq!(db.count("SELECT runs FROM probe_counts").await, 3);
 }
 
 #[tokio::test]
@@ -657,24 +540,6 @@ async fn a_stale_attempt_cannot_settle_a_reclaimed_job() {
         1,
         "attempt 1 ran to the end"
     );
-}
-
-#[tokio::test]
-async fn enqueue_in_a_transaction_stores_the_job_only_on_commit() {
-    let db = Db::new().await;
-
-    let mut tx = db.pool().begin().await.unwrap();
-    let rolled_back = db.jobq.enqueue_in(&mut *tx, Probe::new(1)).await.unwrap();
-    tx.rollback().await.unwrap();
-    assert!(db.jobq.job(rolled_back.id).await.unwrap().is_none());
-    assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs").await, 0);
-
-    let mut tx = db.pool().begin().await.unwrap();
-    let committed = db.jobq.enqueue_in(&mut *tx, Probe::new(2)).await.unwrap();
-    tx.commit().await.unwrap();
-    assert!(!committed.duplicate);
-    assert_eq!(db.job(committed.id).await.status, JobStatus::Pending);
-    assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs").await, 1);
 }
 
 /// Set in the child processes of [`two_processes_drain_one_file_running_every_job_once`]:
@@ -751,32 +616,35 @@ async fn two_processes_drain_one_file_running_every_job_once() {
     }
 
     let n = CROSS_PROCESS_JOBS;
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM jobq_jobs WHERE status = 'done' AND attempts = 1")
-            .await,
-        n
-    );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM jobq_jobs WHERE last_error IS NOT NULL")
-            .await,
-        0
-    );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM probe_counts WHERE runs = 1")
-            .await,
-        n
-    );
-    assert_eq!(
-        db.count("SELECT COALESCE(SUM(runs), 0) FROM probe_counts")
-            .await,
-        n
-    );
-    assert_eq!(
-        db.count("SELECT COUNT(DISTINCT claimed_by) FROM jobq_jobs")
-            .await,
-        2,
-        "both processes ran jobs"
-    );
+    for (what, sql, want) in [
+        (
+            "every job done in one attempt",
+            "SELECT COUNT(*) FROM jobq_jobs WHERE status = 'done' AND attempts = 1",
+            n,
+        ),
+        (
+            "no job failed an attempt",
+            "SELECT COUNT(*) FROM jobq_jobs WHERE last_error IS NOT NULL",
+            0,
+        ),
+        (
+            "every job ran once",
+            "SELECT COUNT(*) FROM probe_counts WHERE runs = 1",
+            n,
+        ),
+        (
+            "no job ran twice",
+            "SELECT COALESCE(SUM(runs), 0) FROM probe_counts",
+            n,
+        ),
+        (
+            "both processes ran jobs",
+            "SELECT COUNT(DISTINCT claimed_by) FROM jobq_jobs",
+            2,
+        ),
+    ] {
+        assert_eq!(db.count(sql).await, want, "{what}: {sql}");
+    }
 }
 
 /// The child's side of the two-process test: a worker of concurrency 8 on

@@ -545,6 +545,35 @@ pub async fn run(db: &TestDb, bin: &str, config: Config) -> Report {
     report
 }
 
+/// Runs one chaos drain whose outage stops the local server of
+/// `config.outage`, against that server's database from the environment.
+/// Where the server cannot be restarted from here the test is skipped,
+/// except under `CI=true`, where it fails.
+pub async fn run_outage(bin: &str, config: Config) {
+    let server = config
+        .outage
+        .as_ref()
+        .expect("an outage config names its server")
+        .server;
+    let (db, name) = match server {
+        Server::MariaDb => (TestDb::mysql(), "MariaDB"),
+        Server::Postgres => (TestDb::postgres(), "PostgreSQL"),
+    };
+    let Some(db) = db else { return };
+    if !server.controllable(db.url()) {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "under CI=true the local {name} must be restartable"
+        );
+        eprintln!(
+            "skipped: {name} at {} cannot be restarted from here",
+            db.url()
+        );
+        return;
+    }
+    run(&db, bin, config).await;
+}
+
 async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
     let jobq = db.jobq().await;
     let sql = Db::of(&jobq);

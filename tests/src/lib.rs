@@ -5,18 +5,23 @@
 //! - MySQL/MariaDB from `JOBQ_MYSQL_URL`, PostgreSQL from `JOBQ_POSTGRES_URL`:
 //!   when unset the test is skipped, except under `CI=true`, where it fails.
 //! - SQLite: a new file in a temporary directory per test.
+//! - Waiting: [`wait_until`] (and [`eventually`], [`wait_for_status`] on it)
+//!   is the one polling loop, shared with `jobq-runtime`'s own tests.
 
 use std::collections::HashMap;
-use std::future::Future;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::time::{Duration, Instant};
 
-use jobq_runtime::{Backend, JobInfo, JobStatus, Jobq};
+use jobq_runtime::{Backend, Enqueue, Error, Job, Jobq, Worker, WorkerHandle};
 use tokio::sync::Notify;
 
 pub mod chaos;
 pub mod services;
 pub mod sql;
+mod wait;
+
+pub use wait::{eventually, wait_for_done, wait_for_status, wait_until};
 
 /// A database for one test.
 #[derive(Debug)]
@@ -103,46 +108,65 @@ pub fn unique_queue(test: &str) -> String {
     format!("{test}-{:08x}", rand::random::<u32>())
 }
 
-/// Polls `condition` every 10 ms until it holds or `deadline` passes;
-/// panics with `what` on timeout.
-pub async fn wait_until<F, Fut>(what: &str, deadline: Duration, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    loop {
-        if condition().await {
-            return;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+/// The arrange step of most tests: a migrated handle, a queue no other test
+/// uses (named after `queue`), and a recorder for the handlers' runs.
+pub async fn fixture(db: &TestDb, queue: &str) -> (Jobq, String, Recorder) {
+    (db.jobq().await, unique_queue(queue), Recorder::default())
+}
+
+/// A started worker of `concurrency` slots on `queue` (unchecked), polling
+/// every 50 ms.
+pub fn start_worker(jobq: &Jobq, queue: &str, concurrency: usize) -> WorkerHandle {
+    let builder = Worker::builder(jobq.clone()).queue_unchecked(queue, concurrency);
+    let poll = Duration::from_millis(50);
+    builder.poll_interval(poll).build().expect("build").start()
+}
+
+/// Options that put a job on `queue`.
+pub fn on(queue: &str) -> Enqueue {
+    Enqueue::new().queue(queue)
+}
+
+/// Shuts the worker down, giving its jobs 10 s.
+pub async fn stop(handle: WorkerHandle) {
+    handle
+        .shutdown(Duration::from_secs(10))
+        .await
+        .expect("shutdown");
+}
+
+/// The message of an [`Error::Invalid`]; panics on anything else.
+pub fn invalid(result: jobq_runtime::Result<impl std::fmt::Debug>) -> String {
+    match result {
+        Err(Error::Invalid(message)) => message.to_string(),
+        other => panic!("expected Error::Invalid, got {other:?}"),
     }
 }
 
-/// Waits until job `id` has `status`; returns its row.
-pub async fn wait_for_status(
+/// Enqueues `jobs` in one batch; their ids, in order.
+pub async fn enqueue_ids<J: Job>(
     jobq: &Jobq,
-    id: i64,
-    status: JobStatus,
-    deadline: Duration,
-) -> JobInfo {
-    let start = Instant::now();
-    loop {
-        let info = jobq.job(id).await.expect("job").expect("job exists");
-        if info.status == status {
-            return info;
-        }
-        let last = info;
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for job {id} to be {status}; last seen: {last:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    jobs: impl IntoIterator<Item = (J, Enqueue)>,
+) -> Vec<i64> {
+    let enqueued = jobq.enqueue_many_with(jobs).await.expect("enqueue_many");
+    enqueued.into_iter().map(|e| e.id).collect()
+}
+
+/// Asserts that `text` (a message, an error) contains each of `parts`.
+#[track_caller]
+pub fn assert_contains(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "expected {part:?} in: {text}");
     }
+}
+
+/// Asserts that `took` lies in `window` (at least its start, less than its
+/// end); `what` names the wait.
+pub fn assert_took(took: Duration, window: Range<Duration>, what: &str) {
+    assert!(
+        window.contains(&took),
+        "{what} took {took:?}, outside {window:?}"
+    );
 }
 
 /// One run of a handler.
@@ -256,23 +280,56 @@ impl<K: Eq + std::hash::Hash> Gates<K> {
 
 /// Instantiates each `async fn test(db: TestDb)` of the calling file once per
 /// backend, as `mysql::test`, `postgres::test` and `sqlite::test`.
+///
+/// A setup hook runs in every instance before the database is opened:
+/// `on_every_backend!(setup = hook; a, b)` calls `super::hook()` first (a
+/// log counter to install, say). `on_every_backend!(run_with = runner; a, b)`
+/// makes each instance a plain `#[test]` that hands the test's future to
+/// `super::runner(future)`, for a test that needs its own runtime (a
+/// subscriber on every runtime thread, say).
 #[macro_export]
 macro_rules! on_every_backend {
-    ($($test:ident),* $(,)?) => {
-        $crate::on_every_backend!(@backend mysql, $($test),*);
-        $crate::on_every_backend!(@backend postgres, $($test),*);
-        $crate::on_every_backend!(@backend sqlite, $($test),*);
+    (setup = $setup:ident; $($test:ident),* $(,)?) => {
+        $crate::on_every_backend!(@each [tokio {$setup}] $($test),*);
     };
-    (@backend $backend:ident, $($test:ident),*) => {
+    (run_with = $runner:ident; $($test:ident),* $(,)?) => {
+        $crate::on_every_backend!(@each [runner $runner] $($test),*);
+    };
+    ($($test:ident),* $(,)?) => {
+        $crate::on_every_backend!(@each [tokio {}] $($test),*);
+    };
+    (@each $how:tt $($test:ident),*) => {
+        $crate::on_every_backend!(@backend mysql, $how, $($test),*);
+        $crate::on_every_backend!(@backend postgres, $how, $($test),*);
+        $crate::on_every_backend!(@backend sqlite, $how, $($test),*);
+    };
+    (@backend $backend:ident, [tokio $setup:tt], $($test:ident),*) => {
         mod $backend {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
+                    $crate::on_every_backend!(@setup $setup);
                     if let Some(db) = $crate::TestDb::$backend() {
                         super::$test(db).await;
                     }
                 }
             )*
         }
+    };
+    (@backend $backend:ident, [runner $runner:ident], $($test:ident),*) => {
+        mod $backend {
+            $(
+                #[test]
+                fn $test() {
+                    if let Some(db) = $crate::TestDb::$backend() {
+                        super::$runner(super::$test(db));
+                    }
+                }
+            )*
+        }
+    };
+    (@setup {}) => {};
+    (@setup {$setup:ident}) => {
+        super::$setup()
     };
 }

@@ -8,11 +8,14 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use jobq_runtime::{
-    DEFAULT_MAX_PAYLOAD_BYTES, Enqueue, Error, Job, JobContext, JobStatus, Jobq, MAX_DELAY,
-    MAX_KEY_LEN, MAX_QUEUE_LEN, State, Worker, WorkerHandle, job,
+    DEFAULT_MAX_PAYLOAD_BYTES, Enqueue, Error, Job, JobContext, JobInfo, JobStatus, Jobq,
+    MAX_DELAY, MAX_KEY_LEN, MAX_QUEUE_LEN, State, Worker, job,
 };
 use jobq_tests::sql::{Arg, Db};
-use jobq_tests::{Recorder, TestDb, unique_queue, wait_for_status, wait_until};
+use jobq_tests::{
+    Recorder, TestDb, assert_contains, fixture, invalid, on, stop, unique_queue, wait_for_status,
+    wait_until,
+};
 
 #[job(name = "bad_record")]
 async fn record(ctx: &JobContext, recorder: State<Recorder>, n: u64) {
@@ -60,10 +63,6 @@ impl Job for Unregistered {
 
 const LONG: Duration = Duration::from_secs(20);
 
-fn on(queue: &str) -> Enqueue {
-    Enqueue::new().queue(queue)
-}
-
 fn worker(jobq: &Jobq, queue: &str, recorder: &Recorder) -> jobq_runtime::WorkerBuilder {
     Worker::builder(jobq.clone())
         .queue_unchecked(queue, 2)
@@ -72,18 +71,31 @@ fn worker(jobq: &Jobq, queue: &str, recorder: &Recorder) -> jobq_runtime::Worker
         .reap_interval(Duration::from_millis(100))
 }
 
-async fn stop(handle: WorkerHandle) {
-    handle
-        .shutdown(Duration::from_secs(10))
+/// `job`, enqueued on a fresh queue with `options` applied, runs on a fresh
+/// worker until it failed; a good job then still runs. Its row, and the
+/// recorder of the handlers' runs.
+async fn fails_then_a_good_job_runs<J: Job>(
+    db: &TestDb,
+    queue: &str,
+    job: J,
+    options: impl FnOnce(Enqueue) -> Enqueue,
+) -> (JobInfo, Recorder) {
+    let (jobq, queue, recorder) = fixture(db, queue).await;
+    let handle = worker(&jobq, &queue, &recorder).build().unwrap().start();
+    let id = jobq
+        .enqueue_with(job, options(on(&queue)))
         .await
-        .expect("shutdown");
+        .unwrap()
+        .id;
+    let info = wait_for_status(&jobq, id, JobStatus::Failed, LONG).await;
+    a_good_job_still_runs(&jobq, &queue).await;
+    stop(handle).await;
+    (info, recorder)
 }
 
-fn invalid(result: jobq_runtime::Result<impl std::fmt::Debug>) -> String {
-    match result {
-        Err(Error::Invalid(message)) => message.to_string(),
-        other => panic!("expected Error::Invalid, got {other:?}"),
-    }
+/// The message with which enqueueing a `Record` with `options` is refused.
+async fn refused(jobq: &Jobq, options: Enqueue) -> String {
+    invalid(jobq.enqueue_with(Record::new(1), options).await)
 }
 
 /// Inserts a row as jobq would, but with any payload text.
@@ -124,9 +136,7 @@ async fn a_good_job_still_runs(jobq: &Jobq, queue: &str) {
 }
 
 async fn a_payload_that_is_not_json_fails_at_once_and_names_the_fix(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("notjson");
-    let recorder = Recorder::default();
+    let (jobq, queue, recorder) = fixture(&db, "notjson").await;
     let handle = worker(&jobq, &queue, &recorder).build().unwrap().start();
     let bad = insert_raw(&jobq, &queue, "bad_record", "this is {not json").await;
     let info = wait_for_status(&jobq, bad, JobStatus::Failed, LONG).await;
@@ -135,25 +145,19 @@ async fn a_payload_that_is_not_json_fails_at_once_and_names_the_fix(db: TestDb) 
     assert_eq!(info.attempts, 1, "not retried: retrying cannot fix it");
     assert!(recorder.runs(bad).is_empty(), "the handler never ran");
     let error = info.last_error.unwrap();
-    assert!(
-        error.contains("payload of job `bad_record` does not deserialize"),
-        "{error}"
-    );
-    assert!(
-        error.contains("expected ident at line 1 column 2"),
-        "{error}"
-    );
-    assert!(error.contains("failed without retrying"), "{error}");
-    assert!(
-        error.contains("call Jobq::retry"),
-        "says what to do: {error}"
+    assert_contains(
+        &error,
+        &[
+            "payload of job `bad_record` does not deserialize",
+            "expected ident at line 1 column 2",
+            "failed without retrying",
+            "call Jobq::retry",
+        ],
     );
 }
 
 async fn json_of_the_wrong_shape_fails_naming_the_field(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("shape");
-    let recorder = Recorder::default();
+    let (jobq, queue, recorder) = fixture(&db, "shape").await;
     let handle = worker(&jobq, &queue, &recorder).build().unwrap().start();
     let cases = [
         ("{}", "missing field `n`"),
@@ -195,25 +199,18 @@ async fn json_of_the_wrong_shape_fails_naming_the_field(db: TestDb) {
 }
 
 async fn an_unknown_job_fails_once_its_attempts_are_used_up(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("unknown1");
-    let recorder = Recorder::default();
-    let handle = worker(&jobq, &queue, &recorder).build().unwrap().start();
-    let id = jobq
-        .enqueue_with(Unregistered { n: 1 }, on(&queue).max_attempts(1))
-        .await
-        .unwrap()
-        .id;
-    let info = wait_for_status(&jobq, id, JobStatus::Failed, LONG).await;
-    a_good_job_still_runs(&jobq, &queue).await;
-    stop(handle).await;
+    let options = |o: Enqueue| o.max_attempts(1);
+    let (info, _) =
+        fails_then_a_good_job_runs(&db, "unknown1", Unregistered { n: 1 }, options).await;
     let error = info.last_error.unwrap();
-    assert!(error.contains("unknown job `bad_unregistered`"), "{error}");
-    assert!(error.contains("no handler registered"), "{error}");
-    assert!(error.contains("attempts exhausted"), "{error}");
-    assert!(
-        error.contains("pin the old name"),
-        "says what to do: {error}"
+    assert_contains(
+        &error,
+        &[
+            "unknown job `bad_unregistered`",
+            "no handler registered",
+            "attempts exhausted",
+            "pin the old name",
+        ],
     );
 }
 
@@ -222,14 +219,13 @@ async fn a_payload_over_the_limit_is_refused_at_enqueue_naming_the_limit(db: Tes
     let queue = unique_queue("big");
     let big = "x".repeat(2000);
     let message = invalid(jobq.enqueue_with(Blob::new(big.clone()), on(&queue)).await);
-    assert!(message.contains("payload of job `bad_blob`"), "{message}");
-    assert!(
-        message.contains("over the limit of 1024 bytes"),
-        "{message}"
-    );
-    assert!(
-        message.contains("Jobq::with_max_payload_bytes"),
-        "{message}"
+    assert_contains(
+        &message,
+        &[
+            "payload of job `bad_blob`",
+            "over the limit of 1024 bytes",
+            "Jobq::with_max_payload_bytes",
+        ],
     );
     // A batch with one payload over the limit inserts nothing.
     let batch = vec![
@@ -259,20 +255,16 @@ async fn an_idempotency_key_over_the_column_length_is_refused(db: TestDb) {
     let jobq = db.jobq().await;
     let queue = unique_queue("longkey");
     let long = "k".repeat(MAX_KEY_LEN + 1);
-    let message = invalid(
-        jobq.enqueue_with(Record::new(1), on(&queue).idempotency_key(long))
-            .await,
+    let message = refused(&jobq, on(&queue).idempotency_key(long)).await;
+    assert_contains(
+        &message,
+        &[
+            "idempotency key of job `bad_record` is 256 characters long",
+            "1 to 255",
+            "hash a longer key",
+        ],
     );
-    assert!(
-        message.contains("idempotency key of job `bad_record` is 256 characters long"),
-        "{message}"
-    );
-    assert!(message.contains("1 to 255"), "{message}");
-    assert!(message.contains("hash a longer key"), "{message}");
-    let message = invalid(
-        jobq.enqueue_with(Record::new(1), on(&queue).idempotency_key(""))
-            .await,
-    );
+    let message = refused(&jobq, on(&queue).idempotency_key("")).await;
     assert!(message.contains("is 0 characters long"), "{message}");
     // 255 four-byte characters fit (the limit is in characters, as the column's).
     let key = format!(
@@ -293,7 +285,7 @@ async fn an_idempotency_key_over_the_column_length_is_refused(db: TestDb) {
 async fn an_empty_or_over_long_queue_name_is_refused(db: TestDb) {
     let jobq = db.jobq().await;
     for queue in [String::new(), "q".repeat(MAX_QUEUE_LEN + 1)] {
-        let message = invalid(jobq.enqueue_with(Record::new(1), on(&queue)).await);
+        let message = refused(&jobq, on(&queue)).await;
         assert!(
             message.contains(&format!("is {} bytes long", queue.len())),
             "{message}"
@@ -353,10 +345,7 @@ async fn max_attempts_outside_its_range_is_refused(db: TestDb) {
     let jobq = db.jobq().await;
     let queue = unique_queue("attempts");
     for attempts in [0, u32::MAX] {
-        let message = invalid(
-            jobq.enqueue_with(Record::new(1), on(&queue).max_attempts(attempts))
-                .await,
-        );
+        let message = refused(&jobq, on(&queue).max_attempts(attempts)).await;
         assert!(
             message.contains(&format!("max_attempts of job `bad_record` is {attempts}")),
             "{message}"
@@ -370,18 +359,14 @@ async fn a_delay_beyond_the_limit_is_refused(db: TestDb) {
     let jobq = db.jobq().await;
     let queue = unique_queue("delay");
     for delay in [Duration::MAX, MAX_DELAY + Duration::from_secs(1)] {
-        let message = invalid(
-            jobq.enqueue_with(Record::new(1), on(&queue).delay(delay))
-                .await,
-        );
-        assert!(
-            message.contains("longer than the limit of 100 years"),
-            "{message}"
-        );
-        assert!(message.contains("MAX_DELAY"), "{message}");
-        assert!(
-            message.contains("pass a shorter delay"),
-            "says what to do: {message}"
+        let message = refused(&jobq, on(&queue).delay(delay)).await;
+        assert_contains(
+            &message,
+            &[
+                "longer than the limit of 100 years",
+                "MAX_DELAY",
+                "pass a shorter delay",
+            ],
         );
     }
     // The limit itself is stored as it is.
@@ -438,37 +423,22 @@ async fn a_run_at_beyond_the_limit_is_refused(db: TestDb) {
         "9999-12-31T23:59:59Z".parse::<DateTime<Utc>>().unwrap(),
         Utc::now() + chrono::Duration::from_std(MAX_DELAY + Duration::from_secs(3600)).unwrap(),
     ] {
-        let message = invalid(
-            jobq.enqueue_with(Record::new(1), on(&queue).run_at(at))
-                .await,
-        );
-        assert!(message.contains("run_at"), "{message}");
-        assert!(message.contains("more than 100 years"), "{message}");
-        assert!(
-            message.contains("within 100 years"),
-            "says what to do: {message}"
+        let message = refused(&jobq, on(&queue).run_at(at)).await;
+        assert_contains(
+            &message,
+            &["run_at", "more than 100 years", "within 100 years"],
         );
     }
     assert_eq!(jobq.counts(&queue).await.unwrap().total(), 0);
 }
 
 async fn a_handler_panicking_with_a_non_string_payload_is_a_failed_attempt(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("panicany");
-    let recorder = Recorder::default();
-    let handle = worker(&jobq, &queue, &recorder).build().unwrap().start();
-    let id = jobq
-        .enqueue_with(PanicsAny::new(), on(&queue))
-        .await
-        .unwrap()
-        .id;
-    let info = wait_for_status(&jobq, id, JobStatus::Failed, LONG).await;
-    a_good_job_still_runs(&jobq, &queue).await;
-    stop(handle).await;
+    let (info, recorder) =
+        fails_then_a_good_job_runs(&db, "panicany", PanicsAny::new(), |o| o).await;
+    let id = info.id;
     assert_eq!(recorder.runs(id).len(), 1);
     let error = info.last_error.unwrap();
-    assert!(error.contains("handler panicked"), "{error}");
-    assert!(error.contains("not a string"), "{error}");
+    assert_contains(&error, &["handler panicked", "not a string"]);
 }
 
 /// With a runtime of 2 worker threads, one handler blocking its thread does
@@ -541,9 +511,7 @@ async fn a_handler_blocking_its_thread_does_not_stall_other_queues(db: TestDb) {
 /// another worker runs the job again, and the blocked attempt's late
 /// success is fenced out. At-least-once holds; the run is wasted.
 async fn a_handler_blocking_every_runtime_thread_loses_its_lease_to_another_worker(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("blockall");
-    let recorder = Recorder::default();
+    let (jobq, queue, recorder) = fixture(&db, "blockall").await;
     let id = jobq
         .enqueue_with(BlocksFirst::new(2_500), on(&queue))
         .await

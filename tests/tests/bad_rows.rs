@@ -11,11 +11,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use jobq_runtime::{
-    Enqueue, Error, Job, JobContext, JobError, JobStatus, Jobq, MAX_DELAY, State, Worker,
-    WorkerHandle, job,
+    Error, Job, JobContext, JobError, JobStatus, Jobq, MAX_DELAY, State, Worker, job,
 };
 use jobq_tests::sql::{Arg, Db};
-use jobq_tests::{Recorder, TestDb, unique_queue, wait_for_status, wait_until};
+use jobq_tests::{
+    Recorder, TestDb, assert_contains, fixture, invalid, on, stop, unique_queue, wait_for_status,
+    wait_until,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -76,10 +78,6 @@ impl Job for NulName {
 
 const LONG: Duration = Duration::from_secs(30);
 
-fn on(queue: &str) -> Enqueue {
-    Enqueue::new().queue(queue)
-}
-
 fn worker(jobq: &Jobq, queue: &str) -> jobq_runtime::WorkerBuilder {
     Worker::builder(jobq.clone())
         .queue_unchecked(queue, 4)
@@ -87,20 +85,6 @@ fn worker(jobq: &Jobq, queue: &str) -> jobq_runtime::WorkerBuilder {
         .state(Seen::default())
         .poll_interval(Duration::from_millis(50))
         .reap_interval(Duration::from_millis(100))
-}
-
-async fn stop(handle: WorkerHandle) {
-    handle
-        .shutdown(Duration::from_secs(10))
-        .await
-        .expect("shutdown");
-}
-
-fn invalid(result: jobq_runtime::Result<impl std::fmt::Debug>) -> String {
-    match result {
-        Err(Error::Invalid(message)) => message.to_string(),
-        other => panic!("expected Error::Invalid, got {other:?}"),
-    }
 }
 
 /// How many rows `queue` holds, in any status.
@@ -204,8 +188,7 @@ async fn an_unreadable_row_fails_on_its_own_and_stays_inspectable(db: TestDb) {
         let info = wait_for_status(&jobq, id, JobStatus::Failed, LONG).await;
         assert_eq!(info.attempts, 1, "not retried: {info:?}");
         let error = info.last_error.clone().unwrap_or_default();
-        assert!(error.contains("not valid UTF-8"), "{error}");
-        assert!(error.contains("failed without retrying"), "{error}");
+        assert_contains(&error, &["not valid UTF-8", "failed without retrying"]);
         assert!(
             info.payload.contains('\u{FFFD}')
                 || info.job_name.contains('\u{FFFD}')
@@ -429,9 +412,7 @@ async fn a_batch_is_stored_whole_or_not_at_all(db: TestDb) {
 /// `MAX_DELAY` and said so in `last_error`; a snooze still uses no attempt.
 /// A lease extended by `Duration::MAX` is clamped the same way.
 async fn a_delay_beyond_the_range_is_clamped_to_the_limit_and_noted(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("far");
-    let recorder = Recorder::default();
+    let (jobq, queue, recorder) = fixture(&db, "far").await;
     let handle = Worker::builder(jobq.clone())
         .queue_unchecked(&queue, 4)
         .state(recorder.clone())

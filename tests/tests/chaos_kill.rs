@@ -9,23 +9,8 @@ use jobq_tests::chaos::{self, Config};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobq-chaos-worker");
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_killed_workers_lose_no_job_and_repeat_no_effect() {
-    if let Some(db) = TestDb::mysql() {
-        chaos::run(&db, WORKER, Config::kills("kill")).await;
-    }
+async fn killed_workers_lose_no_job_and_repeat_no_effect(db: TestDb) {
+    chaos::run(&db, WORKER, Config::kills("kill")).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_killed_workers_lose_no_job_and_repeat_no_effect() {
-    if let Some(db) = TestDb::postgres() {
-        chaos::run(&db, WORKER, Config::kills("kill")).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_killed_workers_lose_no_job_and_repeat_no_effect() {
-    if let Some(db) = TestDb::sqlite() {
-        chaos::run(&db, WORKER, Config::kills("kill")).await;
-    }
-}
+jobq_tests::on_every_backend!(killed_workers_lose_no_job_and_repeat_no_effect);

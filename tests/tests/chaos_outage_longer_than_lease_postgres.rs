@@ -9,7 +9,6 @@
 //! else of the suite may run meanwhile (cargo runs test binaries one at a
 //! time). The server is started again even if the test fails.
 
-use jobq_tests::TestDb;
 use jobq_tests::chaos::{self, Config};
 use jobq_tests::services::Server;
 
@@ -18,22 +17,6 @@ const WORKER: &str = env!("CARGO_BIN_EXE_jobq-chaos-worker");
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_down_longer_than_the_lease_mid_drain_lets_no_stale_settle_finish_a_reclaimed_job()
 {
-    let Some(db) = TestDb::postgres() else { return };
-    if !Server::Postgres.controllable(db.url()) {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "under CI=true the local PostgreSQL must be restartable"
-        );
-        eprintln!(
-            "skipped: PostgreSQL at {} cannot be restarted from here",
-            db.url()
-        );
-        return;
-    }
-    chaos::run(
-        &db,
-        WORKER,
-        Config::outage_longer_than_lease("outage-longer-than-lease", Server::Postgres),
-    )
-    .await;
+    let config = Config::outage_longer_than_lease("outage-longer-than-lease", Server::Postgres);
+    chaos::run_outage(WORKER, config).await;
 }

@@ -6,7 +6,6 @@
 //! else of the suite may run meanwhile (cargo runs test binaries one at a
 //! time). The server is started again even if the test fails.
 
-use jobq_tests::TestDb;
 use jobq_tests::chaos::{self, Config};
 use jobq_tests::services::Server;
 
@@ -14,17 +13,5 @@ const WORKER: &str = env!("CARGO_BIN_EXE_jobq-chaos-worker");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_restarted_mid_drain_loses_no_job_and_repeats_no_effect() {
-    let Some(db) = TestDb::postgres() else { return };
-    if !Server::Postgres.controllable(db.url()) {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "under CI=true the local PostgreSQL must be restartable"
-        );
-        eprintln!(
-            "skipped: PostgreSQL at {} cannot be restarted from here",
-            db.url()
-        );
-        return;
-    }
-    chaos::run(&db, WORKER, Config::outage("outage", Server::Postgres)).await;
+    chaos::run_outage(WORKER, Config::outage("outage", Server::Postgres)).await;
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use jobq_runtime::{Enqueue, JobContext, State, Worker, job};
-use jobq_tests::{Recorder, TestDb, unique_queue, wait_until};
+use jobq_tests::{Recorder, TestDb, fixture, wait_until};
 
 #[job(name = "ahead_large")]
 async fn large(ctx: &JobContext, recorder: State<Recorder>, data: String) {
@@ -20,9 +20,7 @@ const CONCURRENCY: usize = 16;
 const JOBS: usize = 400;
 
 async fn a_queue_of_large_payloads_buffers_no_more_than_the_byte_budget(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("ahead");
-    let recorder = Recorder::default();
+    let (jobq, queue, recorder) = fixture(&db, "ahead").await;
     let data = "x".repeat(PAYLOAD);
     for chunk in (0..JOBS).collect::<Vec<_>>().chunks(50) {
         let jobs = chunk

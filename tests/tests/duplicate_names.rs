@@ -3,6 +3,7 @@
 //! compile against jobq-core).
 
 use jobq_runtime::{Registry, RegistryError, job};
+use jobq_tests::assert_contains;
 
 mod billing {
     use super::job;
@@ -39,15 +40,14 @@ fn a_duplicate_name_is_an_error_naming_both_definitions() {
     assert_eq!(functions, ["charge_card", "charge_invoice"]);
 
     let message = error.to_string();
-    assert!(
-        message.contains("`duplicate_names::billing::charge_card`"),
-        "{message}"
+    assert_contains(
+        &message,
+        &[
+            "`duplicate_names::billing::charge_card`",
+            "`duplicate_names::legacy::charge_invoice`",
+            "tests/duplicate_names.rs:",
+        ],
     );
-    assert!(
-        message.contains("`duplicate_names::legacy::charge_invoice`"),
-        "{message}"
-    );
-    assert!(message.contains("tests/duplicate_names.rs:"), "{message}");
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use jobq_runtime::{Enqueue, Worker, internal_retries, job};
-use jobq_tests::{TestDb, unique_queue, wait_until};
+use jobq_tests::{TestDb, unique_queue, wait_for_done};
 
 #[job(name = "heartbeats_short")]
 async fn short(n: u64) {
@@ -29,12 +29,7 @@ async fn drain_with_constant_heartbeats(db: &TestDb) {
         .build()
         .unwrap()
         .start();
-    wait_until(
-        "the 3,000 jobs are done",
-        Duration::from_secs(60),
-        || async { jobq.counts(&queue).await.unwrap().done == 3_000 },
-    )
-    .await;
+    wait_for_done(&jobq, &queue, 3_000, Duration::from_secs(60)).await;
     handle.shutdown(Duration::from_secs(10)).await.unwrap();
 }
 

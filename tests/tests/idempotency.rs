@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use jobq_runtime::{Enqueue, JobContext, JobStatus, Worker, job};
+use jobq_runtime::{Enqueue, JobContext, JobStatus, job};
 use jobq_tests::sql::{Arg, Db};
-use jobq_tests::{TestDb, unique_queue, wait_for_status};
+use jobq_tests::{TestDb, start_worker, unique_queue, wait_for_status};
 
 #[job(name = "idem_noop")]
 async fn noop(ctx: &JobContext, n: u64) {
@@ -62,12 +62,7 @@ async fn a_queue_name_with_a_trailing_space_is_another_queue(db: TestDb) {
         .enqueue_with(Noop::new(2), Enqueue::new().queue(&queue))
         .await
         .unwrap();
-    let handle = Worker::builder(jobq.clone())
-        .queue_unchecked(&queue, 4)
-        .poll_interval(Duration::from_millis(50))
-        .build()
-        .unwrap()
-        .start();
+    let handle = start_worker(&jobq, &queue, 4);
     wait_for_status(&jobq, own.id, JobStatus::Done, Duration::from_secs(10)).await;
     handle.shutdown(Duration::from_secs(5)).await.unwrap();
     let row = jobq.job(other.id).await.unwrap().unwrap();

@@ -8,8 +8,11 @@ use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use jobq_runtime::{Enqueue, JobContext, JobStatus, Jobq, State, Worker, WorkerHandle, job};
-use jobq_tests::{Recorder, TestDb, unique_queue, wait_for_status, wait_until};
+use jobq_runtime::{JobContext, JobStatus, Jobq, State, Worker, job};
+use jobq_tests::{
+    Recorder, TestDb, assert_contains, eventually, fixture, on, stop, wait_for_done,
+    wait_for_status, wait_until,
+};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -97,17 +100,6 @@ const SHORT_LEASE: Duration = Duration::from_millis(600);
 /// a loaded machine does not lose it.
 const LEASE: Duration = Duration::from_millis(1_500);
 
-fn on(queue: &str) -> Enqueue {
-    Enqueue::new().queue(queue)
-}
-
-async fn stop(handle: WorkerHandle) {
-    handle
-        .shutdown(Duration::from_secs(10))
-        .await
-        .expect("shutdown");
-}
-
 fn builder(
     jobq: &Jobq,
     queue: &str,
@@ -127,9 +119,7 @@ fn builder(
 }
 
 async fn heartbeats_keep_handlers_that_outlive_the_lease_from_running_twice(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("heartbeat");
-    let recorder = Recorder::default();
+    let (jobq, queue, recorder) = fixture(&db, "heartbeat").await;
     let gates = Gates::default();
     // Two workers: either would take over a job whose lease expired.
     let a = builder(&jobq, &queue, 4, &recorder, &gates, "hb-a")
@@ -163,9 +153,7 @@ async fn heartbeats_keep_handlers_that_outlive_the_lease_from_running_twice(db: 
 }
 
 async fn without_heartbeats_expired_jobs_rerun_and_stale_settles_are_fenced_out(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("noheartbeat");
-    let recorder = Recorder::default();
+    let (jobq, queue, recorder) = fixture(&db, "noheartbeat").await;
     let gates = Gates::default();
     const JOBS: usize = 6;
     // A: no heartbeats, and exactly one slot per job, so it cannot take the
@@ -207,20 +195,16 @@ async fn without_heartbeats_expired_jobs_rerun_and_stale_settles_are_fenced_out(
     })
     .await;
     // A's attempts now end (half succeed, half fail) and try to settle.
-    let since = std::time::Instant::now();
-    while a.held_jobs() != 0 {
-        if since.elapsed() > LONG {
-            let mut rows = Vec::new();
-            for id in &ids {
-                rows.push((recorder.runs(*id).len(), jobq.job(*id).await.unwrap()));
-            }
-            panic!(
-                "A still holds {} jobs after {LONG:?} (B holds {}); (runs, row): {rows:#?}",
-                a.held_jobs(),
-                b.held_jobs()
-            );
+    if !eventually(LONG, || async { a.held_jobs() == 0 }).await {
+        let mut rows = Vec::new();
+        for id in &ids {
+            rows.push((recorder.runs(*id).len(), jobq.job(*id).await.unwrap()));
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        panic!(
+            "A still holds {} jobs after {LONG:?} (B holds {}); (runs, row): {rows:#?}",
+            a.held_jobs(),
+            b.held_jobs()
+        );
     }
     for id in &ids {
         let info = jobq.job(*id).await.unwrap().unwrap();
@@ -228,8 +212,7 @@ async fn without_heartbeats_expired_jobs_rerun_and_stale_settles_are_fenced_out(
         assert_eq!(info.claimed_by.as_deref(), Some("fresh-b"), "{info:?}");
         assert_eq!(info.attempts, 2, "{info:?}");
         let error = info.last_error.unwrap_or_default();
-        assert!(error.contains("lease expired during attempt 1"), "{error}");
-        assert!(error.contains("stale-a"), "names the worker: {error}");
+        assert_contains(&error, &["lease expired during attempt 1", "stale-a"]);
     }
     for id in &ids {
         gates.open(*id);
@@ -254,9 +237,7 @@ async fn without_heartbeats_expired_jobs_rerun_and_stale_settles_are_fenced_out(
 /// a heartbeat that meets one just after its settle must not report it lost
 /// (it did: "lease lost" warnings, and a cancel, for jobs that had succeeded).
 async fn a_settled_attempt_is_not_reported_as_a_lost_lease(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("settled");
-    let recorder = Recorder::default();
+    let (jobq, queue, recorder) = fixture(&db, "settled").await;
     let gates = Gates::default();
     let handle = builder(&jobq, &queue, 16, &recorder, &gates, "settled")
         .heartbeat_interval(Duration::from_millis(5))
@@ -271,10 +252,7 @@ async fn a_settled_attempt_is_not_reported_as_a_lost_lease(db: TestDb) {
         .into_iter()
         .map(|e| e.id)
         .collect();
-    wait_until("every job is done", LONG, || async {
-        jobq.counts(&queue).await.unwrap().done == 1_500
-    })
-    .await;
+    wait_for_done(&jobq, &queue, 1_500, LONG).await;
     stop(handle).await;
     let reported: Vec<i64> = LEASE_LOST
         .lock()
@@ -289,69 +267,9 @@ async fn a_settled_attempt_is_not_reported_as_a_lost_lease(db: TestDb) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_a_settled_attempt_is_not_reported_as_a_lost_lease() {
-    count_lease_lost_warnings();
-    if let Some(db) = TestDb::mysql() {
-        a_settled_attempt_is_not_reported_as_a_lost_lease(db).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_a_settled_attempt_is_not_reported_as_a_lost_lease() {
-    count_lease_lost_warnings();
-    if let Some(db) = TestDb::postgres() {
-        a_settled_attempt_is_not_reported_as_a_lost_lease(db).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_a_settled_attempt_is_not_reported_as_a_lost_lease() {
-    count_lease_lost_warnings();
-    if let Some(db) = TestDb::sqlite() {
-        a_settled_attempt_is_not_reported_as_a_lost_lease(db).await;
-    }
-}
-
-macro_rules! on_every_backend {
-    ($($test:ident),* $(,)?) => {
-        mod mysql {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    super::count_lease_lost_warnings();
-                    if let Some(db) = jobq_tests::TestDb::mysql() {
-                        super::$test(db).await;
-                    }
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    super::count_lease_lost_warnings();
-                    if let Some(db) = jobq_tests::TestDb::postgres() {
-                        super::$test(db).await;
-                    }
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    super::count_lease_lost_warnings();
-                    if let Some(db) = jobq_tests::TestDb::sqlite() {
-                        super::$test(db).await;
-                    }
-                }
-            )*
-        }
-    };
-}
-
-on_every_backend!(
+jobq_tests::on_every_backend!(
+    setup = count_lease_lost_warnings;
     heartbeats_keep_handlers_that_outlive_the_lease_from_running_twice,
     without_heartbeats_expired_jobs_rerun_and_stale_settles_are_fenced_out,
+    a_settled_attempt_is_not_reported_as_a_lost_lease,
 );

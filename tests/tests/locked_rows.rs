@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use jobq_runtime::{Backend, Enqueue, JobContext, JobStatus, State, Worker, job};
+use jobq_runtime::{
+    Backend, Enqueue, JobContext, JobStatus, Jobq, State, Worker, WorkerHandle, job,
+};
 use jobq_tests::{Gates, Recorder, TestDb, unique_queue, wait_for_status, wait_until};
 
 const LEASE: Duration = Duration::from_secs(2);
@@ -28,16 +30,23 @@ async fn work(
     }
 }
 
-async fn a_row_locked_by_a_callers_transaction_delays_only_its_own_settle(db: TestDb) {
+/// A started worker of `slots` slots on a fresh queue (named after `queue`)
+/// whose gated jobs wait on the gates returned; `None` on SQLite, which has
+/// no row locks (one writer at a time).
+async fn gated_worker(
+    db: &TestDb,
+    queue: &str,
+    slots: usize,
+) -> Option<(Jobq, String, Recorder, Gates<i64>, WorkerHandle)> {
     if db.backend() == Backend::Sqlite {
-        return; // one writer at a time: no row locks
+        return None;
     }
     let jobq = db.jobq().await;
-    let queue = unique_queue("locked");
+    let queue = unique_queue(queue);
     let recorder = Recorder::default();
     let gates = Gates::<i64>::default();
     let handle = Worker::builder(jobq.clone())
-        .queue_unchecked(&queue, 8)
+        .queue_unchecked(&queue, slots)
         .state(recorder.clone())
         .state(gates.clone())
         .lease(LEASE)
@@ -46,6 +55,25 @@ async fn a_row_locked_by_a_callers_transaction_delays_only_its_own_settle(db: Te
         .build()
         .expect("build")
         .start();
+    Some((jobq, queue, recorder, gates, handle))
+}
+
+/// Each of `ids` took one attempt (none was reaped); then the worker stops.
+async fn none_reaped_then_stop(jobq: &Jobq, ids: &[i64], handle: WorkerHandle) {
+    for id in ids {
+        let info = jobq.job(*id).await.expect("job").expect("row");
+        assert_eq!(info.attempts, 1, "never reaped: {info:?}");
+    }
+    handle
+        .shutdown(Duration::from_secs(10))
+        .await
+        .expect("shutdown");
+}
+
+async fn a_row_locked_by_a_callers_transaction_delays_only_its_own_settle(db: TestDb) {
+    let Some((jobq, queue, recorder, gates, handle)) = gated_worker(&db, "locked", 8).await else {
+        return; // SlockedLite: one writer at a time, no row locks
+    };
     let on = || Enqueue::new().queue(&queue);
     let x = jobq
         .enqueue_with(
@@ -114,14 +142,7 @@ async fn a_row_locked_by_a_callers_transaction_delays_only_its_own_settle(db: Te
         wait_for_status(&jobq, *id, JobStatus::Done, LONG).await;
     }
     assert_eq!(recorder.repeated(), Vec::<i64>::new(), "no job ran twice");
-    for id in &long {
-        let info = jobq.job(*id).await.expect("job").expect("row");
-        assert_eq!(info.attempts, 1, "never reaped: {info:?}");
-    }
-    handle
-        .shutdown(Duration::from_secs(10))
-        .await
-        .expect("shutdown");
+    none_reaped_then_stop(&jobq, &long, handle).await;
 }
 
 /// Waits until `gate` opens.
@@ -137,24 +158,11 @@ async fn batch_work(
 }
 
 async fn the_rows_settled_in_one_batch_with_a_locked_row_keep_their_leases(db: TestDb) {
-    if db.backend() == Backend::Sqlite {
-        return; // one writer at a time: no row locks
-    }
     const OTHERS: usize = 20;
-    let jobq = db.jobq().await;
-    let queue = unique_queue("locked_batch");
-    let recorder = Recorder::default();
-    let gates = Gates::<i64>::default();
-    let handle = Worker::builder(jobq.clone())
-        .queue_unchecked(&queue, 32)
-        .state(recorder.clone())
-        .state(gates.clone())
-        .lease(LEASE)
-        .reap_interval(Duration::from_millis(200))
-        .poll_interval(Duration::from_millis(50))
-        .build()
-        .expect("build")
-        .start();
+    let Some((jobq, queue, recorder, gates, handle)) = gated_worker(&db, "locked_batch", 32).await
+    else {
+        return; // Slocked_batchLite: one writer at a time, no row locks
+    };
     let on = || Enqueue::new().queue(&queue);
     let (key_x, key_y) = (format!("{queue}:x"), format!("{queue}:y"));
     // Y (gate 2) finishes first: its settle waits on Y's lock and holds the
@@ -236,14 +244,7 @@ async fn the_rows_settled_in_one_batch_with_a_locked_row_keep_their_leases(db: T
         "no job ran twice ({} of {OTHERS} were settled with X)",
         waiting.len()
     );
-    for id in &all {
-        let info = jobq.job(*id).await.expect("job").expect("row");
-        assert_eq!(info.attempts, 1, "never reaped: {info:?}");
-    }
-    handle
-        .shutdown(Duration::from_secs(10))
-        .await
-        .expect("shutdown");
+    none_reaped_then_stop(&jobq, &all, handle).await;
 }
 
 jobq_tests::on_every_backend!(

@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use jobq_runtime::{Enqueue, JobContext, JobStatus, Worker, job};
-use jobq_tests::{TestDb, unique_queue, wait_until};
+use jobq_runtime::{Enqueue, JobContext, JobStatus, job};
+use jobq_tests::{TestDb, enqueue_ids, start_worker, unique_queue, wait_for_done};
 use sqlx::mysql::{MySql, MySqlArguments};
 use sqlx::{Connection, Executor, MySqlConnection, Row};
 
@@ -20,12 +20,7 @@ async fn noop(ctx: &JobContext, n: u64) {
 async fn seed(db: &TestDb, queue: &str, n: u64) -> Vec<i64> {
     let jobq = db.jobq().await;
     let rows = (0..n).map(|i| (Noop::new(i), Enqueue::new().queue(queue)));
-    jobq.enqueue_many_with(rows)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.id)
-        .collect()
+    enqueue_ids(&jobq, rows).await
 }
 
 async fn session(db: &TestDb) -> MySqlConnection {
@@ -106,18 +101,8 @@ async fn a_second_claimer_gets_the_next_rows_at_once_while_the_first_holds_its_o
 
     // The real worker drains everything the open transaction does not hold.
     let jobq = db.jobq().await;
-    let handle = Worker::builder(jobq.clone())
-        .queue_unchecked(&queue, 4)
-        .poll_interval(Duration::from_millis(50))
-        .build()
-        .unwrap()
-        .start();
-    wait_until(
-        "the four unlocked jobs are done",
-        Duration::from_secs(10),
-        || async { jobq.counts(&queue).await.unwrap().done == 4 },
-    )
-    .await;
+    let handle = start_worker(&jobq, &queue, 4);
+    wait_for_done(&jobq, &queue, 4, Duration::from_secs(10)).await;
     for id in &ids[..2] {
         assert_eq!(
             jobq.job(*id).await.unwrap().unwrap().status,
@@ -125,12 +110,7 @@ async fn a_second_claimer_gets_the_next_rows_at_once_while_the_first_holds_its_o
         );
     }
     tx1.rollback().await.unwrap();
-    wait_until(
-        "the rest are done after the lock is released",
-        Duration::from_secs(10),
-        || async { jobq.counts(&queue).await.unwrap().done == 6 },
-    )
-    .await;
+    wait_for_done(&jobq, &queue, 6, Duration::from_secs(10)).await;
     handle.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use jobq_runtime::__inject::{Action, Point, arm};
 use jobq_runtime::{Enqueue, JobContext, JobStatus, Jobq, State, Worker, WorkerHandle, job};
-use jobq_tests::{Recorder, TestDb, unique_queue, wait_for_status, wait_until};
+use jobq_tests::{Recorder, TestDb, fixture, unique_queue, wait_for_status, wait_until};
 use tracing_subscriber::layer::SubscriberExt;
 
 const LONG: Duration = Duration::from_secs(20);
@@ -198,27 +198,22 @@ fn worker(jobq: &Jobq, queue: &str, recorder: &Recorder) -> jobq_runtime::Worker
         .shutdown_timeout(Duration::from_secs(5))
 }
 
-async fn nothing_processing(jobq: &Jobq, queue: &str) {
-    let counts = jobq.counts(queue).await.expect("counts");
-    assert_eq!(counts.processing, 0, "{counts:?}");
-}
-
-async fn a_panic_dropping_a_timed_out_handler_fails_the_attempt(db: TestDb) {
+/// A migrated handle, a fresh queue (named after `queue`), a recorder, and a
+/// [`worker`] started on them.
+async fn started(db: &TestDb, queue: &str) -> (Jobq, String, Recorder, WorkerHandle) {
     let jobq = db.jobq().await;
-    let queue = unique_queue("panics-drop");
+    let queue = unique_queue(queue);
     let recorder = Recorder::default();
     let handle = worker(&jobq, &queue, &recorder)
         .build()
         .expect("build")
         .start();
-    let id = jobq
-        .enqueue_with(DropPanicsAfterTimeout {}, Enqueue::new().queue(&queue))
-        .await
-        .expect("enqueue")
-        .id;
-    let info = wait_for_status(&jobq, id, JobStatus::Failed, LONG).await;
-    let error = info.last_error.unwrap_or_default();
-    assert!(error.contains("a guard panicked in its drop"), "{error}");
+    (jobq, queue, recorder, handle)
+}
+
+/// Waits until the worker holds no job, shuts it down and checks that
+/// nothing on `queue` is left `processing`.
+async fn let_go_and_stop(jobq: &Jobq, queue: &str, handle: WorkerHandle) {
     wait_until("the worker holds nothing", LONG, || async {
         handle.held_jobs() == 0
     })
@@ -227,17 +222,29 @@ async fn a_panic_dropping_a_timed_out_handler_fails_the_attempt(db: TestDb) {
         .shutdown(Duration::from_secs(5))
         .await
         .expect("shutdown");
-    nothing_processing(&jobq, &queue).await;
+    nothing_processing(jobq, queue).await;
+}
+
+async fn nothing_processing(jobq: &Jobq, queue: &str) {
+    let counts = jobq.counts(queue).await.expect("counts");
+    assert_eq!(counts.processing, 0, "{counts:?}");
+}
+
+async fn a_panic_dropping_a_timed_out_handler_fails_the_attempt(db: TestDb) {
+    let (jobq, queue, _, handle) = started(&db, "panics-drop").await;
+    let id = jobq
+        .enqueue_with(DropPanicsAfterTimeout {}, Enqueue::new().queue(&queue))
+        .await
+        .expect("enqueue")
+        .id;
+    let info = wait_for_status(&jobq, id, JobStatus::Failed, LONG).await;
+    let error = info.last_error.unwrap_or_default();
+    assert!(error.contains("a guard panicked in its drop"), "{error}");
+    let_go_and_stop(&jobq, &queue, handle).await;
 }
 
 async fn a_panic_in_a_payloads_deserialize_fails_the_attempt(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("panics-decode");
-    let recorder = Recorder::default();
-    let handle = worker(&jobq, &queue, &recorder)
-        .build()
-        .expect("build")
-        .start();
+    let (jobq, queue, recorder, handle) = started(&db, "panics-decode").await;
     let id = jobq
         .enqueue_with(
             DecodePanics {
@@ -292,19 +299,18 @@ async fn broken_log_jobs(jobq: &Jobq, recorder: &Recorder) -> (WorkerHandle, Str
     (handle, queue, ids)
 }
 
-async fn a_log_line_that_panics_during_the_settle_does_not_stop_it(db: TestDb) {
+/// [`broken_log_jobs`] run to the end and the worker shut down: nothing is
+/// left `processing`. The recorder, and the jobs' ids.
+async fn broken_log_jobs_drained(db: &TestDb) -> (Recorder, Vec<i64>) {
     let jobq = db.jobq().await;
     let recorder = Recorder::default();
-    let (handle, queue, _) = broken_log_jobs(&jobq, &recorder).await;
-    wait_until("the worker holds nothing", LONG, || async {
-        handle.held_jobs() == 0
-    })
-    .await;
-    handle
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown");
-    nothing_processing(&jobq, &queue).await;
+    let (handle, queue, ids) = broken_log_jobs(&jobq, &recorder).await;
+    let_go_and_stop(&jobq, &queue, handle).await;
+    (recorder, ids)
+}
+
+async fn a_log_line_that_panics_during_the_settle_does_not_stop_it(db: TestDb) {
+    let (recorder, _) = broken_log_jobs_drained(&db).await;
     assert_eq!(recorder.totals(), (10, 10));
 }
 
@@ -314,18 +320,7 @@ async fn a_log_line_that_panics_during_the_settle_does_not_stop_it(db: TestDb) {
 /// through, and make the settle try again with backoff while the worker
 /// keeps holding a job whose row is already final.
 async fn a_log_line_that_panics_in_the_jobs_span_costs_its_settle_no_second_write(db: TestDb) {
-    let jobq = db.jobq().await;
-    let recorder = Recorder::default();
-    let (handle, queue, ids) = broken_log_jobs(&jobq, &recorder).await;
-    wait_until("the worker holds nothing", LONG, || async {
-        handle.held_jobs() == 0
-    })
-    .await;
-    handle
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown");
-    nothing_processing(&jobq, &queue).await;
+    let (_, ids) = broken_log_jobs_drained(&db).await;
     let retried: Vec<i64> = SETTLE_RETRIES
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -347,40 +342,15 @@ jobq_tests::on_every_backend!(
     a_heartbeat_that_panics_is_restarted_and_keeps_the_leases,
 );
 
-/// A subscriber that panics on every event of the job (a closed stderr).
+/// Under a subscriber that panics on every event of the job (a closed stderr).
 mod broken_log {
     use super::*;
 
-    macro_rules! on {
-        ($($backend:ident),*) => {$(
-            #[test]
-            fn $backend() {
-                if let Some(db) = TestDb::$backend() {
-                    with_panicking_layer(a_log_line_that_panics_during_the_settle_does_not_stop_it(db));
-                }
-            }
-        )*};
-    }
-    on!(mysql, postgres, sqlite);
-}
-
-/// The same subscriber: a settle is written once.
-mod broken_log_settles_once {
-    use super::*;
-
-    macro_rules! on {
-        ($($backend:ident),*) => {$(
-            #[test]
-            fn $backend() {
-                if let Some(db) = TestDb::$backend() {
-                    with_panicking_layer(
-                        a_log_line_that_panics_in_the_jobs_span_costs_its_settle_no_second_write(db),
-                    );
-                }
-            }
-        )*};
-    }
-    on!(mysql, postgres, sqlite);
+    jobq_tests::on_every_backend!(
+        run_with = with_panicking_layer;
+        a_log_line_that_panics_during_the_settle_does_not_stop_it,
+        a_log_line_that_panics_in_the_jobs_span_costs_its_settle_no_second_write,
+    );
 }
 
 #[job(name = "panics_sleeper", max_attempts = 1)]
@@ -497,9 +467,7 @@ async fn a_panic_or_drop_at_any_point_ends_in_a_settle_or_a_release(db: TestDb) 
 }
 
 async fn a_claim_loop_that_panics_stops_the_worker_with_an_error(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("panics-claim");
-    let recorder = Recorder::default();
+    let (jobq, queue, recorder) = fixture(&db, "panics-claim").await;
     arm(&queue, Point::Claimed, Action::Panic, 1);
     let worker = worker(&jobq, &queue, &recorder).build().expect("build");
     let id = jobq
@@ -524,9 +492,7 @@ async fn a_claim_loop_that_panics_stops_the_worker_with_an_error(db: TestDb) {
 }
 
 async fn a_heartbeat_that_panics_is_restarted_and_keeps_the_leases(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("panics-heartbeat");
-    let recorder = Recorder::default();
+    let (jobq, queue, recorder) = fixture(&db, "panics-heartbeat").await;
     let handle = worker(&jobq, &queue, &recorder)
         .lease(Duration::from_millis(800))
         .heartbeat_interval(Duration::from_millis(100))

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use jobq_runtime::{Error, Jobq, State, Worker, job};
+use jobq_tests::assert_contains;
 
 /// Something a handler needs from the service.
 #[derive(Debug)]
@@ -27,9 +28,14 @@ fn message(result: Result<Worker, Error>) -> String {
 #[tokio::test]
 async fn a_missing_state_names_the_job_and_the_type() {
     let m = message(Worker::builder(jobq().await).queue("build-mail", 2).build());
-    assert!(m.contains("job `build_needs_mailer`"), "{m}");
-    assert!(m.contains("State<worker_build::Mailer>"), "{m}");
-    assert!(m.contains(".state(value)"), "{m}");
+    assert_contains(
+        &m,
+        &[
+            "job `build_needs_mailer`",
+            "State<worker_build::Mailer>",
+            ".state(value)",
+        ],
+    );
 }
 
 #[tokio::test]
@@ -44,11 +50,10 @@ async fn given_the_state_the_worker_builds() {
 #[tokio::test]
 async fn a_queue_without_registered_jobs_is_refused_unless_unchecked() {
     let m = message(Worker::builder(jobq().await).queue("build-mial", 2).build());
-    assert!(
-        m.contains("queue `build-mial` has no registered job"),
-        "{m}"
+    assert_contains(
+        &m,
+        &["queue `build-mial` has no registered job", "`build-mail`"],
     );
-    assert!(m.contains("`build-mail`"), "lists the known queues: {m}");
     Worker::builder(jobq().await)
         .queue_unchecked("build-mial", 2)
         .build()
@@ -100,8 +105,10 @@ async fn a_cron_schedule_that_does_not_parse_is_refused_with_the_job_named() {
             .cron("every tuesday", CronReport::new())
             .build(),
     );
-    assert!(m.contains("cron schedule `every tuesday`"), "{m}");
-    assert!(m.contains("job `build_cron_report`"), "{m}");
+    assert_contains(
+        &m,
+        &["cron schedule `every tuesday`", "job `build_cron_report`"],
+    );
 }
 
 #[tokio::test]

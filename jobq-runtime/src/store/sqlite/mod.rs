@@ -175,7 +175,7 @@ impl BackendStore for SqliteStore {
                 backend: crate::Backend::Sqlite,
                 version,
                 needs: format!("{}.{}", MIN_VERSION.0, MIN_VERSION.1),
-                because: "UPDATE … RETURNING",
+                because: sql::NEEDS,
             });
         }
         Ok(Self {

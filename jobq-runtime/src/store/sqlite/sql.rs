@@ -91,6 +91,9 @@ pub const HEARTBEAT: &str = "UPDATE jobq_jobs SET run_at = ?1 \
 /// The library's version, checked against the minimum.
 pub const VERSION: &str = "SELECT sqlite_version()";
 
+/// The statement form an older SQLite lacks (named in the error).
+pub const NEEDS: &str = "UPDATE … RETURNING";
+
 /// jobq's own migration table.
 pub const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS jobq_migrations (version INTEGER NOT NULL PRIMARY KEY, \
              description TEXT NOT NULL, applied_at INTEGER NOT NULL)";

@@ -393,7 +393,10 @@ pub(crate) fn counts(rows: Vec<(String, i64)>) -> Result<QueueCounts> {
     let mut counts = QueueCounts::default();
     for (status, n) in rows {
         let n = u64::try_from(n).unwrap_or(0);
-        match status.parse::<JobStatus>().map_err(crate::Error::UnknownStatus)? {
+        match status
+            .parse::<JobStatus>()
+            .map_err(crate::Error::UnknownStatus)?
+        {
             JobStatus::Pending => counts.pending = n,
             JobStatus::Processing => counts.processing = n,
             JobStatus::Done => counts.done = n,

@@ -560,6 +560,9 @@ pub async fn run_outage(bin: &str, config: Config) {
         Server::Postgres => (TestDb::postgres(), "PostgreSQL"),
     };
     let Some(db) = db else { return };
+    if !outage_tests_enabled(name) {
+        return;
+    }
     if !server.controllable(db.url()) {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
@@ -572,6 +575,31 @@ pub async fn run_outage(bin: &str, config: Config) {
         return;
     }
     run(&db, bin, config).await;
+}
+
+/// Whether the outage tests may stop and restart the machine's servers:
+/// only when `JOBQ_OUTAGE_TESTS=1` (`.ci/run` sets it). Unset, they are
+/// skipped with a line saying how to run them; under `CI=true` the variable
+/// must be set (to `1` or `0`), so that CI cannot lose them by accident.
+fn outage_tests_enabled(name: &str) -> bool {
+    match std::env::var("JOBQ_OUTAGE_TESTS").as_deref() {
+        Ok("1") => true,
+        Ok("0") => {
+            eprintln!("skipped: JOBQ_OUTAGE_TESTS=0 (this test stops and restarts {name})");
+            false
+        }
+        Ok(other) => panic!("JOBQ_OUTAGE_TESTS={other:?}: expected 1 (run) or 0 (skip)"),
+        Err(_) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "under CI=true set JOBQ_OUTAGE_TESTS=1 (stop and restart {name}) or 0 (skip)"
+            );
+            eprintln!(
+                "skipped: this test stops and restarts the machine's {name}; set JOBQ_OUTAGE_TESTS=1 to run it"
+            );
+            false
+        }
+    }
 }
 
 async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {

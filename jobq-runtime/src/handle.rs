@@ -12,6 +12,7 @@ use sqlx::PgConnection;
 use sqlx::SqliteConnection;
 
 use crate::store::{self, NewJob, Prunable, Store};
+use crate::ops::{DoctorReport, JobFilter, JobPage, Page, Stats};
 use crate::types::{Enqueue, Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, InvalidArgument, Result, wakeup};
 
@@ -240,6 +241,65 @@ impl Jobq {
     /// with at least one more attempt; `false` if it was neither.
     pub async fn retry(&self, id: i64) -> Result<bool> {
         self.store().retry(id).await
+    }
+
+    /// The figures of every queue, in one call: counts by status, queue
+    /// lag, expired leases, throughput over the last hour, pauses. Each is
+    /// read through an index, so it is cheap enough to scrape every few
+    /// seconds whatever the history kept.
+    pub async fn stats(&self) -> Result<Stats> {
+        todo!("issue 15: stats")
+    }
+
+    /// Tells every worker, in every process, to claim nothing more from
+    /// `queue` (within one poll interval) until [`resume`](Self::resume);
+    /// stored in the database, so it outlives restarts and deploys. Running
+    /// jobs finish. `false` if it was paused already.
+    pub async fn pause(&self, queue: &str) -> Result<bool> {
+        let _ = queue;
+        todo!("issue 15: pause")
+    }
+
+    /// Lifts [`pause`](Self::pause); `false` if `queue` was not paused.
+    pub async fn resume(&self, queue: &str) -> Result<bool> {
+        let _ = queue;
+        todo!("issue 15: resume")
+    }
+
+    /// The queues paused now, by name.
+    pub async fn paused_queues(&self) -> Result<Vec<String>> {
+        todo!("issue 15: paused_queues")
+    }
+
+    /// One page of the jobs `filter` matches (keyset paging by id).
+    pub async fn list(&self, filter: &JobFilter, page: Page) -> Result<JobPage> {
+        let _ = (filter, page);
+        todo!("issue 15: list")
+    }
+
+    /// How many jobs `filter` matches.
+    pub async fn count_where(&self, filter: &JobFilter) -> Result<u64> {
+        let _ = filter;
+        todo!("issue 15: count_where")
+    }
+
+    /// [`retry`](Self::retry) for every `failed` or `cancelled` job `filter`
+    /// matches, in short batches; how many it sent back to `pending`.
+    pub async fn retry_where(&self, filter: &JobFilter) -> Result<u64> {
+        let _ = filter;
+        todo!("issue 15: retry_where")
+    }
+
+    /// [`cancel`](Self::cancel) for every `pending` or `processing` job
+    /// `filter` matches, in short batches; how many it cancelled.
+    pub async fn cancel_where(&self, filter: &JobFilter) -> Result<u64> {
+        let _ = filter;
+        todo!("issue 15: cancel_where")
+    }
+
+    /// Checks the server and jobq's table for what jobq needs; see [`DoctorReport`].
+    pub async fn doctor(&self) -> Result<DoctorReport> {
+        todo!("issue 15: doctor")
     }
 
     /// Validates and serializes one job into a row.

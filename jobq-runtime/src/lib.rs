@@ -92,6 +92,7 @@ compile_error!(
 
 mod error;
 mod handle;
+mod ops;
 mod store;
 mod types;
 mod wakeup;
@@ -108,6 +109,10 @@ pub use jobq_core::{
     RetryPolicy, State, StateRequirement, States, retry,
 };
 pub use jobq_macros::job;
+pub use ops::{
+    Check, CheckStatus, Cursor, DoctorReport, JobFilter, JobPage, MAX_PAGE_LEN, Order, Page,
+    QueueStats, STATS_FINISHED_CAP, STATS_MINUTES, Stats,
+};
 pub use store::internal_retries;
 pub use types::{Backend, Enqueue, Enqueued, JobInfo, JobStatus, QueueCounts};
 pub use worker::{DEFAULT_CLAIM_AHEAD_BYTES, Worker, WorkerBuilder, WorkerHandle};

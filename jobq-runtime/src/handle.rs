@@ -247,28 +247,38 @@ impl Jobq {
     /// lag, expired leases, throughput over the last hour, pauses. Each is
     /// read through an index, so it is cheap enough to scrape every few
     /// seconds whatever the history kept.
+    ///
+    /// One statement finds the queues (skipping from queue to queue in an
+    /// index), then a few per queue read its figures; finished rows are
+    /// counted up to [`STATS_FINISHED_CAP`](crate::STATS_FINISHED_CAP) per
+    /// status, so a long history costs no more than a short one.
     pub async fn stats(&self) -> Result<Stats> {
-        todo!("issue 15: stats")
+        self.store().stats().await
     }
 
     /// Tells every worker, in every process, to claim nothing more from
     /// `queue` (within one poll interval) until [`resume`](Self::resume);
     /// stored in the database, so it outlives restarts and deploys. Running
     /// jobs finish. `false` if it was paused already.
+    ///
+    /// A queue name is checked as [`enqueue`](Self::enqueue) checks it.
+    /// Pausing a queue no job was ever enqueued to is allowed: workers
+    /// started on it later claim nothing until it is resumed.
     pub async fn pause(&self, queue: &str) -> Result<bool> {
-        let _ = queue;
-        todo!("issue 15: pause")
+        validate_queue(queue)?;
+        self.store().set_paused(queue, true).await
     }
 
     /// Lifts [`pause`](Self::pause); `false` if `queue` was not paused.
+    /// Workers claim from it again within one poll interval.
     pub async fn resume(&self, queue: &str) -> Result<bool> {
-        let _ = queue;
-        todo!("issue 15: resume")
+        validate_queue(queue)?;
+        self.store().set_paused(queue, false).await
     }
 
     /// The queues paused now, by name.
     pub async fn paused_queues(&self) -> Result<Vec<String>> {
-        todo!("issue 15: paused_queues")
+        self.store().paused_queues().await
     }
 
     /// One page of the jobs `filter` matches (keyset paging by id).

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use crate::store::{QueueFigures, StatsWindow};
 use crate::types::{JobInfo, JobStatus};
 
 /// Finished rows (`done`, `failed`, `cancelled`) of one queue are counted
@@ -319,5 +320,150 @@ impl CheckStatus {
             Self::Warn => "warn",
             Self::Fail => "fail",
         }
+    }
+}
+
+/// The [`Stats`] of one call from what the backend read: one
+/// [`QueueStats`] per queue of `figures` (sorted by name), `paused` marked.
+/// The one place rows become figures, whatever the backend.
+pub(crate) fn assemble(
+    window: StatsWindow,
+    figures: Vec<QueueFigures>,
+    paused: &[String],
+) -> Stats {
+    let mut queues: Vec<QueueStats> = figures
+        .into_iter()
+        .map(|f| queue_stats(window, f, paused))
+        .collect();
+    queues.sort_by(|a, b| a.queue.cmp(&b.queue));
+    Stats {
+        taken_at: window.now,
+        queues,
+    }
+}
+
+/// One queue's [`QueueStats`] from its [`QueueFigures`].
+fn queue_stats(window: StatsWindow, figures: QueueFigures, paused: &[String]) -> QueueStats {
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    let mut stats = QueueStats {
+        paused: paused.contains(&figures.queue),
+        done: count(figures.finished[0]),
+        failed: count(figures.finished[1]),
+        cancelled: count(figures.finished[2]),
+        succeeded_per_minute: vec![0; STATS_MINUTES],
+        failed_per_minute: vec![0; STATS_MINUTES],
+        queue: figures.queue,
+        ..QueueStats::default()
+    };
+    for live in figures.live {
+        match live.status.as_str() {
+            "pending" => {
+                stats.available = count(live.due);
+                stats.scheduled = count(live.rows - live.due);
+                stats.oldest_available_age = live
+                    .earliest
+                    .filter(|&earliest| earliest <= window.now)
+                    .map(|earliest| (window.now - earliest).to_std().unwrap_or_default());
+            }
+            "processing" => {
+                stats.processing = count(live.rows);
+                stats.expired_leases = count(live.expired);
+            }
+            _ => {}
+        }
+    }
+    for (status, minute, rows) in figures.per_minute {
+        let buckets = match status.as_str() {
+            "done" => &mut stats.succeeded_per_minute,
+            "failed" => &mut stats.failed_per_minute,
+            _ => continue,
+        };
+        // A row that finished after `now` was read (a settle racing this
+        // call) counts in the minute now running.
+        if let Ok(minute) = usize::try_from(minute) {
+            buckets[minute.min(STATS_MINUTES - 1)] += count(rows);
+        }
+    }
+    stats
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::LiveFigures;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_window_ends_in_the_minute_now_running() {
+        let window = StatsWindow::ending(at("2026-12-01T10:30:45.5Z"));
+        assert_eq!(window.since, at("2026-12-01T09:31:00Z"));
+        assert_eq!(window.cap, STATS_FINISHED_CAP as i64);
+    }
+
+    #[test]
+    fn figures_become_queue_stats() {
+        let window = StatsWindow::ending(at("2026-12-01T10:30:45Z"));
+        let figures = QueueFigures {
+            queue: "b".into(),
+            live: vec![
+                LiveFigures::new(
+                    "pending".into(),
+                    5,
+                    Some(3),
+                    Some(3),
+                    Some(at("2026-12-01T10:30:40Z")),
+                ),
+                LiveFigures::new("processing".into(), 2, Some(1), Some(1), None),
+            ],
+            finished: [7, 8, 9],
+            per_minute: vec![
+                ("done".into(), 59, 4),
+                ("done".into(), 0, 1),
+                ("failed".into(), 58, 2),
+                ("done".into(), 60, 1),
+            ],
+        };
+        let paused = vec!["a".to_owned()];
+        let only_paused = QueueFigures {
+            queue: "a".into(),
+            ..QueueFigures::default()
+        };
+        let stats = assemble(window, vec![figures, only_paused], &paused);
+        assert_eq!(stats.queues[0].queue, "a");
+        assert!(stats.queues[0].paused);
+        assert_eq!(stats.queues[0].pending(), 0);
+        let b = stats.queue("b").unwrap();
+        assert!(!b.paused);
+        assert_eq!((b.available, b.scheduled), (3, 2));
+        assert_eq!((b.processing, b.expired_leases), (2, 1));
+        assert_eq!(b.oldest_available_age, Some(Duration::from_secs(5)));
+        assert_eq!((b.done, b.failed, b.cancelled), (7, 8, 9));
+        assert_eq!(b.succeeded_last_minute(), 5);
+        assert_eq!(b.succeeded_last_hour(), 6);
+        assert_eq!(b.succeeded_per_minute[0], 1);
+        assert_eq!(b.failed_per_minute[58], 2);
+        assert_eq!(b.failed_last_hour(), 2);
+    }
+
+    #[test]
+    fn nothing_due_means_no_lag() {
+        let window = StatsWindow::ending(at("2026-12-01T10:30:45Z"));
+        let figures = QueueFigures {
+            queue: "q".into(),
+            live: vec![LiveFigures::new(
+                "pending".into(),
+                1,
+                None,
+                None,
+                Some(at("2026-12-01T11:00:00Z")),
+            )],
+            ..QueueFigures::default()
+        };
+        let stats = assemble(window, vec![figures], &[]);
+        assert_eq!(stats.queues[0].oldest_available_age, None);
+        assert_eq!(stats.queues[0].scheduled, 1);
     }
 }

@@ -77,16 +77,25 @@ async fn plan(db: &TestDb) -> String {
                 .execute(&mut *conn)
                 .await
                 .unwrap();
-            let lines: Vec<String> = sqlx::query_scalar(&format!(
+            let mut lines: Vec<String> = sqlx::query_scalar(&format!(
                 "EXPLAIN {}",
                 jobq_runtime::__private::sql::postgres::PRUNE
             ))
+            .bind("q")
+            .bind("done")
             .bind(1_000_000i64)
-            .bind(vec!["done", "cancelled"])
             .bind(1000i64)
             .fetch_all(&mut *conn)
             .await
             .unwrap();
+            let queues: Vec<String> = sqlx::query_scalar(&format!(
+                "EXPLAIN {}",
+                jobq_runtime::__private::sql::postgres::PRUNE_QUEUES
+            ))
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+            lines.extend(queues);
             sqlx::query("RESET enable_seqscan")
                 .execute(&mut *conn)
                 .await
@@ -110,10 +119,11 @@ async fn plan(db: &TestDb) -> String {
     }
 }
 
-/// PostgreSQL and SQLite prune through `jobq_jobs_finished`; MySQL/MariaDB
-/// has no such index (it would cost every settle) and prunes ranges of the
-/// claim index, queue by queue and priority by priority, found with a loose
-/// scan and index descents.
+/// SQLite prunes through `jobq_jobs_finished`; PostgreSQL through
+/// `jobq_jobs_finished_by_queue`, queue by queue (found by a skip scan of
+/// that index) and status by status; MySQL/MariaDB has no such index (it
+/// would cost every settle) and prunes ranges of the claim index, queue by
+/// queue and priority by priority, found with a loose scan and index descents.
 async fn prune_reads_only_the_rows_it_deletes(db: TestDb) {
     let plan = plan(&db).await;
     if matches!(db.backend(), jobq_runtime::Backend::MySql) {
@@ -127,6 +137,11 @@ async fn prune_reads_only_the_rows_it_deletes(db: TestDb) {
         assert!(
             lines[2].contains("optimized away") || lines[2].contains("No matching min/max row"),
             "{plan}"
+        );
+    } else if matches!(db.backend(), jobq_runtime::Backend::Postgres) {
+        assert!(
+            plan.contains("jobq_jobs_finished_by_queue") && !plan.contains("Seq Scan"),
+            "the prune and its queues are served by jobq_jobs_finished_by_queue:\n{plan}"
         );
     } else {
         assert!(

@@ -32,16 +32,20 @@ macro_rules! migrations {
 pub(crate) const MYSQL: &[Migration] = migrations!("mysql":
     20261129000001 "jobq_jobs",
     20261201000001 "jobq_jobs_bytes",
+    20261201170001 "jobq_queues",
 );
 #[cfg(feature = "sqlite")]
 pub(crate) const SQLITE: &[Migration] = migrations!("sqlite":
     20261129000001 "jobq_jobs",
     20261130000001 "jobq_jobs_finished",
+    20261201170001 "jobq_queues",
 );
 #[cfg(feature = "postgres")]
 pub(crate) const POSTGRES: &[Migration] = migrations!("postgres":
     20261129000001 "jobq_jobs",
     20261130000001 "jobq_jobs_finished",
+    20261201170001 "jobq_queues",
+    20261201170002 "jobq_jobs_finished_by_queue",
 );
 
 /// The migrations of `all` whose version is not in `applied`, in order.

@@ -7,7 +7,8 @@
 //! enqueue (one row, a batch, and one row on the caller's connection);
 //! claim, settle (complete, transition), renew leases (heartbeat,
 //! heartbeat_unlocked), reap, prune; listen for the database's own wake-ups;
-//! inspect (job, counts); cancel, retry. Each method documents what it
+//! inspect (job, counts, the figures of `stats`); cancel, retry; pause
+//! and resume queues. Each method documents what it
 //! promises; the backends' module docs say how their SQL keeps it.
 //!
 //! The trait is crate-private (nothing outside jobq can implement it) and
@@ -56,9 +57,11 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use chrono::{DateTime, DurationRound, Utc};
 use tokio_util::sync::CancellationToken;
 
 use crate::handle::AnyConnection;
+use crate::ops::{STATS_FINISHED_CAP, STATS_MINUTES, Stats};
 use crate::types::{Enqueued, JobInfo, JobStatus, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
@@ -166,6 +169,27 @@ pub(crate) trait BackendStore: Sized {
     /// Sends a `failed` or `cancelled` row back to `pending`, runnable now,
     /// with at least one more attempt; whether it did.
     async fn retry(&self, id: i64) -> Result<bool>;
+
+    /// The database's clock now (the application's on SQLite): the moment
+    /// every figure of one `stats` call is read against.
+    async fn clock(&self) -> Result<DateTime<Utc>>;
+
+    /// Every queue with a row in `jobq_jobs`, in any status, found by
+    /// skipping from one queue to the next in an index (never a scan of the
+    /// rows); in no particular order.
+    async fn queues_with_rows(&self) -> Result<Vec<String>>;
+
+    /// The figures of one queue at `window.now`, each read through an
+    /// index: counts of the live rows, finished rows counted up to `cap`
+    /// per status, and the `done`/`failed` rows finished since
+    /// `window.since`, by minute (see [`QueueFigures`]).
+    async fn queue_figures(&self, queue: &str, window: StatsWindow) -> Result<QueueFigures>;
+
+    /// Marks `queue` paused (`paused = true`) or not; whether that changed it.
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool>;
+
+    /// The queues paused now, by name.
+    async fn paused_queues(&self) -> Result<Vec<String>>;
 }
 
 /// The concrete stores, one variant per compiled-in backend.
@@ -291,7 +315,18 @@ impl Store {
     }
 
     /// Applies one fenced transition; `false` when the fence no longer matched.
+    ///
+    /// A move to `failed` is given no delay, whatever it asked for: every
+    /// finished row's `run_at` is when it finished (MySQL and SQLite count
+    /// and bucket finished rows through `run_at` in the claim index).
     pub(crate) async fn transition(&self, t: &Transition) -> Result<bool> {
+        if t.target == Target::Failed && !t.delay.is_zero() {
+            let t = Transition {
+                delay: Duration::ZERO,
+                ..t.clone()
+            };
+            return dispatch!(self, s => s.transition(&t).await);
+        }
         dispatch!(self, s => s.transition(t).await)
     }
 
@@ -344,6 +379,113 @@ impl Store {
 
     pub(crate) async fn retry(&self, id: i64) -> Result<bool> {
         dispatch!(self, s => s.retry(id).await)
+    }
+
+    /// The figures of every queue (see [`Jobq::stats`](crate::Jobq::stats)):
+    /// the clock, the queues with rows and the paused ones, then each
+    /// queue's figures, put together by [`crate::ops::assemble`].
+    pub(crate) async fn stats(&self) -> Result<Stats> {
+        dispatch!(self, s => {
+            let now = s.clock().await?;
+            let window = StatsWindow::ending(now);
+            let paused = s.paused_queues().await?;
+            let mut queues = s.queues_with_rows().await?;
+            queues.extend(paused.iter().cloned());
+            queues.sort_unstable();
+            queues.dedup();
+            let mut figures = Vec::with_capacity(queues.len());
+            for queue in &queues {
+                figures.push(s.queue_figures(queue, window).await?);
+            }
+            Ok(crate::ops::assemble(window, figures, &paused))
+        })
+    }
+
+    /// See [`BackendStore::set_paused`].
+    pub(crate) async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
+        dispatch!(self, s => s.set_paused(queue, paused).await)
+    }
+
+    /// See [`BackendStore::paused_queues`].
+    pub(crate) async fn paused_queues(&self) -> Result<Vec<String>> {
+        dispatch!(self, s => s.paused_queues().await)
+    }
+}
+
+/// The moment one `stats` call reads its figures at, and where its per-minute
+/// history starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StatsWindow {
+    /// Now, by the database's clock.
+    pub(crate) now: DateTime<Utc>,
+    /// The start of the oldest minute of history: the minute now running
+    /// (truncated to the minute) less [`STATS_MINUTES`] − 1 minutes.
+    pub(crate) since: DateTime<Utc>,
+    /// How many rows of one finished status are counted at most.
+    pub(crate) cap: i64,
+}
+
+impl StatsWindow {
+    /// The window of a `stats` call at `now`.
+    pub(crate) fn ending(now: DateTime<Utc>) -> Self {
+        let minute = now
+            .duration_trunc(chrono::TimeDelta::minutes(1))
+            .unwrap_or(now);
+        let history = i64::try_from(STATS_MINUTES).unwrap_or(60) - 1;
+        Self {
+            now,
+            since: minute - chrono::TimeDelta::minutes(history),
+            cap: i64::try_from(STATS_FINISHED_CAP).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+/// One queue's figures as a backend reads them, before
+/// [`crate::ops::assemble`] turns them into a [`QueueStats`](crate::QueueStats).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct QueueFigures {
+    pub(crate) queue: String,
+    /// One row per live status read (`pending`, `processing`).
+    pub(crate) live: Vec<LiveFigures>,
+    /// `done`, `failed` and `cancelled` rows, each counted up to the cap.
+    pub(crate) finished: [i64; 3],
+    /// `(status, minute, rows)`: rows of `done` or `failed` that finished in
+    /// minute `minute` of the window (0 = the oldest, at `since`).
+    pub(crate) per_minute: Vec<(String, i64, i64)>,
+}
+
+/// The live rows of one queue in one status.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct LiveFigures {
+    /// `pending` or `processing`.
+    pub(crate) status: String,
+    /// All its rows.
+    pub(crate) rows: i64,
+    /// Rows with `run_at <= now`: due (`pending`).
+    pub(crate) due: i64,
+    /// Rows with `run_at < now`: lease expired (`processing`, as the reaper sees it).
+    pub(crate) expired: i64,
+    /// The earliest `run_at`, if any row.
+    pub(crate) earliest: Option<DateTime<Utc>>,
+}
+
+impl LiveFigures {
+    /// The figures of `status` from the columns every backend's statement
+    /// returns: rows, due rows, expired rows (the sums are NULL over no row).
+    pub(crate) fn new(
+        status: String,
+        rows: i64,
+        due: Option<i64>,
+        expired: Option<i64>,
+        earliest: Option<DateTime<Utc>>,
+    ) -> Self {
+        Self {
+            status,
+            rows,
+            due: due.unwrap_or(0),
+            expired: expired.unwrap_or(0),
+            earliest,
+        }
     }
 }
 

@@ -10,8 +10,8 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::inject;
 use super::run::{self, Pace};
+use super::{inject, pause};
 use super::shared::{QueueSpec, Shared, backoff, panicked, quietly};
 use crate::{Result, wakeup};
 
@@ -28,7 +28,13 @@ use crate::{Result, wakeup};
 /// nothing another worker could be running. Claimed jobs are held (their
 /// leases renewed) from the claim on, start in claim order, and on shutdown
 /// those not started go back to `pending` without counting an attempt.
+///
+/// While the queue is paused (as the worker's pause loop last read it, see
+/// [`pause::pause_loop`]) the loop claims nothing, wake-ups included: the
+/// jobs it holds run and settle, and it claims at once when the pause is
+/// lifted.
 pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
+    let mut pauses = shared.pauses.subscribe();
     let slots = Arc::new(Semaphore::new(queue.concurrency));
     let pace = Arc::new(Pace::default());
     let wake = wakeup::subscribe(&queue.name);
@@ -86,7 +92,8 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
         );
         let wanted_now = || (slots.available_permits() + ahead).saturating_sub(buffer.len());
         let wanted = wanted_now();
-        let due = backlog || was_woken || tokio::time::Instant::now() >= next_poll;
+        let paused = pause::holds(&pauses.borrow_and_update(), &queue.name);
+        let due = !paused && (backlog || was_woken || tokio::time::Instant::now() >= next_poll);
         if claiming.is_none() && wanted > 0 && due {
             if backlog && buffer.is_empty() && ahead == 0 {
                 // Jobs end in bursts (a batch started together): let the ones
@@ -108,7 +115,7 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
             asked = wanted;
             claiming = Some(claim(&shared, &queue.name, wanted));
         }
-        let idle_claimer = claiming.is_none() && wanted > 0;
+        let idle_claimer = claiming.is_none() && wanted > 0 && !paused;
         tokio::select! {
             biased;
             () = shared.stop_claiming.cancelled() => break,
@@ -154,6 +161,13 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
                 if permit.is_err() {
                     break;
                 }
+            }
+            // The paused queues changed: claim at once if this one was lifted.
+            changed = pauses.changed(), if paused => {
+                if changed.is_err() {
+                    break;
+                }
+                next_poll = tokio::time::Instant::now();
             }
             () = &mut woken, if idle_claimer && !was_woken && failures == 0 => was_woken = true,
             () = tokio::time::sleep_until(next_poll), if idle_claimer && !backlog && !was_woken => {}

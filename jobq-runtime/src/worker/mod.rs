@@ -14,12 +14,14 @@
 //! - one heartbeat that renews the leases of everything held in one statement
 //!   and stops jobs whose lease was lost;
 //! - one reaper that returns other workers' expired jobs to `pending`;
+//! - one reader of the paused queues, once per poll interval, which the
+//!   claim loops obey (nothing is claimed from a paused queue);
 //! - a task per cron schedule that enqueues its job at each tick;
 //! - if asked, a pruner that deletes finished rows past their retention.
 //!
 //! One file per task, the arrows running one way: this module (the worker,
 //! its start and supervision) → the tasks ([`claim`] → [`run`],
-//! [`complete`], [`heartbeat`], [`reap`], [`prune`], [`cron`]) and
+//! [`complete`], [`heartbeat`], [`reap`], [`pause`], [`prune`], [`cron`]) and
 //! [`handle`] (shutdown and the drop guard) → [`shared`] (the state, settings
 //! and helpers they all use). No file imports from one to its left.
 
@@ -30,6 +32,7 @@ mod cron;
 mod handle;
 mod heartbeat;
 pub(crate) mod inject;
+mod pause;
 mod prune;
 mod reap;
 mod run;
@@ -111,6 +114,7 @@ impl Worker {
                 stop_completer: CancellationToken::new(),
                 stop_background: CancellationToken::new(),
                 queue_names: queues.iter().map(|q| q.name.clone()).collect(),
+                pauses: tokio::sync::watch::Sender::new(None),
                 completions,
                 rescues,
                 stop_rescuer: CancellationToken::new(),
@@ -168,7 +172,7 @@ impl Worker {
     /// Each task runs in a span, children of one `jobq.worker` span with
     /// field `worker.id`: `jobq.claim` (field `queue.name`, one per served
     /// queue; each attempt's `jobq.job` span is its child), `jobq.completer`,
-    /// `jobq.rescuer`, `jobq.heartbeat`, `jobq.reaper`, `jobq.pruner`,
+    /// `jobq.rescuer`, `jobq.heartbeat`, `jobq.reaper`, `jobq.pauses`, `jobq.pruner`,
     /// `jobq.cron` (field `job.name`, one per schedule), `jobq.listener`, and
     /// at the end `jobq.shutdown`.
     ///
@@ -215,6 +219,8 @@ impl Worker {
         }
         let span = tracing::info_span!(parent: &worker, "jobq.reaper");
         background(span, "reaper", false, boxed(reap::reaper_loop));
+        let span = tracing::info_span!(parent: &worker, "jobq.pauses");
+        background(span, "pauses", false, boxed(pause::pause_loop));
         if shared.settings.prune_interval().is_some() {
             let span = tracing::info_span!(parent: &worker, "jobq.pruner");
             background(span, "pruner", false, boxed(prune::prune_loop));

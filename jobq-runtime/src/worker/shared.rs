@@ -184,6 +184,9 @@ pub(super) struct Shared {
     pub(super) stop_background: CancellationToken,
     /// The served queues' names.
     pub(super) queue_names: Vec<String>,
+    /// Which served queues are paused, as last read by the pause loop
+    /// (`pause::pause_loop`); `None` until its first read.
+    pub(super) pauses: tokio::sync::watch::Sender<Option<Vec<String>>>,
     pub(super) completions: mpsc::Sender<Fence>,
     /// Settles owed by job tasks that died (see `run::Settlement`).
     pub(super) rescues: mpsc::UnboundedSender<Transition>,

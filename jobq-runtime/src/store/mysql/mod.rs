@@ -37,7 +37,8 @@ use self::position::{ClaimKey, Position, Positions, injected_top_up_failure};
 use self::sql::*;
 use super::stash::Stash;
 use super::{
-    BackendStore, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches,
+    BackendStore, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable, QueueFigures,
+    StatsWindow, Transition, in_batches,
     micros, migrate, new_token_base, retry_transient, row_token,
 };
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -357,6 +358,80 @@ impl BackendStore for MySqlStore {
     async fn retry(&self, id: i64) -> Result<bool> {
         self.update_one(RETRY, id).await
     }
+
+    async fn clock(&self) -> Result<DateTime<Utc>> {
+        let now: NaiveDateTime = sqlx::query_scalar(CLOCK).fetch_one(&self.pool).await?;
+        Ok(utc(now))
+    }
+
+    async fn queues_with_rows(&self) -> Result<Vec<String>> {
+        let queues: Vec<Text> = sqlx::query_scalar(QUEUES).fetch_all(&self.pool).await?;
+        Ok(queues.into_iter().map(|Text(queue)| queue).collect())
+    }
+
+    /// [`STATS_LIVE`], [`STATS_FINISHED`], then the priorities of the
+    /// queue's `done` and `failed` rows ([`NEXT_PRIORITY`], one index
+    /// descent each) for the ranges of [`stats_per_minute`].
+    async fn queue_figures(&self, queue: &str, window: StatsWindow) -> Result<QueueFigures> {
+        let now = window.now.naive_utc();
+        let since = window.since.naive_utc();
+        type LiveRow = (String, i64, Option<i64>, Option<i64>, Option<NaiveDateTime>);
+        let live: Vec<LiveRow> = sqlx::query_as(STATS_LIVE)
+            .bind(now)
+            .bind(now)
+            .bind(queue)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut finished = sqlx::query_as::<_, (i64, i64, i64)>(STATS_FINISHED);
+        for _ in 0..3 {
+            finished = finished.bind(queue).bind(window.cap);
+        }
+        let (done, failed, cancelled) = finished.fetch_one(&self.pool).await?;
+        let mut priorities = Vec::new();
+        for status in ["done", "failed"] {
+            priorities.extend(self.priorities(queue, status).await?);
+        }
+        priorities.sort_unstable();
+        priorities.dedup();
+        let per_minute = if priorities.is_empty() {
+            Vec::new()
+        } else {
+            let padded_priorities = padded(&priorities);
+            let sql = stats_per_minute(padded_priorities.len());
+            let mut query = sqlx::query_as(&sql).bind(since).bind(queue);
+            for priority in &padded_priorities {
+                query = query.bind(priority);
+            }
+            query.bind(since).fetch_all(&self.pool).await?
+        };
+        Ok(QueueFigures {
+            queue: queue.to_owned(),
+            live: live
+                .into_iter()
+                .map(|(status, rows, due, expired, earliest)| {
+                    LiveFigures::new(status, rows, due, expired, earliest.map(utc))
+                })
+                .collect(),
+            finished: [done, failed, cancelled],
+            per_minute,
+        })
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
+        if paused {
+            retry_transient(is_transient, || async {
+                sqlx::query(QUEUE_ROW).bind(queue).execute(&self.pool).await
+            })
+            .await?;
+        }
+        self.update_text(if paused { PAUSE } else { RESUME }, queue)
+            .await
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<String>> {
+        let queues: Vec<Text> = sqlx::query_scalar(PAUSED).fetch_all(&self.pool).await?;
+        Ok(queues.into_iter().map(|Text(queue)| queue).collect())
+    }
 }
 
 impl MySqlStore {
@@ -505,6 +580,37 @@ impl MySqlStore {
             .filter(|f| !held.contains(&(f.id, Some(f.token))))
             .copied()
             .collect())
+    }
+
+    /// The priorities of `queue`'s rows in `status`, lowest first: one
+    /// descent of the claim index per priority, plus one.
+    async fn priorities(&self, queue: &str, status: &str) -> Result<Vec<i16>> {
+        let mut found = Vec::new();
+        let mut after = i32::from(i16::MIN) - 1;
+        while let Some(priority) = sqlx::query_scalar::<_, Option<i16>>(NEXT_PRIORITY)
+            .bind(queue)
+            .bind(status)
+            .bind(after)
+            .fetch_one(&self.pool)
+            .await?
+        {
+            found.push(priority);
+            after = i32::from(priority);
+        }
+        Ok(found)
+    }
+
+    /// Runs `sql` with `? = text`; whether it matched a row.
+    async fn update_text(&self, sql: &'static str, text: &str) -> Result<bool> {
+        let affected = retry_transient(is_transient, || async {
+            sqlx::query(sql)
+                .bind(text)
+                .execute(&self.pool)
+                .await
+                .map(|r| r.rows_affected())
+        })
+        .await?;
+        Ok(affected == 1)
     }
 
     /// Runs `sql` with `? = id`; whether it changed the row.

@@ -149,6 +149,65 @@ pub const RETRY: &str = "UPDATE jobq_jobs SET status = 'pending', run_at = UTC_T
 pub const COUNTS: &str =
     "SELECT CAST(status AS CHAR), COUNT(*) FROM jobq_jobs WHERE queue = ? GROUP BY status";
 
+/// The database's clock, the moment a `stats` call reads its figures at.
+pub const CLOCK: &str = "SELECT UTC_TIMESTAMP(6)";
+
+/// The live rows of one queue (`?` now, now, queue): per status, all rows,
+/// those due (`run_at <= now`), those expired (`run_at < now`) and the
+/// earliest `run_at`. Two ranges of the claim index, read from the index
+/// alone.
+pub const STATS_LIVE: &str = "SELECT CAST(status AS CHAR), COUNT(*), \
+     CAST(SUM(run_at <= ?) AS SIGNED), CAST(SUM(run_at < ?) AS SIGNED), MIN(run_at) \
+     FROM jobq_jobs WHERE queue = ? AND status IN ('pending', 'processing') GROUP BY status";
+
+/// One queue's `done`, `failed` and `cancelled` rows, each counted up to a
+/// cap (`?` queue, cap, three times): at most cap entries of one range of
+/// the claim index each.
+pub const STATS_FINISHED: &str = "SELECT \
+     (SELECT COUNT(*) FROM (SELECT 1 FROM jobq_jobs WHERE queue = ? AND status = 'done' LIMIT ?) AS d), \
+     (SELECT COUNT(*) FROM (SELECT 1 FROM jobq_jobs WHERE queue = ? AND status = 'failed' LIMIT ?) AS f), \
+     (SELECT COUNT(*) FROM (SELECT 1 FROM jobq_jobs WHERE queue = ? AND status = 'cancelled' LIMIT ?) AS c)";
+
+/// The next priority after `?` among one queue's rows of one status: one
+/// descent of the claim index (a `DISTINCT` would read every entry).
+/// Shared by prune and `stats`.
+pub const NEXT_PRIORITY: &str = PRUNE_NEXT_PRIORITY;
+
+/// The queues with rows: a loose scan of the claim index's first column.
+/// Shared by prune and `stats`.
+pub const QUEUES: &str = PRUNE_QUEUES;
+
+/// Makes sure `?` has its row in `jobq_queues` (a no-op if it has).
+pub const QUEUE_ROW: &str =
+    "INSERT INTO jobq_queues (queue) VALUES (?) ON DUPLICATE KEY UPDATE queue = queue";
+
+/// Pauses `?`; matches (and so counts) its row only if it was not paused.
+pub const PAUSE: &str = "UPDATE jobq_queues SET paused_at = UTC_TIMESTAMP(6) WHERE queue = ? AND paused_at IS NULL";
+
+/// Resumes `?`; matches its row only if it was paused.
+pub const RESUME: &str =
+    "UPDATE jobq_queues SET paused_at = NULL WHERE queue = ? AND paused_at IS NOT NULL";
+
+/// The queues paused now (a small table: one row per queue ever paused).
+pub const PAUSED: &str =
+    "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
+
+/// One queue's `done` and `failed` rows finished since `?` (the first
+/// bind), by minute since then: the claim index's ranges of
+/// `(queue, status, priority, run_at >= ?)` for each status and each of the
+/// `priorities` (a finished row's `run_at` is when it finished). Binds: since,
+/// queue, the priorities, since. Grouped by position: the same expression
+/// with its own `?` would not be taken as the one selected under
+/// `ONLY_FULL_GROUP_BY`.
+pub(crate) fn stats_per_minute(priorities: usize) -> String {
+    format!(
+        "SELECT CAST(status AS CHAR), TIMESTAMPDIFF(MINUTE, ?, run_at), COUNT(*) FROM jobq_jobs \
+             WHERE queue = ? AND status IN ('done', 'failed') AND priority IN ({}) AND run_at >= ? \
+             GROUP BY 1, 2 ORDER BY NULL",
+        placeholders(priorities)
+    )
+}
+
 /// The claim's UPDATE of `ids` locked rows (each row's token is `? + id`).
 pub(crate) fn claim_update(ids: usize) -> String {
     format!(

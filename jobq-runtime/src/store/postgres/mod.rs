@@ -38,8 +38,9 @@ use self::notify::Notifier;
 use self::sql::*;
 use super::stash::Stash;
 use super::{
-    BackendStore, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches,
-    micros, migrate, new_token_base, retry_transient, row_token,
+    BackendStore, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable, QueueFigures,
+    StatsWindow, Transition, in_batches, micros, migrate, new_token_base, retry_transient,
+    row_token,
 };
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
@@ -284,19 +285,32 @@ impl BackendStore for PgStore {
         .await
     }
 
+    /// Deletes every row of the `which` kind that finished more than
+    /// `older_than` ago: [`PRUNE`] in batches for each queue with finished
+    /// rows ([`PRUNE_QUEUES`]) and each status.
     async fn prune(&self, which: Prunable, older_than: Duration) -> Result<u64> {
-        in_batches(|limit| {
-            retry_transient(is_transient, move || async move {
-                sqlx::query(PRUNE)
-                    .bind(micros(older_than))
-                    .bind(which.statuses())
-                    .bind(i64::from(limit))
-                    .execute(&self.pool)
-                    .await
-                    .map(|r| r.rows_affected())
-            })
-        })
-        .await
+        let queues: Vec<String> = sqlx::query_scalar(PRUNE_QUEUES)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut total = 0;
+        for queue in &queues {
+            for status in which.statuses() {
+                total += in_batches(|limit| {
+                    retry_transient(is_transient, move || async move {
+                        sqlx::query(PRUNE)
+                            .bind(queue)
+                            .bind(status)
+                            .bind(micros(older_than))
+                            .bind(i64::from(limit))
+                            .execute(&self.pool)
+                            .await
+                            .map(|r| r.rows_affected())
+                    })
+                })
+                .await?;
+            }
+        }
+        Ok(total)
     }
 
     /// Forwards NOTIFYs on `jobq` for `queues` (see [`listen::listen`]).
@@ -323,6 +337,68 @@ impl BackendStore for PgStore {
 
     async fn retry(&self, id: i64) -> Result<bool> {
         self.update_one(RETRY, id).await
+    }
+
+    async fn clock(&self) -> Result<DateTime<Utc>> {
+        Ok(sqlx::query_scalar(CLOCK).fetch_one(&self.pool).await?)
+    }
+
+    async fn queues_with_rows(&self) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(QUEUES).fetch_all(&self.pool).await?)
+    }
+
+    /// [`STATS_LIVE`], [`STATS_FINISHED`] and [`STATS_PER_MINUTE`].
+    async fn queue_figures(&self, queue: &str, window: StatsWindow) -> Result<QueueFigures> {
+        type LiveRow = (String, i64, i64, i64, Option<DateTime<Utc>>);
+        let live: Vec<LiveRow> = sqlx::query_as(STATS_LIVE)
+            .bind(queue)
+            .bind(window.now)
+            .fetch_all(&self.pool)
+            .await?;
+        let (done, failed, cancelled) = sqlx::query_as::<_, (i64, i64, i64)>(STATS_FINISHED)
+            .bind(queue)
+            .bind(window.cap)
+            .fetch_one(&self.pool)
+            .await?;
+        let per_minute = sqlx::query_as(STATS_PER_MINUTE)
+            .bind(queue)
+            .bind(window.since)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(QueueFigures {
+            queue: queue.to_owned(),
+            live: live
+                .into_iter()
+                .map(|(status, rows, due, expired, earliest)| {
+                    LiveFigures::new(status, rows, Some(due), Some(expired), earliest)
+                })
+                .collect(),
+            finished: [done, failed, cancelled],
+            per_minute,
+        })
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
+        if paused {
+            retry_transient(is_transient, || async {
+                sqlx::query(QUEUE_ROW).bind(queue).execute(&self.pool).await
+            })
+            .await?;
+        }
+        let sql = if paused { PAUSE } else { RESUME };
+        let affected = retry_transient(is_transient, || async {
+            sqlx::query(sql)
+                .bind(queue)
+                .execute(&self.pool)
+                .await
+                .map(|r| r.rows_affected())
+        })
+        .await?;
+        Ok(affected == 1)
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(PAUSED).fetch_all(&self.pool).await?)
     }
 }
 

@@ -183,14 +183,100 @@ pub const TRANSITION: &str = "UPDATE jobq_jobs SET status = $1,
        lease_token = NULL
  WHERE id = $5 AND lease_token = $6 AND status = 'processing'";
 
-/// Finished rows of the statuses `$2`, oldest first, through
-/// `jobq_jobs_finished`; the outer `status` test holds against a concurrent
-/// `retry` (PostgreSQL re-checks it on the row's newest version).
+/// Finished rows of queue `$1` in status `$2`, oldest first, through
+/// `jobq_jobs_finished_by_queue` (`finished_at < …` implies its
+/// `finished_at IS NOT NULL`); the outer `status` test holds against a
+/// concurrent `retry` (PostgreSQL re-checks it on the row's newest version).
 pub const PRUNE: &str = "DELETE FROM jobq_jobs WHERE id IN (
     SELECT id FROM jobq_jobs
-     WHERE finished_at < now() - $1 * interval '1 microsecond' AND status = ANY($2)
-     ORDER BY finished_at LIMIT $3)
-   AND status = ANY($2)";
+     WHERE queue = $1 AND status = $2 AND finished_at < now() - $3 * interval '1 microsecond'
+     ORDER BY finished_at LIMIT $4)
+   AND status = $2";
+
+/// The queues with finished rows, for prune: a skip scan of
+/// `jobq_jobs_finished_by_queue`, one index descent per queue.
+pub const PRUNE_QUEUES: &str = "WITH RECURSIVE finished(queue) AS (
+    (SELECT queue FROM jobq_jobs WHERE finished_at IS NOT NULL ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM jobq_jobs AS j
+             WHERE j.finished_at IS NOT NULL AND j.queue > f.queue ORDER BY j.queue LIMIT 1)
+      FROM finished AS f WHERE f.queue IS NOT NULL
+)
+SELECT queue FROM finished WHERE queue IS NOT NULL";
+
+/// The database's clock, the moment a `stats` call reads its figures at.
+pub const CLOCK: &str = "SELECT statement_timestamp()";
+
+/// Every queue with a row: a skip scan (one index descent per queue) of
+/// each partial index that starts with `queue`: `jobq_jobs_claim` (pending),
+/// `jobq_jobs_lease` (processing), `jobq_jobs_finished_by_queue` (finished).
+pub const QUEUES: &str = "WITH RECURSIVE pending(queue) AS (
+    (SELECT queue FROM jobq_jobs WHERE status = 'pending' ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM jobq_jobs AS j
+             WHERE j.status = 'pending' AND j.queue > p.queue ORDER BY j.queue LIMIT 1)
+      FROM pending AS p WHERE p.queue IS NOT NULL
+), processing(queue) AS (
+    (SELECT queue FROM jobq_jobs WHERE status = 'processing' ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM jobq_jobs AS j
+             WHERE j.status = 'processing' AND j.queue > p.queue ORDER BY j.queue LIMIT 1)
+      FROM processing AS p WHERE p.queue IS NOT NULL
+), finished(queue) AS (
+    (SELECT queue FROM jobq_jobs WHERE finished_at IS NOT NULL ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM jobq_jobs AS j
+             WHERE j.finished_at IS NOT NULL AND j.queue > f.queue ORDER BY j.queue LIMIT 1)
+      FROM finished AS f WHERE f.queue IS NOT NULL
+)
+SELECT queue FROM pending WHERE queue IS NOT NULL
+UNION SELECT queue FROM processing WHERE queue IS NOT NULL
+UNION SELECT queue FROM finished WHERE queue IS NOT NULL";
+
+/// The live rows of queue `$1` at `$2`: per status, all rows, those due
+/// (`run_at <= $2`), those expired (`run_at < $2`) and the earliest
+/// `run_at`. Each status a literal, so each half reads its own partial
+/// index (`jobq_jobs_claim`, `jobq_jobs_lease`) and nothing else.
+pub const STATS_LIVE: &str = "SELECT 'pending'::text, count(*), count(*) FILTER (WHERE run_at <= $2),
+       count(*) FILTER (WHERE run_at < $2), min(run_at)
+  FROM jobq_jobs WHERE queue = $1 AND status = 'pending'
+UNION ALL
+SELECT 'processing'::text, count(*), count(*) FILTER (WHERE run_at <= $2),
+       count(*) FILTER (WHERE run_at < $2), min(run_at)
+  FROM jobq_jobs WHERE queue = $1 AND status = 'processing'";
+
+/// Queue `$1`'s `done`, `failed` and `cancelled` rows, each counted up to
+/// `$2`: at most `$2` entries of one range of `jobq_jobs_finished_by_queue`
+/// each (`finished_at IS NOT NULL` names its predicate).
+pub const STATS_FINISHED: &str = "SELECT
+    (SELECT count(*) FROM (SELECT 1 FROM jobq_jobs WHERE queue = $1 AND status = 'done'
+                            AND finished_at IS NOT NULL LIMIT $2) AS d),
+    (SELECT count(*) FROM (SELECT 1 FROM jobq_jobs WHERE queue = $1 AND status = 'failed'
+                            AND finished_at IS NOT NULL LIMIT $2) AS f),
+    (SELECT count(*) FROM (SELECT 1 FROM jobq_jobs WHERE queue = $1 AND status = 'cancelled'
+                            AND finished_at IS NOT NULL LIMIT $2) AS c)";
+
+/// Queue `$1`'s `done` and `failed` rows finished since `$2`, by minute
+/// since then: two ranges of `jobq_jobs_finished_by_queue`.
+pub const STATS_PER_MINUTE: &str = "SELECT status, floor(extract(epoch FROM finished_at - $2) / 60)::bigint, count(*)
+  FROM jobq_jobs
+ WHERE queue = $1 AND status IN ('done', 'failed') AND finished_at >= $2
+ GROUP BY 1, 2";
+
+/// Makes sure `$1` has its row in `jobq_queues` (a no-op if it has).
+pub const QUEUE_ROW: &str = "INSERT INTO jobq_queues (queue) VALUES ($1) ON CONFLICT (queue) DO NOTHING";
+
+/// Pauses `$1`; matches its row only if it was not paused.
+pub const PAUSE: &str =
+    "UPDATE jobq_queues SET paused_at = now() WHERE queue = $1 AND paused_at IS NULL";
+
+/// Resumes `$1`; matches its row only if it was paused.
+pub const RESUME: &str =
+    "UPDATE jobq_queues SET paused_at = NULL WHERE queue = $1 AND paused_at IS NOT NULL";
+
+/// The queues paused now (a small table: one row per queue ever paused).
+pub const PAUSED: &str =
+    "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
 
 /// Cancels a `pending` or `processing` row.
 pub const CANCEL: &str = "UPDATE jobq_jobs

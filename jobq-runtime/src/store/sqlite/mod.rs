@@ -38,8 +38,9 @@ use self::shared_write::Queued;
 use self::sql::*;
 use super::stash::Stash;
 use super::{
-    BackendStore, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches,
-    micros, migrate, new_token_base, retry_transient, row_token,
+    BackendStore, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable, QueueFigures,
+    StatsWindow, Transition, in_batches, micros, migrate, new_token_base, retry_transient,
+    row_token,
 };
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
@@ -389,6 +390,102 @@ impl BackendStore for SqliteStore {
 
     async fn retry(&self, id: i64) -> Result<bool> {
         self.update_one(RETRY, id).await
+    }
+
+    /// The application's clock, as every time SQLite stores.
+    async fn clock(&self) -> Result<DateTime<Utc>> {
+        Ok(utc(now_micros()))
+    }
+
+    async fn queues_with_rows(&self) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(QUEUES).fetch_all(&self.pool).await?)
+    }
+
+    /// [`STATS_LIVE`], [`STATS_FINISHED`], then the priorities of the
+    /// queue's `done` and `failed` rows ([`PRIORITIES`]) for the ranges of
+    /// [`STATS_PER_MINUTE`].
+    async fn queue_figures(&self, queue: &str, window: StatsWindow) -> Result<QueueFigures> {
+        let now = window.now.timestamp_micros();
+        let since = window.since.timestamp_micros();
+        type LiveRow = (String, i64, Option<i64>, Option<i64>, Option<i64>);
+        let live: Vec<LiveRow> = sqlx::query_as(STATS_LIVE)
+            .bind(queue)
+            .bind(now)
+            .fetch_all(&self.pool)
+            .await?;
+        let (done, failed, cancelled) = sqlx::query_as::<_, (i64, i64, i64)>(STATS_FINISHED)
+            .bind(queue)
+            .bind(window.cap)
+            .fetch_one(&self.pool)
+            .await?;
+        let mut priorities: Vec<i64> = Vec::new();
+        for status in ["done", "failed"] {
+            let found: Vec<i64> = sqlx::query_scalar(PRIORITIES)
+                .bind(queue)
+                .bind(status)
+                .fetch_all(&self.pool)
+                .await?;
+            priorities.extend(found);
+        }
+        priorities.sort_unstable();
+        priorities.dedup();
+        let per_minute = if priorities.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query_as(STATS_PER_MINUTE)
+                .bind(since)
+                .bind(queue)
+                .bind(json_list(&priorities))
+                .fetch_all(&self.pool)
+                .await?
+        };
+        Ok(QueueFigures {
+            queue: queue.to_owned(),
+            live: live
+                .into_iter()
+                .map(|(status, rows, due, expired, earliest)| {
+                    LiveFigures::new(status, rows, due, expired, earliest.map(utc))
+                })
+                .collect(),
+            finished: [done, failed, cancelled],
+            per_minute,
+        })
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
+        let affected = retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = set_paused(&mut conn, queue, paused).await;
+            conn.done(result)
+        })
+        .await?;
+        Ok(affected == 1)
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(PAUSED).fetch_all(&self.pool).await?)
+    }
+}
+
+/// Pauses or resumes `queue` on `conn` (holding the write turn); the rows
+/// the update matched.
+async fn set_paused(
+    conn: &mut SqliteConnection,
+    queue: &str,
+    paused: bool,
+) -> Result<u64, sqlx::Error> {
+    if paused {
+        sqlx::query(QUEUE_ROW).bind(queue).execute(&mut *conn).await?;
+        let done = sqlx::query(PAUSE)
+            .bind(now_micros())
+            .bind(queue)
+            .execute(&mut *conn)
+            .await?;
+        Ok(done.rows_affected())
+    } else {
+        let done = sqlx::query(RESUME).bind(queue).execute(&mut *conn).await?;
+        Ok(done.rows_affected())
     }
 }
 

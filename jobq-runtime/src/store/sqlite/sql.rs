@@ -114,3 +114,57 @@ pub const CHECKPOINT: &str = "PRAGMA wal_checkpoint(PASSIVE)";
 
 /// Rows of one queue per status.
 pub const COUNTS: &str = "SELECT status, COUNT(*) FROM jobq_jobs WHERE queue = ? GROUP BY status";
+
+/// Every queue with a row: a skip scan of the claim index's first column
+/// (one descent per queue; the claim index holds every row).
+pub const QUEUES: &str = "WITH RECURSIVE q(queue) AS ( \
+     SELECT MIN(queue) FROM jobq_jobs \
+     UNION ALL \
+     SELECT (SELECT MIN(queue) FROM jobq_jobs WHERE queue > q.queue) FROM q WHERE q.queue IS NOT NULL) \
+     SELECT queue FROM q WHERE queue IS NOT NULL";
+
+/// `?1` queue, `?2` now: the live rows per status, all of them, those due
+/// (`run_at <= now`), those expired (`run_at < now`) and the earliest
+/// `run_at`. Two ranges of the claim index, read from the index alone.
+pub const STATS_LIVE: &str = "SELECT status, COUNT(*), SUM(run_at <= ?2), SUM(run_at < ?2), MIN(run_at) \
+     FROM jobq_jobs WHERE queue = ?1 AND status IN ('pending', 'processing') GROUP BY status";
+
+/// `?1` queue, `?2` cap: the `done`, `failed` and `cancelled` rows, each
+/// counted up to the cap (at most cap entries of one range of the claim index each).
+pub const STATS_FINISHED: &str = "SELECT \
+     (SELECT COUNT(*) FROM (SELECT 1 FROM jobq_jobs WHERE queue = ?1 AND status = 'done' LIMIT ?2)), \
+     (SELECT COUNT(*) FROM (SELECT 1 FROM jobq_jobs WHERE queue = ?1 AND status = 'failed' LIMIT ?2)), \
+     (SELECT COUNT(*) FROM (SELECT 1 FROM jobq_jobs WHERE queue = ?1 AND status = 'cancelled' LIMIT ?2))";
+
+/// `?1` queue, `?2` status: the priorities of its rows, lowest first, one
+/// descent of the claim index each.
+pub const PRIORITIES: &str = "WITH RECURSIVE p(priority) AS ( \
+     SELECT MIN(priority) FROM jobq_jobs WHERE queue = ?1 AND status = ?2 \
+     UNION ALL \
+     SELECT (SELECT MIN(priority) FROM jobq_jobs WHERE queue = ?1 AND status = ?2 AND priority > p.priority) \
+     FROM p WHERE p.priority IS NOT NULL) \
+     SELECT priority FROM p WHERE priority IS NOT NULL";
+
+/// `?1` since, `?2` queue, `?3` the priorities as a JSON array: the `done`
+/// and `failed` rows finished since `?1`, by minute since then; ranges of
+/// the claim index `(queue, status, priority, run_at >= ?1)` (a finished
+/// row's `run_at` is when it finished).
+pub const STATS_PER_MINUTE: &str = "SELECT status, (run_at - ?1) / 60000000, COUNT(*) FROM jobq_jobs \
+     WHERE queue = ?2 AND status IN ('done', 'failed') \
+     AND priority IN (SELECT value FROM json_each(?3)) AND run_at >= ?1 \
+     GROUP BY 1, 2";
+
+/// `?1` queue: makes sure it has its row in `jobq_queues` (a no-op if it has).
+pub const QUEUE_ROW: &str = "INSERT INTO jobq_queues (queue) VALUES (?1) ON CONFLICT (queue) DO NOTHING";
+
+/// `?1` now, `?2` queue: pauses it; matches its row only if it was not paused.
+pub const PAUSE: &str =
+    "UPDATE jobq_queues SET paused_at = ?1 WHERE queue = ?2 AND paused_at IS NULL";
+
+/// `?1` queue: resumes it; matches its row only if it was paused.
+pub const RESUME: &str =
+    "UPDATE jobq_queues SET paused_at = NULL WHERE queue = ?1 AND paused_at IS NOT NULL";
+
+/// The queues paused now (a small table: one row per queue ever paused).
+pub const PAUSED: &str =
+    "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";

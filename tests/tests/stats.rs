@@ -209,6 +209,7 @@ jobq_tests::on_every_backend!(
     pause_and_resume_say_whether_they_changed_anything,
     finished_rows_are_counted_up_to_the_cap,
     an_expired_lease_shows_until_it_is_reaped,
+    stats_reads_only_indexes_on_a_big_table,
 );
 
 // ---------------------------------------------------------------------------
@@ -613,5 +614,3 @@ async fn stats_reads_only_indexes_on_a_big_table(db: TestDb) {
     assert!(took < Duration::from_secs(2), "stats() took {took:?}");
     drop_big_table(&db, jobq).await;
 }
-
-jobq_tests::on_every_backend!(stats_reads_only_indexes_on_a_big_table);

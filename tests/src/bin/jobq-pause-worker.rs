@@ -18,10 +18,11 @@ use tokio::io::AsyncReadExt;
 #[job(name = "jobq_pause_echo")]
 async fn echo(ctx: JobContext, n: u64) {
     let _ = n;
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "ran {}", ctx.id());
-    let _ = out.flush();
-    drop(out);
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "ran {}", ctx.id());
+        let _ = out.flush();
+    }
     tokio::time::sleep(job_time()).await;
 }
 

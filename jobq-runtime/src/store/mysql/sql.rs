@@ -199,7 +199,7 @@ pub const PAUSED: &str =
 /// queue, the priorities, since. Grouped by position: the same expression
 /// with its own `?` would not be taken as the one selected under
 /// `ONLY_FULL_GROUP_BY`.
-pub(crate) fn stats_per_minute(priorities: usize) -> String {
+pub fn stats_per_minute(priorities: usize) -> String {
     format!(
         "SELECT CAST(status AS CHAR), TIMESTAMPDIFF(MINUTE, ?, run_at), COUNT(*) FROM jobq_jobs \
              WHERE queue = ? AND status IN ('done', 'failed') AND priority IN ({}) AND run_at >= ? \

@@ -285,7 +285,7 @@ async fn big_table(db: &TestDb) -> (Jobq, Option<tempfile::TempDir>) {
         Backend::MySql => (
             "INSERT INTO jobq_jobs (queue, job_name, payload, status, priority, run_at, max_attempts, created_at) \
              SELECT CONCAT('plan-', seq % 5), 'stats_noop', '{}', 'pending', seq % 3, \
-                    UTC_TIMESTAMP(6) + INTERVAL (3600 - seq % 7200) SECOND, 1, UTC_TIMESTAMP(6) \
+                    UTC_TIMESTAMP(6) + INTERVAL (3600 - CAST(seq % 7200 AS SIGNED)) SECOND, 1, UTC_TIMESTAMP(6) \
              FROM seq_1_to_100000",
             "INSERT INTO jobq_jobs (queue, job_name, payload, status, priority, run_at, max_attempts, created_at, finished_at) \
              SELECT CONCAT('plan-', seq % 5), 'stats_noop', '{}', ELT(1 + seq % 3, 'done', 'failed', 'cancelled'), seq % 3, \

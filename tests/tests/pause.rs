@@ -54,7 +54,9 @@ impl Process {
         tokio::spawn(async move {
             let mut reader = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = reader.next_line().await {
-                sink.lock().unwrap_or_else(PoisonError::into_inner).push(line);
+                sink.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(line);
             }
         });
         let process = Self { child, lines };

@@ -319,8 +319,14 @@ async fn big_table(db: &TestDb) -> (Jobq, Option<tempfile::TempDir>) {
         Backend::Sqlite => (vec![now.into(), now.into()], vec![now.into(); 3]),
         _ => (Vec::new(), Vec::new()),
     };
-    assert_eq!(pool.execute(pending, &pending_args).await.unwrap(), PENDING as u64);
-    assert_eq!(pool.execute(finished, &finished_args).await.unwrap(), FINISHED as u64);
+    assert_eq!(
+        pool.execute(pending, &pending_args).await.unwrap(),
+        PENDING as u64
+    );
+    assert_eq!(
+        pool.execute(finished, &finished_args).await.unwrap(),
+        FINISHED as u64
+    );
     let analyze = pool.pick("ANALYZE TABLE jobq_jobs", "ANALYZE jobq_jobs", "ANALYZE");
     match &pool {
         // ANALYZE TABLE returns a result set.
@@ -407,7 +413,12 @@ async fn mysql_plans(pool: &sqlx::MySqlPool) {
     let cap = || Arg::Int(STATS_FINISHED_CAP as i64);
     let per_minute = sql::stats_per_minute(4);
     let statements: Vec<(&str, String, Vec<Arg>, &str)> = vec![
-        ("QUEUES", sql::QUEUES.into(), vec![], "Using index for group-by"),
+        (
+            "QUEUES",
+            sql::QUEUES.into(),
+            vec![],
+            "Using index for group-by",
+        ),
         (
             "STATS_LIVE",
             sql::STATS_LIVE.into(),
@@ -429,7 +440,15 @@ async fn mysql_plans(pool: &sqlx::MySqlPool) {
         (
             "stats_per_minute",
             per_minute,
-            vec![at(), queue(), Arg::Int(0), Arg::Int(1), Arg::Int(2), Arg::Int(2), at()],
+            vec![
+                at(),
+                queue(),
+                Arg::Int(0),
+                Arg::Int(1),
+                Arg::Int(2),
+                Arg::Int(2),
+                at(),
+            ],
             // queue VARBINARY(128) (130) + status (1) + priority (2) + run_at (8).
             "key_len=141",
         ),
@@ -439,13 +458,19 @@ async fn mysql_plans(pool: &sqlx::MySqlPool) {
         let text = plan.join("\n");
         eprintln!("mysql {name}:\n{text}");
         for line in plan.iter().filter(|l| l.starts_with("table=jobq_jobs ")) {
-            assert!(!line.contains("type=ALL"), "{name} scans the table:\n{text}");
+            assert!(
+                !line.contains("type=ALL"),
+                "{name} scans the table:\n{text}"
+            );
             assert!(
                 line.contains("key=jobq_jobs_claim"),
                 "{name} reads through the claim index:\n{text}"
             );
         }
-        assert!(text.contains(expected), "{name}: expected {expected}:\n{text}");
+        assert!(
+            text.contains(expected),
+            "{name}: expected {expected}:\n{text}"
+        );
         if name == "NEXT_PRIORITY" {
             assert!(
                 text.contains("optimized away") || text.contains("No matching min/max row"),
@@ -468,7 +493,11 @@ async fn postgres_plans(pool: &sqlx::PgPool) {
                 .fetch_all(pool)
                 .await
                 .unwrap(),
-            &["jobq_jobs_claim", "jobq_jobs_lease", "jobq_jobs_finished_by_queue"][..],
+            &[
+                "jobq_jobs_claim",
+                "jobq_jobs_lease",
+                "jobq_jobs_finished_by_queue",
+            ][..],
         ),
         (
             "STATS_LIVE",
@@ -512,7 +541,10 @@ async fn postgres_plans(pool: &sqlx::PgPool) {
     for (name, lines, indexes) in plans {
         let text = lines.join("\n");
         eprintln!("postgres {name}:\n{text}");
-        assert!(!text.contains("Seq Scan"), "{name} scans the table:\n{text}");
+        assert!(
+            !text.contains("Seq Scan"),
+            "{name} scans the table:\n{text}"
+        );
         for index in indexes {
             assert!(text.contains(index), "{name} reads {index}:\n{text}");
         }
@@ -562,7 +594,10 @@ async fn sqlite_plans(pool: &sqlx::SqlitePool) {
     ];
     for (name, text) in plans {
         eprintln!("sqlite {name}:\n{text}");
-        assert!(!text.contains("SCAN jobq_jobs"), "{name} scans the table:\n{text}");
+        assert!(
+            !text.contains("SCAN jobq_jobs"),
+            "{name} scans the table:\n{text}"
+        );
         assert!(
             text.contains("USING COVERING INDEX jobq_jobs_claim"),
             "{name} reads the claim index alone:\n{text}"

@@ -11,8 +11,8 @@ use futures_util::future::BoxFuture;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::run::{self, Pace};
-use super::{inject, pause};
 use super::shared::{QueueSpec, Shared, backoff, panicked, quietly};
+use super::{inject, pause};
 use crate::{Result, wakeup};
 
 /// A queue's claim loop: keeps the queue's slots fed from a small buffer of

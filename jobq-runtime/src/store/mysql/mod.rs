@@ -38,8 +38,8 @@ use self::sql::*;
 use super::stash::Stash;
 use super::{
     BackendStore, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable, QueueFigures,
-    StatsWindow, Transition, in_batches,
-    micros, migrate, new_token_base, retry_transient, row_token,
+    StatsWindow, Transition, in_batches, micros, migrate, new_token_base, retry_transient,
+    row_token,
 };
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};

@@ -182,15 +182,15 @@ pub const QUEUE_ROW: &str =
     "INSERT INTO jobq_queues (queue) VALUES (?) ON DUPLICATE KEY UPDATE queue = queue";
 
 /// Pauses `?`; matches (and so counts) its row only if it was not paused.
-pub const PAUSE: &str = "UPDATE jobq_queues SET paused_at = UTC_TIMESTAMP(6) WHERE queue = ? AND paused_at IS NULL";
+pub const PAUSE: &str =
+    "UPDATE jobq_queues SET paused_at = UTC_TIMESTAMP(6) WHERE queue = ? AND paused_at IS NULL";
 
 /// Resumes `?`; matches its row only if it was paused.
 pub const RESUME: &str =
     "UPDATE jobq_queues SET paused_at = NULL WHERE queue = ? AND paused_at IS NOT NULL";
 
 /// The queues paused now (a small table: one row per queue ever paused).
-pub const PAUSED: &str =
-    "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
+pub const PAUSED: &str = "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
 
 /// One queue's `done` and `failed` rows finished since `?` (the first
 /// bind), by minute since then: the claim index's ranges of

@@ -237,7 +237,8 @@ UNION SELECT queue FROM finished WHERE queue IS NOT NULL";
 /// (`run_at <= $2`), those expired (`run_at < $2`) and the earliest
 /// `run_at`. Each status a literal, so each half reads its own partial
 /// index (`jobq_jobs_claim`, `jobq_jobs_lease`) and nothing else.
-pub const STATS_LIVE: &str = "SELECT 'pending'::text, count(*), count(*) FILTER (WHERE run_at <= $2),
+pub const STATS_LIVE: &str =
+    "SELECT 'pending'::text, count(*), count(*) FILTER (WHERE run_at <= $2),
        count(*) FILTER (WHERE run_at < $2), min(run_at)
   FROM jobq_jobs WHERE queue = $1 AND status = 'pending'
 UNION ALL
@@ -258,13 +259,15 @@ pub const STATS_FINISHED: &str = "SELECT
 
 /// Queue `$1`'s `done` and `failed` rows finished since `$2`, by minute
 /// since then: two ranges of `jobq_jobs_finished_by_queue`.
-pub const STATS_PER_MINUTE: &str = "SELECT status, floor(extract(epoch FROM finished_at - $2) / 60)::bigint, count(*)
+pub const STATS_PER_MINUTE: &str =
+    "SELECT status, floor(extract(epoch FROM finished_at - $2) / 60)::bigint, count(*)
   FROM jobq_jobs
  WHERE queue = $1 AND status IN ('done', 'failed') AND finished_at >= $2
  GROUP BY 1, 2";
 
 /// Makes sure `$1` has its row in `jobq_queues` (a no-op if it has).
-pub const QUEUE_ROW: &str = "INSERT INTO jobq_queues (queue) VALUES ($1) ON CONFLICT (queue) DO NOTHING";
+pub const QUEUE_ROW: &str =
+    "INSERT INTO jobq_queues (queue) VALUES ($1) ON CONFLICT (queue) DO NOTHING";
 
 /// Pauses `$1`; matches its row only if it was not paused.
 pub const PAUSE: &str =
@@ -275,8 +278,7 @@ pub const RESUME: &str =
     "UPDATE jobq_queues SET paused_at = NULL WHERE queue = $1 AND paused_at IS NOT NULL";
 
 /// The queues paused now (a small table: one row per queue ever paused).
-pub const PAUSED: &str =
-    "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
+pub const PAUSED: &str = "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
 
 /// Cancels a `pending` or `processing` row.
 pub const CANCEL: &str = "UPDATE jobq_jobs

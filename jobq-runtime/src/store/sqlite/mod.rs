@@ -476,7 +476,10 @@ async fn set_paused(
     paused: bool,
 ) -> Result<u64, sqlx::Error> {
     if paused {
-        sqlx::query(QUEUE_ROW).bind(queue).execute(&mut *conn).await?;
+        sqlx::query(QUEUE_ROW)
+            .bind(queue)
+            .execute(&mut *conn)
+            .await?;
         let done = sqlx::query(PAUSE)
             .bind(now_micros())
             .bind(queue)

@@ -155,7 +155,8 @@ pub const STATS_PER_MINUTE: &str = "SELECT status, (run_at - ?1) / 60000000, COU
      GROUP BY 1, 2";
 
 /// `?1` queue: makes sure it has its row in `jobq_queues` (a no-op if it has).
-pub const QUEUE_ROW: &str = "INSERT INTO jobq_queues (queue) VALUES (?1) ON CONFLICT (queue) DO NOTHING";
+pub const QUEUE_ROW: &str =
+    "INSERT INTO jobq_queues (queue) VALUES (?1) ON CONFLICT (queue) DO NOTHING";
 
 /// `?1` now, `?2` queue: pauses it; matches its row only if it was not paused.
 pub const PAUSE: &str =
@@ -166,5 +167,4 @@ pub const RESUME: &str =
     "UPDATE jobq_queues SET paused_at = NULL WHERE queue = ?1 AND paused_at IS NOT NULL";
 
 /// The queues paused now (a small table: one row per queue ever paused).
-pub const PAUSED: &str =
-    "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
+pub const PAUSED: &str = "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";

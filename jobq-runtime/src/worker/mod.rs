@@ -24,6 +24,7 @@
 //! and helpers they all use). No file imports from one to its left.
 
 mod builder;
+mod cancel;
 mod claim;
 mod complete;
 mod cron;
@@ -48,6 +49,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use builder::WorkerBuilder;
+pub(crate) use cancel::stop_cancelled;
 use handle::Running;
 pub use handle::WorkerHandle;
 pub use shared::DEFAULT_CLAIM_AHEAD_BYTES;
@@ -98,8 +100,7 @@ impl Worker {
     ) -> Self {
         let (completions, receiver) = mpsc::channel(COMPLETE_BACKLOG);
         let (rescues, rescue_receiver) = mpsc::unbounded_channel();
-        Self {
-            shared: Arc::new(Shared {
+        let shared = Arc::new(Shared {
                 store: jobq.store().clone(),
                 registry,
                 states,
@@ -123,7 +124,10 @@ impl Worker {
                 beside_writes: TaskTracker::new(),
                 buffered_bytes: AtomicUsize::new(0),
                 beside: tokio::sync::Mutex::new(()),
-            }),
+            });
+        cancel::register(&shared);
+        Self {
+            shared,
             queues,
             completions: receiver,
             rescues: rescue_receiver,

@@ -18,6 +18,11 @@ async fn bulk_b(n: u64) {
     let _ = n;
 }
 
+/// Pending, processing, done, failed, cancelled.
+fn by_status(c: &QueueCounts) -> [u64; 5] {
+    [c.pending, c.processing, c.done, c.failed, c.cancelled]
+}
+
 /// A queue holding 3 `failed`, 2 `cancelled`, 1 `done`, 1 `processing` and
 /// 2 `pending` jobs.
 async fn every_status(db: &TestDb) -> (Jobq, String) {
@@ -41,16 +46,7 @@ async fn every_status(db: &TestDb) -> (Jobq, String) {
         assert!(jobq.cancel(id).await.unwrap());
     }
     let counts = jobq.counts(&queue).await.unwrap();
-    assert_eq!(
-        counts,
-        QueueCounts {
-            pending: 2,
-            processing: 1,
-            done: 1,
-            failed: 3,
-            cancelled: 2,
-        }
-    );
+    assert_eq!(by_status(&counts), [2, 1, 1, 3, 2]);
     (jobq, queue)
 }
 
@@ -85,16 +81,7 @@ async fn cancel_where_cancels_pending_and_processing_jobs_only(db: TestDb) {
     }
     assert_eq!(jobq.cancel_where(&filter).await.unwrap(), 3);
     let counts = jobq.counts(&queue).await.unwrap();
-    assert_eq!(
-        counts,
-        QueueCounts {
-            pending: 0,
-            processing: 0,
-            done: 1,
-            failed: 3,
-            cancelled: 5,
-        }
-    );
+    assert_eq!(by_status(&counts), [0, 0, 1, 3, 5]);
 }
 
 /// 1,234 jobs: more than two batches of 500; a job name filter takes half.

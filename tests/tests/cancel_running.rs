@@ -24,13 +24,37 @@ struct Seen {
     finish: Gates<(i64, u32)>,
 }
 
-/// Runs until cancelled, or until its gate opens (then it succeeds).
+/// Runs until cancelled, or until its gate opens (then it succeeds). A
+/// cancelled attempt's future is dropped by the worker as the token fires:
+/// the drop is when the cancel reached it.
 #[job(name = "cancel_waits")]
 async fn waits(ctx: &JobContext, seen: State<Seen>) {
     seen.started.record(ctx.id(), ctx.attempt());
+    let mut stopped = Stopped {
+        seen: Seen::clone(&seen),
+        id: ctx.id(),
+        attempt: ctx.attempt(),
+        finished: false,
+    };
     tokio::select! {
-        () = ctx.cancelled() => seen.cancelled.record(ctx.id(), ctx.attempt()),
-        () = seen.finish.wait((ctx.id(), ctx.attempt())) => {}
+        () = ctx.cancelled() => {}
+        () = seen.finish.wait((ctx.id(), ctx.attempt())) => stopped.finished = true,
+    }
+}
+
+/// Records a stop of an attempt that did not finish.
+struct Stopped {
+    seen: Seen,
+    id: i64,
+    attempt: u32,
+    finished: bool,
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.seen.cancelled.record(self.id, self.attempt);
+        }
     }
 }
 

@@ -13,12 +13,22 @@ use std::time::Duration;
 use jobq_runtime::{JobContext, Jobq, Worker, job};
 use tokio::io::AsyncReadExt;
 
-/// Waits until cancelled, saying so on stdout.
+/// Waits until cancelled, saying so on stdout: the worker drops the
+/// attempt's future as its cancellation token fires.
 #[job(name = "cancel_elsewhere")]
 async fn cancel_elsewhere(ctx: &JobContext) {
     say(&format!("started {}", ctx.id()));
+    let _stopped = Stopped(ctx.id());
     ctx.cancelled().await;
-    say(&format!("cancelled {}", ctx.id()));
+}
+
+/// Says `cancelled <id>` when the attempt is dropped.
+struct Stopped(i64);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        say(&format!("cancelled {}", self.0));
+    }
 }
 
 /// One line on stdout, flushed at once.

@@ -63,7 +63,7 @@ async fn plan_db(db: &TestDb) -> Jobq {
     jobq
 }
 
-/// 100,000 pending rows (keys `p/<n>`, due over the next day) and 1,000,000
+/// 100,000 pending rows (keys `p/<n>`, due over the next days) and 1,000,000
 /// finished ones (80 % done, 10 % failed, 10 % cancelled), all of one queue,
 /// two job names; skipped when the table holds them already.
 async fn fill(jobq: &Jobq) {
@@ -111,8 +111,9 @@ async fn fill(jobq: &Jobq) {
             "ANALYZE",
         ),
     };
-    db.execute(pending, &[]).await.unwrap();
+    // Finished rows first: as in a live table, the pending ones are the newest.
     db.execute(finished, &[]).await.unwrap();
+    db.execute(pending, &[]).await.unwrap();
     let _ = db.fetch_all::<(String,)>(analyze, &[]).await;
     println!(
         "{}: filled {} rows in {:?}",
@@ -224,6 +225,7 @@ async fn list_and_bulk_statements_read_through_an_index(db: TestDb) {
     let jobq = plan_db(&db).await;
     let backend = db.backend();
     let pg = backend == Backend::Postgres;
+    let sqlite = backend == Backend::Sqlite;
     let q = || JobFilter::new().queue(QUEUE);
     let key = || JobFilter::new().key_prefix("p/12");
     let since = chrono::Utc::now() - chrono::Duration::hours(1);
@@ -231,12 +233,15 @@ async fn list_and_bulk_statements_read_through_an_index(db: TestDb) {
     use Kind::{Cancel, Count, List, Retry};
     use Order::{NewestFirst as Newest, OldestFirst as Oldest};
     let cases: Vec<(&str, Kind, JobFilter, Option<(Order, i64)>, Expect)> = vec![
-        ("every job, newest first", List(Newest), JobFilter::new(), None, Index),
+        // The walk of the primary key that stops once the page is full
+        // (SQLite reports it as a table SCAN in rowid order).
+        ("every job, newest first", List(Newest), JobFilter::new(), None, if sqlite { Printed } else { Index }),
         ("every job, past a cursor", List(Newest), JobFilter::new(), Some((Newest, 500_000)), Index),
         ("every job, oldest first", List(Oldest), JobFilter::new(), Some((Oldest, 500_000)), Index),
         ("a queue", List(Newest), q(), None, Index),
         ("a queue's pending", List(Newest), q().status(JobStatus::Pending), None, Index),
-        ("a queue's pending, oldest first, past a cursor", List(Oldest), q().status(JobStatus::Pending), Some((Oldest, 50_000)), Index),
+        ("a queue's pending, oldest first, past a cursor", List(Oldest), q().status(JobStatus::Pending), Some((Oldest, 1_050_000)), Index),
+        ("a queue's done, oldest first", List(Oldest), q().status(JobStatus::Done), None, Index),
         ("a queue's processing", List(Newest), q().status(JobStatus::Processing), None, Index),
         ("a queue's failed", List(Newest), q().status(JobStatus::Failed), None, Index),
         ("pending anywhere", List(Newest), JobFilter::new().status(JobStatus::Pending), None, Index),

@@ -113,6 +113,12 @@ pub(crate) struct Filtered {
     pub(crate) list_newest: Shape,
     /// A page oldest first.
     pub(crate) list_oldest: Shape,
+    /// A page of one queue and one status, newest and oldest first, read
+    /// through the claim index (every matching row, sorted), where the
+    /// optimizer would otherwise walk the primary key past every row that
+    /// does not match (MySQL, whose estimate assumes matching rows spread
+    /// evenly over the ids); `None`: the list shapes serve it.
+    pub(crate) list_in_claim_index: Option<[Shape; 2]>,
     /// How many rows match.
     pub(crate) count: Shape,
     /// One batch of `retry_where`: the statement that picks (and, where it
@@ -186,12 +192,17 @@ pub(crate) struct Statement {
 impl Filtered {
     /// The `kind` statement for `w`, with `limit` bound to its limit (if it has one).
     pub(crate) fn statement(&self, kind: Kind, w: &Where<'_>, limit: i64) -> Statement {
-        let shape = match kind {
-            Kind::List(Order::NewestFirst) => &self.list_newest,
-            Kind::List(Order::OldestFirst) => &self.list_oldest,
-            Kind::Count => &self.count,
-            Kind::Retry => &self.retry,
-            Kind::Cancel => &self.cancel,
+        let claim_range = w.filter.queue.is_some() && matches!(w.statuses, Statuses::One(_));
+        let shape = match (kind, &self.list_in_claim_index) {
+            (Kind::List(order), Some([newest, oldest])) if claim_range => match order {
+                Order::NewestFirst => newest,
+                Order::OldestFirst => oldest,
+            },
+            (Kind::List(Order::NewestFirst), _) => &self.list_newest,
+            (Kind::List(Order::OldestFirst), _) => &self.list_oldest,
+            (Kind::Count, _) => &self.count,
+            (Kind::Retry, _) => &self.retry,
+            (Kind::Cancel, _) => &self.cancel,
         };
         let p = &self.pieces;
         let mut s = Statement {

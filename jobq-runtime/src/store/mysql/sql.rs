@@ -177,7 +177,8 @@ pub const RETRY: &str = concat!(
 /// index `(queue, status, priority, run_at, id)`; within it rows are in
 /// priority and run_at order, not id order, so a page of such a filter
 /// reads every matching entry of the range and sorts them (a filesort of
-/// the matching rows only, never of the table). Without a queue, a list
+/// the matching rows only, never of the table); with one status the index
+/// is forced, as the optimizer may prefer to walk the primary key. Without a queue, a list
 /// walks the primary key in id order and stops once its page is full;
 /// a key prefix is a range of the unique key index. Job name and created
 /// time have no index: they filter the rows the rest selects. The bulk
@@ -218,6 +219,21 @@ pub(crate) const FILTERED: Filtered = Filtered {
         head_params: 0,
         limit: Some((" ORDER BY id LIMIT ", "")),
     },
+    // Left to itself, the optimizer walks the primary key for a page of
+    // `pending` rows of a queue whose ids lie behind a million finished
+    // ones (2.6 s in the plan test); the claim index reads only them.
+    list_in_claim_index: Some([
+        Shape {
+            head: concat!(job_columns!(), " FORCE INDEX (jobq_jobs_claim) WHERE TRUE"),
+            head_params: 0,
+            limit: Some((" ORDER BY id DESC LIMIT ", "")),
+        },
+        Shape {
+            head: concat!(job_columns!(), " FORCE INDEX (jobq_jobs_claim) WHERE TRUE"),
+            head_params: 0,
+            limit: Some((" ORDER BY id LIMIT ", "")),
+        },
+    ]),
     count: Shape {
         head: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
         head_params: 0,

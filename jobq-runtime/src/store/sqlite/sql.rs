@@ -151,6 +151,7 @@ pub(crate) const FILTERED: Filtered = Filtered {
         head_params: 0,
         limit: Some((" ORDER BY id LIMIT ", "")),
     },
+    list_in_claim_index: None,
     count: Shape {
         head: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
         head_params: 0,

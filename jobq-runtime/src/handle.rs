@@ -247,9 +247,7 @@ impl Jobq {
     /// at the cancel names it, so a later attempt of the same job (after a
     /// [`retry`](Self::retry)) is never hit by it.
     pub async fn cancel(&self, id: i64) -> Result<bool> {
-        self.store()
-            .cancel(id, crate::worker::stop_cancelled)
-            .await
+        self.store().cancel(id, crate::worker::stop_cancelled).await
     }
 
     /// Sends a `failed` or `cancelled` job back to `pending`, runnable now,

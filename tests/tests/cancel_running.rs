@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use jobq_runtime::{JobContext, JobFilter, JobStatus, Worker, State, __store, job};
+use jobq_runtime::{__store, JobContext, JobFilter, JobStatus, State, Worker, job};
 use jobq_tests::sql::{Arg, Db};
 use jobq_tests::{Gates, Recorder, TestDb, on, unique_queue, wait_for_status, wait_until};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -88,7 +88,10 @@ async fn started(seen: &Seen, id: i64, attempt: u32) {
 /// The lease token of `id` as stored.
 async fn token(jobq: &jobq_runtime::Jobq, id: i64) -> i64 {
     let rows: Vec<(Option<i64>,)> = Db::of(jobq)
-        .fetch_all("SELECT lease_token FROM jobq_jobs WHERE id = ?", &[Arg::Int(id)])
+        .fetch_all(
+            "SELECT lease_token FROM jobq_jobs WHERE id = ?",
+            &[Arg::Int(id)],
+        )
         .await
         .unwrap();
     rows[0].0.expect("held")
@@ -102,17 +105,26 @@ async fn a_cancel_reaches_a_handler_of_this_process_at_once(db: TestDb) {
     let jobq = db.jobq().await;
     let seen = Seen::default();
     let handle = worker(&jobq, &queue, &seen);
-    let id = jobq.enqueue_with(Waits::new(), on(&queue)).await.unwrap().id;
+    let id = jobq
+        .enqueue_with(Waits::new(), on(&queue))
+        .await
+        .unwrap()
+        .id;
     started(&seen, id, 1).await;
     let other = db.jobq().await;
     let at = Instant::now();
     assert!(other.cancel(id).await.unwrap());
-    wait_until("the handler sees the cancel", Duration::from_secs(10), || async {
-        !seen.cancelled.runs(id).is_empty()
-    })
+    wait_until(
+        "the handler sees the cancel",
+        Duration::from_secs(10),
+        || async { !seen.cancelled.runs(id).is_empty() },
+    )
     .await;
     let took = seen.cancelled.runs(id)[0].at.duration_since(at);
-    println!("{:?}: cancel reached the handler in {took:?} (heartbeat every {LONG_HEARTBEAT:?})", db.backend());
+    println!(
+        "{:?}: cancel reached the handler in {took:?} (heartbeat every {LONG_HEARTBEAT:?})",
+        db.backend()
+    );
     assert!(took < Duration::from_secs(2), "took {took:?}");
     jobq_tests::stop(handle).await;
     let info = jobq.job(id).await.unwrap().unwrap();
@@ -125,8 +137,16 @@ async fn cancel_where_reaches_running_handlers_at_once(db: TestDb) {
     let jobq = db.jobq().await;
     let seen = Seen::default();
     let handle = worker(&jobq, &queue, &seen);
-    let a = jobq.enqueue_with(Waits::new(), on(&queue)).await.unwrap().id;
-    let b = jobq.enqueue_with(Waits::new(), on(&queue)).await.unwrap().id;
+    let a = jobq
+        .enqueue_with(Waits::new(), on(&queue))
+        .await
+        .unwrap()
+        .id;
+    let b = jobq
+        .enqueue_with(Waits::new(), on(&queue))
+        .await
+        .unwrap()
+        .id;
     started(&seen, a, 1).await;
     started(&seen, b, 1).await;
     let at = Instant::now();
@@ -136,9 +156,11 @@ async fn cancel_where_reaches_running_handlers_at_once(db: TestDb) {
         .unwrap();
     assert_eq!(cancelled, 2);
     for id in [a, b] {
-        wait_until("the handler sees the cancel", Duration::from_secs(10), || async {
-            !seen.cancelled.runs(id).is_empty()
-        })
+        wait_until(
+            "the handler sees the cancel",
+            Duration::from_secs(10),
+            || async { !seen.cancelled.runs(id).is_empty() },
+        )
         .await;
         let took = seen.cancelled.runs(id)[0].at.duration_since(at);
         assert!(took < Duration::from_secs(2), "took {took:?}");
@@ -153,13 +175,19 @@ async fn a_cancel_stops_only_the_attempt_it_ended(db: TestDb) {
     let jobq = db.jobq().await;
     let seen = Seen::default();
     let handle = worker(&jobq, &queue, &seen);
-    let id = jobq.enqueue_with(Waits::new(), on(&queue)).await.unwrap().id;
+    let id = jobq
+        .enqueue_with(Waits::new(), on(&queue))
+        .await
+        .unwrap()
+        .id;
     started(&seen, id, 1).await;
     let first = token(&jobq, id).await;
     assert!(jobq.cancel(id).await.unwrap());
-    wait_until("attempt 1 sees the cancel", Duration::from_secs(10), || async {
-        !seen.cancelled.runs(id).is_empty()
-    })
+    wait_until(
+        "attempt 1 sees the cancel",
+        Duration::from_secs(10),
+        || async { !seen.cancelled.runs(id).is_empty() },
+    )
     .await;
     assert!(jobq.retry(id).await.unwrap());
     started(&seen, id, 2).await;
@@ -173,7 +201,6 @@ async fn a_cancel_stops_only_the_attempt_it_ended(db: TestDb) {
     assert_eq!(cancelled, [1]);
     jobq_tests::stop(handle).await;
 }
-
 
 /// Lines the worker process printed, as they come.
 #[derive(Debug, Clone, Default)]
@@ -196,7 +223,10 @@ async fn a_cancel_reaches_a_handler_of_another_process_within_a_heartbeat(db: Te
     let mut child = tokio::process::Command::new(WORKER)
         .env("JOBQ_CANCEL_URL", db.url())
         .env("JOBQ_CANCEL_QUEUE", &queue)
-        .env("JOBQ_CANCEL_HEARTBEAT_MS", heartbeat.as_millis().to_string())
+        .env(
+            "JOBQ_CANCEL_HEARTBEAT_MS",
+            heartbeat.as_millis().to_string(),
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -222,19 +252,26 @@ async fn a_cancel_reaches_a_handler_of_another_process_within_a_heartbeat(db: Te
         .unwrap()
         .id;
     let started = format!("started {id}");
-    wait_until("the other process runs the job", Duration::from_secs(30), || async {
-        lines.at(&started).is_some()
-    })
+    wait_until(
+        "the other process runs the job",
+        Duration::from_secs(30),
+        || async { lines.at(&started).is_some() },
+    )
     .await;
     let at = Instant::now();
     assert!(jobq.cancel(id).await.unwrap());
     let cancelled = format!("cancelled {id}");
-    wait_until("the other process sees the cancel", Duration::from_secs(10), || async {
-        lines.at(&cancelled).is_some()
-    })
+    wait_until(
+        "the other process sees the cancel",
+        Duration::from_secs(10),
+        || async { lines.at(&cancelled).is_some() },
+    )
     .await;
     let took = lines.at(&cancelled).unwrap().duration_since(at);
-    println!("{:?}: cancel reached another process's handler in {took:?} (heartbeat every {heartbeat:?})", db.backend());
+    println!(
+        "{:?}: cancel reached another process's handler in {took:?} (heartbeat every {heartbeat:?})",
+        db.backend()
+    );
     assert!(
         took < heartbeat + Duration::from_millis(700),
         "within one heartbeat interval (and the time to renew): {took:?}"
@@ -246,7 +283,10 @@ async fn a_cancel_reaches_a_handler_of_another_process_within_a_heartbeat(db: Te
         .unwrap();
     assert!(status.success(), "{status}");
     reader.await.unwrap();
-    assert_eq!(jobq.job(id).await.unwrap().unwrap().status, JobStatus::Cancelled);
+    assert_eq!(
+        jobq.job(id).await.unwrap().unwrap().status,
+        JobStatus::Cancelled
+    );
 }
 
 jobq_tests::on_every_backend!(

@@ -72,9 +72,21 @@ async fn rows(db: &TestDb) -> Rows {
     let queue = unique_queue("list");
     let prefix = format!("{queue}/");
     let key = |k: &str| on(&queue).idempotency_key(format!("{prefix}{k}"));
-    let done = jobq.enqueue_with(ListA::new(1), key("a%1")).await.unwrap().id;
-    let failed = jobq.enqueue_with(ListB::new(2), key("a_2")).await.unwrap().id;
-    let processing = jobq.enqueue_with(ListA::new(3), key("ab")).await.unwrap().id;
+    let done = jobq
+        .enqueue_with(ListA::new(1), key("a%1"))
+        .await
+        .unwrap()
+        .id;
+    let failed = jobq
+        .enqueue_with(ListB::new(2), key("a_2"))
+        .await
+        .unwrap()
+        .id;
+    let processing = jobq
+        .enqueue_with(ListA::new(3), key("ab"))
+        .await
+        .unwrap()
+        .id;
     // Claim the three above (claim order is id order here), settle two.
     let claims = __store::claim(&jobq, &queue, 3, Duration::from_secs(60), "list-test")
         .await
@@ -98,11 +110,22 @@ async fn rows(db: &TestDb) -> Rows {
         .await
         .unwrap()
     );
-    let cancelled = jobq.enqueue_with(ListB::new(4), on(&queue)).await.unwrap().id;
+    let cancelled = jobq
+        .enqueue_with(ListB::new(4), on(&queue))
+        .await
+        .unwrap()
+        .id;
     assert!(jobq.cancel(cancelled).await.unwrap());
-    let pending_a = jobq.enqueue_with(ListA::new(5), on(&queue)).await.unwrap().id;
+    let pending_a = jobq
+        .enqueue_with(ListA::new(5), on(&queue))
+        .await
+        .unwrap()
+        .id;
     let pending_b = jobq
-        .enqueue_with(ListB::new(6), on(&queue).idempotency_key(format!("{queue}x")))
+        .enqueue_with(
+            ListB::new(6),
+            on(&queue).idempotency_key(format!("{queue}x")),
+        )
         .await
         .unwrap()
         .id;
@@ -150,8 +173,13 @@ async fn a_job_name_filter_lists_the_jobs_of_that_name(db: TestDb) {
         [rows.done, rows.processing, rows.pending_a]
     );
     assert_eq!(
-        rows.ids(&rows.in_queue().job_name("list_b").status(JobStatus::Pending))
-            .await,
+        rows.ids(
+            &rows
+                .in_queue()
+                .job_name("list_b")
+                .status(JobStatus::Pending)
+        )
+        .await,
         [rows.pending_b]
     );
 }
@@ -189,11 +217,13 @@ async fn a_created_range_lists_the_jobs_enqueued_in_it(db: TestDb) {
     let mut all = rows.all();
     all.push(later);
     assert_eq!(
-        rows.ids(&rows.in_queue().created(None, Some(later_at))).await,
+        rows.ids(&rows.in_queue().created(None, Some(later_at)))
+            .await,
         rows.all()
     );
     assert_eq!(
-        rows.ids(&rows.in_queue().created(Some(later_at), None)).await,
+        rows.ids(&rows.in_queue().created(Some(later_at), None))
+            .await,
         [later]
     );
     assert_eq!(
@@ -202,7 +232,10 @@ async fn a_created_range_lists_the_jobs_enqueued_in_it(db: TestDb) {
         [rows.pending_b]
     );
     let far = chrono::DateTime::<chrono::Utc>::MIN_UTC;
-    assert_eq!(rows.ids(&rows.in_queue().created(Some(far), None)).await, all);
+    assert_eq!(
+        rows.ids(&rows.in_queue().created(Some(far), None)).await,
+        all
+    );
     assert!(
         rows.ids(&rows.in_queue().created(None, Some(far)))
             .await
@@ -238,11 +271,18 @@ async fn pages_run_newest_or_oldest_first(db: TestDb) {
 /// A limit of 0 is taken as 1; the cursor of a full page leads on.
 async fn a_page_holds_at_least_one_job(db: TestDb) {
     let rows = rows(&db).await;
-    let page = rows.jobq.list(&rows.in_queue(), Page::first(0)).await.unwrap();
+    let page = rows
+        .jobq
+        .list(&rows.in_queue(), Page::first(0))
+        .await
+        .unwrap();
     assert_eq!(page.jobs.len(), 1);
     let next = page.next.expect("more after one");
     assert_eq!(next.last_id(), rows.pending_b);
-    assert_eq!(next.to_string().parse::<jobq_runtime::Cursor>().unwrap(), next);
+    assert_eq!(
+        next.to_string().parse::<jobq_runtime::Cursor>().unwrap(),
+        next
+    );
 }
 
 /// Pages of 10 over 25 jobs, 5 more enqueued between each two pages: newest
@@ -280,7 +320,11 @@ async fn paging_neither_repeats_nor_skips_with_inserts_between_pages(db: TestDb)
             assert!(added.len() < 200, "paging does not end");
         }
         let unique: HashSet<i64> = seen.iter().copied().collect();
-        assert_eq!(unique.len(), seen.len(), "{order:?}: no job twice: {seen:?}");
+        assert_eq!(
+            unique.len(),
+            seen.len(),
+            "{order:?}: no job twice: {seen:?}"
+        );
         let mut expected = original.clone();
         match order {
             Order::NewestFirst => {
@@ -288,7 +332,11 @@ async fn paging_neither_repeats_nor_skips_with_inserts_between_pages(db: TestDb)
                 assert_eq!(seen, expected, "{order:?}");
             }
             _ => {
-                let before: Vec<i64> = seen.iter().copied().filter(|id| original.contains(id)).collect();
+                let before: Vec<i64> = seen
+                    .iter()
+                    .copied()
+                    .filter(|id| original.contains(id))
+                    .collect();
                 assert_eq!(before, expected, "{order:?}: every original job, in order");
                 let mut sorted = seen.clone();
                 sorted.sort_unstable();

@@ -7,8 +7,11 @@
 //! enqueue (one row, a batch, and one row on the caller's connection);
 //! claim, settle (complete, transition), renew leases (heartbeat,
 //! heartbeat_unlocked), reap, prune; listen for the database's own wake-ups;
-//! inspect (job, counts); cancel, retry. Each method documents what it
-//! promises; the backends' module docs say how their SQL keeps it.
+//! inspect (job, counts); cancel, retry; list, count and the batches of
+//! bulk retry and cancel, whose statements each backend declares as the
+//! constant pieces of a [`filter::Filtered`] (see `filter.rs`). Each
+//! method documents what it promises; the backends' module docs say how
+//! their SQL keeps it.
 //!
 //! The trait is crate-private (nothing outside jobq can implement it) and
 //! not object safe on purpose (`async fn`, associated types): the set of
@@ -404,7 +407,12 @@ impl Store {
     }
 
     /// Up to `limit` rows `w` matches, in `order`.
-    pub(crate) async fn list(&self, w: &Where<'_>, order: Order, limit: u32) -> Result<Vec<JobInfo>> {
+    pub(crate) async fn list(
+        &self,
+        w: &Where<'_>,
+        order: Order,
+        limit: u32,
+    ) -> Result<Vec<JobInfo>> {
         let statement = self.statement(Kind::List(order), w, i64::from(limit));
         dispatch!(self, s => s.list(&statement).await)
     }

@@ -35,11 +35,11 @@ use tokio_util::sync::CancellationToken;
 
 use self::position::{ClaimKey, Position, Positions, injected_top_up_failure};
 use self::sql::*;
-use super::stash::Stash;
 use super::filter::{Bind, Filtered, Statement};
+use super::stash::Stash;
 use super::{
-    BackendStore, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches,
-    micros, migrate, new_token_base, retry_transient, row_token, Cancelled,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition,
+    in_batches, micros, migrate, new_token_base, retry_transient, row_token,
 };
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};

@@ -36,8 +36,8 @@ use tokio_util::sync::CancellationToken;
 
 use self::notify::Notifier;
 use self::sql::*;
-use super::stash::Stash;
 use super::filter::{Bind, Filtered, Statement};
+use super::stash::Stash;
 use super::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition,
     in_batches, micros, migrate, new_token_base, retry_transient, row_token,

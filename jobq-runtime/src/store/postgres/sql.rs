@@ -233,11 +233,11 @@ pub const CANCEL: &str = concat!(
     cancel_tail!()
 );
 
-
 /// Sends a `failed` or `cancelled` row back to `pending` with one more attempt.
-pub const RETRY: &str = concat!(retry_set!(), " WHERE id = $1 AND status IN ('failed', 'cancelled')");
-
-
+pub const RETRY: &str = concat!(
+    retry_set!(),
+    " WHERE id = $1 AND status IN ('failed', 'cancelled')"
+);
 
 /// The filtered statements of listing and bulk actions (see `store/filter.rs`).
 ///

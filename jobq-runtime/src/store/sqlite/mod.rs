@@ -36,8 +36,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use self::shared_write::Queued;
 use self::sql::*;
-use super::stash::Stash;
 use super::filter::{Bind, Filtered, Statement};
+use super::stash::Stash;
 use super::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition,
     in_batches, micros, migrate, new_token_base, retry_transient, row_token,
@@ -405,10 +405,9 @@ impl BackendStore for SqliteStore {
     }
 
     async fn count_where(&self, statement: &Statement) -> Result<u64> {
-        let n: i64 =
-            sqlx::query_scalar_with(&statement.sql, arguments(None, &statement.binds)?)
-                .fetch_one(&self.pool)
-                .await?;
+        let n: i64 = sqlx::query_scalar_with(&statement.sql, arguments(None, &statement.binds)?)
+            .fetch_one(&self.pool)
+            .await?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 

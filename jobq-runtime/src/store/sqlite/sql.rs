@@ -104,7 +104,6 @@ pub const RETRY: &str = concat!(
     " WHERE id = ?2 AND status IN ('failed', 'cancelled')"
 );
 
-
 /// The filtered statements of listing and bulk actions (see `store/filter.rs`).
 ///
 /// Index use as on MySQL: a queue (and status) is a range of the claim

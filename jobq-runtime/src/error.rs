@@ -156,6 +156,27 @@ pub enum InvalidArgument {
         /// The byte offset of the first NUL.
         at: usize,
     },
+    /// A filter's key prefix is empty or over [`MAX_KEY_LEN`] characters.
+    #[error(
+        "key prefix {prefix:?} of a job filter is {chars} characters long; it must be 1 to {max}",
+        max = MAX_KEY_LEN
+    )]
+    KeyPrefixLength {
+        /// The prefix.
+        prefix: String,
+        /// Its length, in characters.
+        chars: usize,
+    },
+    /// A filter's key prefix holds a NUL character, which no stored key has.
+    #[error(
+        "key prefix {prefix:?} of a job filter has a NUL character (byte {at}), which no idempotency key can hold: remove it"
+    )]
+    KeyPrefixNul {
+        /// The prefix.
+        prefix: String,
+        /// The byte offset of the first NUL.
+        at: usize,
+    },
     /// The queue name is empty or over [`MAX_QUEUE_LEN`] bytes.
     #[error(
         "queue name `{queue}` is {bytes} bytes long; it must be 1 to {max} bytes",

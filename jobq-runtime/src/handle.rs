@@ -11,7 +11,8 @@ use sqlx::PgConnection;
 #[cfg(feature = "sqlite")]
 use sqlx::SqliteConnection;
 
-use crate::ops::{DoctorReport, JobFilter, JobPage, Page, Stats};
+use crate::ops::{Cursor, DoctorReport, JobFilter, JobPage, MAX_PAGE_LEN, Page, Stats};
+use crate::store::filter::{Statuses, Where};
 use crate::store::{self, NewJob, Prunable, Store};
 use crate::types::{Enqueue, Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, InvalidArgument, Result, wakeup};
@@ -232,9 +233,21 @@ impl Jobq {
     }
 
     /// Cancels a `pending` or `processing` job; `false` if it was neither.
-    /// A running attempt is stopped at the worker's next heartbeat and not settled.
+    ///
+    /// A running attempt is stopped without being settled: its handler's
+    /// [`JobContext::cancellation_token`](crate::JobContext::cancellation_token)
+    /// fires
+    /// - at once (right after the cancel commits) when the worker running
+    ///   it is in this process, whichever `Jobq` handle it was built from;
+    /// - at that worker's next heartbeat otherwise (another process or
+    ///   machine: within one heartbeat interval, a third of the lease by
+    ///   default), when the heartbeat finds the row no longer held.
+    ///
+    /// Only the attempt the cancel ended is stopped: the row's lease token
+    /// at the cancel names it, so a later attempt of the same job (after a
+    /// [`retry`](Self::retry)) is never hit by it.
     pub async fn cancel(&self, id: i64) -> Result<bool> {
-        self.store().cancel(id).await
+        self.store().cancel(id, crate::worker::stop_cancelled).await
     }
 
     /// Sends a `failed` or `cancelled` job back to `pending`, runnable now,
@@ -281,30 +294,98 @@ impl Jobq {
         self.store().paused_queues().await
     }
 
-    /// One page of the jobs `filter` matches (keyset paging by id).
+    /// One page of the jobs `filter` matches, by id (the order they were
+    /// enqueued in), [`Page::limit`] clamped to 1..=[`MAX_PAGE_LEN`].
+    ///
+    /// Keyset paging: the next page is the jobs past [`JobPage::next`], so
+    /// a page costs the same however deep, and jobs enqueued or finished
+    /// between pages neither repeat nor push any job that existed past a
+    /// page boundary. Newest first, jobs enqueued after the first page are
+    /// not in the later ones (their ids are higher); oldest first they show
+    /// up at the end.
+    ///
+    /// # Which filters an index serves
+    /// A queue, with or without a status, is a range of the claim index on
+    /// MySQL/MariaDB and SQLite; on PostgreSQL a queue with status
+    /// `pending` or `processing` is a range of its partial claim or lease
+    /// index. Those indexes are in claim order, not id order: the page is
+    /// sorted from every matching row (never from the whole table), which
+    /// costs in proportion to how many match. Every other filter walks the
+    /// primary key in id order and stops when the page is full, reading
+    /// past the rows that do not match. Job name and created time narrow
+    /// the rows the rest selects; the key prefix is a range of the unique
+    /// key index on MySQL/MariaDB and SQLite (byte for byte, `%` and `_`
+    /// are plain characters), and matched with `starts_with` on PostgreSQL.
     pub async fn list(&self, filter: &JobFilter, page: Page) -> Result<JobPage> {
-        let _ = (filter, page);
-        todo!("issue 15: list")
+        validate_filter(filter)?;
+        let limit = page.limit.clamp(1, MAX_PAGE_LEN);
+        let w = Where {
+            after: page.after.map(|cursor| (page.order, cursor.last_id())),
+            ..Where::new(filter)
+        };
+        let mut jobs = self.store().list(&w, page.order, limit + 1).await?;
+        let more = jobs.len() > limit as usize;
+        jobs.truncate(limit as usize);
+        let next = if more {
+            jobs.last().map(|job| Cursor(job.id))
+        } else {
+            None
+        };
+        Ok(JobPage { jobs, next })
     }
 
-    /// How many jobs `filter` matches.
+    /// How many jobs `filter` matches. Served by the same indexes as
+    /// [`list`](Self::list), but it reads every matching row: a filter no
+    /// index serves counts by reading the table.
     pub async fn count_where(&self, filter: &JobFilter) -> Result<u64> {
-        let _ = filter;
-        todo!("issue 15: count_where")
+        validate_filter(filter)?;
+        self.store().count_where(&Where::new(filter)).await
     }
 
     /// [`retry`](Self::retry) for every `failed` or `cancelled` job `filter`
-    /// matches, in short batches; how many it sent back to `pending`.
+    /// matches; how many it sent back to `pending`. Jobs in other statuses
+    /// are left alone (a filter on another status retries nothing).
+    ///
+    /// In batches of 500, each its own short transaction: the batch's rows
+    /// are locked skipping those another transaction holds (`FOR UPDATE
+    /// SKIP LOCKED` on MySQL/MariaDB and PostgreSQL), then changed by id
+    /// with the guard of a single retry, until a batch finds nothing. A
+    /// row locked by someone else meanwhile may be left out: call again to
+    /// pick it up. Not one transaction: a failure part way leaves the
+    /// batches before it done.
     pub async fn retry_where(&self, filter: &JobFilter) -> Result<u64> {
-        let _ = filter;
-        todo!("issue 15: retry_where")
+        validate_filter(filter)?;
+        let Some(statuses) = Statuses::of_action(Statuses::Retryable, filter.status) else {
+            return Ok(0);
+        };
+        let w = Where {
+            statuses,
+            ..Where::new(filter)
+        };
+        let retried = self.store().retry_where(w).await?;
+        if let Some(queue) = filter.queue.as_deref().filter(|_| retried > 0) {
+            wakeup::notify(queue);
+        }
+        Ok(retried)
     }
 
     /// [`cancel`](Self::cancel) for every `pending` or `processing` job
-    /// `filter` matches, in short batches; how many it cancelled.
+    /// `filter` matches, in batches as [`retry_where`](Self::retry_where);
+    /// how many it cancelled. Running attempts are stopped as `cancel`
+    /// stops them: at once in this process, after each batch commits, and
+    /// at the next heartbeat elsewhere.
     pub async fn cancel_where(&self, filter: &JobFilter) -> Result<u64> {
-        let _ = filter;
-        todo!("issue 15: cancel_where")
+        validate_filter(filter)?;
+        let Some(statuses) = Statuses::of_action(Statuses::Cancellable, filter.status) else {
+            return Ok(0);
+        };
+        let w = Where {
+            statuses,
+            ..Where::new(filter)
+        };
+        self.store()
+            .cancel_where(w, crate::worker::stop_cancelled)
+            .await
     }
 
     /// Checks the server and jobq's table for what jobq needs; see [`DoctorReport`].
@@ -402,6 +483,34 @@ impl Jobq {
             idempotency_key,
         })
     }
+}
+
+/// Checks what a filter names as a job would be checked: its queue and job
+/// name as at enqueue, its key prefix as a key (1 to [`MAX_KEY_LEN`]
+/// characters, no NUL).
+fn validate_filter(filter: &JobFilter) -> Result<(), InvalidArgument> {
+    if let Some(queue) = &filter.queue {
+        validate_queue(queue)?;
+    }
+    if let Some(name) = &filter.job_name {
+        validate_job_name(name)?;
+    }
+    if let Some(prefix) = &filter.key_prefix {
+        let chars = prefix.chars().count();
+        if chars == 0 || chars > MAX_KEY_LEN {
+            return Err(InvalidArgument::KeyPrefixLength {
+                prefix: prefix.clone(),
+                chars,
+            });
+        }
+        if let Some(at) = prefix.find('\0') {
+            return Err(InvalidArgument::KeyPrefixNul {
+                prefix: prefix.clone(),
+                at,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Checks a job name: 1 to [`MAX_JOB_NAME_LEN`] bytes, no NUL.

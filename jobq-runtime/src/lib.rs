@@ -208,6 +208,45 @@ pub mod __store {
         Ok(lost.into_iter().map(|f| (f.id, f.token)).collect())
     }
 
+    pub use crate::store::filter::{Bind, Kind};
+
+    /// The `kind` statement of `jobq`'s backend for `filter` (past the id
+    /// `after`, that way, if given), with its values in order, as the store
+    /// runs it (for tests that EXPLAIN it); `None` when the action applies
+    /// to none of the filter's statuses.
+    pub fn filtered_statement(
+        jobq: &Jobq,
+        kind: Kind,
+        filter: &crate::JobFilter,
+        after: Option<(crate::Order, i64)>,
+        limit: i64,
+    ) -> Option<(String, Vec<Bind>)> {
+        use crate::store::filter::{Statuses, Where};
+        let statuses = match kind {
+            Kind::Retry => Statuses::of_action(Statuses::Retryable, filter.status)?,
+            Kind::Cancel => Statuses::of_action(Statuses::Cancellable, filter.status)?,
+            Kind::List(_) | Kind::Count => Where::new(filter).statuses,
+        };
+        let w = Where {
+            statuses,
+            after,
+            ..Where::new(filter)
+        };
+        let statement = jobq.store().statement(kind, &w, limit);
+        Some((statement.sql, statement.binds))
+    }
+
+    /// Tells this process's workers that the `(id, token)` claims were
+    /// cancelled, as `Jobq::cancel` does once its change has committed (a
+    /// test sends a late, stale one).
+    pub fn stop_cancelled(fences: &[(i64, i64)]) {
+        let fences: Vec<Fence> = fences
+            .iter()
+            .map(|&(id, token)| Fence { id, token })
+            .collect();
+        crate::worker::stop_cancelled(&fences);
+    }
+
     /// Returns up to `limit` expired rows of `queue`; how many.
     pub async fn reap(jobq: &Jobq, queue: &str, limit: u32) -> Result<u64> {
         jobq.store().reap(queue, limit).await

@@ -8,8 +8,10 @@
 //! claim, settle (complete, transition), renew leases (heartbeat,
 //! heartbeat_unlocked), reap, prune; listen for the database's own wake-ups;
 //! inspect (job, counts, the figures of `stats`); cancel, retry; pause
-//! and resume queues. Each method documents what it
-//! promises; the backends' module docs say how their SQL keeps it.
+//! and resume queues; list, count and the batches of bulk retry and
+//! cancel, whose statements each backend declares as the constant pieces
+//! of a [`filter::Filtered`] (see `filter.rs`). Each method documents what
+//! it promises; the backends' module docs say how their SQL keeps it.
 //!
 //! The trait is crate-private (nothing outside jobq can implement it) and
 //! not object safe on purpose (`async fn`, associated types): the set of
@@ -60,11 +62,13 @@ use std::time::Duration;
 use chrono::{DateTime, DurationRound, Utc};
 use tokio_util::sync::CancellationToken;
 
+use self::filter::{Filtered, Kind, Statement, Where};
 use crate::handle::AnyConnection;
-use crate::ops::{STATS_FINISHED_CAP, STATS_MINUTES, Stats};
+use crate::ops::{Order, STATS_FINISHED_CAP, STATS_MINUTES, Stats};
 use crate::types::{Enqueued, JobInfo, JobStatus, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
+pub(crate) mod filter;
 mod migrate;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
@@ -163,8 +167,9 @@ pub(crate) trait BackendStore: Sized {
     /// How many jobs of `queue` are in each status (see [`counts`]).
     async fn counts(&self, queue: &str) -> Result<QueueCounts>;
 
-    /// Cancels a `pending` or `processing` row; whether it did.
-    async fn cancel(&self, id: i64) -> Result<bool>;
+    /// Cancels a `pending` or `processing` row: whether it did, and the
+    /// claim it ended if the row was `processing`.
+    async fn cancel(&self, id: i64) -> Result<Cancelled>;
 
     /// Sends a `failed` or `cancelled` row back to `pending`, runnable now,
     /// with at least one more attempt; whether it did.
@@ -190,6 +195,54 @@ pub(crate) trait BackendStore: Sized {
 
     /// The queues paused now, by name.
     async fn paused_queues(&self) -> Result<Vec<String>>;
+
+    /// Its filtered statements (listing and bulk actions), from the
+    /// constant pieces of its `sql.rs`.
+    fn filtered(&self) -> &'static Filtered;
+
+    /// The rows of a list statement ([`Kind::List`]), in its order.
+    async fn list(&self, statement: &Statement) -> Result<Vec<JobInfo>>;
+
+    /// The count of a [`Kind::Count`] statement.
+    async fn count_where(&self, statement: &Statement) -> Result<u64>;
+
+    /// One short transaction of `retry_where`: the rows the
+    /// [`Kind::Retry`] statement picks (skipping locked ones), retried with
+    /// the guard of [`retry`](Self::retry); how many it changed, and the
+    /// highest id it picked.
+    async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)>;
+
+    /// One short transaction of `cancel_where`, as
+    /// [`retry_batch`](Self::retry_batch) with the guard of
+    /// [`cancel`](Self::cancel).
+    async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled>;
+}
+
+/// What a cancel changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Cancelled {
+    /// Rows it cancelled.
+    pub(crate) changed: u64,
+    /// The claims of the `processing` rows among them: the attempts whose
+    /// workers must stop.
+    pub(crate) held: Vec<Fence>,
+    /// The highest id it picked.
+    pub(crate) last: Option<i64>,
+}
+
+impl Cancelled {
+    /// From the `(id, lease token before the cancel)` of each row a cancel
+    /// changed.
+    pub(crate) fn of_rows(rows: &[(i64, Option<i64>)]) -> Self {
+        Self {
+            changed: rows.len() as u64,
+            held: rows
+                .iter()
+                .filter_map(|&(id, token)| token.map(|token| Fence { id, token }))
+                .collect(),
+            last: rows.iter().map(|r| r.0).max(),
+        }
+    }
 }
 
 /// The concrete stores, one variant per compiled-in backend.
@@ -373,8 +426,67 @@ impl Store {
         dispatch!(self, s => s.counts(queue).await)
     }
 
-    pub(crate) async fn cancel(&self, id: i64) -> Result<bool> {
-        dispatch!(self, s => s.cancel(id).await)
+    /// Cancels one row; `signal` gets the claim it ended (if it was
+    /// `processing`) once the change has committed.
+    pub(crate) async fn cancel(&self, id: i64, signal: fn(&[Fence])) -> Result<bool> {
+        let cancelled = dispatch!(self, s => s.cancel(id).await)?;
+        signal(&cancelled.held);
+        Ok(cancelled.changed == 1)
+    }
+
+    /// The `kind` statement of this backend for `w`.
+    pub(crate) fn statement(&self, kind: Kind, w: &Where<'_>, limit: i64) -> Statement {
+        dispatch!(self, s => s.filtered().statement(kind, w, limit))
+    }
+
+    /// Up to `limit` rows `w` matches, in `order`.
+    pub(crate) async fn list(
+        &self,
+        w: &Where<'_>,
+        order: Order,
+        limit: u32,
+    ) -> Result<Vec<JobInfo>> {
+        let statement = self.statement(Kind::List(order), w, i64::from(limit));
+        dispatch!(self, s => s.list(&statement).await)
+    }
+
+    /// How many rows `w` matches.
+    pub(crate) async fn count_where(&self, w: &Where<'_>) -> Result<u64> {
+        let statement = self.statement(Kind::Count, w, 0);
+        dispatch!(self, s => s.count_where(&statement).await)
+    }
+
+    /// Retries every row `w` matches in batches of [`filter::BULK_BATCH`]
+    /// (`w.statuses` already narrowed to the retryable ones).
+    pub(crate) async fn retry_where(&self, w: Where<'_>) -> Result<u64> {
+        let by_id = dispatch!(self, s => s.filtered().bulk_by_id);
+        filter::until_done(by_id, |after| async move {
+            let w = Where {
+                after: after.map(|id| (Order::OldestFirst, id)),
+                ..w
+            };
+            let statement = self.statement(Kind::Retry, &w, i64::from(filter::BULK_BATCH));
+            dispatch!(self, s => s.retry_batch(&statement).await)
+        })
+        .await
+    }
+
+    /// Cancels every row `w` matches in batches of [`filter::BULK_BATCH`]
+    /// (`w.statuses` already narrowed to the cancellable ones); `signal`
+    /// gets the claims each batch ended once it has committed.
+    pub(crate) async fn cancel_where(&self, w: Where<'_>, signal: fn(&[Fence])) -> Result<u64> {
+        let by_id = dispatch!(self, s => s.filtered().bulk_by_id);
+        filter::until_done(by_id, |after| async move {
+            let w = Where {
+                after: after.map(|id| (Order::OldestFirst, id)),
+                ..w
+            };
+            let statement = self.statement(Kind::Cancel, &w, i64::from(filter::BULK_BATCH));
+            let cancelled = dispatch!(self, s => s.cancel_batch(&statement).await)?;
+            signal(&cancelled.held);
+            Ok((cancelled.changed, cancelled.last))
+        })
+        .await
     }
 
     pub(crate) async fn retry(&self, id: i64) -> Result<bool> {

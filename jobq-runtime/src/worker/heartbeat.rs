@@ -45,20 +45,14 @@ pub(super) async fn heartbeat_loop(shared: Arc<Shared>) {
         renew_stuck(&shared).await;
         match result {
             Ok(lost) => {
-                let mut held = shared.held();
                 for fence in lost {
-                    let ended = held.get(&fence).is_some_and(|job| job.ended());
-                    if ended {
-                        continue;
-                    }
-                    if let Some(job) = held.remove(&fence) {
+                    if shared.stop_lost(fence) {
                         quietly(|| {
                             tracing::warn!(
                                 job.id = fence.id,
                                 "lease lost (expired and re-claimed, or cancelled); stopping the attempt without settling it"
                             );
                         });
-                        job.lose_lease();
                     }
                 }
             }

@@ -26,6 +26,7 @@
 //! and helpers they all use). No file imports from one to its left.
 
 mod builder;
+mod cancel;
 mod claim;
 mod complete;
 mod cron;
@@ -51,6 +52,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use builder::WorkerBuilder;
+pub(crate) use cancel::stop_cancelled;
 use handle::Running;
 pub use handle::WorkerHandle;
 pub use shared::DEFAULT_CLAIM_AHEAD_BYTES;
@@ -101,33 +103,35 @@ impl Worker {
     ) -> Self {
         let (completions, receiver) = mpsc::channel(COMPLETE_BACKLOG);
         let (rescues, rescue_receiver) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            store: jobq.store().clone(),
+            registry,
+            states,
+            settings,
+            worker_id,
+            held: Mutex::default(),
+            stop_claiming: CancellationToken::new(),
+            stop_jobs: CancellationToken::new(),
+            stop_completer: CancellationToken::new(),
+            stop_background: CancellationToken::new(),
+            queue_names: queues.iter().map(|q| q.name.clone()).collect(),
+            pauses: tokio::sync::watch::Sender::new(None),
+            completions,
+            rescues,
+            stop_rescuer: CancellationToken::new(),
+            failed: CancellationToken::new(),
+            failure: Mutex::new(None),
+            jobs: TaskTracker::new(),
+            bulk_writes: tokio::sync::Mutex::new(()),
+            settling: Mutex::default(),
+            stuck: Mutex::default(),
+            beside_writes: TaskTracker::new(),
+            buffered_bytes: AtomicUsize::new(0),
+            beside: tokio::sync::Mutex::new(()),
+        });
+        cancel::register(&shared);
         Self {
-            shared: Arc::new(Shared {
-                store: jobq.store().clone(),
-                registry,
-                states,
-                settings,
-                worker_id,
-                held: Mutex::default(),
-                stop_claiming: CancellationToken::new(),
-                stop_jobs: CancellationToken::new(),
-                stop_completer: CancellationToken::new(),
-                stop_background: CancellationToken::new(),
-                queue_names: queues.iter().map(|q| q.name.clone()).collect(),
-                pauses: tokio::sync::watch::Sender::new(None),
-                completions,
-                rescues,
-                stop_rescuer: CancellationToken::new(),
-                failed: CancellationToken::new(),
-                failure: Mutex::new(None),
-                jobs: TaskTracker::new(),
-                bulk_writes: tokio::sync::Mutex::new(()),
-                settling: Mutex::default(),
-                stuck: Mutex::default(),
-                beside_writes: TaskTracker::new(),
-                buffered_bytes: AtomicUsize::new(0),
-                beside: tokio::sync::Mutex::new(()),
-            }),
+            shared,
             queues,
             completions: receiver,
             rescues: rescue_receiver,

@@ -257,6 +257,25 @@ impl Shared {
         self.failed.cancel();
     }
 
+    /// Stops the attempt of `fence` whose row is no longer held (its lease
+    /// was lost, or it was cancelled): forgets it and cancels it, so it
+    /// neither renews nor settles; whether it was held and running. An
+    /// attempt that has ended already is left to its settle, which the
+    /// fence turns away.
+    pub(super) fn stop_lost(&self, fence: Fence) -> bool {
+        let mut held = self.held();
+        if held.get(&fence).is_none_or(|job| job.ended()) {
+            return false;
+        }
+        match held.remove(&fence) {
+            Some(job) => {
+                job.lose_lease();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Forgets settled (or given up) jobs.
     pub(super) fn release_held(&self, fences: &[Fence]) {
         let mut held = self.held();

@@ -35,11 +35,12 @@ use tokio_util::sync::CancellationToken;
 
 use self::position::{ClaimKey, Position, Positions, injected_top_up_failure};
 use self::sql::*;
+use super::filter::{Bind, Filtered, Statement};
 use super::stash::Stash;
 use super::{
-    BackendStore, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable, QueueFigures,
-    StatsWindow, Transition, in_batches, micros, migrate, new_token_base, retry_transient,
-    row_token,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable,
+    QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
+    retry_transient, row_token,
 };
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
@@ -351,8 +352,10 @@ impl BackendStore for MySqlStore {
         super::counts(rows)
     }
 
-    async fn cancel(&self, id: i64) -> Result<bool> {
-        self.update_one(CANCEL, id).await
+    /// A transaction: the row locked and its token read, then cancelled.
+    async fn cancel(&self, id: i64) -> Result<Cancelled> {
+        let pick = Statement::fixed(CANCEL_PICK, vec![Bind::Int(id)]);
+        retry_transient(is_transient, || self.cancel_once(&pick)).await
     }
 
     async fn retry(&self, id: i64) -> Result<bool> {
@@ -431,6 +434,44 @@ impl BackendStore for MySqlStore {
     async fn paused_queues(&self) -> Result<Vec<String>> {
         let queues: Vec<Text> = sqlx::query_scalar(PAUSED).fetch_all(&self.pool).await?;
         Ok(queues.into_iter().map(|Text(queue)| queue).collect())
+    }
+
+    fn filtered(&self) -> &'static Filtered {
+        &FILTERED
+    }
+
+    async fn list(&self, statement: &Statement) -> Result<Vec<JobInfo>> {
+        let rows = sqlx::query_with(&statement.sql, arguments(&statement.binds)?)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(job_info).collect()
+    }
+
+    async fn count_where(&self, statement: &Statement) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar_with(&statement.sql, arguments(&statement.binds)?)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// A transaction: the batch locked (`SKIP LOCKED`), then retried by id.
+    async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)> {
+        retry_transient(is_transient, || async {
+            let mut tx = self.pool.begin_with(BEGIN_RC).await?;
+            let rows: Vec<(i64, Option<i64>)> =
+                sqlx::query_as_with(&statement.sql, arguments(&statement.binds)?)
+                    .fetch_all(&mut *tx)
+                    .await?;
+            let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+            let changed = update_ids(&mut tx, retry_ids, &ids).await?;
+            tx.commit().await?;
+            Ok((changed, ids.iter().copied().max()))
+        })
+        .await
+    }
+
+    async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled> {
+        retry_transient(is_transient, || self.cancel_once(statement)).await
     }
 }
 
@@ -613,6 +654,19 @@ impl MySqlStore {
         Ok(affected == 1)
     }
 
+    /// One cancel transaction: the rows `pick` locks (with their tokens),
+    /// then cancelled by id.
+    async fn cancel_once(&self, pick: &Statement) -> Result<Cancelled, sqlx::Error> {
+        let mut tx = self.pool.begin_with(BEGIN_RC).await?;
+        let rows: Vec<(i64, Option<i64>)> = sqlx::query_as_with(&pick.sql, arguments(&pick.binds)?)
+            .fetch_all(&mut *tx)
+            .await?;
+        let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+        update_ids(&mut tx, cancel_ids, &ids).await?;
+        tx.commit().await?;
+        Ok(Cancelled::of_rows(&rows))
+    }
+
     /// Runs `sql` with `? = id`; whether it changed the row.
     async fn update_one(&self, sql: &'static str, id: i64) -> Result<bool> {
         let affected = retry_transient(is_transient, || async {
@@ -647,6 +701,40 @@ impl MySqlStore {
         tx.commit().await?;
         Ok(ids.len() as u64)
     }
+}
+
+/// Runs the statement `sql` makes for an IN-list of `ids` (padded) on
+/// `conn`; how many rows it changed. Nothing to run for no ids.
+async fn update_ids(
+    conn: &mut MySqlConnection,
+    sql: fn(usize) -> String,
+    ids: &[i64],
+) -> Result<u64, sqlx::Error> {
+    let mut changed = 0;
+    for chunk in ids.chunks(IN_CHUNK) {
+        let chunk = padded(chunk);
+        let sql = sql(chunk.len());
+        let mut update = sqlx::query(&sql);
+        for id in &chunk {
+            update = update.bind(id);
+        }
+        changed += update.execute(&mut *conn).await?.rows_affected();
+    }
+    Ok(changed)
+}
+
+/// The values of a filtered statement.
+fn arguments(binds: &[Bind]) -> Result<MySqlArguments, sqlx::Error> {
+    let mut args = MySqlArguments::default();
+    for bind in binds {
+        let added = match bind {
+            Bind::Text(text) => args.add(text.as_str()),
+            Bind::Int(n) => args.add(*n),
+            Bind::Time(t) => args.add(t.naive_utc()),
+        };
+        added.map_err(sqlx::Error::Encode)?;
+    }
+    Ok(args)
 }
 
 /// Pads a list to the next power of two by repeating its first element, so a

@@ -30,17 +30,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::{PgPoolOptions, PgRow};
-use sqlx::{Connection, Executor, PgConnection, PgPool, Row};
+use sqlx::postgres::{PgArguments, PgPoolOptions, PgRow};
+use sqlx::{Arguments, Connection, Executor, PgConnection, PgPool, Row};
 use tokio_util::sync::CancellationToken;
 
 use self::notify::Notifier;
 use self::sql::*;
+use super::filter::{Bind, Filtered, Statement};
 use super::stash::Stash;
 use super::{
-    BackendStore, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable, QueueFigures,
-    StatsWindow, Transition, in_batches, micros, migrate, new_token_base, retry_transient,
-    row_token,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable,
+    QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
+    retry_transient, row_token,
 };
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
@@ -331,8 +332,9 @@ impl BackendStore for PgStore {
         super::counts(rows)
     }
 
-    async fn cancel(&self, id: i64) -> Result<bool> {
-        self.update_one(CANCEL, id).await
+    async fn cancel(&self, id: i64) -> Result<Cancelled> {
+        self.cancel_batch(&Statement::fixed(CANCEL, vec![Bind::Int(id)]))
+            .await
     }
 
     async fn retry(&self, id: i64) -> Result<bool> {
@@ -400,6 +402,48 @@ impl BackendStore for PgStore {
     async fn paused_queues(&self) -> Result<Vec<String>> {
         Ok(sqlx::query_scalar(PAUSED).fetch_all(&self.pool).await?)
     }
+
+    fn filtered(&self) -> &'static Filtered {
+        &FILTERED
+    }
+
+    async fn list(&self, statement: &Statement) -> Result<Vec<JobInfo>> {
+        let rows = sqlx::query_with(&statement.sql, arguments(&statement.binds)?)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(job_info).collect()
+    }
+
+    async fn count_where(&self, statement: &Statement) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar_with(&statement.sql, arguments(&statement.binds)?)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// One statement: the batch picked in id order (`SKIP LOCKED`) and
+    /// retried by primary key.
+    async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)> {
+        let ids: Vec<i64> = retry_transient(is_transient, || async {
+            sqlx::query_scalar_with(&statement.sql, arguments(&statement.binds)?)
+                .fetch_all(&self.pool)
+                .await
+        })
+        .await?;
+        Ok((ids.len() as u64, ids.iter().copied().max()))
+    }
+
+    /// One statement, as [`retry_batch`](Self::retry_batch); its rows are
+    /// the picked ones it changed, with the tokens they had.
+    async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled> {
+        let rows: Vec<(i64, Option<i64>)> = retry_transient(is_transient, || async {
+            sqlx::query_as_with(&statement.sql, arguments(&statement.binds)?)
+                .fetch_all(&self.pool)
+                .await
+        })
+        .await?;
+        Ok(Cancelled::of_rows(&rows))
+    }
 }
 
 impl PgStore {
@@ -441,6 +485,20 @@ impl PgStore {
         .await?;
         Ok(affected == 1)
     }
+}
+
+/// The values of a filtered statement.
+fn arguments(binds: &[Bind]) -> Result<PgArguments, sqlx::Error> {
+    let mut args = PgArguments::default();
+    for bind in binds {
+        let added = match bind {
+            Bind::Text(text) => args.add(text.as_str()),
+            Bind::Int(n) => args.add(*n),
+            Bind::Time(t) => args.add(*t),
+        };
+        added.map_err(sqlx::Error::Encode)?;
+    }
+    Ok(args)
 }
 
 /// Every chunk of `jobs` in one transaction on `conn`.

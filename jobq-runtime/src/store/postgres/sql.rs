@@ -1,5 +1,39 @@
 //! Every statement the PostgreSQL store runs (see the facts in the store's module docs).
 
+use crate::store::filter::{Filtered, KeyPieces, Pieces, Shape};
+
+/// What follows the picked rows of a cancel: the UPDATE by primary key
+/// (`= ANY (ARRAY(…))`, as the claim, for the reason in the module docs)
+/// with the guard of a single cancel, and the picked rows it changed.
+macro_rules! cancel_tail {
+    () => {
+        "), changed AS (
+    UPDATE jobq_jobs
+       SET status = 'cancelled', finished_at = now(), run_at = now(), lease_token = NULL
+     WHERE id = ANY (ARRAY(SELECT id FROM picked)) AND status IN ('pending', 'processing')
+    RETURNING id
+)
+SELECT picked.id, picked.lease_token FROM picked JOIN changed USING (id)"
+    };
+}
+
+/// What a retry sets: `pending`, runnable now, with at least one more attempt.
+macro_rules! retry_set {
+    () => {
+        "UPDATE jobq_jobs SET status = 'pending', run_at = now(), finished_at = NULL,
+       max_attempts = GREATEST(max_attempts, attempts + 1)"
+    };
+}
+
+/// Every column `Jobq::job` reports.
+macro_rules! job_columns {
+    () => {
+        "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts,
+       run_at, idempotency_key, last_error, claimed_by, claimed_at, created_at, finished_at
+  FROM jobq_jobs"
+    };
+}
+
 /// One row; `ON CONFLICT` returns the existing row for a known key, and
 /// `dedupe_hits > 0` tells a duplicate from a new row (the count wraps from
 /// 2³¹ − 1 to 1, never to 0 and never out of its `integer`'s range). Enqueues on jobq's
@@ -280,22 +314,99 @@ pub const RESUME: &str =
 /// The queues paused now (a small table: one row per queue ever paused).
 pub const PAUSED: &str = "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
 
-/// Cancels a `pending` or `processing` row.
-pub const CANCEL: &str = "UPDATE jobq_jobs
-   SET status = 'cancelled', finished_at = now(), run_at = now(), lease_token = NULL
- WHERE id = $1 AND status IN ('pending', 'processing')";
+/// Cancels a `pending` or `processing` row; returns its id and the lease
+/// token it had (the attempt a worker of this process is told to stop).
+pub const CANCEL: &str = concat!(
+    "WITH picked AS (SELECT id, lease_token FROM jobq_jobs WHERE id = $1 AND status IN ('pending', 'processing') FOR UPDATE",
+    cancel_tail!()
+);
 
 /// Sends a `failed` or `cancelled` row back to `pending` with one more attempt.
-pub const RETRY: &str =
-    "UPDATE jobq_jobs SET status = 'pending', run_at = now(), finished_at = NULL,
-       max_attempts = GREATEST(max_attempts, attempts + 1)
- WHERE id = $1 AND status IN ('failed', 'cancelled')";
+pub const RETRY: &str = concat!(
+    retry_set!(),
+    " WHERE id = $1 AND status IN ('failed', 'cancelled')"
+);
+
+/// The filtered statements of listing and bulk actions (see `store/filter.rs`).
+///
+/// Index use: a status of `pending` or `processing` (a literal, never a
+/// parameter) with a queue is served by the partial claim or lease index,
+/// whose rows are in claim or deadline order, not id order: a page reads
+/// every matching entry and sorts them (the matching rows only). Every
+/// other list walks the primary key in id order and stops once its page
+/// is full, reading rows that do not match on the way: finished rows have
+/// no index by queue (one would be written at every settle). A key prefix
+/// is matched with `starts_with`, byte for byte but without an index: the
+/// unique key index is in the database's collation, whose order is not
+/// byte order. The bulk batches page by id (`id > last`, in id order): the
+/// rows a batch changed stay in the indexes until vacuum, and a batch that
+/// started over would read them again.
+pub(crate) const FILTERED: Filtered = Filtered {
+    pieces: Pieces {
+        placeholder: "$",
+        numbered: true,
+        queue: " AND queue = ",
+        status: [
+            " AND status = 'pending'",
+            " AND status = 'processing'",
+            " AND status = 'done'",
+            " AND status = 'failed'",
+            " AND status = 'cancelled'",
+        ],
+        // Two arms, each of which proves one partial index's predicate.
+        cancellable: " AND (status = 'pending' OR status = 'processing')",
+        retryable: " AND status IN ('failed', 'cancelled')",
+        job_name: " AND job_name = ",
+        key: KeyPieces::Call {
+            open: " AND starts_with(idempotency_key, ",
+            close: ")",
+        },
+        created_from: " AND created_at >= ",
+        created_before: " AND created_at < ",
+        id_below: " AND id < ",
+        id_above: " AND id > ",
+    },
+    list_newest: Shape {
+        head: concat!(job_columns!(), " WHERE TRUE"),
+        head_params: 0,
+        limit: Some((" ORDER BY id DESC LIMIT ", "")),
+    },
+    list_oldest: Shape {
+        head: concat!(job_columns!(), " WHERE TRUE"),
+        head_params: 0,
+        limit: Some((" ORDER BY id LIMIT ", "")),
+    },
+    list_in_claim_index: None,
+    count: Shape {
+        head: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
+        head_params: 0,
+        limit: None,
+    },
+    retry: Shape {
+        head: "WITH picked AS (SELECT id FROM jobq_jobs WHERE TRUE",
+        head_params: 0,
+        limit: Some((
+            " ORDER BY id LIMIT ",
+            concat!(
+                " FOR UPDATE SKIP LOCKED)\n",
+                retry_set!(),
+                " WHERE id = ANY (ARRAY(SELECT id FROM picked)) AND status IN ('failed', 'cancelled')\nRETURNING id"
+            ),
+        )),
+    },
+    cancel: Shape {
+        head: "WITH picked AS (SELECT id, lease_token FROM jobq_jobs WHERE TRUE",
+        head_params: 0,
+        limit: Some((
+            " ORDER BY id LIMIT ",
+            concat!(" FOR UPDATE SKIP LOCKED", cancel_tail!()),
+        )),
+    },
+    bulk_by_id: true,
+};
 
 /// One row, every column `Jobq::job` reports.
-pub const JOB: &str =
-    "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts,
-       run_at, idempotency_key, last_error, claimed_by, claimed_at, created_at, finished_at
-  FROM jobq_jobs WHERE id = $1";
+pub const JOB: &str = concat!(job_columns!(), " WHERE id = $1");
 
 /// The notifier's announcement of the queues enqueued to.
 pub const NOTIFY: &str = "SELECT pg_notify('jobq', q) FROM UNNEST($1::text[]) AS q";

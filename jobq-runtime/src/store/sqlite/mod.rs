@@ -30,17 +30,18 @@ use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteError, SqliteJournalMode, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Connection, Executor, Row, Sqlite, SqliteConnection, SqlitePool};
+use sqlx::{Arguments, Connection, Executor, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use self::shared_write::Queued;
 use self::sql::*;
+use super::filter::{Bind, Filtered, Statement};
 use super::stash::Stash;
 use super::{
-    BackendStore, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable, QueueFigures,
-    StatsWindow, Transition, in_batches, micros, migrate, new_token_base, retry_transient,
-    row_token,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable,
+    QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
+    retry_transient, row_token,
 };
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
@@ -384,8 +385,9 @@ impl BackendStore for SqliteStore {
         super::counts(rows)
     }
 
-    async fn cancel(&self, id: i64) -> Result<bool> {
-        self.update_one(CANCEL, id).await
+    async fn cancel(&self, id: i64) -> Result<Cancelled> {
+        self.cancel_batch(&Statement::fixed(CANCEL_PICK, vec![Bind::Int(id)]))
+            .await
     }
 
     async fn retry(&self, id: i64) -> Result<bool> {
@@ -465,6 +467,55 @@ impl BackendStore for SqliteStore {
 
     async fn paused_queues(&self) -> Result<Vec<String>> {
         Ok(sqlx::query_scalar(PAUSED).fetch_all(&self.pool).await?)
+    }
+
+    fn filtered(&self) -> &'static Filtered {
+        &FILTERED
+    }
+
+    async fn list(&self, statement: &Statement) -> Result<Vec<JobInfo>> {
+        let rows = sqlx::query_with(&statement.sql, arguments(None, &statement.binds)?)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(job_info).collect()
+    }
+
+    async fn count_where(&self, statement: &Statement) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar_with(&statement.sql, arguments(None, &statement.binds)?)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// One statement (`?1` now): the batch picked and retried.
+    async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)> {
+        let ids: Vec<i64> = retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = match arguments(Some(now_micros()), &statement.binds) {
+                Ok(args) => {
+                    sqlx::query_scalar_with(&statement.sql, args)
+                        .fetch_all(&mut *conn)
+                        .await
+                }
+                Err(error) => Err(error),
+            };
+            conn.done(result)
+        })
+        .await?;
+        Ok((ids.len() as u64, ids.iter().copied().max()))
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction: the rows `pick` selects, with
+    /// their tokens, then cancelled.
+    async fn cancel_batch(&self, pick: &Statement) -> Result<Cancelled> {
+        retry_transient(is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = cancel_picked(&mut conn, pick).await;
+            conn.done(result)
+        })
+        .await
     }
 }
 
@@ -736,6 +787,46 @@ impl Fenced {
             .bind(self.ids.as_str())
             .bind(self.tokens.as_str())
     }
+}
+
+/// Cancels the rows `pick` selects in one `BEGIN IMMEDIATE` transaction on `conn`.
+async fn cancel_picked(
+    conn: &mut SqliteConnection,
+    pick: &Statement,
+) -> Result<Cancelled, sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
+    let rows: Vec<(i64, Option<i64>)> =
+        sqlx::query_as_with(&pick.sql, arguments(None, &pick.binds)?)
+            .fetch_all(&mut *tx)
+            .await?;
+    if !rows.is_empty() {
+        let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+        sqlx::query(CANCEL_IDS)
+            .bind(now_micros())
+            .bind(json_list(&ids))
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(Cancelled::of_rows(&rows))
+}
+
+/// The values of a filtered statement, after `first` (the head's own `?1`,
+/// if it has one). Times as unix microseconds.
+fn arguments(first: Option<i64>, binds: &[Bind]) -> Result<SqliteArguments<'static>, sqlx::Error> {
+    let mut args = SqliteArguments::default();
+    if let Some(first) = first {
+        args.add(first).map_err(sqlx::Error::Encode)?;
+    }
+    for bind in binds {
+        let added = match bind {
+            Bind::Text(text) => args.add(text.clone()),
+            Bind::Int(n) => args.add(*n),
+            Bind::Time(t) => args.add(t.timestamp_micros()),
+        };
+        added.map_err(sqlx::Error::Encode)?;
+    }
+    Ok(args)
 }
 
 /// `[1,2,3]`.

@@ -1,5 +1,19 @@
 //! Every statement the SQLite store runs (see the facts in the store's module docs).
 
+use crate::store::filter::{Filtered, KeyPieces, Pieces, Shape};
+
+/// Every column `Jobq::job` reports, text columns as bytes (decoded lossily:
+/// any row can be inspected).
+macro_rules! job_columns {
+    () => {
+        "SELECT id, CAST(queue AS BLOB) AS queue, CAST(job_name AS BLOB) AS job_name, \
+         CAST(payload AS BLOB) AS payload, status, priority, attempts, max_attempts, run_at, \
+         CAST(idempotency_key AS BLOB) AS idempotency_key, CAST(last_error AS BLOB) AS last_error, \
+         CAST(claimed_by AS BLOB) AS claimed_by, claimed_at, created_at, finished_at \
+         FROM jobq_jobs"
+    };
+}
+
 /// How jobq's multi-statement transactions begin: with the write lock.
 pub const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
 
@@ -55,12 +69,8 @@ pub const REAP: &str = "UPDATE jobq_jobs SET \
                   WHERE queue = ?2 AND status = 'processing' AND run_at < ?1 \
                   ORDER BY priority, run_at, id LIMIT ?3)";
 
-/// Text columns as bytes, decoded lossily: any row can be inspected.
-pub const JOB: &str = "SELECT id, CAST(queue AS BLOB) AS queue, CAST(job_name AS BLOB) AS job_name, \
-     CAST(payload AS BLOB) AS payload, status, priority, attempts, max_attempts, run_at, \
-     CAST(idempotency_key AS BLOB) AS idempotency_key, CAST(last_error AS BLOB) AS last_error, \
-     CAST(claimed_by AS BLOB) AS claimed_by, claimed_at, created_at, finished_at \
-     FROM jobq_jobs WHERE id = ?1";
+/// One row, every column `Jobq::job` reports.
+pub const JOB: &str = concat!(job_columns!(), " WHERE id = ?1");
 
 /// Finished rows of two statuses, oldest first, through `jobq_jobs_finished`.
 pub const PRUNE: &str = "DELETE FROM jobq_jobs WHERE id IN ( \
@@ -68,14 +78,99 @@ pub const PRUNE: &str = "DELETE FROM jobq_jobs WHERE id IN ( \
      ORDER BY finished_at LIMIT ?4) \
      AND status IN (?2, ?3)";
 
-/// `?1` now, `?2` id: cancels a `pending` or `processing` row.
-pub const CANCEL: &str = "UPDATE jobq_jobs SET status = 'cancelled', finished_at = ?1, run_at = ?1, lease_token = NULL \
-     WHERE id = ?2 AND status IN ('pending', 'processing')";
+/// `?1` id: the row a cancel changes, with its lease token (the attempt a
+/// worker of this process is told to stop). Read and changed in one
+/// `BEGIN IMMEDIATE` transaction: no other write comes between.
+pub const CANCEL_PICK: &str = "SELECT id, lease_token FROM jobq_jobs \
+     WHERE id = ?1 AND status IN ('pending', 'processing')";
+
+/// `?1` now, `?2` the picked ids as a JSON array: cancels them, with the
+/// guard of a single cancel.
+pub const CANCEL_IDS: &str = "UPDATE jobq_jobs SET status = 'cancelled', finished_at = ?1, run_at = ?1, lease_token = NULL \
+     WHERE status IN ('pending', 'processing') AND id IN (SELECT value FROM json_each(?2))";
+
+/// What a retry sets (`?1` now): `pending`, runnable now, with at least one
+/// more attempt.
+macro_rules! retry_set {
+    () => {
+        "UPDATE jobq_jobs SET status = 'pending', run_at = ?1, finished_at = NULL, \
+         max_attempts = MAX(max_attempts, attempts + 1)"
+    };
+}
 
 /// `?1` now, `?2` id: sends a `failed` or `cancelled` row back to `pending`.
-pub const RETRY: &str = "UPDATE jobq_jobs SET status = 'pending', run_at = ?1, finished_at = NULL, \
-     max_attempts = MAX(max_attempts, attempts + 1) \
-     WHERE id = ?2 AND status IN ('failed', 'cancelled')";
+pub const RETRY: &str = concat!(
+    retry_set!(),
+    " WHERE id = ?2 AND status IN ('failed', 'cancelled')"
+);
+
+/// The filtered statements of listing and bulk actions (see `store/filter.rs`).
+///
+/// Index use as on MySQL: a queue (and status) is a range of the claim
+/// index `(queue, status, priority, run_at, id)`, in claim order, so a
+/// page reads the matching entries and sorts them (a temporary B-tree of
+/// the matching rows, not of the table); without a queue a list walks the
+/// primary key in id order until its page is full; a key prefix is a
+/// range of the unique key index (BINARY collation: byte order). Job name
+/// and created time have no index. A bulk batch is one statement (retry)
+/// or one `BEGIN IMMEDIATE` transaction (cancel, which reads the tokens
+/// first); it picks rows in index order, and the rows it changed leave the
+/// range the next one reads.
+pub(crate) const FILTERED: Filtered = Filtered {
+    pieces: Pieces {
+        placeholder: "?",
+        numbered: true,
+        queue: " AND queue = ",
+        status: [
+            " AND status = 'pending'",
+            " AND status = 'processing'",
+            " AND status = 'done'",
+            " AND status = 'failed'",
+            " AND status = 'cancelled'",
+        ],
+        cancellable: " AND status IN ('pending', 'processing')",
+        retryable: " AND status IN ('failed', 'cancelled')",
+        job_name: " AND job_name = ",
+        key: KeyPieces::Range {
+            from: " AND idempotency_key >= ",
+            before: " AND idempotency_key < ",
+        },
+        created_from: " AND created_at >= ",
+        created_before: " AND created_at < ",
+        id_below: " AND id < ",
+        id_above: " AND id > ",
+    },
+    list_newest: Shape {
+        head: concat!(job_columns!(), " WHERE TRUE"),
+        head_params: 0,
+        limit: Some((" ORDER BY id DESC LIMIT ", "")),
+    },
+    list_oldest: Shape {
+        head: concat!(job_columns!(), " WHERE TRUE"),
+        head_params: 0,
+        limit: Some((" ORDER BY id LIMIT ", "")),
+    },
+    list_in_claim_index: None,
+    count: Shape {
+        head: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
+        head_params: 0,
+        limit: None,
+    },
+    retry: Shape {
+        head: concat!(
+            retry_set!(),
+            " WHERE status IN ('failed', 'cancelled') AND id IN (SELECT id FROM jobq_jobs WHERE TRUE"
+        ),
+        head_params: 1,
+        limit: Some((" LIMIT ", ") RETURNING id")),
+    },
+    cancel: Shape {
+        head: "SELECT id, lease_token FROM jobq_jobs WHERE TRUE",
+        head_params: 0,
+        limit: Some((" LIMIT ", "")),
+    },
+    bulk_by_id: false,
+};
 
 /// `?1` finished_at.
 pub const COMPLETE: &str = "UPDATE jobq_jobs SET status = 'done', finished_at = ?1, run_at = ?1, lease_token = NULL \

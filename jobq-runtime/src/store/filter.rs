@@ -1,0 +1,370 @@
+//! The statements of listing and bulk actions, built from a [`JobFilter`].
+//!
+//! Each backend declares, in its `sql.rs`, one [`Filtered`]: the constant
+//! pieces of every condition a filter can set and the heads and tails of its
+//! statements. [`Filtered::statement`] joins the pieces of the conditions a
+//! filter sets, each followed by its placeholder, and collects the values to
+//! bind in the same order: no value is ever formatted into SQL, and the
+//! statement text depends only on which fields are set (so the driver's
+//! statement cache holds a handful of shapes, not one per value).
+
+use chrono::{DateTime, Utc};
+
+use crate::ops::{JobFilter, Order};
+use crate::types::JobStatus;
+
+/// Ids one batch of `retry_where` / `cancel_where` changes at most: each
+/// batch is a short transaction, so no lock is held for long.
+pub(crate) const BULK_BATCH: u32 = 500;
+
+/// Which statuses a statement matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Statuses {
+    /// Every status.
+    Any,
+    /// One status.
+    One(JobStatus),
+    /// `pending` or `processing` (what a cancel applies to).
+    Cancellable,
+    /// `failed` or `cancelled` (what a retry applies to).
+    Retryable,
+}
+
+impl Statuses {
+    /// The statuses of `action` a filter on `wanted` leaves: `None` when
+    /// they have none in common (the action changes nothing).
+    pub(crate) fn of_action(action: Self, wanted: Option<JobStatus>) -> Option<Self> {
+        let applies = |s: JobStatus| match action {
+            Self::Cancellable => matches!(s, JobStatus::Pending | JobStatus::Processing),
+            Self::Retryable => matches!(s, JobStatus::Failed | JobStatus::Cancelled),
+            Self::Any => true,
+            Self::One(one) => one == s,
+        };
+        match wanted {
+            None => Some(action),
+            Some(s) if applies(s) => Some(Self::One(s)),
+            Some(_) => None,
+        }
+    }
+}
+
+/// How a backend matches a key prefix byte for byte, never with `LIKE`
+/// (whose `%` and `_` would be wildcards).
+#[derive(Debug)]
+pub(crate) enum KeyPieces {
+    /// `key >= prefix AND key < next(prefix)`: a range of the unique key
+    /// index, exact where the column compares bytes (MySQL's VARBINARY,
+    /// SQLite's BINARY collation). [`next_prefix`] has no upper bound
+    /// for a prefix of only U+10FFFF; `before` is then left out.
+    Range {
+        from: &'static str,
+        before: &'static str,
+    },
+    /// A function of the column and the prefix, closed by `close`
+    /// (PostgreSQL's `starts_with`: the unique index is in the database's
+    /// collation, whose order is not byte order, so no range of it is exact).
+    Call {
+        open: &'static str,
+        close: &'static str,
+    },
+}
+
+/// The constant pieces of each condition; each is followed by one placeholder.
+#[derive(Debug)]
+pub(crate) struct Pieces {
+    /// `?` (positional) or a prefix numbered from 1 (`$1`, `?1`).
+    pub(crate) placeholder: &'static str,
+    /// Whether placeholders are numbered.
+    pub(crate) numbered: bool,
+    pub(crate) queue: &'static str,
+    /// No placeholder: one literal per status, in [`JobStatus`] order
+    /// (pending, processing, done, failed, cancelled), so that PostgreSQL
+    /// can prove a partial index applies.
+    pub(crate) status: [&'static str; 5],
+    /// No placeholder: `pending` or `processing`.
+    pub(crate) cancellable: &'static str,
+    /// No placeholder: `failed` or `cancelled`.
+    pub(crate) retryable: &'static str,
+    pub(crate) job_name: &'static str,
+    pub(crate) key: KeyPieces,
+    pub(crate) created_from: &'static str,
+    pub(crate) created_before: &'static str,
+    /// Keyset paging: `id < ?` (newest first).
+    pub(crate) id_below: &'static str,
+    /// Keyset paging: `id > ?` (oldest first, and the bulk batches that page).
+    pub(crate) id_above: &'static str,
+}
+
+/// One statement: its head (ending in a `WHERE` the conditions extend with
+/// `AND`), and the pieces around its limit's placeholder, if it has one.
+#[derive(Debug)]
+pub(crate) struct Shape {
+    pub(crate) head: &'static str,
+    /// Placeholders the head has itself (bound first by the backend).
+    pub(crate) head_params: usize,
+    pub(crate) limit: Option<(&'static str, &'static str)>,
+}
+
+/// A backend's filtered statements.
+#[derive(Debug)]
+pub(crate) struct Filtered {
+    pub(crate) pieces: Pieces,
+    /// A page newest first: every column `Jobq::job` reads.
+    pub(crate) list_newest: Shape,
+    /// A page oldest first.
+    pub(crate) list_oldest: Shape,
+    /// A page of one queue and one status, newest and oldest first, read
+    /// through the claim index (every matching row, sorted), where the
+    /// optimizer would otherwise walk the primary key past every row that
+    /// does not match (MySQL, whose estimate assumes matching rows spread
+    /// evenly over the ids); `None`: the list shapes serve it.
+    pub(crate) list_in_claim_index: Option<[Shape; 2]>,
+    /// How many rows match.
+    pub(crate) count: Shape,
+    /// One batch of `retry_where`: the statement that picks (and, where it
+    /// is one statement, changes) the batch.
+    pub(crate) retry: Shape,
+    /// One batch of `cancel_where`, as `retry`; it returns each row's id
+    /// and the lease token it had.
+    pub(crate) cancel: Shape,
+    /// Whether batches page by id (`id > last`, in id order) rather than
+    /// start over: where the rows a batch changed stay in the index a
+    /// batch scans until vacuum (PostgreSQL), starting over would read them
+    /// again on every batch.
+    pub(crate) bulk_by_id: bool,
+}
+
+/// Which statement of [`Filtered`] to build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// [`Filtered::list_newest`] or [`Filtered::list_oldest`].
+    List(Order),
+    /// [`Filtered::count`].
+    Count,
+    /// [`Filtered::retry`].
+    Retry,
+    /// [`Filtered::cancel`].
+    Cancel,
+}
+
+/// A value to bind, in the backend's type for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bind {
+    /// Text.
+    Text(String),
+    /// An integer (an id, a limit).
+    Int(i64),
+    /// A point in time (`created_at` bounds).
+    Time(DateTime<Utc>),
+}
+
+/// A filter as a store applies it: the validated [`JobFilter`], the
+/// statuses left after the action's own, and where keyset paging starts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Where<'a> {
+    pub(crate) filter: &'a JobFilter,
+    pub(crate) statuses: Statuses,
+    /// `(direction, id)`: only ids past `id` that way.
+    pub(crate) after: Option<(Order, i64)>,
+}
+
+impl<'a> Where<'a> {
+    /// Every job `filter` matches, from the start.
+    pub(crate) fn new(filter: &'a JobFilter) -> Self {
+        Self {
+            filter,
+            statuses: filter.status.map_or(Statuses::Any, Statuses::One),
+            after: None,
+        }
+    }
+}
+
+/// A statement and its values, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Statement {
+    pub(crate) sql: String,
+    pub(crate) binds: Vec<Bind>,
+    numbered: bool,
+    placeholder: &'static str,
+    next_param: usize,
+}
+
+impl Filtered {
+    /// The `kind` statement for `w`, with `limit` bound to its limit (if it has one).
+    pub(crate) fn statement(&self, kind: Kind, w: &Where<'_>, limit: i64) -> Statement {
+        let claim_range = w.filter.queue.is_some() && matches!(w.statuses, Statuses::One(_));
+        let shape = match (kind, &self.list_in_claim_index) {
+            (Kind::List(order), Some([newest, oldest])) if claim_range => match order {
+                Order::NewestFirst => newest,
+                Order::OldestFirst => oldest,
+            },
+            (Kind::List(Order::NewestFirst), _) => &self.list_newest,
+            (Kind::List(Order::OldestFirst), _) => &self.list_oldest,
+            (Kind::Count, _) => &self.count,
+            (Kind::Retry, _) => &self.retry,
+            (Kind::Cancel, _) => &self.cancel,
+        };
+        let p = &self.pieces;
+        let mut s = Statement {
+            sql: String::from(shape.head),
+            binds: Vec::new(),
+            numbered: p.numbered,
+            placeholder: p.placeholder,
+            next_param: shape.head_params + 1,
+        };
+        let f = w.filter;
+        if let Some(queue) = &f.queue {
+            s.push(p.queue, Bind::Text(queue.clone()));
+        }
+        s.sql.push_str(match w.statuses {
+            Statuses::Any => "",
+            Statuses::One(status) => p.status[status_index(status)],
+            Statuses::Cancellable => p.cancellable,
+            Statuses::Retryable => p.retryable,
+        });
+        if let Some(name) = &f.job_name {
+            s.push(p.job_name, Bind::Text(name.clone()));
+        }
+        if let Some(prefix) = &f.key_prefix {
+            match p.key {
+                KeyPieces::Range { from, before } => {
+                    s.push(from, Bind::Text(prefix.clone()));
+                    if let Some(next) = next_prefix(prefix) {
+                        s.push(before, Bind::Text(next));
+                    }
+                }
+                KeyPieces::Call { open, close } => {
+                    s.push(open, Bind::Text(prefix.clone()));
+                    s.sql.push_str(close);
+                }
+            }
+        }
+        if let Some(from) = f.created_from {
+            s.push(p.created_from, Bind::Time(storable(from)));
+        }
+        if let Some(before) = f.created_before {
+            s.push(p.created_before, Bind::Time(storable(before)));
+        }
+        match w.after {
+            Some((Order::NewestFirst, id)) => s.push(p.id_below, Bind::Int(id)),
+            Some((Order::OldestFirst, id)) => s.push(p.id_above, Bind::Int(id)),
+            None => {}
+        }
+        if let Some((open, close)) = shape.limit {
+            s.push(open, Bind::Int(limit));
+            s.sql.push_str(close);
+        }
+        s
+    }
+}
+
+impl Statement {
+    /// A constant statement with its values (`?` placeholders, or numbered ones).
+    pub(crate) fn fixed(sql: &str, binds: Vec<Bind>) -> Self {
+        Self {
+            sql: sql.to_owned(),
+            next_param: binds.len() + 1,
+            binds,
+            numbered: false,
+            placeholder: "",
+        }
+    }
+
+    /// Appends `piece`, its placeholder, and `bind` to bind there.
+    fn push(&mut self, piece: &str, bind: Bind) {
+        self.sql.push_str(piece);
+        self.sql.push_str(self.placeholder);
+        if self.numbered {
+            self.sql.push_str(&self.next_param.to_string());
+        }
+        self.next_param += 1;
+        self.binds.push(bind);
+    }
+}
+
+/// `t` clamped to years 1000 to 9999, which every backend's time column
+/// holds (MySQL's DATETIME holds no more): every stored `created_at` lies
+/// within, so a bound beyond keeps its meaning.
+fn storable(t: DateTime<Utc>) -> DateTime<Utc> {
+    let year = |y| {
+        chrono::NaiveDate::from_ymd_opt(y, 1, 1)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|t| t.and_utc())
+    };
+    match (year(1000), year(9999)) {
+        (Some(earliest), Some(latest)) => t.clamp(earliest, latest),
+        _ => t,
+    }
+}
+
+/// Index of `status` in [`Pieces::status`].
+fn status_index(status: JobStatus) -> usize {
+    match status {
+        JobStatus::Pending => 0,
+        JobStatus::Processing => 1,
+        JobStatus::Done => 2,
+        JobStatus::Failed => 3,
+        JobStatus::Cancelled => 4,
+    }
+}
+
+/// The least string greater than every string that starts with `prefix`:
+/// its last character replaced by the next one (UTF-8's byte order is code
+/// point order, so this is also the next in byte order), dropping trailing
+/// U+10FFFF first. `None` if `prefix` is only U+10FFFF: no upper bound.
+pub(crate) fn next_prefix(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = match last {
+            '\u{D7FF}' => Some('\u{E000}'),
+            c => char::from_u32(u32::from(c) + 1),
+        };
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
+/// Runs one batch after another until a batch picks nothing; returns what
+/// they changed. `batch` gets the id the previous one picked up to (when
+/// the backend pages its batches by id) and returns how many it changed
+/// and the highest id it picked.
+pub(crate) async fn until_done<F, Fut>(by_id: bool, mut batch: F) -> crate::Result<u64>
+where
+    F: FnMut(Option<i64>) -> Fut,
+    Fut: std::future::Future<Output = crate::Result<(u64, Option<i64>)>>,
+{
+    let mut total = 0;
+    let mut after = None;
+    loop {
+        let (changed, picked_up_to) = batch(after).await?;
+        total += changed;
+        match picked_up_to {
+            // Without paging by id, a batch that changed nothing would pick
+            // the same rows again.
+            Some(last) if by_id || changed > 0 => {
+                if by_id {
+                    after = Some(last);
+                }
+            }
+            _ => return Ok(total),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_prefix;
+
+    #[test]
+    fn the_next_prefix_bounds_exactly_the_strings_that_start_with_it() {
+        assert_eq!(next_prefix("abc").as_deref(), Some("abd"));
+        assert_eq!(next_prefix("a%").as_deref(), Some("a&"));
+        assert_eq!(next_prefix("a\u{D7FF}").as_deref(), Some("a\u{E000}"));
+        assert_eq!(next_prefix("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(next_prefix("\u{10FFFF}\u{10FFFF}"), None);
+        assert_eq!(next_prefix("é").as_deref(), Some("ê"));
+    }
+}

@@ -1,0 +1,400 @@
+//! The plans of listing and bulk statements against a table that really
+//! holds 100,000 pending and 1,000,000 finished rows (in a database of this
+//! test's own: `jobq_plan_list` on MariaDB and PostgreSQL, a temporary file
+//! on SQLite): every filter an index serves is read through it (no full
+//! scan), and each list and count answers in bounded time.
+//!
+//! The rows are dropped at the end; `JOBQ_PLAN_KEEP=1` keeps them for the
+//! next run (which then skips the fill).
+
+use std::time::{Duration, Instant};
+
+use jobq_runtime::__store::{Bind, Kind, filtered_statement};
+use jobq_runtime::{Backend, JobFilter, JobStatus, Jobq, Order, Page};
+use jobq_tests::TestDb;
+use jobq_tests::sql::Db;
+use sqlx::Row;
+
+const PENDING: i64 = 100_000;
+const FINISHED: i64 = 1_000_000;
+const QUEUE: &str = "plan_q";
+const DB_NAME: &str = "jobq_plan_list";
+
+/// Generous: most pages and counts take milliseconds through an index (the
+/// worst, a page of 800,000 `done` rows sorted by id, about 2.6 s on SQLite);
+/// the bound catches a plan gone wrong, not a slow machine.
+const BOUND: Duration = Duration::from_secs(10);
+
+/// A handle on this test's own database, migrated and filled.
+async fn plan_db(db: &TestDb) -> Jobq {
+    let url = match db.backend() {
+        Backend::Sqlite => db.url().to_owned(),
+        _ => {
+            let admin = db.jobq().await;
+            match Db::of(&admin) {
+                Db::MySql(pool) => {
+                    sqlx::query(&format!("CREATE DATABASE IF NOT EXISTS {DB_NAME}"))
+                        .execute(&pool)
+                        .await
+                        .unwrap();
+                }
+                Db::Postgres(pool) => {
+                    let exists: Option<i32> =
+                        sqlx::query_scalar("SELECT 1 FROM pg_database WHERE datname = $1")
+                            .bind(DB_NAME)
+                            .fetch_optional(&pool)
+                            .await
+                            .unwrap();
+                    if exists.is_none() {
+                        // Two runs at once: the loser's "already exists" is fine.
+                        let _ = sqlx::query(&format!("CREATE DATABASE {DB_NAME}"))
+                            .execute(&pool)
+                            .await;
+                    }
+                }
+                Db::Sqlite(_) => unreachable!(),
+            }
+            let (base, _) = db.url().rsplit_once('/').expect("a database in the URL");
+            format!("{base}/{DB_NAME}")
+        }
+    };
+    let jobq = Jobq::connect_with(&url, 2).await.expect("connect");
+    jobq.migrate().await.expect("migrate");
+    fill(&jobq).await;
+    jobq
+}
+
+/// 100,000 pending rows (keys `p/<n>`, due over the next days) and 1,000,000
+/// finished ones (80 % done, 10 % failed, 10 % cancelled), all of one queue,
+/// two job names; skipped when the table holds them already.
+async fn fill(jobq: &Jobq) {
+    let db = Db::of(jobq);
+    let rows: Vec<(i64,)> = db
+        .fetch_all("SELECT COUNT(*) FROM jobq_jobs", &[])
+        .await
+        .unwrap();
+    if rows[0].0 == PENDING + FINISHED {
+        return;
+    }
+    let start = Instant::now();
+    db.execute(empty(&db), &[]).await.unwrap();
+    let (pending, finished, analyze) = match db {
+        Db::MySql(_) => (
+            "INSERT INTO jobq_jobs (queue, job_name, payload, status, priority, run_at, attempts, max_attempts, idempotency_key, created_at) \
+             SELECT 'plan_q', IF(seq % 2 = 0, 'plan_a', 'plan_b'), '{}', 'pending', 0, UTC_TIMESTAMP(6) + INTERVAL seq SECOND, 0, 3, CONCAT('p/', seq), UTC_TIMESTAMP(6) - INTERVAL seq SECOND \
+             FROM seq_1_to_100000",
+            "INSERT INTO jobq_jobs (queue, job_name, payload, status, priority, run_at, attempts, max_attempts, created_at, finished_at) \
+             SELECT 'plan_q', IF(seq % 2 = 0, 'plan_a', 'plan_b'), '{}', ELT(1 + IF(seq % 10 < 8, 0, seq % 10 - 7), 'done', 'failed', 'cancelled'), 0, \
+                    UTC_TIMESTAMP(6) - INTERVAL seq SECOND, 1, 3, UTC_TIMESTAMP(6) - INTERVAL seq SECOND, UTC_TIMESTAMP(6) - INTERVAL seq SECOND \
+             FROM seq_1_to_1000000",
+            "ANALYZE TABLE jobq_jobs",
+        ),
+        Db::Postgres(_) => (
+            "INSERT INTO jobq_jobs (queue, job_name, payload, status, priority, run_at, attempts, max_attempts, idempotency_key, created_at) \
+             SELECT 'plan_q', CASE WHEN i % 2 = 0 THEN 'plan_a' ELSE 'plan_b' END, '{}', 'pending', 0, now() + i * interval '1 second', 0, 3, 'p/' || i, now() - i * interval '1 second' \
+             FROM generate_series(1, 100000) AS i",
+            "INSERT INTO jobq_jobs (queue, job_name, payload, status, priority, run_at, attempts, max_attempts, created_at, finished_at) \
+             SELECT 'plan_q', CASE WHEN i % 2 = 0 THEN 'plan_a' ELSE 'plan_b' END, '{}', \
+                    CASE WHEN i % 10 < 8 THEN 'done' WHEN i % 10 = 8 THEN 'failed' ELSE 'cancelled' END, 0, \
+                    now() - i * interval '1 second', 1, 3, now() - i * interval '1 second', now() - i * interval '1 second' \
+             FROM generate_series(1, 1000000) AS i",
+            "ANALYZE jobq_jobs",
+        ),
+        Db::Sqlite(_) => (
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) \
+             INSERT INTO jobq_jobs (queue, job_name, payload, status, priority, run_at, attempts, max_attempts, idempotency_key, created_at) \
+             SELECT 'plan_q', CASE WHEN i % 2 = 0 THEN 'plan_a' ELSE 'plan_b' END, '{}', 'pending', 0, 1800000000000000 + i * 1000000, 0, 3, 'p/' || i, 1700000000000000 - i * 1000000 FROM n",
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000000) \
+             INSERT INTO jobq_jobs (queue, job_name, payload, status, priority, run_at, attempts, max_attempts, created_at, finished_at) \
+             SELECT 'plan_q', CASE WHEN i % 2 = 0 THEN 'plan_a' ELSE 'plan_b' END, '{}', \
+                    CASE WHEN i % 10 < 8 THEN 'done' WHEN i % 10 = 8 THEN 'failed' ELSE 'cancelled' END, 0, \
+                    1700000000000000 - i * 1000000, 1, 3, 1700000000000000 - i * 1000000, 1700000000000000 - i * 1000000 FROM n",
+            "ANALYZE",
+        ),
+    };
+    // Finished rows first: as in a live table, the pending ones are the newest.
+    db.execute(finished, &[]).await.unwrap();
+    db.execute(pending, &[]).await.unwrap();
+    let _ = db.fetch_all::<(String,)>(analyze, &[]).await;
+    println!(
+        "{}: filled {} rows in {:?}",
+        db.name(),
+        PENDING + FINISHED,
+        start.elapsed()
+    );
+}
+
+/// Empties the table (SQLite's unfiltered DELETE truncates too).
+fn empty(db: &Db) -> &'static str {
+    db.pick(
+        "TRUNCATE TABLE jobq_jobs",
+        "TRUNCATE TABLE jobq_jobs",
+        "DELETE FROM jobq_jobs",
+    )
+}
+
+/// What a statement's plan must show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// Read through an index: no full scan of the table.
+    Index,
+    /// No index serves this filter on this backend: the plan is printed,
+    /// not checked (a list still stops once its page is full).
+    Printed,
+}
+
+/// The plan of `kind` for `filter`, as lines of text.
+async fn plan(jobq: &Jobq, kind: Kind, filter: &JobFilter, after: Option<(Order, i64)>) -> String {
+    let (sql, binds) = filtered_statement(jobq, kind, filter, after, 51).expect("applies");
+    match Db::of(jobq) {
+        Db::MySql(pool) => {
+            let explain = format!("EXPLAIN {sql}");
+            let mut query = sqlx::query(&explain);
+            for bind in &binds {
+                query = match bind {
+                    Bind::Text(t) => query.bind(t.clone()),
+                    Bind::Int(n) => query.bind(*n),
+                    Bind::Time(t) => query.bind(t.naive_utc()),
+                };
+            }
+            let rows = query.fetch_all(&pool).await.unwrap();
+            rows.iter()
+                .map(|row| {
+                    let get = |c: &str| {
+                        row.try_get::<Option<String>, _>(c)
+                            .ok()
+                            .flatten()
+                            .unwrap_or_default()
+                    };
+                    format!(
+                        "type={} key={} rows={} extra={}",
+                        get("type"),
+                        get("key"),
+                        row.try_get::<Option<u64>, _>("rows")
+                            .ok()
+                            .flatten()
+                            .map(|r| r.to_string())
+                            .unwrap_or_else(|| get("rows")),
+                        get("Extra")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+        Db::Postgres(pool) => {
+            let explain = format!("EXPLAIN {sql}");
+            let mut query = sqlx::query_scalar::<_, String>(&explain);
+            for bind in &binds {
+                query = match bind {
+                    Bind::Text(t) => query.bind(t.clone()),
+                    Bind::Int(n) => query.bind(*n),
+                    Bind::Time(t) => query.bind(*t),
+                };
+            }
+            query.fetch_all(&pool).await.unwrap().join("\n")
+        }
+        Db::Sqlite(pool) => {
+            let explain = format!("EXPLAIN QUERY PLAN {sql}");
+            let mut query = sqlx::query_as::<_, (i64, i64, i64, String)>(&explain);
+            // The bulk retry's head binds the time of the retry first (`?1`).
+            if kind == Kind::Retry {
+                query = query.bind(0i64);
+            }
+            for bind in &binds {
+                query = match bind {
+                    Bind::Text(t) => query.bind(t.clone()),
+                    Bind::Int(n) => query.bind(*n),
+                    Bind::Time(t) => query.bind(t.timestamp_micros()),
+                };
+            }
+            let rows = query.fetch_all(&pool).await.unwrap();
+            rows.into_iter().map(|r| r.3).collect::<Vec<_>>().join("\n")
+        }
+    }
+}
+
+/// Whether `plan` reads the whole table.
+fn full_scan(backend: Backend, plan: &str) -> bool {
+    match backend {
+        Backend::MySql => plan.lines().any(|l| l.starts_with("type=ALL")),
+        Backend::Postgres => plan.contains("Seq Scan"),
+        _ => plan.lines().any(|l| l.trim() == "SCAN jobq_jobs"),
+    }
+}
+
+async fn list_and_bulk_statements_read_through_an_index(db: TestDb) {
+    let jobq = plan_db(&db).await;
+    let backend = db.backend();
+    let pg = backend == Backend::Postgres;
+    let sqlite = backend == Backend::Sqlite;
+    let q = || JobFilter::new().queue(QUEUE);
+    let key = || JobFilter::new().key_prefix("p/12");
+    let since = chrono::Utc::now() - chrono::Duration::hours(1);
+    use Expect::{Index, Printed};
+    use Kind::{Cancel, Count, List, Retry};
+    use Order::{NewestFirst as Newest, OldestFirst as Oldest};
+    let cases: Vec<(&str, Kind, JobFilter, Option<(Order, i64)>, Expect)> = vec![
+        // The walk of the primary key that stops once the page is full
+        // (SQLite reports it as a table SCAN in rowid order).
+        (
+            "every job, newest first",
+            List(Newest),
+            JobFilter::new(),
+            None,
+            if sqlite { Printed } else { Index },
+        ),
+        (
+            "every job, past a cursor",
+            List(Newest),
+            JobFilter::new(),
+            Some((Newest, 500_000)),
+            Index,
+        ),
+        (
+            "every job, oldest first",
+            List(Oldest),
+            JobFilter::new(),
+            Some((Oldest, 500_000)),
+            Index,
+        ),
+        ("a queue", List(Newest), q(), None, Index),
+        (
+            "a queue's pending",
+            List(Newest),
+            q().status(JobStatus::Pending),
+            None,
+            Index,
+        ),
+        (
+            "a queue's pending, oldest first, past a cursor",
+            List(Oldest),
+            q().status(JobStatus::Pending),
+            Some((Oldest, 1_050_000)),
+            Index,
+        ),
+        (
+            "a queue's done, oldest first",
+            List(Oldest),
+            q().status(JobStatus::Done),
+            None,
+            Index,
+        ),
+        (
+            "a queue's processing",
+            List(Newest),
+            q().status(JobStatus::Processing),
+            None,
+            Index,
+        ),
+        (
+            "a queue's failed",
+            List(Newest),
+            q().status(JobStatus::Failed),
+            None,
+            Index,
+        ),
+        (
+            "pending anywhere",
+            List(Newest),
+            JobFilter::new().status(JobStatus::Pending),
+            None,
+            Index,
+        ),
+        ("a key prefix", List(Oldest), key(), None, Index),
+        (
+            "a job name",
+            List(Newest),
+            JobFilter::new().job_name("plan_a"),
+            None,
+            Printed,
+        ),
+        (
+            "created in the last hour",
+            List(Newest),
+            JobFilter::new().created(Some(since), None),
+            None,
+            Printed,
+        ),
+        (
+            "count of a queue's pending",
+            Count,
+            q().status(JobStatus::Pending),
+            None,
+            Index,
+        ),
+        (
+            "count of a queue's processing",
+            Count,
+            q().status(JobStatus::Processing),
+            None,
+            Index,
+        ),
+        (
+            "count of a key prefix",
+            Count,
+            key(),
+            None,
+            if pg { Printed } else { Index },
+        ),
+        (
+            "count of a queue",
+            Count,
+            q(),
+            None,
+            if pg { Printed } else { Index },
+        ),
+        ("retry batch of a queue", Retry, q(), None, Index),
+        (
+            "retry batch of a queue's failed",
+            Retry,
+            q().status(JobStatus::Failed),
+            None,
+            Index,
+        ),
+        ("cancel batch of a queue", Cancel, q(), None, Index),
+        (
+            "cancel batch of a queue's pending",
+            Cancel,
+            q().status(JobStatus::Pending),
+            None,
+            Index,
+        ),
+        ("cancel batch of a key prefix", Cancel, key(), None, Index),
+    ];
+    let mut failures = Vec::new();
+    for (name, kind, filter, after, expect) in cases {
+        let plan = plan(&jobq, kind, &filter, after).await;
+        let took = match kind {
+            List(order) => {
+                let page = Page::first(50)
+                    .order(order)
+                    .after(after.map(|(_, id)| id.to_string().parse().unwrap()));
+                let start = Instant::now();
+                jobq.list(&filter, page).await.unwrap();
+                Some(start.elapsed())
+            }
+            Count => {
+                let start = Instant::now();
+                jobq.count_where(&filter).await.unwrap();
+                Some(start.elapsed())
+            }
+            _ => None,
+        };
+        println!("{backend:?} {name} ({expect:?}, ran in {took:?}):\n{plan}\n");
+        if expect == Index && full_scan(backend, &plan) {
+            failures.push(format!("{name}: a full scan:\n{plan}"));
+        }
+        if let Some(took) = took {
+            if took > BOUND {
+                failures.push(format!("{name}: took {took:?}, over {BOUND:?}"));
+            }
+        }
+    }
+    if std::env::var("JOBQ_PLAN_KEEP").is_err() {
+        let db = Db::of(&jobq);
+        db.execute(empty(&db), &[]).await.unwrap();
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+jobq_tests::on_every_backend!(list_and_bulk_statements_read_through_an_index);

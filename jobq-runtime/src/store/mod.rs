@@ -7,7 +7,7 @@
 //! enqueue (one row, a batch, and one row on the caller's connection);
 //! claim, settle (complete, transition), renew leases (heartbeat,
 //! heartbeat_unlocked), reap, prune; listen for the database's own wake-ups;
-//! inspect (job, counts); cancel, retry. Each method documents what it
+//! inspect (job, counts); cancel, retry; check the server (doctor). Each method documents what it
 //! promises; the backends' module docs say how their SQL keeps it.
 //!
 //! The trait is crate-private (nothing outside jobq can implement it) and
@@ -31,7 +31,8 @@
 //!   `Jobq::*_pool`, and the `EnqueueConnection` impl of its connection;
 //! - its mechanism files: MySQL's resumed-claim `position.rs`, PostgreSQL's
 //!   `notify.rs` and `listen.rs`, SQLite's `shared_write.rs` and
-//!   `checkpoint.rs`;
+//!   `checkpoint.rs`; each backend's `doctor.rs` (its checks, on the
+//!   shared plumbing of [`doctor`]);
 //! - `tests.rs`: its unit tests, if any.
 //!
 //! # Adding a backend
@@ -62,6 +63,7 @@ use crate::handle::AnyConnection;
 use crate::types::{Enqueued, JobInfo, JobStatus, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
+pub(crate) mod doctor;
 mod migrate;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
@@ -166,6 +168,13 @@ pub(crate) trait BackendStore: Sized {
     /// Sends a `failed` or `cancelled` row back to `pending`, runnable now,
     /// with at least one more attempt; whether it did.
     async fn retry(&self, id: i64) -> Result<bool>;
+
+    /// Checks the server and jobq's tables for what jobq needs, in the
+    /// order the report shows them (see [`doctor`]); `clock` is this host's.
+    /// An error reading one check's facts makes that check fail
+    /// ([`doctor::guarded`]); only a server that cannot be reached at all
+    /// is an `Err`.
+    async fn doctor(&self, clock: doctor::HostClock) -> Result<Vec<crate::ops::Check>>;
 }
 
 /// The concrete stores, one variant per compiled-in backend.
@@ -344,6 +353,12 @@ impl Store {
 
     pub(crate) async fn retry(&self, id: i64) -> Result<bool> {
         dispatch!(self, s => s.retry(id).await)
+    }
+
+    /// Every check of [`BackendStore::doctor`], as a report.
+    pub(crate) async fn doctor(&self, clock: doctor::HostClock) -> Result<crate::ops::DoctorReport> {
+        let checks = dispatch!(self, s => s.doctor(clock).await)?;
+        Ok(crate::ops::DoctorReport { checks })
     }
 }
 

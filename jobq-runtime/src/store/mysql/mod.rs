@@ -43,6 +43,7 @@ use super::{
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
+mod doctor;
 mod glue;
 mod position;
 pub mod sql;
@@ -356,6 +357,10 @@ impl BackendStore for MySqlStore {
 
     async fn retry(&self, id: i64) -> Result<bool> {
         self.update_one(RETRY, id).await
+    }
+
+    async fn doctor(&self, clock: super::doctor::HostClock) -> Result<Vec<crate::ops::Check>> {
+        self.run_doctor(clock).await
     }
 }
 

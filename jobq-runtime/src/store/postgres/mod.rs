@@ -44,6 +44,7 @@ use super::{
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
+mod doctor;
 mod glue;
 mod listen;
 mod notify;
@@ -323,6 +324,10 @@ impl BackendStore for PgStore {
 
     async fn retry(&self, id: i64) -> Result<bool> {
         self.update_one(RETRY, id).await
+    }
+
+    async fn doctor(&self, clock: super::doctor::HostClock) -> Result<Vec<crate::ops::Check>> {
+        self.run_doctor(clock).await
     }
 }
 

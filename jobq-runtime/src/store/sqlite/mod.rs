@@ -45,6 +45,7 @@ use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
 mod checkpoint;
+mod doctor;
 mod glue;
 mod shared_write;
 pub mod sql;
@@ -389,6 +390,11 @@ impl BackendStore for SqliteStore {
 
     async fn retry(&self, id: i64) -> Result<bool> {
         self.update_one(RETRY, id).await
+    }
+
+    /// No clock to compare: SQLite's times are this host's.
+    async fn doctor(&self, _clock: super::doctor::HostClock) -> Result<Vec<crate::ops::Check>> {
+        self.run_doctor().await
     }
 }
 

@@ -114,3 +114,18 @@ pub const CHECKPOINT: &str = "PRAGMA wal_checkpoint(PASSIVE)";
 
 /// Rows of one queue per status.
 pub const COUNTS: &str = "SELECT status, COUNT(*) FROM jobq_jobs WHERE queue = ? GROUP BY status";
+
+// ---------------------------------------------------------------------------
+// `Jobq::doctor` (see `doctor.rs`): reads only.
+
+/// `EXPLAIN QUERY PLAN` of one of jobq's statements.
+pub(crate) fn explain_query_plan(sql: &str) -> String {
+    format!("EXPLAIN QUERY PLAN {sql}")
+}
+
+/// The database's journal mode (`wal`, `memory`, `delete`, …).
+pub const DOCTOR_JOURNAL_MODE: &str = "PRAGMA journal_mode";
+
+/// Whether `jobq_migrations` exists.
+pub const DOCTOR_MIGRATIONS_TABLE: &str =
+    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'jobq_migrations'";

@@ -199,7 +199,12 @@ async fn execute(jobq: &Jobq, command: Command) -> jobq_runtime::Result<Outcome>
 
 /// `ok|warn|fail  name  found — advice` per check, names aligned.
 fn doctor_lines(report: &DoctorReport) -> String {
-    let width = report.checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    let width = report
+        .checks
+        .iter()
+        .map(|c| c.name.len())
+        .max()
+        .unwrap_or(0);
     let mut out = String::new();
     for check in &report.checks {
         out.push_str(&format!(

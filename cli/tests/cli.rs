@@ -203,7 +203,8 @@ async fn doctor_prints_a_line_per_check_and_exits_1_when_one_fails() {
     let text = stdout(&healthy);
     for name in ["server_version", "migrations", "clock_skew", "plan_claim"] {
         assert!(
-            text.lines().any(|l| l.starts_with("ok") && l.contains(name)),
+            text.lines()
+                .any(|l| l.starts_with("ok") && l.contains(name)),
             "{name} passes:\n{text}"
         );
     }
@@ -227,7 +228,12 @@ fn doctor_checks_a_mariadb_server() {
     assert!(jobq_cli(&url, &["migrate"]).status.success());
     let output = jobq_cli(&url, &["doctor"]);
     let text = stdout(&output);
-    for name in ["storage_engine", "binlog_format", "lock_waits", "plan_claim"] {
+    for name in [
+        "storage_engine",
+        "binlog_format",
+        "lock_waits",
+        "plan_claim",
+    ] {
         assert!(
             text.lines().any(|l| l.contains(&format!("  {name}  "))),
             "{name}:\n{text}"

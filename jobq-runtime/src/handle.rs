@@ -11,8 +11,8 @@ use sqlx::PgConnection;
 #[cfg(feature = "sqlite")]
 use sqlx::SqliteConnection;
 
-use crate::store::{self, NewJob, Prunable, Store};
 use crate::ops::{DoctorReport, JobFilter, JobPage, Page, Stats};
+use crate::store::{self, NewJob, Prunable, Store};
 use crate::types::{Enqueue, Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, InvalidArgument, Result, wakeup};
 
@@ -318,7 +318,9 @@ impl Jobq {
     /// # Ok(()) }
     /// ```
     pub async fn doctor(&self) -> Result<DoctorReport> {
-        self.store().doctor(store::doctor::HostClock::default()).await
+        self.store()
+            .doctor(store::doctor::HostClock::default())
+            .await
     }
 
     /// [`doctor`](Self::doctor) as if this host's clock were `offset` off:

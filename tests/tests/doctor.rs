@@ -108,7 +108,10 @@ fn assert_check(report: &DoctorReport, name: &str, status: CheckStatus, advice: 
     if status == CheckStatus::Ok {
         assert!(found.advice.is_none(), "{found:#?}");
     } else {
-        let text = found.advice.as_deref().expect("advice on a check that did not pass");
+        let text = found
+            .advice
+            .as_deref()
+            .expect("advice on a check that did not pass");
         assert_contains(text, advice);
     }
 }
@@ -140,10 +143,7 @@ async fn every_check_passes_on_a_migrated_database(db: TestDb) {
         assert_check(&report, name, CheckStatus::Ok, &[]);
     }
     assert_eq!(report.worst(), CheckStatus::Ok, "{report:#?}");
-    assert_contains(
-        &check(&report, "plan_claim").found,
-        &["jobq_jobs_claim"],
-    );
+    assert_contains(&check(&report, "plan_claim").found, &["jobq_jobs_claim"]);
 }
 
 async fn an_unmigrated_database_fails_the_migrations_check_and_the_report_goes_on(db: TestDb) {
@@ -286,7 +286,12 @@ async fn a_mysql_pool_at_repeatable_read_warns_that_jobqs_single_statements_take
     let own = own_database(&db, "jobq_doctor_rr").await;
     own.migrated().await;
     let pool = mysql_pool_at_repeatable_read(&own.url).await;
-    let report = Jobq::from_mysql_pool(pool).await.unwrap().doctor().await.unwrap();
+    let report = Jobq::from_mysql_pool(pool)
+        .await
+        .unwrap()
+        .doctor()
+        .await
+        .unwrap();
     assert_check(
         &report,
         "isolation",
@@ -295,7 +300,10 @@ async fn a_mysql_pool_at_repeatable_read_warns_that_jobqs_single_statements_take
     );
     assert_contains(
         &check(&report, "isolation").found,
-        &["session default REPEATABLE READ", "jobq's transactions run at READ COMMITTED"],
+        &[
+            "session default REPEATABLE READ",
+            "jobq's transactions run at READ COMMITTED",
+        ],
     );
     // Jobq::connect sets READ COMMITTED for the session.
     let report = own.jobq().await.doctor().await.unwrap();
@@ -322,26 +330,33 @@ async fn a_postgres_pool_at_repeatable_read_fails_the_isolation_check() {
         .connect(db.url())
         .await
         .unwrap();
-    let report = Jobq::from_pg_pool(pool).await.unwrap().doctor().await.unwrap();
+    let report = Jobq::from_pg_pool(pool)
+        .await
+        .unwrap()
+        .doctor()
+        .await
+        .unwrap();
     assert_check(
         &report,
         "isolation",
         CheckStatus::Fail,
         &["READ COMMITTED", "after_connect"],
     );
-    assert_contains(&check(&report, "isolation").found, &["repeatable read", "40001"]);
+    assert_contains(
+        &check(&report, "isolation").found,
+        &["repeatable read", "40001"],
+    );
 }
 
 #[tokio::test]
 async fn the_binlog_check_says_whether_the_binary_log_is_on_and_its_format() {
     let Some(db) = TestDb::mysql() else { return };
     let jobq = db.jobq().await;
-    let (log_bin, format): (i64, String) = sqlx::query_as(
-        "SELECT CAST(@@log_bin AS SIGNED), CAST(@@SESSION.binlog_format AS CHAR)",
-    )
-    .fetch_one(jobq.mysql_pool().unwrap())
-    .await
-    .unwrap();
+    let (log_bin, format): (i64, String) =
+        sqlx::query_as("SELECT CAST(@@log_bin AS SIGNED), CAST(@@SESSION.binlog_format AS CHAR)")
+            .fetch_one(jobq.mysql_pool().unwrap())
+            .await
+            .unwrap();
     let report = jobq.doctor().await.unwrap();
     let binlog = check(&report, "binlog_format");
     if log_bin == 0 {
@@ -398,7 +413,7 @@ async fn a_transaction_waiting_on_a_jobq_jobs_row_lock_is_reported() {
     let url = own.url.clone();
     let waiter = tokio::spawn(async move {
         let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
-        conn.execute("SET SESSION innodb_lock_wait_timeout = 60")
+        conn.execute("SET SESSION innodb_lock_wait_timeout = 30")
             .await
             .unwrap();
         sqlx::query("UPDATE jobq_jobs SET priority = 1 WHERE id = ?")
@@ -407,17 +422,32 @@ async fn a_transaction_waiting_on_a_jobq_jobs_row_lock_is_reported() {
             .await
             .unwrap();
     });
-    let status = || async { check(&jobq.doctor().await.unwrap(), "lock_waits").status };
-    wait_until("the doctor warns of the lock wait", Duration::from_secs(30), || async {
-        status().await == CheckStatus::Warn
-    })
-    .await;
-    let report = jobq.doctor().await.unwrap();
-    assert_contains(
-        &check(&report, "lock_waits").found,
-        &["1 transactions wait on jobq_jobs row locks"],
-    );
+    let reported = |status: CheckStatus, deadline: Duration| {
+        let jobq = jobq.clone();
+        async move {
+            let last = std::sync::Mutex::new(String::new());
+            let reached = jobq_tests::eventually(deadline, || async {
+                // InnoDB refreshes its lock views (INNODB_TRX, INNODB_LOCKS…)
+                // only when they were not read for 0.1 s: polled faster,
+                // they would show the same moment for ever.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let report = jobq.doctor().await.unwrap();
+                let waits = check(&report, "lock_waits");
+                *last.lock().unwrap() = waits.found.clone();
+                waits.status == status
+            })
+            .await;
+            assert!(
+                reached,
+                "lock_waits never {status:?}; last found: {}",
+                last.lock().unwrap()
+            );
+            last.into_inner().unwrap()
+        }
+    };
+    let found = reported(CheckStatus::Warn, Duration::from_secs(30)).await;
+    assert_contains(&found, &["1 transactions wait on jobq_jobs row locks"]);
     tx.rollback().await.unwrap();
     waiter.await.unwrap();
-    assert_eq!(status().await, CheckStatus::Ok);
+    reported(CheckStatus::Ok, Duration::from_secs(10)).await;
 }

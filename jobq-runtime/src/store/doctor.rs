@@ -137,7 +137,10 @@ pub(crate) fn version_check(version: &str, needs: &VersionNeeds) -> Check {
         ),
         None => Check::warn(
             names::SERVER_VERSION,
-            format!("{} reports version `{version}`, which jobq cannot read", needs.product),
+            format!(
+                "{} reports version `{version}`, which jobq cannot read",
+                needs.product
+            ),
             format!("make sure it is {} {min} or newer", needs.product),
         ),
     }
@@ -151,7 +154,10 @@ pub(crate) fn migrations_check(embedded: &[Migration], applied: Option<&[i64]>) 
     let Some(applied) = applied else {
         return Check::fail(
             name,
-            format!("not migrated: no jobq_migrations table (this jobq embeds {} migrations)", embedded.len()),
+            format!(
+                "not migrated: no jobq_migrations table (this jobq embeds {} migrations)",
+                embedded.len()
+            ),
             "run `jobq migrate` (or Jobq::migrate) against this database",
         );
     };
@@ -186,10 +192,7 @@ pub(crate) fn migrations_check(embedded: &[Migration], applied: Option<&[i64]>) 
             "a newer jobq migrated this database: upgrade this program's jobq to match",
         )
     } else {
-        Check::ok(
-            name,
-            format!("all {} migrations applied", embedded.len()),
-        )
+        Check::ok(name, format!("all {} migrations applied", embedded.len()))
     }
 }
 
@@ -217,17 +220,17 @@ impl HostClock {
 /// host's clock. Leases and due times are the database's clock, so skew
 /// moves only what the application times itself: `RunAt::At` instants and
 /// cron ticks.
-pub(crate) fn clock_check(
-    db: DateTime<Utc>,
-    before: DateTime<Utc>,
-    after: DateTime<Utc>,
-) -> Check {
+pub(crate) fn clock_check(db: DateTime<Utc>, before: DateTime<Utc>, after: DateTime<Utc>) -> Check {
     let name = names::CLOCK_SKEW;
     let midpoint = before + (after - before) / 2;
     let skew = db - midpoint;
     let margin = (after - before) / 2;
     let secs = |d: TimeDelta| d.num_microseconds().unwrap_or(i64::MAX) as f64 / 1e6;
-    let direction = if skew >= TimeDelta::zero() { "ahead of" } else { "behind" };
+    let direction = if skew >= TimeDelta::zero() {
+        "ahead of"
+    } else {
+        "behind"
+    };
     let found = format!(
         "database clock {:.3} s {direction} this host's (± {:.3} s)",
         secs(skew.abs()),
@@ -266,10 +269,17 @@ pub(crate) struct PlanRule {
 }
 
 /// `ok` when `plan` (its lines as the backend reports them) shows what
-/// `rule` needs and nothing it forbids.
+/// `rule` needs and nothing it forbids. What the check found quotes the
+/// lines that decided it: the serving line when it passes; when it fails,
+/// every line naming a needle, a scan or a sort.
 pub(crate) fn plan_check(rule: &PlanRule, plan: &str) -> Check {
-    let one_line = plan.lines().map(str::trim).collect::<Vec<_>>().join(" | ");
-    let served = rule.needs_any.iter().any(|needle| plan.contains(needle));
+    let lines: Vec<&str> = plan
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let has = |line: &str, needles: &[&str]| needles.iter().any(|n| line.contains(n));
+    let served = lines.iter().any(|l| has(l, rule.needs_any));
     let bad: Vec<&str> = rule
         .forbids
         .iter()
@@ -277,19 +287,33 @@ pub(crate) fn plan_check(rule: &PlanRule, plan: &str) -> Check {
         .filter(|needle| plan.contains(needle))
         .collect();
     if served && bad.is_empty() {
-        Check::ok(rule.name, format!("{}: {one_line}", rule.statement))
-    } else {
-        let why = if served {
-            format!("has {}", bad.join(", "))
-        } else {
-            format!("not served by {}", rule.needs_any[0])
-        };
-        Check::fail(
+        let quoted: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| has(l, rule.needs_any))
+            .collect();
+        return Check::ok(
             rule.name,
-            format!("{} {why}: {one_line}", rule.statement),
-            rule.advice,
-        )
+            format!("{}: {}", rule.statement, quoted.join(" | ")),
+        );
     }
+    let quoted: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| {
+            has(l, rule.needs_any) || has(l, rule.forbids) || has(l, &["Scan", "SCAN", "type="])
+        })
+        .collect();
+    let why = if served {
+        format!("has {}", bad.join(", "))
+    } else {
+        format!("is not served by {}", rule.needs_any[0])
+    };
+    Check::fail(
+        rule.name,
+        format!("{} {why}: {}", rule.statement, quoted.join(" | ")),
+        rule.advice,
+    )
 }
 
 #[cfg(test)]
@@ -300,7 +324,10 @@ mod tests {
 
     #[test]
     fn versions_are_read_from_what_servers_report() {
-        assert_eq!(parse_version("10.11.19-MariaDB-0+deb12u1"), Some((10, 11, 19)));
+        assert_eq!(
+            parse_version("10.11.19-MariaDB-0+deb12u1"),
+            Some((10, 11, 19))
+        );
         assert_eq!(parse_version("15.4 (Debian 15.4-1)"), Some((15, 4, 0)));
         assert_eq!(parse_version("8.0.36"), Some((8, 0, 36)));
         assert_eq!(parse_version("beta"), None);
@@ -313,8 +340,14 @@ mod tests {
             min: (10, 6, 0),
             uses: "SKIP LOCKED",
         };
-        assert_eq!(version_check("10.5.9-MariaDB", &needs).status, CheckStatus::Fail);
-        assert_eq!(version_check("10.6.0-MariaDB", &needs).status, CheckStatus::Ok);
+        assert_eq!(
+            version_check("10.5.9-MariaDB", &needs).status,
+            CheckStatus::Fail
+        );
+        assert_eq!(
+            version_check("10.6.0-MariaDB", &needs).status,
+            CheckStatus::Ok
+        );
     }
 
     #[test]
@@ -330,6 +363,30 @@ mod tests {
     }
 
     #[test]
+    fn migrations_behind_fail_and_ahead_warn() {
+        const EMBEDDED: &[Migration] = &[
+            Migration {
+                version: 1,
+                description: "one",
+                sql: "",
+            },
+            Migration {
+                version: 2,
+                description: "two",
+                sql: "",
+            },
+        ];
+        let check = |applied: Option<&[i64]>| migrations_check(EMBEDDED, applied);
+        assert_eq!(check(Some(&[1, 2])).status, CheckStatus::Ok);
+        let behind = check(Some(&[1]));
+        assert_eq!(behind.status, CheckStatus::Fail);
+        assert!(behind.found.contains("missing 2_two"), "{}", behind.found);
+        assert_eq!(check(Some(&[1, 2, 3])).status, CheckStatus::Warn);
+        assert_eq!(check(Some(&[1, 3])).status, CheckStatus::Fail);
+        assert_eq!(check(None).status, CheckStatus::Fail);
+    }
+
+    #[test]
     fn a_plan_without_the_index_or_with_a_sort_fails() {
         let rule = PlanRule {
             name: "plan_claim",
@@ -338,7 +395,10 @@ mod tests {
             forbids: &["filesort"],
             advice: "run migrate",
         };
-        assert_eq!(plan_check(&rule, "key=jobq_jobs_claim").status, CheckStatus::Ok);
+        assert_eq!(
+            plan_check(&rule, "key=jobq_jobs_claim").status,
+            CheckStatus::Ok
+        );
         let sorted = plan_check(&rule, "key=jobq_jobs_claim extra=Using filesort");
         assert_eq!(sorted.status, CheckStatus::Fail);
         assert!(sorted.found.contains("has filesort"), "{}", sorted.found);

@@ -356,7 +356,10 @@ impl Store {
     }
 
     /// Every check of [`BackendStore::doctor`], as a report.
-    pub(crate) async fn doctor(&self, clock: doctor::HostClock) -> Result<crate::ops::DoctorReport> {
+    pub(crate) async fn doctor(
+        &self,
+        clock: doctor::HostClock,
+    ) -> Result<crate::ops::DoctorReport> {
         let checks = dispatch!(self, s => s.doctor(clock).await)?;
         Ok(crate::ops::DoctorReport { checks })
     }

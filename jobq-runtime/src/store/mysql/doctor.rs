@@ -73,7 +73,11 @@ const PLANS: [PlanRule; 6] = [
     PlanRule {
         name: "plan_prune_next_priority",
         statement: "prune's priorities (PRUNE_NEXT_PRIORITY)",
-        needs_any: &["optimized away", "No matching min/max row", "key=jobq_jobs_claim"],
+        needs_any: &[
+            "optimized away",
+            "No matching min/max row",
+            "key=jobq_jobs_claim",
+        ],
         forbids: &["type=ALL"],
         advice: MIGRATE_ADVICE,
     },
@@ -178,12 +182,17 @@ impl MySqlStore {
     /// `performance_schema.data_lock_waits`, read when `performance_schema`
     /// is on. The MySQL 8 path is written from its reference and not run
     /// here: MySQL 8 cannot be installed on the machine jobq is built on.
+    /// InnoDB refreshes these views only once they went unread for 0.1 s,
+    /// so a doctor run right after another may see the same moment.
     async fn lock_waits(&self) -> Result<Check> {
         let has_innodb_tables: i64 = sqlx::query_scalar(DOCTOR_HAS_INNODB_LOCK_WAITS)
             .fetch_one(&self.pool)
             .await?;
         let (sql, source) = if has_innodb_tables > 0 {
-            (DOCTOR_LOCK_WAITS_MARIADB, "information_schema.INNODB_LOCK_WAITS")
+            (
+                DOCTOR_LOCK_WAITS_MARIADB,
+                "information_schema.INNODB_LOCK_WAITS",
+            )
         } else {
             let on: i64 = sqlx::query_scalar(DOCTOR_PERFORMANCE_SCHEMA)
                 .fetch_one(&self.pool)
@@ -194,7 +203,10 @@ impl MySqlStore {
                     "not visible: performance_schema is off (turn it on to see lock waits here)",
                 ));
             }
-            (DOCTOR_LOCK_WAITS_MYSQL, "performance_schema.data_lock_waits")
+            (
+                DOCTOR_LOCK_WAITS_MYSQL,
+                "performance_schema.data_lock_waits",
+            )
         };
         let (waits, longest): (i64, i64) = sqlx::query_as(sql).fetch_one(&self.pool).await?;
         Ok(lock_waits_check(waits, longest, source))
@@ -280,18 +292,24 @@ fn isolation_check(session: &str, transaction: Option<&str>) -> Check {
         Some(level) if level != "READ COMMITTED" => {
             return Check::fail(
                 name,
-                format!("jobq's transactions run at {level}, not READ COMMITTED (session default {session})"),
+                format!(
+                    "jobq's transactions run at {level}, not READ COMMITTED (session default {session})"
+                ),
                 "something overrides SET TRANSACTION ISOLATION LEVEL READ COMMITTED on this server (a proxy?): claims at this level take gap locks that block enqueues and deadlock",
             );
         }
         Some(_) => "jobq's transactions run at READ COMMITTED",
-        None => "jobq's transactions set READ COMMITTED (not confirmed: INNODB_TRX shows nothing without the PROCESS privilege)",
+        None => {
+            "jobq's transactions set READ COMMITTED (not confirmed: INNODB_TRX shows nothing without the PROCESS privilege)"
+        }
     };
     match session.as_str() {
         "READ COMMITTED" => Check::ok(name, format!("session default READ COMMITTED; {txn}")),
         "REPEATABLE READ" | "SERIALIZABLE" => Check::warn(
             name,
-            format!("session default {session}; {txn}, but its single statements (enqueue, settle, prune) run at {session}"),
+            format!(
+                "session default {session}; {txn}, but its single statements (enqueue, settle, prune) run at {session}"
+            ),
             "at that level those statements take gap locks that block enqueues and can deadlock (jobq retries): run SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED in the pool's after_connect (Jobq::connect does)",
         ),
         _ => Check::warn(
@@ -337,7 +355,9 @@ fn binlog_check(log_bin: bool, format: &str) -> Check {
         "ROW" | "MIXED" => Check::ok(name, format!("binary log on, binlog_format {format}")),
         _ => Check::fail(
             name,
-            format!("binary log on, binlog_format {format}: the claim's SKIP LOCKED and LIMIT are unsafe for statement-based replication"),
+            format!(
+                "binary log on, binlog_format {format}: the claim's SKIP LOCKED and LIMIT are unsafe for statement-based replication"
+            ),
             "set binlog_format = ROW (or MIXED) on the server and in jobq's sessions",
         ),
     }
@@ -346,7 +366,10 @@ fn binlog_check(log_bin: bool, format: &str) -> Check {
 fn lock_waits_check(waits: i64, longest_secs: i64, source: &str) -> Check {
     let name = names::LOCK_WAITS;
     if waits == 0 {
-        Check::ok(name, format!("no transaction waits on jobq_jobs ({source})"))
+        Check::ok(
+            name,
+            format!("no transaction waits on jobq_jobs ({source})"),
+        )
     } else if longest_secs < LONG_WAIT_SECS {
         Check::ok(
             name,
@@ -355,7 +378,9 @@ fn lock_waits_check(waits: i64, longest_secs: i64, source: &str) -> Check {
     } else {
         Check::warn(
             name,
-            format!("{waits} transactions wait on jobq_jobs row locks, longest {longest_secs} s ({source})"),
+            format!(
+                "{waits} transactions wait on jobq_jobs row locks, longest {longest_secs} s ({source})"
+            ),
             "find what holds them (information_schema.INNODB_TRX, oldest trx_started): a long transaction around enqueue_in, or a session at REPEATABLE READ",
         )
     }

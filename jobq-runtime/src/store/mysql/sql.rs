@@ -251,7 +251,8 @@ pub(crate) fn explain(sql: &str) -> String {
 
 /// The server's version string and whether the binary log is on, with its
 /// format for this session.
-pub const DOCTOR_SERVER: &str = "SELECT VERSION(), CAST(@@log_bin AS SIGNED), CAST(@@SESSION.binlog_format AS CHAR)";
+pub const DOCTOR_SERVER: &str =
+    "SELECT VERSION(), CAST(@@log_bin AS SIGNED), CAST(@@SESSION.binlog_format AS CHAR)";
 
 /// The session's isolation level on MariaDB (which has no `transaction_isolation` before 11.1).
 pub const DOCTOR_SESSION_ISOLATION_MARIADB: &str = "SELECT CAST(@@SESSION.tx_isolation AS CHAR)";

@@ -3,8 +3,8 @@
 //! claim, reaper and prune statements.
 
 use chrono::{DateTime, Utc};
-use sqlx::{Executor, Row};
 use sqlx::postgres::{PgArguments, Postgres};
+use sqlx::{Executor, Row};
 
 use super::PgStore;
 use super::sql::*;
@@ -114,11 +114,18 @@ impl PgStore {
             .await?;
         let lines = rows
             .iter()
-            .map(|row| row.try_get::<String, _>(0))
+            .map(|row| row.try_get::<String, _>(0).map(|line| plan_node(&line)))
             .collect::<Result<Vec<_>, _>>()?;
         tx.rollback().await?;
         Ok(plan_check(rule, &lines.join("\n")))
     }
+}
+
+/// One line of a text plan without its costs and arrow:
+/// `Index Scan using jobq_jobs_claim on jobq_jobs`.
+fn plan_node(line: &str) -> String {
+    let node = line.split("  (cost=").next().unwrap_or(line);
+    node.trim().trim_start_matches("->").trim().to_owned()
 }
 
 /// `query` (the EXPLAIN of `sql`) with values a real call would bind.
@@ -157,7 +164,9 @@ fn isolation_check(level: &str) -> Check {
         ),
         other => Check::fail(
             name,
-            format!("{other}: jobq's claims fail with serialization errors (40001) whenever another claim took a row first, and are retried"),
+            format!(
+                "{other}: jobq's claims fail with serialization errors (40001) whenever another claim took a row first, and are retried"
+            ),
             "run SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED in the pool's after_connect (or give jobq a pool of its own)",
         ),
     }

@@ -51,7 +51,7 @@ impl SqliteStore {
         let needs = VersionNeeds {
             product: "SQLite",
             min: (major, minor, 0),
-            uses: "UPDATE … RETURNING, ON CONFLICT … RETURNING, json_each",
+            uses: NEEDS,
         };
         let mut checks = vec![
             version_check(&version, &needs),
@@ -61,10 +61,7 @@ impl SqliteStore {
             ),
             guarded(names::JOURNAL_MODE, self.journal_mode()).await,
             guarded(names::MIGRATIONS, self.migrations()).await,
-            Check::ok(
-                names::CLOCK_SKEW,
-                "one clock: SQLite times are this host's",
-            ),
+            Check::ok(names::CLOCK_SKEW, "one clock: SQLite times are this host's"),
         ];
         for (rule, sql) in PLANS.iter().zip([PICK, REAP, PRUNE]) {
             checks.push(guarded(rule.name, self.plan(rule, sql)).await);

@@ -300,7 +300,7 @@ fn isolation_check(session: &str, transaction: Option<&str>) -> Check {
         }
         Some(_) => "jobq's transactions run at READ COMMITTED",
         None => {
-            "jobq's transactions set READ COMMITTED (not confirmed: INNODB_TRX shows nothing without the PROCESS privilege)"
+            "jobq's transactions set READ COMMITTED (not confirmed: INNODB_TRX did not list the transaction; it lags up to 0.1 s behind, more while others read it, and shows nothing without the PROCESS privilege)"
         }
     };
     match session.as_str() {

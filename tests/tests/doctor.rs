@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use jobq_runtime::{Backend, Check, CheckStatus, DoctorReport, Enqueue, Jobq, job};
 use jobq_tests::sql::Db;
-use jobq_tests::{TestDb, assert_contains, unique_queue, wait_until};
+use jobq_tests::{TestDb, assert_contains, eventually, unique_queue};
 use sqlx::{Connection, Executor};
 
 #[job(name = "doctor_probe")]
@@ -429,7 +429,7 @@ async fn a_transaction_waiting_on_a_jobq_jobs_row_lock_is_reported() {
         let jobq = jobq.clone();
         async move {
             let last = std::sync::Mutex::new(String::new());
-            let reached = jobq_tests::eventually(deadline, || async {
+            let reached = eventually(deadline, || async {
                 // InnoDB refreshes its lock views (INNODB_TRX, INNODB_LOCKS…)
                 // only when they were not read for 0.1 s: polled faster,
                 // they would show the same moment for ever.

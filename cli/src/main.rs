@@ -7,17 +7,18 @@
 //! jobq --url … retry 42            # a failed or cancelled job runs again
 //! jobq --url … cancel 42           # a pending or running job stops
 //! jobq --url … prune --finished 7d --failed 30d
+//! jobq --url … doctor              # checks the server for what jobq needs
 //! ```
 //!
 //! The URL may also come from `JOBQ_DATABASE_URL` or `DATABASE_URL`. Exit
-//! status: 0 done, 1 an error (printed), 2 a job that was not found or not
-//! in a state the command applies to.
+//! status: 0 done, 1 an error (printed) or a `doctor` check that failed, 2
+//! a job that was not found or not in a state the command applies to.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use jobq_runtime::{JobInfo, Jobq};
+use jobq_runtime::{CheckStatus, DoctorReport, JobInfo, Jobq};
 
 /// Operate a jobq database: migrate, inspect, retry, cancel, prune.
 #[derive(Debug, Parser)]
@@ -63,6 +64,13 @@ enum Command {
         #[arg(long, value_parser = humantime::parse_duration)]
         failed: Option<Duration>,
     },
+    /// Checks the server and jobq's tables for what jobq needs: one line per
+    /// check, `ok|warn|fail  name  found — what to do`; exits 1 if any fails.
+    Doctor {
+        /// One JSON object (`worst`, `checks`) instead of lines, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// How a command ended.
@@ -70,6 +78,8 @@ enum Outcome {
     Done,
     /// The job was not there, or not in a state the command applies to.
     NotApplicable,
+    /// A check failed (`doctor`).
+    Failed,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -82,6 +92,7 @@ async fn main() -> ExitCode {
     match run(&url, cli.command).await {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::NotApplicable) => ExitCode::from(2),
+        Ok(Outcome::Failed) => ExitCode::FAILURE,
         Err(error) => {
             eprintln!("jobq: {error}");
             ExitCode::FAILURE
@@ -171,8 +182,61 @@ async fn execute(jobq: &Jobq, command: Command) -> jobq_runtime::Result<Outcome>
                 println!("deleted {n} failed jobs");
             }
         }
+        Command::Doctor { json } => {
+            let report = jobq.doctor().await?;
+            if json {
+                println!("{}", doctor_json(&report));
+            } else {
+                print!("{}", doctor_lines(&report));
+            }
+            if report.worst() == CheckStatus::Fail {
+                return Ok(Outcome::Failed);
+            }
+        }
     }
     Ok(Outcome::Done)
+}
+
+/// `ok|warn|fail  name  found — advice` per check, names aligned.
+fn doctor_lines(report: &DoctorReport) -> String {
+    let width = report
+        .checks
+        .iter()
+        .map(|c| c.name.len())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    for check in &report.checks {
+        out.push_str(&format!(
+            "{:<4}  {:<width$}  {}",
+            check.status.as_str(),
+            check.name,
+            check.found
+        ));
+        if let Some(advice) = &check.advice {
+            out.push_str(" — ");
+            out.push_str(advice);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `{"worst": "ok", "checks": [{"name", "status", "found", "advice"}, …]}`.
+fn doctor_json(report: &DoctorReport) -> serde_json::Value {
+    let checks: Vec<serde_json::Value> = report
+        .checks
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "name": c.name,
+                "status": c.status.as_str(),
+                "found": c.found,
+                "advice": c.advice,
+            })
+        })
+        .collect();
+    serde_json::json!({ "worst": report.worst().as_str(), "checks": checks })
 }
 
 /// `field value` lines.

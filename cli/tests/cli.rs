@@ -177,3 +177,68 @@ fn a_refused_connection_prints_the_servers_cause() {
     assert!(text.contains("jobq: database error: "), "{text}");
     assert!(text.contains("Unknown database"), "the cause: {text}");
 }
+
+/// `doctor` prints one `status  name  found — advice` line per check and
+/// exits 1 when one fails; `--json` gives the same as one object.
+#[tokio::test]
+async fn doctor_prints_a_line_per_check_and_exits_1_when_one_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("doctor.db").display());
+
+    let unmigrated = jobq_cli(&url, &["doctor"]);
+    assert_eq!(unmigrated.status.code(), Some(1), "{unmigrated:?}");
+    let text = stdout(&unmigrated);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("fail  migrations"))
+        .unwrap_or_else(|| panic!("no failing migrations line in:\n{text}"));
+    assert!(
+        line.contains("not migrated") && line.contains(" — run `jobq migrate`"),
+        "{line}"
+    );
+
+    assert!(jobq_cli(&url, &["migrate"]).status.success());
+    let healthy = jobq_cli(&url, &["doctor"]);
+    assert!(healthy.status.success(), "{healthy:?}");
+    let text = stdout(&healthy);
+    for name in ["server_version", "migrations", "clock_skew", "plan_claim"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("ok") && l.contains(name)),
+            "{name} passes:\n{text}"
+        );
+    }
+    assert!(text.lines().all(|l| l.starts_with("ok  ")), "{text}");
+
+    let json = jobq_cli(&url, &["doctor", "--json"]);
+    assert!(json.status.success(), "{json:?}");
+    let report: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(report["worst"], "ok");
+    let checks = report["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), text.lines().count());
+    let migrations = checks.iter().find(|c| c["name"] == "migrations").unwrap();
+    assert_eq!(migrations["status"], "ok");
+    assert!(migrations["advice"].is_null());
+}
+
+/// The same against MariaDB (its own checks: engine, binlog, lock waits).
+#[test]
+fn doctor_checks_a_mariadb_server() {
+    let Some(url) = mysql_url() else { return };
+    assert!(jobq_cli(&url, &["migrate"]).status.success());
+    let output = jobq_cli(&url, &["doctor"]);
+    let text = stdout(&output);
+    for name in [
+        "storage_engine",
+        "binlog_format",
+        "lock_waits",
+        "plan_claim",
+    ] {
+        assert!(
+            text.lines().any(|l| l.contains(&format!("  {name}  "))),
+            "{name}:\n{text}"
+        );
+    }
+    let fails = text.lines().filter(|l| l.starts_with("fail")).count();
+    assert_eq!(output.status.success(), fails == 0, "{text}");
+}

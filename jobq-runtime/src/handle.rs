@@ -388,9 +388,43 @@ impl Jobq {
             .await
     }
 
-    /// Checks the server and jobq's table for what jobq needs; see [`DoctorReport`].
+    /// Checks the server and jobq's tables for what jobq needs, each check
+    /// `ok`, `warn` or `fail` with one line of what to do; see
+    /// [`DoctorReport`]. Read-only: plans are EXPLAINed (on PostgreSQL in a
+    /// transaction rolled back), never run.
+    ///
+    /// The checks, by [`Check::name`](crate::Check::name): `server_version`,
+    /// `isolation`, `storage_engine` and `binlog_format` (MySQL/MariaDB),
+    /// `journal_mode` (SQLite), `migrations`, `clock_skew`, one `plan_*`
+    /// per claim, reaper and prune statement, and `lock_waits`
+    /// (MySQL/MariaDB). A check whose facts cannot be read (a missing
+    /// table, a privilege) fails saying so; an unreachable server is an `Err`.
+    ///
+    /// ```no_run
+    /// # async fn demo(jobq: jobq_runtime::Jobq) -> jobq_runtime::Result<()> {
+    /// let report = jobq.doctor().await?;
+    /// for check in &report.checks {
+    ///     println!("{} {} {}", check.status.as_str(), check.name, check.found);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn doctor(&self) -> Result<DoctorReport> {
-        todo!("issue 15: doctor")
+        self.store()
+            .doctor(store::doctor::HostClock::default())
+            .await
+    }
+
+    /// [`doctor`](Self::doctor) as if this host's clock were `offset` off:
+    /// how tests simulate a skewed host where the database's clock cannot
+    /// be moved for one session (PostgreSQL). Not public API.
+    #[doc(hidden)]
+    pub async fn doctor_with_host_clock_offset(
+        &self,
+        offset: chrono::TimeDelta,
+    ) -> Result<DoctorReport> {
+        self.store()
+            .doctor(store::doctor::HostClock { offset })
+            .await
     }
 
     /// Validates and serializes one job into a row.

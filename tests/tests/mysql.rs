@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use jobq_runtime::{Enqueue, JobContext, JobStatus, job};
+use jobq_runtime::{CheckStatus, Enqueue, JobContext, JobStatus, job};
 use jobq_tests::{TestDb, enqueue_ids, start_worker, unique_queue, wait_for_done};
 use sqlx::mysql::{MySql, MySqlArguments};
 use sqlx::{Connection, Executor, MySqlConnection, Row};
@@ -43,6 +43,9 @@ async fn claim(conn: &mut MySqlConnection, queue: &str, limit: u32) -> Vec<i64> 
         .collect()
 }
 
+/// The plans as `Jobq::doctor` reads them (one plan-reading logic for the
+/// doctor and the tests), on a table with rows of other queues and fresh
+/// statistics.
 #[tokio::test]
 async fn the_claim_is_served_by_the_claim_index_without_a_filesort() {
     let Some(db) = TestDb::mysql() else { return };
@@ -51,31 +54,16 @@ async fn the_claim_is_served_by_the_claim_index_without_a_filesort() {
     seed(&db, &unique_queue("explain-other"), 300).await;
     let mut conn = session(&db).await;
     conn.execute("ANALYZE TABLE jobq_jobs").await.unwrap();
-    let explain = format!(
-        "EXPLAIN {}",
-        jobq_runtime::__private::sql::mysql::CLAIM_SELECT
-    );
-    let rows = sqlx::query(&explain)
-        .bind(&queue)
-        .bind(10u32)
-        .fetch_all(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(rows.len(), 1);
-    let key: Option<String> = rows[0]
-        .try_get::<Option<Vec<u8>>, _>("key")
-        .unwrap()
-        .map(|k| String::from_utf8(k).unwrap());
-    let extra: String = rows[0]
-        .try_get::<Option<Vec<u8>>, _>("Extra")
-        .unwrap()
-        .map(|k| String::from_utf8(k).unwrap())
-        .unwrap_or_default();
-    assert_eq!(key.as_deref(), Some("jobq_jobs_claim"), "extra: {extra}");
-    assert!(
-        !extra.contains("filesort"),
-        "the claim must not filesort: {extra}"
-    );
+    let report = db.jobq().await.doctor().await.unwrap();
+    for name in ["plan_claim", "plan_claim_after", "plan_reap"] {
+        let check = report.check(name).expect("the doctor reads this plan");
+        assert_eq!(check.status, CheckStatus::Ok, "{check:#?}");
+        assert!(
+            check.found.contains("key=jobq_jobs_claim") && !check.found.contains("filesort"),
+            "served by the claim index without a filesort: {}",
+            check.found
+        );
+    }
 }
 
 #[tokio::test]

@@ -7,7 +7,8 @@
 //! enqueue (one row, a batch, and one row on the caller's connection);
 //! claim, settle (complete, transition), renew leases (heartbeat,
 //! heartbeat_unlocked), reap, prune; listen for the database's own wake-ups;
-//! inspect (job, counts, the figures of `stats`); cancel, retry; pause
+//! inspect (job, counts, the figures of `stats`); check the server
+//! (doctor); cancel, retry; pause
 //! and resume queues; list, count and the batches of bulk retry and
 //! cancel, whose statements each backend declares as the constant pieces
 //! of a [`filter::Filtered`] (see `filter.rs`). Each method documents what
@@ -34,7 +35,8 @@
 //!   `Jobq::*_pool`, and the `EnqueueConnection` impl of its connection;
 //! - its mechanism files: MySQL's resumed-claim `position.rs`, PostgreSQL's
 //!   `notify.rs` and `listen.rs`, SQLite's `shared_write.rs` and
-//!   `checkpoint.rs`;
+//!   `checkpoint.rs`; each backend's `doctor.rs` (its checks, on the
+//!   shared plumbing of [`doctor`]);
 //! - `tests.rs`: its unit tests, if any.
 //!
 //! # Adding a backend
@@ -68,6 +70,7 @@ use crate::ops::{Order, STATS_FINISHED_CAP, STATS_MINUTES, Stats};
 use crate::types::{Enqueued, JobInfo, JobStatus, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
+pub(crate) mod doctor;
 pub(crate) mod filter;
 mod migrate;
 #[cfg(feature = "mysql")]
@@ -216,6 +219,13 @@ pub(crate) trait BackendStore: Sized {
     /// [`retry_batch`](Self::retry_batch) with the guard of
     /// [`cancel`](Self::cancel).
     async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled>;
+
+    /// Checks the server and jobq's tables for what jobq needs, in the
+    /// order the report shows them (see [`doctor`]); `clock` is this host's.
+    /// An error reading one check's facts makes that check fail
+    /// ([`doctor::guarded`]); only a server that cannot be reached at all
+    /// is an `Err`.
+    async fn doctor(&self, clock: doctor::HostClock) -> Result<Vec<crate::ops::Check>>;
 }
 
 /// What a cancel changed.
@@ -598,6 +608,17 @@ impl LiveFigures {
             expired: expired.unwrap_or(0),
             earliest,
         }
+    }
+}
+
+impl Store {
+    /// Every check of [`BackendStore::doctor`], as a report.
+    pub(crate) async fn doctor(
+        &self,
+        clock: doctor::HostClock,
+    ) -> Result<crate::ops::DoctorReport> {
+        let checks = dispatch!(self, s => s.doctor(clock).await)?;
+        Ok(crate::ops::DoctorReport { checks })
     }
 }
 

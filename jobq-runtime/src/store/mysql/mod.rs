@@ -45,6 +45,7 @@ use super::{
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
+mod doctor;
 mod glue;
 mod position;
 pub mod sql;
@@ -472,6 +473,10 @@ impl BackendStore for MySqlStore {
 
     async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled> {
         retry_transient(is_transient, || self.cancel_once(statement)).await
+    }
+
+    async fn doctor(&self, clock: super::doctor::HostClock) -> Result<Vec<crate::ops::Check>> {
+        self.run_doctor(clock).await
     }
 }
 

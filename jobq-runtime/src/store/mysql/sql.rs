@@ -427,3 +427,67 @@ fn placeholders(n: usize) -> String {
     }
     s
 }
+
+// ---------------------------------------------------------------------------
+// `Jobq::doctor` (see `doctor.rs`): reads only.
+
+/// `EXPLAIN` of one of jobq's statements.
+pub(crate) fn explain(sql: &str) -> String {
+    format!("EXPLAIN {sql}")
+}
+
+/// The server's version string and whether the binary log is on, with its
+/// format for this session.
+pub const DOCTOR_SERVER: &str =
+    "SELECT VERSION(), CAST(@@log_bin AS SIGNED), CAST(@@SESSION.binlog_format AS CHAR)";
+
+/// The session's isolation level on MariaDB (which has no `transaction_isolation` before 11.1).
+pub const DOCTOR_SESSION_ISOLATION_MARIADB: &str = "SELECT CAST(@@SESSION.tx_isolation AS CHAR)";
+
+/// The session's isolation level on MySQL 8 (which removed `tx_isolation`).
+pub const DOCTOR_SESSION_ISOLATION_MYSQL: &str =
+    "SELECT CAST(@@SESSION.transaction_isolation AS CHAR)";
+
+/// A read that makes the open transaction an InnoDB one (listed in `INNODB_TRX`).
+pub const DOCTOR_TOUCH: &str = "SELECT COUNT(*) FROM jobq_jobs WHERE id = 0";
+
+/// The isolation level of this connection's open InnoDB transaction.
+pub const DOCTOR_TRX_ISOLATION: &str = "SELECT CAST(trx_isolation_level AS CHAR) FROM information_schema.INNODB_TRX \
+     WHERE trx_mysql_thread_id = CONNECTION_ID()";
+
+/// `jobq_jobs`'s storage engine, if the table exists.
+pub const DOCTOR_ENGINE: &str = "SELECT CAST(ENGINE AS CHAR) FROM information_schema.TABLES \
+     WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'jobq_jobs'";
+
+/// Whether `jobq_migrations` exists.
+pub const DOCTOR_MIGRATIONS_TABLE: &str = "SELECT COUNT(*) FROM information_schema.TABLES \
+     WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'jobq_migrations'";
+
+/// The database's clock.
+pub const DOCTOR_NOW: &str = "SELECT UTC_TIMESTAMP(6)";
+
+/// Whether MariaDB still has the lock tables of `information_schema`
+/// (`INNODB_LOCK_WAITS`, removed from MySQL 8).
+pub const DOCTOR_HAS_INNODB_LOCK_WAITS: &str = "SELECT COUNT(*) FROM information_schema.TABLES \
+     WHERE TABLE_SCHEMA = 'information_schema' AND TABLE_NAME = 'INNODB_LOCK_WAITS'";
+
+/// MariaDB: transactions waiting on a lock of this database's `jobq_jobs`,
+/// and the longest wait in seconds.
+pub const DOCTOR_LOCK_WAITS_MARIADB: &str = "SELECT COUNT(*), CAST(COALESCE(MAX(TIMESTAMPDIFF(SECOND, r.trx_wait_started, NOW())), 0) AS SIGNED) \
+     FROM information_schema.INNODB_LOCK_WAITS w \
+     JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id \
+     JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.requested_lock_id \
+     WHERE l.lock_table = CONCAT('`', DATABASE(), '`.`jobq_jobs`')";
+
+/// Whether `performance_schema` is on (MySQL 8 reports lock waits there).
+pub const DOCTOR_PERFORMANCE_SCHEMA: &str = "SELECT CAST(@@performance_schema AS SIGNED)";
+
+/// MySQL 8: as [`DOCTOR_LOCK_WAITS_MARIADB`], from `performance_schema`.
+/// Not run here (MySQL 8 cannot be installed on the machine jobq is
+/// developed on): written from the MySQL 8.0 reference, `data_lock_waits`
+/// joined to the waiting lock's `data_locks` row and its `INNODB_TRX` row.
+pub const DOCTOR_LOCK_WAITS_MYSQL: &str = "SELECT COUNT(*), CAST(COALESCE(MAX(TIMESTAMPDIFF(SECOND, r.trx_wait_started, NOW())), 0) AS SIGNED) \
+     FROM performance_schema.data_lock_waits w \
+     JOIN performance_schema.data_locks l ON l.ENGINE_LOCK_ID = w.REQUESTING_ENGINE_LOCK_ID \
+     JOIN information_schema.INNODB_TRX r ON r.trx_id = w.REQUESTING_ENGINE_TRANSACTION_ID \
+     WHERE l.OBJECT_SCHEMA = DATABASE() AND l.OBJECT_NAME = 'jobq_jobs'";

@@ -46,6 +46,7 @@ use super::{
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
+mod doctor;
 mod glue;
 mod listen;
 mod notify;
@@ -443,6 +444,10 @@ impl BackendStore for PgStore {
         })
         .await?;
         Ok(Cancelled::of_rows(&rows))
+    }
+
+    async fn doctor(&self, clock: super::doctor::HostClock) -> Result<Vec<crate::ops::Check>> {
+        self.run_doctor(clock).await
     }
 }
 

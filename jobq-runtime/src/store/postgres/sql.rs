@@ -430,3 +430,31 @@ pub const MIGRATION_RECORD: &str =
 
 /// Rows of one queue per status.
 pub const COUNTS: &str = "SELECT status, COUNT(*) FROM jobq_jobs WHERE queue = $1 GROUP BY status";
+
+// ---------------------------------------------------------------------------
+// `Jobq::doctor` (see `doctor.rs`): reads only.
+
+/// `EXPLAIN` of one of jobq's statements.
+pub(crate) fn explain(sql: &str) -> String {
+    format!("EXPLAIN {sql}")
+}
+
+/// The server's version, as text and as a number (`150004`).
+pub const DOCTOR_SERVER: &str =
+    "SELECT current_setting('server_version'), current_setting('server_version_num')::int";
+
+/// The isolation level a new transaction of this session gets: every jobq
+/// statement is its own transaction at this level.
+pub const DOCTOR_ISOLATION: &str = "SELECT current_setting('transaction_isolation')";
+
+/// Whether `jobq_migrations` exists (on the search path).
+pub const DOCTOR_MIGRATIONS_TABLE: &str = "SELECT to_regclass('jobq_migrations') IS NOT NULL";
+
+/// The database's clock now (not the transaction's start).
+pub const DOCTOR_NOW: &str = "SELECT clock_timestamp()";
+
+/// For the plan checks, in a transaction that is rolled back: on a small
+/// table the planner rightly prefers a scan and a sort, so plans are read
+/// with both made the last resort, to show whether the index *can* serve
+/// the statement in its order (a missing index still shows as a scan).
+pub const DOCTOR_PLAN_SETTINGS: &str = "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off";

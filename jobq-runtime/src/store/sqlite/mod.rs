@@ -47,6 +47,7 @@ use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
 mod checkpoint;
+mod doctor;
 mod glue;
 mod shared_write;
 pub mod sql;
@@ -516,6 +517,11 @@ impl BackendStore for SqliteStore {
             conn.done(result)
         })
         .await
+    }
+
+    /// No clock to compare: SQLite's times are this host's.
+    async fn doctor(&self, _clock: super::doctor::HostClock) -> Result<Vec<crate::ops::Check>> {
+        self.run_doctor().await
     }
 }
 

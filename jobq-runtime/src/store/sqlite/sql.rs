@@ -263,3 +263,18 @@ pub const RESUME: &str =
 
 /// The queues paused now (a small table: one row per queue ever paused).
 pub const PAUSED: &str = "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
+
+// ---------------------------------------------------------------------------
+// `Jobq::doctor` (see `doctor.rs`): reads only.
+
+/// `EXPLAIN QUERY PLAN` of one of jobq's statements.
+pub(crate) fn explain_query_plan(sql: &str) -> String {
+    format!("EXPLAIN QUERY PLAN {sql}")
+}
+
+/// The database's journal mode (`wal`, `memory`, `delete`, …).
+pub const DOCTOR_JOURNAL_MODE: &str = "PRAGMA journal_mode";
+
+/// Whether `jobq_migrations` exists.
+pub const DOCTOR_MIGRATIONS_TABLE: &str =
+    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'jobq_migrations'";

@@ -1,0 +1,427 @@
+//! `Jobq::doctor` on MySQL/MariaDB: what the server is, how jobq's
+//! sessions and transactions are isolated, the table's engine, the binary
+//! log, migrations, the clock, the plans of the claim, reaper and prune
+//! statements, and who waits on `jobq_jobs`'s row locks now.
+
+use chrono::NaiveDateTime;
+use sqlx::mysql::{MySql, MySqlArguments, MySqlRow};
+use sqlx::{Connection, MySqlConnection};
+
+use super::sql::*;
+use super::{MySqlStore, Text, opt_text};
+use crate::Result;
+use crate::ops::Check;
+use crate::store::doctor::{
+    HostClock, PlanRule, VersionNeeds, clock_check, guarded, migrations_check, names, plan_check,
+    version_check,
+};
+use crate::store::migrate;
+
+type Query<'q> = sqlx::query::Query<'q, MySql, MySqlArguments>;
+
+/// A queue no one uses: the plans are read for selective values, as a
+/// queue's rows are a small part of a big table (with a queue holding
+/// nearly every row, the optimizer may rightly prefer a scan).
+const PROBE_QUEUE: &str = "jobq-doctor-probe";
+
+/// A wait on a row lock this long is worth a look.
+const LONG_WAIT_SECS: i64 = 2;
+
+const MIGRATE_ADVICE: &str = "run `jobq migrate`: it creates the index (if it exists, run ANALYZE TABLE jobq_jobs so the optimizer sees it)";
+
+/// Claim, reaper and prune plans: the claim index serves each, without a
+/// filesort where order decides which rows are locked (a filesort locks
+/// every candidate). The prune's DELETE is a range of the claim index; its
+/// filesort sorts only that range (MariaDB's DELETE never reads in index
+/// order), as the test suite accepts.
+const PLANS: [PlanRule; 6] = [
+    PlanRule {
+        name: "plan_claim",
+        statement: "claim (CLAIM_SELECT)",
+        needs_any: &["key=jobq_jobs_claim"],
+        forbids: &["filesort", "type=ALL"],
+        advice: MIGRATE_ADVICE,
+    },
+    PlanRule {
+        name: "plan_claim_after",
+        statement: "claim going on (CLAIM_SELECT_AFTER)",
+        needs_any: &["key=jobq_jobs_claim"],
+        forbids: &["filesort", "type=ALL"],
+        advice: MIGRATE_ADVICE,
+    },
+    PlanRule {
+        name: "plan_reap",
+        statement: "reaper (REAP_SELECT)",
+        needs_any: &["key=jobq_jobs_claim"],
+        forbids: &["filesort", "type=ALL"],
+        advice: MIGRATE_ADVICE,
+    },
+    PlanRule {
+        name: "plan_prune",
+        statement: "prune (PRUNE)",
+        needs_any: &["type=range key=jobq_jobs_claim"],
+        forbids: &["type=ALL"],
+        advice: MIGRATE_ADVICE,
+    },
+    PlanRule {
+        name: "plan_prune_queues",
+        statement: "prune's queues (PRUNE_QUEUES)",
+        needs_any: &["Using index for group-by"],
+        forbids: &["type=ALL"],
+        advice: MIGRATE_ADVICE,
+    },
+    PlanRule {
+        name: "plan_prune_next_priority",
+        statement: "prune's priorities (PRUNE_NEXT_PRIORITY)",
+        needs_any: &[
+            "optimized away",
+            "No matching min/max row",
+            "key=jobq_jobs_claim",
+        ],
+        forbids: &["type=ALL"],
+        advice: MIGRATE_ADVICE,
+    },
+];
+
+impl MySqlStore {
+    /// Every check, in report order (see `BackendStore::doctor`).
+    pub(super) async fn run_doctor(&self, clock: HostClock) -> Result<Vec<Check>> {
+        let (version, log_bin, binlog_format): (String, i64, Option<String>) =
+            sqlx::query_as(DOCTOR_SERVER).fetch_one(&self.pool).await?;
+        let mut checks = vec![
+            self.version(&version),
+            guarded(names::ISOLATION, self.isolation()).await,
+            guarded(names::STORAGE_ENGINE, self.engine()).await,
+            binlog_check(log_bin != 0, binlog_format.as_deref().unwrap_or("")),
+            guarded(names::MIGRATIONS, self.migrations()).await,
+            guarded(names::CLOCK_SKEW, self.clock_skew(clock)).await,
+        ];
+        for (rule, sql) in PLANS.iter().zip(plan_statements()) {
+            checks.push(guarded(rule.name, self.plan(rule, sql)).await);
+        }
+        checks.push(guarded(names::LOCK_WAITS, self.lock_waits()).await);
+        Ok(checks)
+    }
+
+    fn version(&self, version: &str) -> Check {
+        let needs = if self.mariadb {
+            VersionNeeds {
+                product: "MariaDB",
+                min: (10, 6, 0),
+                uses: "SKIP LOCKED (10.6) and INSERT … RETURNING (10.5)",
+            }
+        } else {
+            VersionNeeds {
+                product: "MySQL",
+                min: (8, 0, 1),
+                uses: "SKIP LOCKED (8.0.1); batch ids from LAST_INSERT_ID (no RETURNING)",
+            }
+        };
+        version_check(version, &needs)
+    }
+
+    /// The session default of a pooled connection, and the level a jobq
+    /// transaction (`BEGIN_RC`) really runs at, as InnoDB reports it.
+    async fn isolation(&self) -> Result<Check> {
+        let mut conn = self.pool.acquire().await?;
+        let session_sql = if self.mariadb {
+            DOCTOR_SESSION_ISOLATION_MARIADB
+        } else {
+            DOCTOR_SESSION_ISOLATION_MYSQL
+        };
+        let session: String = sqlx::query_scalar(session_sql)
+            .fetch_one(&mut *conn)
+            .await?;
+        let transaction = transaction_isolation(&mut conn).await?;
+        Ok(isolation_check(&session, transaction.as_deref()))
+    }
+
+    async fn engine(&self) -> Result<Check> {
+        let engine: Option<String> = sqlx::query_scalar(DOCTOR_ENGINE)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(engine_check(engine.as_deref()))
+    }
+
+    async fn migrations(&self) -> Result<Check> {
+        let exists: i64 = sqlx::query_scalar(DOCTOR_MIGRATIONS_TABLE)
+            .fetch_one(&self.pool)
+            .await?;
+        let applied: Option<Vec<i64>> = if exists > 0 {
+            Some(
+                sqlx::query_scalar(MIGRATIONS_APPLIED)
+                    .fetch_all(&self.pool)
+                    .await?,
+            )
+        } else {
+            None
+        };
+        Ok(migrations_check(migrate::MYSQL, applied.as_deref()))
+    }
+
+    async fn clock_skew(&self, clock: HostClock) -> Result<Check> {
+        let mut conn = self.pool.acquire().await?;
+        let before = clock.now();
+        let db: NaiveDateTime = sqlx::query_scalar(DOCTOR_NOW).fetch_one(&mut *conn).await?;
+        let after = clock.now();
+        Ok(clock_check(db.and_utc(), before, after))
+    }
+
+    /// The EXPLAIN of one statement, each row as `type=… key=… extra=…`.
+    async fn plan(&self, rule: &PlanRule, sql: &'static str) -> Result<Check> {
+        let text = explain(sql);
+        let rows = bind_probe(sql, sqlx::query(&text))
+            .fetch_all(&self.pool)
+            .await?;
+        let lines = rows.iter().map(plan_line).collect::<Result<Vec<_>>>()?;
+        Ok(plan_check(rule, &lines.join("\n")))
+    }
+
+    /// MariaDB lists lock waits in `information_schema` (it has no
+    /// `data_lock_waits`); MySQL 8 removed those tables for
+    /// `performance_schema.data_lock_waits`, read when `performance_schema`
+    /// is on. The MySQL 8 path is written from its reference and not run
+    /// here: MySQL 8 cannot be installed on the machine jobq is built on.
+    /// InnoDB refreshes these views only once they went unread for 0.1 s,
+    /// so a doctor run right after another may see the same moment.
+    async fn lock_waits(&self) -> Result<Check> {
+        let has_innodb_tables: i64 = sqlx::query_scalar(DOCTOR_HAS_INNODB_LOCK_WAITS)
+            .fetch_one(&self.pool)
+            .await?;
+        let (sql, source) = if has_innodb_tables > 0 {
+            (
+                DOCTOR_LOCK_WAITS_MARIADB,
+                "information_schema.INNODB_LOCK_WAITS",
+            )
+        } else {
+            let on: i64 = sqlx::query_scalar(DOCTOR_PERFORMANCE_SCHEMA)
+                .fetch_one(&self.pool)
+                .await?;
+            if on == 0 {
+                return Ok(Check::ok(
+                    names::LOCK_WAITS,
+                    "not visible: performance_schema is off (turn it on to see lock waits here)",
+                ));
+            }
+            (
+                DOCTOR_LOCK_WAITS_MYSQL,
+                "performance_schema.data_lock_waits",
+            )
+        };
+        let (waits, longest): (i64, i64) = sqlx::query_as(sql).fetch_one(&self.pool).await?;
+        Ok(lock_waits_check(waits, longest, source))
+    }
+}
+
+/// The statements [`PLANS`] checks, in its order.
+fn plan_statements() -> [&'static str; 6] {
+    [
+        CLAIM_SELECT,
+        CLAIM_SELECT_AFTER,
+        REAP_SELECT,
+        PRUNE,
+        PRUNE_QUEUES,
+        PRUNE_NEXT_PRIORITY,
+    ]
+}
+
+/// `query` (the EXPLAIN of `sql`) with values a real call would bind, for [`PROBE_QUEUE`].
+fn bind_probe<'q>(sql: &str, query: Query<'q>) -> Query<'q> {
+    let epoch = chrono::DateTime::UNIX_EPOCH.naive_utc();
+    if sql == CLAIM_SELECT || sql == REAP_SELECT {
+        query.bind(PROBE_QUEUE).bind(10u32)
+    } else if sql == CLAIM_SELECT_AFTER {
+        query
+            .bind(PROBE_QUEUE)
+            .bind(0i16)
+            .bind(0i16)
+            .bind(epoch)
+            .bind(0i16)
+            .bind(epoch)
+            .bind(0i64)
+            .bind(10u32)
+    } else if sql == PRUNE {
+        query
+            .bind(PROBE_QUEUE)
+            .bind("done")
+            .bind(0i16)
+            .bind(86_400_000_000i64)
+            .bind(1000u32)
+    } else if sql == PRUNE_NEXT_PRIORITY {
+        query.bind(PROBE_QUEUE).bind("done").bind(-32_769i32)
+    } else {
+        query
+    }
+}
+
+/// One EXPLAIN row as `type=… key=… key_len=… extra=…` (MariaDB reports
+/// these columns as binary strings).
+fn plan_line(row: &MySqlRow) -> Result<String> {
+    let column = |name: &str| -> Result<String> { Ok(opt_text(row, name)?.unwrap_or_default()) };
+    Ok(format!(
+        "type={} key={} key_len={} extra={}",
+        column("type")?,
+        column("key")?,
+        column("key_len")?,
+        column("Extra")?
+    ))
+}
+
+/// The isolation level InnoDB reports for a transaction begun as jobq
+/// begins its own (`BEGIN_RC`); `None` when it cannot be read (no PROCESS
+/// privilege shows nothing in `INNODB_TRX`). Rolled back.
+async fn transaction_isolation(conn: &mut MySqlConnection) -> Result<Option<String>> {
+    let mut tx = conn.begin_with(BEGIN_RC).await?;
+    sqlx::query_scalar::<_, i64>(DOCTOR_TOUCH)
+        .fetch_one(&mut *tx)
+        .await?;
+    let level: Option<Text> = sqlx::query_scalar(DOCTOR_TRX_ISOLATION)
+        .fetch_optional(&mut *tx)
+        .await?;
+    tx.rollback().await?;
+    Ok(level.map(|t| t.0))
+}
+
+/// `session` as `@@tx_isolation` spells it (`REPEATABLE-READ`), and
+/// `transaction` as `INNODB_TRX` does (`REPEATABLE READ`).
+fn isolation_check(session: &str, transaction: Option<&str>) -> Check {
+    let name = names::ISOLATION;
+    let normal = |level: &str| level.to_ascii_uppercase().replace('-', " ");
+    let session = normal(session);
+    let txn = match transaction.map(normal) {
+        Some(level) if level != "READ COMMITTED" => {
+            return Check::fail(
+                name,
+                format!(
+                    "jobq's transactions run at {level}, not READ COMMITTED (session default {session})"
+                ),
+                "something overrides SET TRANSACTION ISOLATION LEVEL READ COMMITTED on this server (a proxy?): claims at this level take gap locks that block enqueues and deadlock",
+            );
+        }
+        Some(_) => "jobq's transactions run at READ COMMITTED",
+        None => {
+            "jobq's transactions set READ COMMITTED (not confirmed: INNODB_TRX did not list the transaction; it lags up to 0.1 s behind, more while others read it, and shows nothing without the PROCESS privilege)"
+        }
+    };
+    match session.as_str() {
+        "READ COMMITTED" => Check::ok(name, format!("session default READ COMMITTED; {txn}")),
+        "REPEATABLE READ" | "SERIALIZABLE" => Check::warn(
+            name,
+            format!(
+                "session default {session}; {txn}, but its single statements (enqueue, settle, prune) run at {session}"
+            ),
+            "at that level those statements take gap locks that block enqueues and can deadlock (jobq retries): run SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED in the pool's after_connect (Jobq::connect does)",
+        ),
+        _ => Check::warn(
+            name,
+            format!("session default {session}; {txn}"),
+            "inspection reads (job, counts) can see uncommitted rows at this level: set READ COMMITTED in the pool's after_connect",
+        ),
+    }
+}
+
+fn engine_check(engine: Option<&str>) -> Check {
+    let name = names::STORAGE_ENGINE;
+    match engine {
+        None => Check::fail(
+            name,
+            "no jobq_jobs table in this database",
+            "run `jobq migrate` (or Jobq::migrate)",
+        ),
+        Some(engine) if engine.eq_ignore_ascii_case("InnoDB") => {
+            Check::ok(name, "jobq_jobs is InnoDB")
+        }
+        Some(engine) => Check::fail(
+            name,
+            format!("jobq_jobs is {engine}: no row locks, so no SKIP LOCKED and no transactions"),
+            "ALTER TABLE jobq_jobs ENGINE = InnoDB",
+        ),
+    }
+}
+
+/// `SELECT … FOR UPDATE SKIP LOCKED` is unsafe for statement-based
+/// replication (which rows it took depends on timing): MySQL and MariaDB
+/// log it row-based under MIXED, and refuse or warn under STATEMENT.
+fn binlog_check(log_bin: bool, format: &str) -> Check {
+    let name = names::BINLOG_FORMAT;
+    let format = format.to_ascii_uppercase();
+    if !log_bin {
+        return Check::ok(
+            name,
+            format!("binary log off (binlog_format {format} would apply if it were on)"),
+        );
+    }
+    match format.as_str() {
+        "ROW" | "MIXED" => Check::ok(name, format!("binary log on, binlog_format {format}")),
+        _ => Check::fail(
+            name,
+            format!(
+                "binary log on, binlog_format {format}: the claim's SKIP LOCKED and LIMIT are unsafe for statement-based replication"
+            ),
+            "set binlog_format = ROW (or MIXED) on the server and in jobq's sessions",
+        ),
+    }
+}
+
+fn lock_waits_check(waits: i64, longest_secs: i64, source: &str) -> Check {
+    let name = names::LOCK_WAITS;
+    if waits == 0 {
+        Check::ok(
+            name,
+            format!("no transaction waits on jobq_jobs ({source})"),
+        )
+    } else if longest_secs < LONG_WAIT_SECS {
+        Check::ok(
+            name,
+            format!("{waits} short waits on jobq_jobs, longest {longest_secs} s ({source})"),
+        )
+    } else {
+        Check::warn(
+            name,
+            format!(
+                "{waits} transactions wait on jobq_jobs row locks, longest {longest_secs} s ({source})"
+            ),
+            "find what holds them (information_schema.INNODB_TRX, oldest trx_started): a long transaction around enqueue_in, or a session at REPEATABLE READ",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::CheckStatus;
+
+    #[test]
+    fn statement_based_binlog_fails_and_row_or_mixed_pass() {
+        assert_eq!(binlog_check(true, "STATEMENT").status, CheckStatus::Fail);
+        assert_eq!(binlog_check(true, "ROW").status, CheckStatus::Ok);
+        assert_eq!(binlog_check(true, "mixed").status, CheckStatus::Ok);
+        let off = binlog_check(false, "STATEMENT");
+        assert_eq!(off.status, CheckStatus::Ok);
+        assert!(off.found.contains("binary log off"), "{}", off.found);
+    }
+
+    #[test]
+    fn a_repeatable_read_session_warns_and_a_repeatable_read_transaction_fails() {
+        let rr = isolation_check("REPEATABLE-READ", Some("READ COMMITTED"));
+        assert_eq!(rr.status, CheckStatus::Warn);
+        let rc = isolation_check("READ-COMMITTED", Some("READ COMMITTED"));
+        assert_eq!(rc.status, CheckStatus::Ok);
+        let overridden = isolation_check("READ-COMMITTED", Some("REPEATABLE READ"));
+        assert_eq!(overridden.status, CheckStatus::Fail);
+    }
+
+    #[test]
+    fn a_table_that_is_not_innodb_fails() {
+        assert_eq!(engine_check(Some("InnoDB")).status, CheckStatus::Ok);
+        assert_eq!(engine_check(Some("MyISAM")).status, CheckStatus::Fail);
+        assert_eq!(engine_check(None).status, CheckStatus::Fail);
+    }
+
+    #[test]
+    fn long_lock_waits_warn() {
+        assert_eq!(lock_waits_check(0, 0, "x").status, CheckStatus::Ok);
+        assert_eq!(lock_waits_check(3, 0, "x").status, CheckStatus::Ok);
+        assert_eq!(lock_waits_check(1, 5, "x").status, CheckStatus::Warn);
+    }
+}

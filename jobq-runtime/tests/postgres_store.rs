@@ -806,18 +806,17 @@ async fn a_cancelled_running_job_loses_its_lease_and_is_not_settled() {
     assert_eq!(handle.held_jobs(), 1);
 
     assert!(jobq.cancel(id).await.expect("cancel"));
+    // The worker is in this process: the cancel stops the attempt at once
+    // (before the handler's own extend_lease, every 20 ms, is likely to
+    // find the lease lost; if it did, it says so).
     wait_until(
-        "extend_lease reports the lease lost",
-        Duration::from_secs(10),
-        || async { runs(&queue) == [id, LEASE_LOST] },
-    )
-    .await;
-    wait_until(
-        "the heartbeat drops the job",
+        "the cancel drops the job",
         Duration::from_secs(10),
         || async { handle.held_jobs() == 0 },
     )
     .await;
+    let seen = runs(&queue);
+    assert!(seen == [id] || seen == [id, LEASE_LOST], "{seen:?}");
     handle
         .shutdown(Duration::from_secs(5))
         .await

@@ -143,6 +143,10 @@ enum Expect {
     Printed,
 }
 
+/// One statement to check: a name, what to build, for which filter, past
+/// which id, and what its plan must show.
+type Case = (&'static str, Kind, JobFilter, Option<(Order, i64)>, Expect);
+
 /// The plan of `kind` for `filter`, as lines of text.
 async fn plan(jobq: &Jobq, kind: Kind, filter: &JobFilter, after: Option<(Order, i64)>) -> String {
     let (sql, binds) = filtered_statement(jobq, kind, filter, after, 51).expect("applies");
@@ -233,7 +237,7 @@ async fn list_and_bulk_statements_read_through_an_index(db: TestDb) {
     use Expect::{Index, Printed};
     use Kind::{Cancel, Count, List, Retry};
     use Order::{NewestFirst as Newest, OldestFirst as Oldest};
-    let cases: Vec<(&str, Kind, JobFilter, Option<(Order, i64)>, Expect)> = vec![
+    let cases: Vec<Case> = vec![
         // The walk of the primary key that stops once the page is full
         // (SQLite reports it as a table SCAN in rowid order).
         (

@@ -134,16 +134,16 @@ pub(crate) struct Filtered {
     pub(crate) bulk_by_id: bool,
 }
 
-/// Which statement of [`Filtered`] to build.
+/// Which of a backend's filtered statements to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// [`Filtered::list_newest`] or [`Filtered::list_oldest`].
+    /// A page, that way.
     List(Order),
-    /// [`Filtered::count`].
+    /// A count.
     Count,
-    /// [`Filtered::retry`].
+    /// One batch of `retry_where`.
     Retry,
-    /// [`Filtered::cancel`].
+    /// One batch of `cancel_where`.
     Cancel,
 }
 

@@ -362,7 +362,9 @@ async fn a_cancelled_job_loses_its_lease_and_can_be_retried() {
     let (_dir, store) = store().await;
     let id = store.enqueue(&job("q")).await.unwrap().id;
     let claimed = claim_one(&store, "q", Duration::from_secs(30), "w").await;
-    assert_eq!(store.cancel(id).await.unwrap().changed, 1);
+    let first = store.cancel(id).await.unwrap();
+    assert_eq!(first.changed, 1);
+    assert_eq!(first.held, [claimed.fence()], "the claim it ended");
     assert_eq!(store.cancel(id).await.unwrap().changed, 0);
     let cancelled = info(&store, id).await;
     assert_eq!(cancelled.status, crate::JobStatus::Cancelled);

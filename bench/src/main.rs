@@ -13,6 +13,7 @@
 //! URLs name `jobq_bench`, which it creates if missing).
 
 mod job;
+mod metrics;
 mod raw;
 mod report;
 mod workload;

@@ -50,6 +50,8 @@ pub struct Jobq {
 struct Inner {
     store: Store,
     max_payload_bytes: usize,
+    /// Shared by the handles `with_max_payload_bytes` makes of this one.
+    gauges: Arc<crate::metrics::Gauges>,
 }
 
 impl Jobq {
@@ -71,6 +73,7 @@ impl Jobq {
             inner: Arc::new(Inner {
                 store,
                 max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+                gauges: Arc::default(),
             }),
         }
     }
@@ -87,12 +90,18 @@ impl Jobq {
             inner: Arc::new(Inner {
                 store: self.inner.store.clone(),
                 max_payload_bytes,
+                gauges: Arc::clone(&self.inner.gauges),
             }),
         }
     }
 
     pub(crate) fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    /// The stats gauges' bookkeeping, shared by this handle's clones.
+    pub(crate) fn gauges(&self) -> &crate::metrics::Gauges {
+        &self.inner.gauges
     }
 
     /// Which database this handle stores jobs in.
@@ -140,6 +149,7 @@ impl Jobq {
     pub async fn enqueue_with<J: Job>(&self, job: J, options: Enqueue) -> Result<Enqueued> {
         let row = self.row(&job, options)?;
         let enqueued = self.store().enqueue(&row).await?;
+        count_enqueued::<J>(&row.queue, &[enqueued]);
         wakeup::notify(&row.queue);
         Ok(enqueued)
     }
@@ -171,6 +181,9 @@ impl Jobq {
             return Ok(Vec::new());
         }
         let enqueued = self.store().enqueue_many(&rows).await?;
+        for (row, enqueued) in rows.iter().zip(&enqueued) {
+            count_enqueued::<J>(&row.queue, std::slice::from_ref(enqueued));
+        }
         let mut queues: Vec<&str> = rows.iter().map(|r| r.queue.as_str()).collect();
         queues.sort_unstable();
         queues.dedup();
@@ -215,6 +228,7 @@ impl Jobq {
             .store()
             .enqueue_in(conn.into_connection(), &row)
             .await?;
+        count_enqueued::<J>(&row.queue, &[enqueued]);
         // Wakes claimers early; if the caller's transaction has not committed
         // yet they find nothing and the next poll picks the job up.
         wakeup::notify(&row.queue);
@@ -234,7 +248,9 @@ impl Jobq {
     /// Cancels a `pending` or `processing` job; `false` if it was neither.
     /// A running attempt is stopped at the worker's next heartbeat and not settled.
     pub async fn cancel(&self, id: i64) -> Result<bool> {
-        self.store().cancel(id).await
+        let cancelled = self.store().cancel(id).await?;
+        crate::metrics::cancelled(u64::from(cancelled));
+        Ok(cancelled)
     }
 
     /// Sends a `failed` or `cancelled` job back to `pending`, runnable now,
@@ -392,6 +408,13 @@ impl Jobq {
             idempotency_key,
         })
     }
+}
+
+/// Counts the rows among `enqueued` (of job `J`, into `queue`) that were
+/// inserted, not found by their idempotency key.
+fn count_enqueued<J: Job>(queue: &str, enqueued: &[Enqueued]) {
+    let inserted = enqueued.iter().filter(|e| !e.duplicate).count();
+    crate::metrics::enqueued(queue, J::NAME, inserted as u64);
 }
 
 /// Checks a job name: 1 to [`MAX_JOB_NAME_LEN`] bytes, no NUL.

@@ -92,6 +92,7 @@ compile_error!(
 
 mod error;
 mod handle;
+pub mod metrics;
 mod ops;
 mod store;
 mod types;

@@ -41,6 +41,7 @@ use super::{
     micros, migrate, new_token_base, retry_transient, row_token,
 };
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
+use crate::metrics::statement;
 use crate::{Backend, Error, Result};
 
 mod glue;
@@ -196,7 +197,7 @@ impl BackendStore for MySqlStore {
     }
 
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        retry_transient(is_transient, || async {
+        retry_transient(statement::ENQUEUE, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = insert(&mut conn, job).await;
             conn.done(result)
@@ -209,7 +210,7 @@ impl BackendStore for MySqlStore {
     /// transaction, so a row the server refuses leaves nothing of the batch.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let chunks = statement_chunks(jobs, self.max_payload_bytes());
-        retry_transient(is_transient, || async {
+        retry_transient(statement::ENQUEUE, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = match chunks.as_slice() {
                 [chunk] => self.insert_chunk(&mut conn, chunk, false).await,
@@ -225,13 +226,13 @@ impl BackendStore for MySqlStore {
     }
 
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
-        retry_transient(is_transient, || self.claim_once(claim)).await
+        retry_transient(statement::CLAIM, is_transient, || self.claim_once(claim)).await
     }
 
     async fn complete(&self, fences: &[Fence]) -> Result<u64> {
         let mut total = 0;
         for chunk in fences.chunks(IN_CHUNK) {
-            total += retry_transient(is_transient, || {
+            total += retry_transient(statement::COMPLETE, is_transient, || {
                 self.fenced_update(COMPLETE_SET, None, chunk)
             })
             .await?;
@@ -241,7 +242,7 @@ impl BackendStore for MySqlStore {
 
     async fn transition(&self, t: &Transition) -> Result<bool> {
         let status = t.target.status();
-        let affected = retry_transient(is_transient, || async {
+        let affected = retry_transient(statement::TRANSITION, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = sqlx::query(TRANSITION)
                 .bind(status)
@@ -263,7 +264,7 @@ impl BackendStore for MySqlStore {
     async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
         let mut lost = Vec::new();
         for chunk in fences.chunks(IN_CHUNK) {
-            let extended = retry_transient(is_transient, || {
+            let extended = retry_transient(statement::HEARTBEAT, is_transient, || {
                 self.fenced_update(HEARTBEAT_SET, Some(lease), chunk)
             })
             .await?;
@@ -280,7 +281,7 @@ impl BackendStore for MySqlStore {
     async fn heartbeat_unlocked(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
         let mut renewed = Vec::new();
         for chunk in fences.chunks(IN_CHUNK) {
-            let ids = retry_transient(is_transient, || self.heartbeat_unlocked_once(chunk, lease))
+            let ids = retry_transient(statement::HEARTBEAT, is_transient, || self.heartbeat_unlocked_once(chunk, lease))
                 .await?;
             let ids: HashSet<i64> = ids.into_iter().collect();
             renewed.extend(chunk.iter().filter(|f| ids.contains(&f.id)).copied());
@@ -289,7 +290,7 @@ impl BackendStore for MySqlStore {
     }
 
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        retry_transient(is_transient, || self.reap_once(queue, limit)).await
+        retry_transient(statement::REAP, is_transient, || self.reap_once(queue, limit)).await
     }
 
     /// Deletes every row of the `which` kind that finished more than
@@ -312,7 +313,7 @@ impl BackendStore for MySqlStore {
                 {
                     after = i32::from(priority);
                     total += in_batches(|limit| {
-                        retry_transient(is_transient, move || async move {
+                        retry_transient(statement::PRUNE, is_transient, move || async move {
                             sqlx::query(PRUNE)
                                 .bind(queue)
                                 .bind(status)
@@ -351,11 +352,11 @@ impl BackendStore for MySqlStore {
     }
 
     async fn cancel(&self, id: i64) -> Result<bool> {
-        self.update_one(CANCEL, id).await
+        self.update_one(CANCEL, statement::CANCEL, id).await
     }
 
     async fn retry(&self, id: i64) -> Result<bool> {
-        self.update_one(RETRY, id).await
+        self.update_one(RETRY, statement::RETRY, id).await
     }
 }
 
@@ -508,8 +509,8 @@ impl MySqlStore {
     }
 
     /// Runs `sql` with `? = id`; whether it changed the row.
-    async fn update_one(&self, sql: &'static str, id: i64) -> Result<bool> {
-        let affected = retry_transient(is_transient, || async {
+    async fn update_one(&self, sql: &'static str, kind: &'static str, id: i64) -> Result<bool> {
+        let affected = retry_transient(kind, is_transient, || async {
             sqlx::query(sql)
                 .bind(id)
                 .execute(&self.pool)
@@ -682,7 +683,7 @@ async fn claim_on(
     let jobs = rows
         .into_iter()
         .map(
-            |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, _)| {
+            |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, run_at)| {
                 ClaimedJob::new(
                     id,
                     job_name.0,
@@ -692,6 +693,7 @@ async fn claim_on(
                     idempotency_key.map(|k| k.0),
                     row_token(base, id),
                 )
+                .due_since(run_at.and_utc())
             },
         )
         .collect();

@@ -42,6 +42,7 @@ use super::{
     micros, migrate, new_token_base, retry_transient, row_token,
 };
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
+use crate::metrics::statement;
 use crate::{Backend, Error, Result};
 
 mod glue;
@@ -138,7 +139,7 @@ impl BackendStore for PgStore {
     }
 
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        let enqueued = retry_transient(is_transient, || async {
+        let enqueued = retry_transient(statement::ENQUEUE, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let sql = if job.idempotency_key.is_some() {
                 INSERT_QUIET
@@ -157,7 +158,7 @@ impl BackendStore for PgStore {
     /// runs its statements in one transaction, so a row the server refuses
     /// leaves nothing of the batch.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let out = retry_transient(is_transient, || async {
+        let out = retry_transient(statement::ENQUEUE, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = if jobs.len() <= INSERT_CHUNK {
                 insert_chunk(&mut conn, jobs).await
@@ -179,7 +180,7 @@ impl BackendStore for PgStore {
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
         let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
         let base = new_token_base();
-        let mut rows: Vec<ClaimRow> = retry_transient(is_transient, || async {
+        let mut rows: Vec<ClaimRow> = retry_transient(statement::CLAIM, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = sqlx::query_as(CLAIM)
                 .bind(queue)
@@ -197,7 +198,7 @@ impl BackendStore for PgStore {
         Ok(rows
             .into_iter()
             .map(
-                |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, _)| {
+                |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, run_at)| {
                     ClaimedJob::new(
                         id,
                         job_name,
@@ -207,6 +208,7 @@ impl BackendStore for PgStore {
                         idempotency_key,
                         row_token(base, id),
                     )
+                    .due_since(run_at)
                 },
             )
             .collect())
@@ -216,7 +218,7 @@ impl BackendStore for PgStore {
         let mut total = 0;
         for chunk in fences.chunks(FENCE_CHUNK) {
             let (ids, tokens) = fence_arrays(chunk);
-            total += retry_transient(is_transient, || async {
+            total += retry_transient(statement::COMPLETE, is_transient, || async {
                 let mut conn = self.conns.get().await?;
                 let result = sqlx::query(COMPLETE)
                     .bind(&ids)
@@ -233,7 +235,7 @@ impl BackendStore for PgStore {
 
     async fn transition(&self, t: &Transition) -> Result<bool> {
         let status = t.target.status();
-        let affected = retry_transient(is_transient, || async {
+        let affected = retry_transient(statement::TRANSITION, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = sqlx::query(TRANSITION)
                 .bind(status)
@@ -273,7 +275,7 @@ impl BackendStore for PgStore {
     }
 
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        retry_transient(is_transient, || async {
+        retry_transient(statement::REAP, is_transient, || async {
             sqlx::query(REAP)
                 .bind(queue)
                 .bind(i64::from(limit))
@@ -286,7 +288,7 @@ impl BackendStore for PgStore {
 
     async fn prune(&self, which: Prunable, older_than: Duration) -> Result<u64> {
         in_batches(|limit| {
-            retry_transient(is_transient, move || async move {
+            retry_transient(statement::PRUNE, is_transient, move || async move {
                 sqlx::query(PRUNE)
                     .bind(micros(older_than))
                     .bind(which.statuses())
@@ -318,11 +320,11 @@ impl BackendStore for PgStore {
     }
 
     async fn cancel(&self, id: i64) -> Result<bool> {
-        self.update_one(CANCEL, id).await
+        self.update_one(CANCEL, statement::CANCEL, id).await
     }
 
     async fn retry(&self, id: i64) -> Result<bool> {
-        self.update_one(RETRY, id).await
+        self.update_one(RETRY, statement::RETRY, id).await
     }
 }
 
@@ -336,7 +338,7 @@ impl PgStore {
         lease: Duration,
     ) -> Result<Vec<Fence>> {
         let (ids, tokens) = fence_arrays(chunk);
-        let rows: Vec<(i64, i64)> = retry_transient(is_transient, || async {
+        let rows: Vec<(i64, i64)> = retry_transient(statement::HEARTBEAT, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = sqlx::query_as(sql)
                 .bind(&ids)
@@ -354,8 +356,8 @@ impl PgStore {
     }
 
     /// Runs `sql` with `$1 = id`; whether it changed the row.
-    async fn update_one(&self, sql: &'static str, id: i64) -> Result<bool> {
-        let affected = retry_transient(is_transient, || async {
+    async fn update_one(&self, sql: &'static str, kind: &'static str, id: i64) -> Result<bool> {
+        let affected = retry_transient(kind, is_transient, || async {
             sqlx::query(sql)
                 .bind(id)
                 .execute(&self.pool)

@@ -179,8 +179,18 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
         drain("drain8", "drain, concurrency 8", (1, 8), 8, s(4_000)),
         drain("drain32", "drain, concurrency 32", (1, 32), 32, s(20_000)),
         // The "raw" side of these is jobq with metrics off.
-        metrics_drain("metrics8", "drain with metrics on vs off, concurrency 8", 8, s(4_000)),
-        metrics_drain("metrics32", "drain with metrics on vs off, concurrency 32", 32, s(20_000)),
+        metrics_drain(
+            "metrics8",
+            "drain with metrics on vs off, concurrency 8",
+            8,
+            s(4_000),
+        ),
+        metrics_drain(
+            "metrics32",
+            "drain with metrics on vs off, concurrency 32",
+            32,
+            s(20_000),
+        ),
         drain(
             "best",
             "drain, raw best vs jobq defaults",

@@ -45,7 +45,13 @@ async fn metrics_scraped_over_http_count_the_jobs_run_under_their_queue_and_job(
     let worker = app.worker().build().unwrap().start();
 
     for email in ["ada@example.com", "grace@example.com", "edsger@example.com"] {
-        let (status, body) = http(addr, "POST", "/signup", &format!("{{\"email\":\"{email}\"}}")).await;
+        let (status, body) = http(
+            addr,
+            "POST",
+            "/signup",
+            &format!("{{\"email\":\"{email}\"}}"),
+        )
+        .await;
         assert_eq!(status, 202, "{body}");
     }
     let labels = r#"queue="mail",job="service_welcome""#;
@@ -57,32 +63,69 @@ async fn metrics_scraped_over_http_count_the_jobs_run_under_their_queue_and_job(
         if sample(&page, "jobq_attempts_total", &succeeded) == Some(3.0) {
             break page;
         }
-        assert!(Instant::now() < deadline, "3 successes never showed in:\n{page}");
+        assert!(
+            Instant::now() < deadline,
+            "3 successes never showed in:\n{page}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     worker.shutdown(Duration::from_secs(5)).await.unwrap();
     server.abort();
 
-    assert_eq!(sample(&page, "jobq_jobs_enqueued_total", labels), Some(3.0), "{page}");
-    assert_eq!(sample(&page, "jobq_jobs_claimed_total", r#"queue="mail""#), Some(3.0), "{page}");
-    let failed = format!(r#"{labels},outcome="failed""#);
-    assert_eq!(sample(&page, "jobq_attempts_total", &failed), Some(0.0), "{page}");
-    // The run-time histogram: three samples, each under the last finite
-    // bucket (10 minutes), all in the +Inf one.
-    assert_eq!(sample(&page, "jobq_run_seconds_count", labels), Some(3.0), "{page}");
     assert_eq!(
-        sample(&page, "jobq_run_seconds_bucket", &format!(r#"{labels},le="600""#)),
+        sample(&page, "jobq_jobs_enqueued_total", labels),
         Some(3.0),
         "{page}"
     );
     assert_eq!(
-        sample(&page, "jobq_run_seconds_bucket", &format!(r#"{labels},le="+Inf""#)),
+        sample(&page, "jobq_jobs_claimed_total", r#"queue="mail""#),
+        Some(3.0),
+        "{page}"
+    );
+    let failed = format!(r#"{labels},outcome="failed""#);
+    assert_eq!(
+        sample(&page, "jobq_attempts_total", &failed),
+        Some(0.0),
+        "{page}"
+    );
+    // The run-time histogram: three samples, each under the last finite
+    // bucket (10 minutes), all in the +Inf one.
+    assert_eq!(
+        sample(&page, "jobq_run_seconds_count", labels),
+        Some(3.0),
+        "{page}"
+    );
+    assert_eq!(
+        sample(
+            &page,
+            "jobq_run_seconds_bucket",
+            &format!(r#"{labels},le="600""#)
+        ),
+        Some(3.0),
+        "{page}"
+    );
+    assert_eq!(
+        sample(
+            &page,
+            "jobq_run_seconds_bucket",
+            &format!(r#"{labels},le="+Inf""#)
+        ),
         Some(3.0),
         "{page}"
     );
     let run_time = sample(&page, "jobq_run_seconds_sum", labels).unwrap();
     assert!((0.0..10.0).contains(&run_time), "{page}");
-    assert_eq!(sample(&page, "jobq_queue_wait_seconds_count", r#"queue="mail""#), Some(3.0), "{page}");
-    assert!(sample(&page, "jobq_claim_seconds_count", r#"queue="mail""#).unwrap() >= 1.0, "{page}");
-    assert!(sample(&page, "jobq_settle_seconds_count", r#"settle="complete""#).unwrap() >= 1.0, "{page}");
+    assert_eq!(
+        sample(&page, "jobq_queue_wait_seconds_count", r#"queue="mail""#),
+        Some(3.0),
+        "{page}"
+    );
+    assert!(
+        sample(&page, "jobq_claim_seconds_count", r#"queue="mail""#).unwrap() >= 1.0,
+        "{page}"
+    );
+    assert!(
+        sample(&page, "jobq_settle_seconds_count", r#"settle="complete""#).unwrap() >= 1.0,
+        "{page}"
+    );
 }

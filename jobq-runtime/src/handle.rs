@@ -11,8 +11,8 @@ use sqlx::PgConnection;
 #[cfg(feature = "sqlite")]
 use sqlx::SqliteConnection;
 
-use crate::store::{self, NewJob, Prunable, Store};
 use crate::ops::{DoctorReport, JobFilter, JobPage, Page, Stats};
+use crate::store::{self, NewJob, Prunable, Store};
 use crate::types::{Enqueue, Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, InvalidArgument, Result, wakeup};
 

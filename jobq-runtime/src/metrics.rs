@@ -51,8 +51,8 @@ use std::sync::{Arc, LazyLock, Mutex, Once, PoisonError};
 use std::time::{Duration, Instant};
 
 use ::metrics::{
-    Counter, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
-    gauge, histogram,
+    Counter, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge,
+    histogram,
 };
 
 use crate::ops::Stats;
@@ -186,7 +186,10 @@ fn describe() {
     static DESCRIBED: Once = Once::new();
     DESCRIBED.call_once(|| {
         for (name, what) in [
-            (JOBS_ENQUEUED, "Rows inserted by enqueue (duplicates of a key not counted)."),
+            (
+                JOBS_ENQUEUED,
+                "Rows inserted by enqueue (duplicates of a key not counted).",
+            ),
             (JOBS_CLAIMED, "Rows claimed by workers."),
             (ATTEMPTS, "Attempts that ended, by outcome."),
             (JOBS_CANCELLED, "Jobs cancelled."),
@@ -194,7 +197,10 @@ fn describe() {
                 SETTLES_FENCED_OUT,
                 "Settles refused because the attempt no longer held the row.",
             ),
-            (JOBS_REAPED, "Rows with expired leases returned to pending by reapers."),
+            (
+                JOBS_REAPED,
+                "Rows with expired leases returned to pending by reapers.",
+            ),
             (
                 INTERNAL_RETRIES,
                 "jobq's own statements re-run after a transient database error.",
@@ -220,8 +226,14 @@ fn describe() {
                 "How long the oldest due job has waited (queue lag).",
             ),
             (QUEUE_PAUSED, "1 if the queue is paused."),
-            (QUEUE_SUCCEEDED_LAST_HOUR, "Jobs that succeeded in the last hour."),
-            (QUEUE_FAILED_LAST_HOUR, "Jobs that failed for good in the last hour."),
+            (
+                QUEUE_SUCCEEDED_LAST_HOUR,
+                "Jobs that succeeded in the last hour.",
+            ),
+            (
+                QUEUE_FAILED_LAST_HOUR,
+                "Jobs that failed for good in the last hour.",
+            ),
         ] {
             describe_gauge!(name, what);
         }
@@ -429,7 +441,10 @@ impl Gauges {
                 (QUEUE_EXPIRED_LEASES, queue.expired_leases as f64),
                 (QUEUE_OLDEST_AVAILABLE_AGE_SECONDS, age),
                 (QUEUE_PAUSED, if queue.paused { 1.0 } else { 0.0 }),
-                (QUEUE_SUCCEEDED_LAST_HOUR, queue.succeeded_last_hour() as f64),
+                (
+                    QUEUE_SUCCEEDED_LAST_HOUR,
+                    queue.succeeded_last_hour() as f64,
+                ),
                 (QUEUE_FAILED_LAST_HOUR, queue.failed_last_hour() as f64),
             ];
             for (name, value) in values {

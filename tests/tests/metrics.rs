@@ -11,7 +11,7 @@ use jobq_runtime::metrics::{
     ATTEMPTS, CLAIM_SECONDS, JOBS_CANCELLED, JOBS_CLAIMED, JOBS_ENQUEUED, JOBS_REAPED,
     QUEUE_WAIT_SECONDS, RUN_SECONDS, SETTLE_SECONDS, SETTLES_FENCED_OUT,
 };
-use jobq_runtime::{Enqueue, JobContext, JobError, JobStatus, State, Worker, __store, job};
+use jobq_runtime::{__store, Enqueue, JobContext, JobError, JobStatus, State, Worker, job};
 use jobq_tests::metrics::{counter, histogram, install};
 use jobq_tests::{Recorder, TestDb, fixture, on, stop, wait_for_status, wait_until};
 
@@ -24,7 +24,11 @@ type Gates = jobq_tests::Gates<i64>;
 /// run, then succeeds); `snooze_once` (snoozes its first run, then
 /// succeeds); `fail` (fails for good).
 #[job(name = "metrics_outcomes", max_attempts = 3, retry = ["1ms"])]
-async fn outcomes(ctx: &JobContext, recorder: State<Recorder>, mode: String) -> Result<(), JobError> {
+async fn outcomes(
+    ctx: &JobContext,
+    recorder: State<Recorder>,
+    mode: String,
+) -> Result<(), JobError> {
     recorder.record(ctx.id(), ctx.attempt());
     let first = recorder.runs(ctx.id()).len() == 1;
     match mode.as_str() {
@@ -67,7 +71,9 @@ async fn each_outcome_of_an_attempt_is_counted_under_its_queue_job_and_outcome(d
         ids.push(enqueued.id);
     }
     // A duplicate of a key inserts nothing, and is not counted.
-    let keyed = Enqueue::new().queue(&queue).idempotency_key("metrics-once");
+    let keyed = Enqueue::new()
+        .queue(&queue)
+        .idempotency_key(format!("once-{queue}"));
     let first = jobq
         .enqueue_with(Outcomes::new("ok".into()), keyed.clone())
         .await
@@ -111,10 +117,18 @@ async fn each_outcome_of_an_attempt_is_counted_under_its_queue_job_and_outcome(d
     assert_eq!(counter(JOBS_CLAIMED, &queue_label(&queue)), 7);
     let run_times = histogram(RUN_SECONDS, &enqueued);
     assert_eq!(run_times.len(), 7, "{run_times:?}");
-    assert!(run_times.iter().all(|&t| (0.0..5.0).contains(&t)), "{run_times:?}");
+    assert!(
+        run_times.iter().all(|&t| (0.0..5.0).contains(&t)),
+        "{run_times:?}"
+    );
     let waits = histogram(QUEUE_WAIT_SECONDS, &queue_label(&queue));
     assert_eq!(waits.len(), 7, "one wait per claimed job: {waits:?}");
-    assert!(waits.iter().all(|&w| (0.0..WAIT.as_secs_f64()).contains(&w)), "{waits:?}");
+    assert!(
+        waits
+            .iter()
+            .all(|&w| (0.0..WAIT.as_secs_f64()).contains(&w)),
+        "{waits:?}"
+    );
     let claims = histogram(CLAIM_SECONDS, &queue_label(&queue));
     assert!(!claims.is_empty());
     assert!(!histogram(SETTLE_SECONDS, &[("settle", "complete")]).is_empty());
@@ -131,8 +145,13 @@ async fn a_job_delayed_by_a_known_time_is_claimed_after_waiting_at_least_that(db
         .await
         .unwrap()
         .id;
-    let worker = jobq_tests::start_worker(&jobq, &queue, 1);
-    let _ = recorder;
+    let worker = Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 1)
+        .state(recorder)
+        .poll_interval(Duration::from_millis(20))
+        .build()
+        .unwrap()
+        .start();
     wait_for_status(&jobq, id, JobStatus::Done, WAIT).await;
     stop(worker).await;
     let waits = histogram(QUEUE_WAIT_SECONDS, &queue_label(&queue));
@@ -160,7 +179,10 @@ async fn a_cancelled_running_job_ends_as_lease_lost_and_counts_as_cancelled(db: 
         .build()
         .unwrap()
         .start();
-    wait_until("the job runs", WAIT, || async { !recorder.runs(id).is_empty() }).await;
+    wait_until("the job runs", WAIT, || async {
+        !recorder.runs(id).is_empty()
+    })
+    .await;
     assert!(jobq.cancel(id).await.unwrap());
     assert!(counter(JOBS_CANCELLED, &[]) > cancelled_before);
     let lease_lost = attempt(&queue, "metrics_gated", "lease_lost");
@@ -173,7 +195,10 @@ async fn a_cancelled_running_job_ends_as_lease_lost_and_counts_as_cancelled(db: 
         counter(ATTEMPTS, &attempt(&queue, "metrics_gated", "succeeded")),
         0
     );
-    assert_eq!(jobq.job(id).await.unwrap().unwrap().status, JobStatus::Cancelled);
+    assert_eq!(
+        jobq.job(id).await.unwrap().unwrap().status,
+        JobStatus::Cancelled
+    );
 }
 
 async fn a_late_success_of_a_reclaimed_job_counts_as_fenced_out(db: TestDb) {
@@ -199,7 +224,10 @@ async fn a_late_success_of_a_reclaimed_job_counts_as_fenced_out(db: TestDb) {
         .build()
         .unwrap()
         .start();
-    wait_until("the job runs", WAIT, || async { !recorder.runs(id).is_empty() }).await;
+    wait_until("the job runs", WAIT, || async {
+        !recorder.runs(id).is_empty()
+    })
+    .await;
     wait_until("its lease expired and the job was reaped", WAIT, || async {
         __store::reap(&jobq, &queue, 10).await.unwrap() == 1
     })
@@ -219,7 +247,10 @@ async fn a_late_success_of_a_reclaimed_job_counts_as_fenced_out(db: TestDb) {
         counter(ATTEMPTS, &attempt(&queue, "metrics_gated", "succeeded")),
         1
     );
-    assert_eq!(jobq.job(id).await.unwrap().unwrap().status, JobStatus::Processing);
+    assert_eq!(
+        jobq.job(id).await.unwrap().unwrap().status,
+        JobStatus::Processing
+    );
 }
 
 async fn an_orphan_returned_by_the_reaper_is_counted_under_its_queue(db: TestDb) {

@@ -36,9 +36,14 @@ async fn the_worker_sets_each_queues_gauges_from_the_stats_at_its_interval(db: T
         .unwrap()
         .start();
     let labels = [("queue", queue.as_str())];
-    wait_until("the gauges of the queue are set", Duration::from_secs(20), || async {
-        gauge(QUEUE_AVAILABLE, &labels) == Some(2.0) && gauge(QUEUE_SCHEDULED, &labels) == Some(1.0)
-    })
+    wait_until(
+        "the gauges of the queue are set",
+        Duration::from_secs(20),
+        || async {
+            gauge(QUEUE_AVAILABLE, &labels) == Some(2.0)
+                && gauge(QUEUE_SCHEDULED, &labels) == Some(1.0)
+        },
+    )
     .await;
     stop(worker).await;
     assert_eq!(gauge(QUEUE_PROCESSING, &labels), Some(0.0));

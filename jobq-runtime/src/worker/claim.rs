@@ -32,7 +32,7 @@ use crate::{Result, wakeup};
 pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     let slots = Arc::new(Semaphore::new(queue.concurrency));
     let pace = Arc::new(Pace::default());
-    let Some(metrics) = shared.queue_metrics(&queue.name).cloned() else {
+    let Some(queue_metrics) = shared.queue_metrics(&queue.name).cloned() else {
         // Every served queue has its handles (Worker::new): not reached.
         return;
     };
@@ -67,7 +67,14 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
             let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
                 break;
             };
-            let size = start_next(&shared, &queue.name, &mut buffer, permit, &pace, &metrics);
+            let size = start_next(
+                &shared,
+                &queue.name,
+                &mut buffer,
+                permit,
+                &pace,
+                &queue_metrics,
+            );
             buffered_bytes -= size;
             shared.buffered_bytes.fetch_sub(size, Ordering::Relaxed);
             started = true;
@@ -111,7 +118,7 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
             woken.set(wake.notified());
             woken.as_mut().enable();
             asked = wanted;
-            claiming = Some(claim(&shared, &queue.name, wanted, &metrics));
+            claiming = Some(claim(&shared, &queue.name, wanted, &queue_metrics));
         }
         let idle_claimer = claiming.is_none() && wanted > 0;
         tokio::select! {
@@ -174,7 +181,7 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     shared
         .buffered_bytes
         .fetch_sub(buffered_bytes, Ordering::Relaxed);
-    run::release_unstarted(&shared, &queue.name, buffer.into(), &metrics).await;
+    run::release_unstarted(&shared, &queue.name, buffer.into(), &queue_metrics).await;
 }
 
 /// Claims up to `limit` jobs of `queue` and registers them as held (in the
@@ -230,16 +237,16 @@ fn start_next(
     buffer: &mut VecDeque<run::Registered>,
     permit: OwnedSemaphorePermit,
     pace: &Arc<Pace>,
-    metrics: &QueueMetrics,
+    queue_metrics: &QueueMetrics,
 ) -> usize {
     let Some(next) = buffer.pop_front() else {
         return 0;
     };
     let size = next.payload_len();
     if next.lost() {
-        next.ended_unstarted(metrics, Outcome::LeaseLost);
+        next.ended_unstarted(queue_metrics, Outcome::LeaseLost);
     } else {
-        run::start(shared, queue, next, permit, pace, metrics);
+        run::start(shared, queue, next, permit, pace, queue_metrics);
     }
     size
 }

@@ -170,8 +170,8 @@ impl Registered {
 
     /// Counts it as ended with `outcome` without having started (its lease
     /// lost while it waited, or handed back at shutdown).
-    pub(super) fn ended_unstarted(&self, metrics: &QueueMetrics, outcome: metrics::Outcome) {
-        metrics.job(&self.job.job_name).ended(outcome);
+    pub(super) fn ended_unstarted(&self, queue: &QueueMetrics, outcome: metrics::Outcome) {
+        queue.job(&self.job.job_name).ended(outcome);
     }
 }
 
@@ -190,20 +190,20 @@ pub(super) fn register(shared: &Shared, job: ClaimedJob) -> Registered {
 
 /// Runs a registered job in its own task; `permit` (the queue slot) is
 /// released when the attempt is settled, and the attempt's run time goes
-/// into `pace` and, with its outcome, into `metrics`.
+/// into `pace` and, with its outcome, into `queue_metrics`.
 pub(super) fn start(
     shared: &Arc<Shared>,
     queue: &str,
     registered: Registered,
     permit: OwnedSemaphorePermit,
     pace: &Arc<Pace>,
-    metrics: &QueueMetrics,
+    queue_metrics: &QueueMetrics,
 ) {
     let Registered {
         job,
         mut settlement,
     } = registered;
-    let metrics = Arc::clone(metrics.job(&job.job_name));
+    let job_metrics = Arc::clone(queue_metrics.job(&job.job_name));
     // A subscriber that panics making the span costs the job its span, not its settle.
     let span = std::panic::catch_unwind(|| {
         tracing::info_span!(
@@ -252,10 +252,10 @@ pub(super) fn start(
         };
         let took = started.elapsed();
         pace.record(took);
-        metrics.ran(took);
+        job_metrics.ran(took);
         settlement.held.end();
         inject::point!(BeforeSettle, &queue);
-        settle(&shared, &queue, &job, &span, outcome, &mut settlement, &metrics).await;
+        settle(&shared, &queue, &job, &span, outcome, &mut settlement, &job_metrics).await;
         drop(permit);
     });
 }
@@ -267,7 +267,7 @@ pub(super) async fn release_unstarted(
     shared: &Shared,
     queue: &str,
     jobs: Vec<Registered>,
-    metrics: &QueueMetrics,
+    queue_metrics: &QueueMetrics,
 ) {
     inject::point!(ShutdownRelease, queue);
     let fences: Vec<Fence> = jobs.iter().map(|r| r.job.fence()).collect();
@@ -280,7 +280,7 @@ pub(super) async fn release_unstarted(
         } else {
             metrics::Outcome::Released
         };
-        registered.ended_unstarted(metrics, outcome);
+        registered.ended_unstarted(queue_metrics, outcome);
     }
     let releases = futures_util::stream::iter(jobs).for_each_concurrent(
         RELEASE_CONCURRENCY,
@@ -391,7 +391,7 @@ async fn settle(
     span: &tracing::Span,
     outcome: Outcome,
     settlement: &mut Settlement,
-    metrics: &JobMetrics,
+    job_metrics: &JobMetrics,
 ) {
     // Every log line and span record below is `quietly`: a subscriber that
     // panics (a closed stderr) must not stop the settle. The attempt's span
@@ -399,7 +399,7 @@ async fn settle(
     let fence = job.fence();
     let transition = match outcome {
         Outcome::Succeeded => {
-            metrics.ended(metrics::Outcome::Succeeded);
+            job_metrics.ended(metrics::Outcome::Succeeded);
             quietly(|| {
                 span.record("job.outcome", "done");
             });
@@ -412,7 +412,7 @@ async fn settle(
             return;
         }
         Outcome::Interrupted if settlement.held.lease_lost() => {
-            metrics.ended(metrics::Outcome::LeaseLost);
+            job_metrics.ended(metrics::Outcome::LeaseLost);
             settlement.owed = Owed::Nothing;
             quietly(|| {
                 span.record("job.outcome", "lease_lost");
@@ -420,7 +420,7 @@ async fn settle(
             return;
         }
         Outcome::Interrupted => {
-            metrics.ended(metrics::Outcome::Released);
+            job_metrics.ended(metrics::Outcome::Released);
             quietly(|| {
                 span.record("job.outcome", "released");
             });
@@ -433,7 +433,7 @@ async fn settle(
                 (Target::Failed, _) => ("failed", metrics::Outcome::Failed),
                 (Target::Pending, _) => ("retry", metrics::Outcome::Retried),
             };
-            metrics.ended(counted);
+            job_metrics.ended(counted);
             quietly(|| {
                 span.record("job.outcome", outcome);
                 if transition.target == Target::Failed {

@@ -40,8 +40,8 @@ use super::{
     BackendStore, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches,
     micros, migrate, new_token_base, retry_transient, row_token,
 };
-use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::metrics::statement;
+use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
 mod glue;
@@ -281,8 +281,10 @@ impl BackendStore for MySqlStore {
     async fn heartbeat_unlocked(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
         let mut renewed = Vec::new();
         for chunk in fences.chunks(IN_CHUNK) {
-            let ids = retry_transient(statement::HEARTBEAT, is_transient, || self.heartbeat_unlocked_once(chunk, lease))
-                .await?;
+            let ids = retry_transient(statement::HEARTBEAT, is_transient, || {
+                self.heartbeat_unlocked_once(chunk, lease)
+            })
+            .await?;
             let ids: HashSet<i64> = ids.into_iter().collect();
             renewed.extend(chunk.iter().filter(|f| ids.contains(&f.id)).copied());
         }
@@ -290,7 +292,10 @@ impl BackendStore for MySqlStore {
     }
 
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        retry_transient(statement::REAP, is_transient, || self.reap_once(queue, limit)).await
+        retry_transient(statement::REAP, is_transient, || {
+            self.reap_once(queue, limit)
+        })
+        .await
     }
 
     /// Deletes every row of the `which` kind that finished more than

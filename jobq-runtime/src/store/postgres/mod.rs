@@ -41,8 +41,8 @@ use super::{
     BackendStore, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches,
     micros, migrate, new_token_base, retry_transient, row_token,
 };
-use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::metrics::statement;
+use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
 mod glue;

@@ -41,8 +41,8 @@ use super::{
     BackendStore, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition, in_batches,
     micros, migrate, new_token_base, retry_transient, row_token,
 };
-use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::metrics::statement;
+use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
 mod checkpoint;
@@ -225,7 +225,8 @@ impl BackendStore for SqliteStore {
     /// database refuses leaves nothing of the batch behind.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         if jobs.len() <= INSERT_CHUNK {
-            return retry_transient(statement::ENQUEUE, is_transient, || self.insert_each(jobs)).await;
+            return retry_transient(statement::ENQUEUE, is_transient, || self.insert_each(jobs))
+                .await;
         }
         retry_transient(statement::ENQUEUE, is_transient, || async {
             let _turn = self.writes.lock().await;
@@ -320,24 +321,25 @@ impl BackendStore for SqliteStore {
         let mut lost = Vec::new();
         for chunk in fences.chunks(IN_CHUNK) {
             let update = Fenced::new(HEARTBEAT, chunk);
-            let held: HashSet<Fence> = retry_transient(statement::HEARTBEAT, is_transient, || async {
-                let _turn = self.writes.lock().await;
-                let mut conn = self.conns.get().await?;
-                let result = update
-                    .query(now_micros().saturating_add(micros(lease)))
-                    .fetch_all(&mut *conn)
-                    .await;
-                let rows = conn.done(result)?;
-                rows.iter()
-                    .map(|row| {
-                        Ok(Fence {
-                            id: row.try_get(0)?,
-                            token: row.try_get(1)?,
+            let held: HashSet<Fence> =
+                retry_transient(statement::HEARTBEAT, is_transient, || async {
+                    let _turn = self.writes.lock().await;
+                    let mut conn = self.conns.get().await?;
+                    let result = update
+                        .query(now_micros().saturating_add(micros(lease)))
+                        .fetch_all(&mut *conn)
+                        .await;
+                    let rows = conn.done(result)?;
+                    rows.iter()
+                        .map(|row| {
+                            Ok(Fence {
+                                id: row.try_get(0)?,
+                                token: row.try_get(1)?,
+                            })
                         })
-                    })
-                    .collect()
-            })
-            .await?;
+                        .collect()
+                })
+                .await?;
             lost.extend(chunk.iter().filter(|f| !held.contains(f)).copied());
         }
         Ok(lost)

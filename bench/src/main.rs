@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run --release -p jobq-bench --bin bench -- --backend all --runs 3 --out results.json
 //! cargo run --release -p jobq-bench --bin bench -- --backend mysql --url mysql://root@127.0.0.1:3306/jobq_bench --quick
+//! cargo run --release -p jobq-bench --bin bench -- --only drain8,metrics8,metrics32
 //! ```
 //!
 //! The bench empties (TRUNCATE/DELETE) the `jobq_jobs` table of the database
@@ -13,6 +14,7 @@
 //! URLs name `jobq_bench`, which it creates if missing).
 
 mod job;
+mod metrics;
 mod raw;
 mod report;
 mod workload;
@@ -56,7 +58,10 @@ struct Cli {
     /// where the database has no wake-ups).
     #[arg(long, default_value_t = 500)]
     poll_ms: u64,
-    /// Only these workloads (comma-separated ids, see the table); all by default.
+    /// Only these workloads (comma-separated ids: enqueue1, enqueue8,
+    /// enqueue100, drain1, drain8, drain32, metrics8, metrics32 (drain with
+    /// metrics on vs off; its "raw" side is jobq without a recorder), best,
+    /// latency, latency_xproc, backlog1k, backlog100k, history1m); all by default.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }

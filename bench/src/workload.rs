@@ -88,6 +88,12 @@ enum Side {
     JobqDrain {
         concurrency: usize,
     },
+    /// [`Side::JobqDrain`] with a Prometheus recorder installed (`metrics`
+    /// false: the same worker without one, the baseline of the metrics rows).
+    JobqDrainMetrics {
+        concurrency: usize,
+        metrics: bool,
+    },
     /// Worker in this process; enqueues at `RATE` from this process or another.
     JobqLatency {
         other_process: bool,
@@ -103,6 +109,17 @@ impl Side {
             Self::JobqEnqueueOne { tasks } => format!("{tasks} task × enqueue"),
             Self::JobqEnqueueMany { batch } => format!("enqueue_many({batch})"),
             Self::JobqDrain { concurrency } => format!("worker, concurrency {concurrency}"),
+            Self::JobqDrainMetrics {
+                concurrency,
+                metrics,
+            } => format!(
+                "worker, concurrency {concurrency}, {}",
+                if metrics {
+                    "Prometheus recorder"
+                } else {
+                    "no recorder"
+                }
+            ),
             Self::JobqLatency { other_process } => format!(
                 "{RATE:.0} jobs/s from {}, concurrency {DEFAULT_CONCURRENCY}",
                 if other_process {
@@ -132,6 +149,13 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
         let raw = Side::RawDrain { conns, batch };
         spec(id, title, Some(raw), Side::JobqDrain { concurrency }, jobs)
     };
+    let metrics_drain = |id, title, concurrency, jobs| {
+        let side = |metrics| Side::JobqDrainMetrics {
+            concurrency,
+            metrics,
+        };
+        spec(id, title, Some(side(false)), side(true), jobs)
+    };
     let enqueue_one = |id, title, tasks, jobs| {
         let raw = Side::RawEnqueueOne { tasks };
         spec(id, title, Some(raw), Side::JobqEnqueueOne { tasks }, jobs)
@@ -154,6 +178,19 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
         drain("drain1", "drain, concurrency 1", (1, 1), 1, s(600)),
         drain("drain8", "drain, concurrency 8", (1, 8), 8, s(4_000)),
         drain("drain32", "drain, concurrency 32", (1, 32), 32, s(20_000)),
+        // The "raw" side of these is jobq with metrics off.
+        metrics_drain(
+            "metrics8",
+            "drain with metrics on vs off, concurrency 8",
+            8,
+            s(4_000),
+        ),
+        metrics_drain(
+            "metrics32",
+            "drain with metrics on vs off, concurrency 32",
+            32,
+            s(20_000),
+        ),
         drain(
             "best",
             "drain, raw best vs jobq defaults",
@@ -391,6 +428,10 @@ fn judge(specs: &[Spec], rows: &mut [Row], jobq: &Jobq, poll: Duration) {
                 ("≥ 0.90 × raw".to_owned(), row.ratio.map(|r| r >= 0.9))
             }
             "best" => ("≥ 0.80 × raw best".to_owned(), row.ratio.map(|r| r >= 0.8)),
+            "metrics8" | "metrics32" => (
+                "≥ 0.97 × metrics off".to_owned(),
+                row.ratio.map(|r| r >= 0.97),
+            ),
             "latency" => (
                 "p50 ≤ 2 ms, p99 ≤ 10 ms".to_owned(),
                 p50.zip(p99).map(|(a, b)| a <= 2.0 && b <= 10.0),
@@ -429,7 +470,7 @@ impl Bench {
             Side::RawEnqueueMany { batch } => self.raw_enqueue_many(batch, n).await?,
             Side::JobqEnqueueOne { tasks } => self.jobq_enqueue_one(tasks, n).await?,
             Side::JobqEnqueueMany { batch } => self.jobq_enqueue_many(batch, n).await?,
-            Side::RawDrain { .. } | Side::JobqDrain { .. } => {
+            Side::RawDrain { .. } | Side::JobqDrain { .. } | Side::JobqDrainMetrics { .. } => {
                 let mut total = Sample::default();
                 for _ in 0..spec.repeats {
                     self.db.fill(n).await?;
@@ -545,6 +586,24 @@ impl Bench {
                 probe.wait(DEADLINE).await?;
                 worker.shutdown(Duration::from_secs(60)).await?;
                 start.elapsed().as_secs_f64()
+            }
+            Side::JobqDrainMetrics {
+                concurrency,
+                metrics,
+            } => {
+                // The worker's handles bind to the switch's position now.
+                crate::metrics::set(metrics);
+                let start = Instant::now();
+                let worker = self.start_worker(concurrency, &probe);
+                crate::metrics::set(false);
+                let worker = worker?;
+                probe.wait(DEADLINE).await?;
+                worker.shutdown(Duration::from_secs(60)).await?;
+                let secs = start.elapsed().as_secs_f64();
+                if metrics && !crate::metrics::render().contains("jobq_attempts_total") {
+                    return Err("the recorder saw no attempt: metrics were not on".into());
+                }
+                secs
             }
             _ => unreachable!("not a drain"),
         };

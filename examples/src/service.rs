@@ -1,7 +1,9 @@
 //! A sign-up service with jobq inside: one process serves HTTP and runs the
 //! worker. `POST /signup` stores the user and enqueues the welcome mail in
 //! the same SQLite transaction (an outbox: the job exists exactly when the
-//! user does); `GET /jobs/{id}` shows where the job is.
+//! user does); `GET /jobs/{id}` shows where the job is; `GET /metrics`
+//! serves jobq's metrics (see `jobq_runtime::metrics`) to Prometheus, when
+//! the service was given a recorder ([`install_prometheus`], [`App::with_metrics`]).
 
 use std::time::Duration;
 
@@ -10,6 +12,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use jobq_runtime::{JobContext, Jobq, State, Worker, WorkerBuilder, job};
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use serde::{Deserialize, Serialize};
 use sqlx::SqlitePool;
 
@@ -38,6 +41,33 @@ pub struct App {
     pub jobq: Jobq,
     /// The service's own pool (the same database).
     pub db: SqlitePool,
+    /// Renders the metrics for `GET /metrics`, if the service exposes them.
+    pub metrics: Option<PrometheusHandle>,
+}
+
+/// Installs a Prometheus recorder as the process's global `metrics`
+/// recorder, with jobq's histogram buckets, and returns its handle (for
+/// [`App::with_metrics`]). Call it first thing, before jobq enqueues or
+/// builds a worker; once per process.
+///
+/// The recorder keeps histogram samples until upkeep folds them into the
+/// buckets: a task does so every 5 s (a render does it too).
+pub fn install_prometheus() -> Result<PrometheusHandle, BuildError> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Prefix("jobq_".into()),
+            jobq_runtime::metrics::DURATION_BUCKETS,
+        )?
+        .install_recorder()?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
 }
 
 impl App {
@@ -58,7 +88,17 @@ impl App {
         sqlx::query("CREATE TABLE IF NOT EXISTS sent_mail (mail_key TEXT PRIMARY KEY, user_id INTEGER NOT NULL)")
             .execute(&db)
             .await?;
-        Ok(Self { jobq, db })
+        Ok(Self {
+            jobq,
+            db,
+            metrics: None,
+        })
+    }
+
+    /// The same service, serving `GET /metrics` from `metrics`.
+    pub fn with_metrics(mut self, metrics: PrometheusHandle) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The HTTP routes.
@@ -66,6 +106,7 @@ impl App {
         Router::new()
             .route("/signup", post(signup))
             .route("/jobs/{id}", get(job_status))
+            .route("/metrics", get(metrics))
             .with_state(self.clone())
     }
 
@@ -138,6 +179,14 @@ async fn signup(
             job_id: job.id,
         }),
     ))
+}
+
+/// `GET /metrics`: the Prometheus text format, or 404 without a recorder.
+async fn metrics(AxumState(app): AxumState<App>) -> Result<String, Failure> {
+    match &app.metrics {
+        Some(handle) => Ok(handle.render()),
+        None => Err((StatusCode::NOT_FOUND, "metrics are off".into())),
+    }
 }
 
 async fn job_status(

@@ -51,6 +51,8 @@ pub struct Jobq {
 struct Inner {
     store: Store,
     max_payload_bytes: usize,
+    /// Shared by the handles `with_max_payload_bytes` makes of this one.
+    gauges: Arc<crate::metrics::Gauges>,
 }
 
 impl Jobq {
@@ -72,6 +74,7 @@ impl Jobq {
             inner: Arc::new(Inner {
                 store,
                 max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+                gauges: Arc::default(),
             }),
         }
     }
@@ -88,12 +91,18 @@ impl Jobq {
             inner: Arc::new(Inner {
                 store: self.inner.store.clone(),
                 max_payload_bytes,
+                gauges: Arc::clone(&self.inner.gauges),
             }),
         }
     }
 
     pub(crate) fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    /// The stats gauges' bookkeeping, shared by this handle's clones.
+    pub(crate) fn gauges(&self) -> &crate::metrics::Gauges {
+        &self.inner.gauges
     }
 
     /// Which database this handle stores jobs in.
@@ -141,6 +150,7 @@ impl Jobq {
     pub async fn enqueue_with<J: Job>(&self, job: J, options: Enqueue) -> Result<Enqueued> {
         let row = self.row(&job, options)?;
         let enqueued = self.store().enqueue(&row).await?;
+        count_enqueued::<J>(&row.queue, &[enqueued]);
         wakeup::notify(&row.queue);
         Ok(enqueued)
     }
@@ -172,6 +182,9 @@ impl Jobq {
             return Ok(Vec::new());
         }
         let enqueued = self.store().enqueue_many(&rows).await?;
+        for (row, enqueued) in rows.iter().zip(&enqueued) {
+            count_enqueued::<J>(&row.queue, std::slice::from_ref(enqueued));
+        }
         let mut queues: Vec<&str> = rows.iter().map(|r| r.queue.as_str()).collect();
         queues.sort_unstable();
         queues.dedup();
@@ -216,6 +229,7 @@ impl Jobq {
             .store()
             .enqueue_in(conn.into_connection(), &row)
             .await?;
+        count_enqueued::<J>(&row.queue, &[enqueued]);
         // Wakes claimers early; if the caller's transaction has not committed
         // yet they find nothing and the next poll picks the job up.
         wakeup::notify(&row.queue);
@@ -247,7 +261,12 @@ impl Jobq {
     /// at the cancel names it, so a later attempt of the same job (after a
     /// [`retry`](Self::retry)) is never hit by it.
     pub async fn cancel(&self, id: i64) -> Result<bool> {
-        self.store().cancel(id, crate::worker::stop_cancelled).await
+        let cancelled = self
+            .store()
+            .cancel(id, crate::worker::stop_cancelled)
+            .await?;
+        crate::metrics::cancelled(u64::from(cancelled));
+        Ok(cancelled)
     }
 
     /// Sends a `failed` or `cancelled` job back to `pending`, runnable now,
@@ -383,9 +402,12 @@ impl Jobq {
             statuses,
             ..Where::new(filter)
         };
-        self.store()
+        let cancelled = self
+            .store()
             .cancel_where(w, crate::worker::stop_cancelled)
-            .await
+            .await?;
+        crate::metrics::cancelled(cancelled);
+        Ok(cancelled)
     }
 
     /// Checks the server and jobq's tables for what jobq needs, each check
@@ -545,6 +567,13 @@ fn validate_filter(filter: &JobFilter) -> Result<(), InvalidArgument> {
         }
     }
     Ok(())
+}
+
+/// Counts the rows among `enqueued` (of job `J`, into `queue`) that were
+/// inserted, not found by their idempotency key.
+fn count_enqueued<J: Job>(queue: &str, enqueued: &[Enqueued]) {
+    let inserted = enqueued.iter().filter(|e| !e.duplicate).count();
+    crate::metrics::enqueued(queue, J::NAME, inserted as u64);
 }
 
 /// Checks a job name: 1 to [`MAX_JOB_NAME_LEN`] bytes, no NUL.

@@ -80,6 +80,15 @@
 //! `jobq_migrations` (not sqlx's `_sqlx_migrations`, which stays the
 //! application's own).
 //!
+//! ## Metrics
+//!
+//! jobq records counters, histograms and per-queue gauges through the
+//! [`metrics`](https://docs.rs/metrics) facade into whatever recorder the
+//! application installs (none: nothing is recorded); the [`metrics`](mod@metrics)
+//! module lists every one, with its labels. The gauges come from
+//! [`Jobq::stats`], read by the worker every
+//! [`WorkerBuilder::stats_gauges_every`] (off by default).
+//!
 //! ## Transactional enqueue
 //!
 //! [`Jobq::enqueue_in`] writes the row through the caller's own sqlx
@@ -92,6 +101,7 @@ compile_error!(
 
 mod error;
 mod handle;
+pub mod metrics;
 mod ops;
 mod store;
 mod types;

@@ -633,8 +633,11 @@ pub fn internal_retries() -> u64 {
 
 /// Runs `op` again (up to 8 times, with a short jittered pause) while it fails
 /// with an error `transient` accepts. Only for work jobq started itself:
-/// never inside a caller's transaction.
+/// never inside a caller's transaction. Each re-run is counted, in
+/// [`internal_retries`] and in the `jobq_internal_retries_total` metric
+/// under `statement` (one of [`crate::metrics::statement`]'s kinds).
 pub(crate) async fn retry_transient<T, F, Fut>(
+    statement: &'static str,
     transient: fn(&sqlx::Error) -> bool,
     mut op: F,
 ) -> Result<T>
@@ -649,9 +652,11 @@ where
             Err(error) if attempt < 8 && transient(&error) => {
                 attempt += 1;
                 INTERNAL_RETRIES.fetch_add(1, Ordering::Relaxed);
+                crate::metrics::internal_retry(statement);
                 tracing::debug!(
                     error = &error as &dyn std::error::Error,
                     attempt,
+                    statement,
                     "retrying after a transient database error"
                 );
                 let pause_ms = rand::random_range(1..=(5u64 << attempt.min(5)));
@@ -807,6 +812,9 @@ pub(crate) struct ClaimedJob {
     /// Why the row cannot be run as stored (a column that is not UTF-8):
     /// the attempt fails without running the handler, and is not retried.
     pub(crate) unreadable: Option<String>,
+    /// When it became due: its `run_at` as the claim picked it (the claim
+    /// overwrites the column with the lease deadline), for the queue-wait metric.
+    pub(crate) due: Option<DateTime<Utc>>,
 }
 
 impl ClaimedJob {
@@ -830,7 +838,21 @@ impl ClaimedJob {
             idempotency_key,
             token,
             unreadable: None,
+            due: None,
         }
+    }
+
+    /// The same job, due since `run_at` (see [`due`](Self::due)).
+    pub(crate) fn due_since(mut self, run_at: DateTime<Utc>) -> Self {
+        self.due = Some(run_at);
+        self
+    }
+
+    /// How long it had been due when claimed, by this host's clock (zero if
+    /// the database's clock is ahead); `None` if the claim did not say.
+    pub(crate) fn waited(&self) -> Option<Duration> {
+        let due = self.due?;
+        Some((Utc::now() - due).to_std().unwrap_or(Duration::ZERO))
     }
 
     pub(crate) fn fence(&self) -> Fence {
@@ -898,6 +920,62 @@ mod tests {
                 out.push(path);
             }
         }
+    }
+
+    /// Each re-run after a transient error counts once in the process-wide
+    /// counter and once under its statement kind in the metric; the final
+    /// success does not count.
+    #[test]
+    fn a_transient_retry_is_counted_under_its_statement_kind() {
+        use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let before = super::internal_retries();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        metrics::with_local_recorder(&recorder, || {
+            let mut failures = 2;
+            let result: crate::Result<u32> = runtime.block_on(super::retry_transient(
+                crate::metrics::statement::CLAIM,
+                |_| true,
+                || {
+                    let fail = failures > 0;
+                    failures -= 1;
+                    async move {
+                        if fail {
+                            Err(sqlx::Error::PoolTimedOut)
+                        } else {
+                            Ok(7)
+                        }
+                    }
+                },
+            ));
+            assert_eq!(result.unwrap(), 7);
+        });
+        assert!(super::internal_retries() >= before + 2);
+        let counted: Vec<_> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| key.key().name() == crate::metrics::INTERNAL_RETRIES)
+            .map(|(key, _, _, value)| {
+                let labels: Vec<(String, String)> = key
+                    .key()
+                    .labels()
+                    .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                    .collect();
+                (labels, value)
+            })
+            .collect();
+        assert_eq!(
+            counted,
+            [(
+                vec![("statement".to_owned(), "claim".to_owned())],
+                DebugValue::Counter(2)
+            )]
+        );
     }
 
     #[test]

@@ -194,6 +194,20 @@ impl WorkerBuilder {
         self
     }
 
+    /// Refreshes the per-queue gauges of [`crate::metrics`] (available,
+    /// scheduled, processing, expired leases, queue lag, paused, the last
+    /// hour's successes and failures) from [`Jobq::stats`] every `interval`
+    /// (10 ms to 1 day; 15 s suits a Prometheus scrape). Off by default.
+    ///
+    /// One read per interval per [`Jobq`] handle, however many workers of
+    /// the process are built on it or its clones (the first whose turn
+    /// comes reads, for all queues), not one per job: the gauges cost one
+    /// stats query per interval.
+    pub fn stats_gauges_every(mut self, interval: Duration) -> Self {
+        self.settings.stats_gauges = Some(interval);
+        self
+    }
+
     /// The id written to `claimed_by` (default `host:pid:random`).
     pub fn worker_id(mut self, id: impl Into<String>) -> Self {
         self.worker_id = Some(id.into());
@@ -205,7 +219,7 @@ impl WorkerBuilder {
     /// Fails when a duration is out of its range (lease 100 ms to 1 day;
     /// heartbeat interval 1 ms to under the lease; poll interval 1 ms to
     /// 1 hour; reap interval 1 ms to 1 day; shutdown timeout up to 1 day;
-    /// retentions up to 100 years), no queue is served, a concurrency is 0 or over 10,000, a queue is served
+    /// retentions up to 100 years; stats gauge interval 10 ms to 1 day), no queue is served, a concurrency is 0 or over 10,000, a queue is served
     /// twice, a checked queue has no registered job, a registered job of a
     /// served queue needs a `State<T>` that was not given, two jobs share a
     /// name, a job name (of a served queue or a cron entry) is empty or over
@@ -276,6 +290,14 @@ impl WorkerBuilder {
             .flatten()
         {
             within("retention", retention, Duration::ZERO, crate::MAX_DELAY)?;
+        }
+        if let Some(interval) = settings.stats_gauges {
+            within(
+                "stats gauge interval",
+                interval,
+                Duration::from_millis(10),
+                MAX_LEASE,
+            )?;
         }
         if settings.heartbeat_interval() < ms || settings.heartbeat_interval() >= settings.lease {
             return Err(ConfigError::HeartbeatInterval {

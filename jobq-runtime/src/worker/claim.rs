@@ -13,6 +13,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::run::{self, Pace};
 use super::shared::{QueueSpec, Shared, backoff, panicked, quietly};
 use super::{inject, pause};
+use crate::metrics::{Outcome, QueueMetrics};
 use crate::{Result, wakeup};
 
 /// A queue's claim loop: keeps the queue's slots fed from a small buffer of
@@ -37,6 +38,10 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     let mut pauses = shared.pauses.subscribe();
     let slots = Arc::new(Semaphore::new(queue.concurrency));
     let pace = Arc::new(Pace::default());
+    let Some(queue_metrics) = shared.queue_metrics(&queue.name).cloned() else {
+        // Every served queue has its handles (Worker::new): not reached.
+        return;
+    };
     let wake = wakeup::subscribe(&queue.name);
     let mut buffer: VecDeque<run::Registered> = VecDeque::new();
     // Payload bytes in `buffer`, and a moving average of a claimed payload's size.
@@ -68,7 +73,14 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
             let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
                 break;
             };
-            let size = start_next(&shared, &queue.name, &mut buffer, permit, &pace);
+            let size = start_next(
+                &shared,
+                &queue.name,
+                &mut buffer,
+                permit,
+                &pace,
+                &queue_metrics,
+            );
             buffered_bytes -= size;
             shared.buffered_bytes.fetch_sub(size, Ordering::Relaxed);
             started = true;
@@ -113,7 +125,7 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
             woken.set(wake.notified());
             woken.as_mut().enable();
             asked = wanted;
-            claiming = Some(claim(&shared, &queue.name, wanted));
+            claiming = Some(claim(&shared, &queue.name, wanted, &queue_metrics));
         }
         let idle_claimer = claiming.is_none() && wanted > 0 && !paused;
         tokio::select! {
@@ -183,20 +195,23 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     shared
         .buffered_bytes
         .fetch_sub(buffered_bytes, Ordering::Relaxed);
-    run::release_unstarted(&shared, &queue.name, buffer.into()).await;
+    run::release_unstarted(&shared, &queue.name, buffer.into(), &queue_metrics).await;
 }
 
 /// Claims up to `limit` jobs of `queue` and registers them as held (in the
 /// same poll as the claim returns: no await point between); also reports how
 /// long the claim took. A panic in the claim (a subscriber's, inside the
-/// driver) is a failed claim.
+/// driver) is a failed claim. Records the claim's latency, its jobs and
+/// how long each had been due in `metrics`.
 fn claim(
     shared: &Arc<Shared>,
     queue: &str,
     limit: usize,
+    metrics: &Arc<QueueMetrics>,
 ) -> BoxFuture<'static, (Result<Vec<run::Registered>>, Duration)> {
     let shared = Arc::clone(shared);
     let queue = queue.to_owned();
+    let metrics = Arc::clone(metrics);
     Box::pin(async move {
         let started = tokio::time::Instant::now();
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
@@ -209,6 +224,12 @@ fn claim(
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| Err(panicked("claim", panic.as_ref())));
+        if let Ok(jobs) = &result {
+            metrics.claimed(jobs.len(), started.elapsed());
+            for waited in jobs.iter().filter_map(|job| job.waited()) {
+                metrics.waited(waited);
+            }
+        }
         let registered = result.map(|jobs| {
             jobs.into_iter()
                 .map(|job| run::register(&shared, job))
@@ -230,13 +251,16 @@ fn start_next(
     buffer: &mut VecDeque<run::Registered>,
     permit: OwnedSemaphorePermit,
     pace: &Arc<Pace>,
+    queue_metrics: &QueueMetrics,
 ) -> usize {
     let Some(next) = buffer.pop_front() else {
         return 0;
     };
     let size = next.payload_len();
-    if !next.lost() {
-        run::start(shared, queue, next, permit, pace);
+    if next.lost() {
+        next.ended_unstarted(queue_metrics, Outcome::LeaseLost);
+    } else {
+        run::start(shared, queue, next, permit, pace, queue_metrics);
     }
     size
 }

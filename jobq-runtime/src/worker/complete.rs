@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use super::inject;
 use super::shared::{Shared, backoff, lock, panicked, quietly};
 use crate::Result;
+use crate::metrics::Settle;
 use crate::store::Fence;
 
 /// Most successes the completer settles per statement.
@@ -141,7 +142,14 @@ async fn complete_batch(shared: Arc<Shared>, batch: Vec<Fence>) -> Result<u64> {
         if inject::fire(inject::Point::CompleterWrite, &shared.queue_names[0]).is_some() {
             panic!("jobq fault injection: the batch write dropped (a panic here)");
         }
-        shared.store.complete(&batch).await
+        let started = tokio::time::Instant::now();
+        let settled = shared.store.complete(&batch).await?;
+        shared.metrics.settled(Settle::Complete, started.elapsed());
+        let fenced_out = (batch.len() as u64).saturating_sub(settled);
+        if fenced_out > 0 {
+            shared.metrics.fenced_out(Settle::Complete, fenced_out);
+        }
+        Ok(settled)
     })
     .catch_unwind()
     .await

@@ -17,11 +17,12 @@
 //! - one reader of the paused queues, once per poll interval, which the
 //!   claim loops obey (nothing is claimed from a paused queue);
 //! - a task per cron schedule that enqueues its job at each tick;
-//! - if asked, a pruner that deletes finished rows past their retention.
+//! - if asked, a pruner that deletes finished rows past their retention;
+//! - if asked, a task that refreshes the stats gauges (see [`crate::metrics`]).
 //!
 //! One file per task, the arrows running one way: this module (the worker,
 //! its start and supervision) → the tasks ([`claim`] → [`run`],
-//! [`complete`], [`heartbeat`], [`reap`], [`pause`], [`prune`], [`cron`]) and
+//! [`complete`], [`heartbeat`], [`reap`], [`pause`], [`prune`], [`cron`], [`stats`]) and
 //! [`handle`] (shutdown and the drop guard) → [`shared`] (the state, settings
 //! and helpers they all use). No file imports from one to its left.
 
@@ -38,6 +39,7 @@ mod prune;
 mod reap;
 mod run;
 mod shared;
+mod stats;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -57,6 +59,7 @@ use handle::Running;
 pub use handle::WorkerHandle;
 pub use shared::DEFAULT_CLAIM_AHEAD_BYTES;
 
+use crate::metrics::{QueueMetrics, WorkerMetrics};
 use crate::store::{Fence, Transition};
 use crate::{Error, Jobq, Result};
 use shared::{
@@ -103,8 +106,15 @@ impl Worker {
     ) -> Self {
         let (completions, receiver) = mpsc::channel(COMPLETE_BACKLOG);
         let (rescues, rescue_receiver) = mpsc::unbounded_channel();
+        // Every registered job, on every served queue: `Enqueue::queue` may
+        // put any job on any queue.
+        let queue_metrics = queues
+            .iter()
+            .map(|q| Arc::new(QueueMetrics::new(&q.name, registry.iter().map(|r| r.name))))
+            .collect();
         let shared = Arc::new(Shared {
             store: jobq.store().clone(),
+            jobq: jobq.clone(),
             registry,
             states,
             settings,
@@ -116,6 +126,8 @@ impl Worker {
             stop_background: CancellationToken::new(),
             queue_names: queues.iter().map(|q| q.name.clone()).collect(),
             pauses: tokio::sync::watch::Sender::new(None),
+            queue_metrics,
+            metrics: WorkerMetrics::new(),
             completions,
             rescues,
             stop_rescuer: CancellationToken::new(),
@@ -177,7 +189,7 @@ impl Worker {
     /// field `worker.id`: `jobq.claim` (field `queue.name`, one per served
     /// queue; each attempt's `jobq.job` span is its child), `jobq.completer`,
     /// `jobq.rescuer`, `jobq.heartbeat`, `jobq.reaper`, `jobq.pauses`, `jobq.pruner`,
-    /// `jobq.cron` (field `job.name`, one per schedule), `jobq.listener`, and
+    /// `jobq.cron` (field `job.name`, one per schedule), `jobq.stats`, `jobq.listener`, and
     /// at the end `jobq.shutdown`.
     ///
     /// # Panics
@@ -228,6 +240,10 @@ impl Worker {
         if shared.settings.prune_interval().is_some() {
             let span = tracing::info_span!(parent: &worker, "jobq.pruner");
             background(span, "pruner", false, boxed(prune::prune_loop));
+        }
+        if shared.settings.stats_gauges.is_some() {
+            let span = tracing::info_span!(parent: &worker, "jobq.stats");
+            background(span, "stats", false, boxed(stats::stats_loop));
         }
         let span = tracing::info_span!(parent: &worker, "jobq.listener");
         background(span, "listener", true, boxed(listen));

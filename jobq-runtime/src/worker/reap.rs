@@ -11,11 +11,12 @@ const REAP_BATCH: u32 = 500;
 pub(super) async fn reaper_loop(shared: Arc<Shared>) {
     let interval = shared.settings.reap_interval();
     while jittered_pause(&shared.stop_background, interval).await {
-        for queue in &shared.queue_names {
+        for (queue, metrics) in shared.queue_names.iter().zip(&shared.queue_metrics) {
             loop {
                 match shared.store.reap(queue, REAP_BATCH).await {
                     Ok(0) => break,
                     Ok(returned) => {
+                        metrics.reaped(returned);
                         tracing::info!(queue.name = %queue, returned, "returned jobs with expired leases");
                         wakeup::notify(queue);
                         if returned < u64::from(REAP_BATCH) {

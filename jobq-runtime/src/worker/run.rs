@@ -17,6 +17,7 @@ use tracing::{Instrument, field};
 use super::inject::{self, Point};
 use super::shared::{Held, Shared, backoff, panic_message, panicked, quietly};
 use crate::MAX_DELAY;
+use crate::metrics::{self, JobMetrics, QueueMetrics};
 use crate::store::{ClaimedJob, Fence, Store, Target, Transition};
 
 /// How an attempt ended.
@@ -166,6 +167,12 @@ impl Registered {
     pub(super) fn payload_len(&self) -> usize {
         self.job.payload.len()
     }
+
+    /// Counts it as ended with `outcome` without having started (its lease
+    /// lost while it waited, or handed back at shutdown).
+    pub(super) fn ended_unstarted(&self, queue: &QueueMetrics, outcome: metrics::Outcome) {
+        queue.job(&self.job.job_name).ended(outcome);
+    }
 }
 
 /// Registers `job` as held, so heartbeats renew its lease from now on.
@@ -183,18 +190,20 @@ pub(super) fn register(shared: &Shared, job: ClaimedJob) -> Registered {
 
 /// Runs a registered job in its own task; `permit` (the queue slot) is
 /// released when the attempt is settled, and the attempt's run time goes
-/// into `pace`.
+/// into `pace` and, with its outcome, into `queue_metrics`.
 pub(super) fn start(
     shared: &Arc<Shared>,
     queue: &str,
     registered: Registered,
     permit: OwnedSemaphorePermit,
     pace: &Arc<Pace>,
+    queue_metrics: &QueueMetrics,
 ) {
     let Registered {
         job,
         mut settlement,
     } = registered;
+    let job_metrics = Arc::clone(queue_metrics.job(&job.job_name));
     // A subscriber that panics making the span costs the job its span, not its settle.
     let span = std::panic::catch_unwind(|| {
         tracing::info_span!(
@@ -241,10 +250,12 @@ pub(super) fn start(
                     .map_or(RetryPolicy::DEFAULT, |r| (r.retry_policy)()),
             ),
         };
-        pace.record(started.elapsed());
+        let took = started.elapsed();
+        pace.record(took);
+        job_metrics.ran(took);
         settlement.held.end();
         inject::point!(BeforeSettle, &queue);
-        settle(&shared, &queue, &job, &span, outcome, &mut settlement).await;
+        settle(&shared, &queue, &job, &span, outcome, &mut settlement, &job_metrics).await;
         drop(permit);
     });
 }
@@ -252,13 +263,24 @@ pub(super) fn start(
 /// Hands registered jobs that never started back to `pending`, their attempt
 /// not counted (a shutdown with jobs claimed ahead of free slots). Gives up
 /// after one lease if the database is unreachable: the reaper returns them.
-pub(super) async fn release_unstarted(shared: &Shared, queue: &str, jobs: Vec<Registered>) {
+pub(super) async fn release_unstarted(
+    shared: &Shared,
+    queue: &str,
+    jobs: Vec<Registered>,
+    queue_metrics: &QueueMetrics,
+) {
     inject::point!(ShutdownRelease, queue);
     let fences: Vec<Fence> = jobs.iter().map(|r| r.job.fence()).collect();
     let mut jobs = jobs;
     for registered in &mut jobs {
         // Given up on below, or released: the rescuer owes them nothing.
         registered.settlement.owed = Owed::Nothing;
+        let outcome = if registered.lost() {
+            metrics::Outcome::LeaseLost
+        } else {
+            metrics::Outcome::Released
+        };
+        registered.ended_unstarted(queue_metrics, outcome);
     }
     let releases = futures_util::stream::iter(jobs).for_each_concurrent(
         RELEASE_CONCURRENCY,
@@ -369,6 +391,7 @@ async fn settle(
     span: &tracing::Span,
     outcome: Outcome,
     settlement: &mut Settlement,
+    job_metrics: &JobMetrics,
 ) {
     // Every log line and span record below is `quietly`: a subscriber that
     // panics (a closed stderr) must not stop the settle. The attempt's span
@@ -376,6 +399,7 @@ async fn settle(
     let fence = job.fence();
     let transition = match outcome {
         Outcome::Succeeded => {
+            job_metrics.ended(metrics::Outcome::Succeeded);
             quietly(|| {
                 span.record("job.outcome", "done");
             });
@@ -388,6 +412,7 @@ async fn settle(
             return;
         }
         Outcome::Interrupted if settlement.held.lease_lost() => {
+            job_metrics.ended(metrics::Outcome::LeaseLost);
             settlement.owed = Owed::Nothing;
             quietly(|| {
                 span.record("job.outcome", "lease_lost");
@@ -395,6 +420,7 @@ async fn settle(
             return;
         }
         Outcome::Interrupted => {
+            job_metrics.ended(metrics::Outcome::Released);
             quietly(|| {
                 span.record("job.outcome", "released");
             });
@@ -402,11 +428,12 @@ async fn settle(
         }
         Outcome::Failed(error, policy) => {
             let transition = plan_failure(job.attempt, job.max_attempts, fence, &error, &policy);
-            let outcome = match (transition.target, error.kind()) {
-                (_, JobErrorKind::Snooze(_)) => "snoozed",
-                (Target::Failed, _) => "failed",
-                (Target::Pending, _) => "retry",
+            let (outcome, counted) = match (transition.target, error.kind()) {
+                (_, JobErrorKind::Snooze(_)) => ("snoozed", metrics::Outcome::Snoozed),
+                (Target::Failed, _) => ("failed", metrics::Outcome::Failed),
+                (Target::Pending, _) => ("retry", metrics::Outcome::Retried),
             };
+            job_metrics.ended(counted);
             quietly(|| {
                 span.record("job.outcome", outcome);
                 if transition.target == Target::Failed {
@@ -497,13 +524,20 @@ pub(super) async fn apply(shared: &Shared, transition: &Transition) {
     let give_up = tokio::time::Instant::now() + shared.settings.lease;
     let mut failures = 0;
     loop {
+        let started = tokio::time::Instant::now();
         let result = AssertUnwindSafe(shared.store.transition(transition))
             .catch_unwind()
             .await
             .unwrap_or_else(|panic| Err(panicked("settle", panic.as_ref())));
+        if result.is_ok() {
+            shared
+                .metrics
+                .settled(metrics::Settle::Transition, started.elapsed());
+        }
         match result {
             Ok(true) => return,
             Ok(false) => {
+                shared.metrics.fenced_out(metrics::Settle::Transition, 1);
                 quietly(|| {
                     tracing::warn!(
                         job.id = transition.fence.id,

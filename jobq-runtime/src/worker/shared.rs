@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{Instrument, Span};
 
 use crate::Error;
+use crate::metrics::{QueueMetrics, WorkerMetrics};
 use crate::store::{Fence, Store, Transition};
 
 /// Runs `log` (a tracing macro), swallowing a panic of the subscriber (one
@@ -66,6 +67,8 @@ pub(super) struct Settings {
     pub(super) prune_failed: Option<Duration>,
     /// Most payload bytes a queue's claim loop holds claimed ahead of free slots.
     pub(super) claim_ahead_bytes: usize,
+    /// How often the stats gauges are refreshed, if at all.
+    pub(super) stats_gauges: Option<Duration>,
 }
 
 /// Default of [`WorkerBuilder::claim_ahead_bytes`](super::WorkerBuilder::claim_ahead_bytes): 64 MiB per queue.
@@ -83,6 +86,7 @@ impl Default for Settings {
             prune_finished: None,
             prune_failed: None,
             claim_ahead_bytes: DEFAULT_CLAIM_AHEAD_BYTES,
+            stats_gauges: None,
         }
     }
 }
@@ -164,6 +168,8 @@ impl Held {
 pub(super) struct Shared {
     /// The database.
     pub(super) store: Store,
+    /// The handle the worker was built on (the stats gauges read through it).
+    pub(super) jobq: crate::Jobq,
     /// The handlers, by job name.
     pub(super) registry: Registry,
     /// What handlers taking `State<T>` are given.
@@ -187,6 +193,10 @@ pub(super) struct Shared {
     /// Which served queues are paused, as last read by the pause loop
     /// (`pause::pause_loop`); `None` until its first read.
     pub(super) pauses: tokio::sync::watch::Sender<Option<Vec<String>>>,
+    /// Each served queue's metric handles, in the order of `queue_names`.
+    pub(super) queue_metrics: Vec<Arc<QueueMetrics>>,
+    /// The worker's other metric handles.
+    pub(super) metrics: WorkerMetrics,
     pub(super) completions: mpsc::Sender<Fence>,
     /// Settles owed by job tasks that died (see `run::Settlement`).
     pub(super) rescues: mpsc::UnboundedSender<Transition>,
@@ -274,6 +284,12 @@ impl Shared {
             }
             None => false,
         }
+    }
+
+    /// The metric handles of the served queue `queue`.
+    pub(super) fn queue_metrics(&self, queue: &str) -> Option<&Arc<QueueMetrics>> {
+        let at = self.queue_names.iter().position(|q| q == queue)?;
+        self.queue_metrics.get(at)
     }
 
     /// Forgets settled (or given up) jobs.

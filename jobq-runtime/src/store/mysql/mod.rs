@@ -42,6 +42,7 @@ use super::{
     QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
     retry_transient, row_token,
 };
+use crate::metrics::statement;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
@@ -199,7 +200,7 @@ impl BackendStore for MySqlStore {
     }
 
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        retry_transient(is_transient, || async {
+        retry_transient(statement::ENQUEUE, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = insert(&mut conn, job).await;
             conn.done(result)
@@ -212,7 +213,7 @@ impl BackendStore for MySqlStore {
     /// transaction, so a row the server refuses leaves nothing of the batch.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let chunks = statement_chunks(jobs, self.max_payload_bytes());
-        retry_transient(is_transient, || async {
+        retry_transient(statement::ENQUEUE, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = match chunks.as_slice() {
                 [chunk] => self.insert_chunk(&mut conn, chunk, false).await,
@@ -228,13 +229,13 @@ impl BackendStore for MySqlStore {
     }
 
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
-        retry_transient(is_transient, || self.claim_once(claim)).await
+        retry_transient(statement::CLAIM, is_transient, || self.claim_once(claim)).await
     }
 
     async fn complete(&self, fences: &[Fence]) -> Result<u64> {
         let mut total = 0;
         for chunk in fences.chunks(IN_CHUNK) {
-            total += retry_transient(is_transient, || {
+            total += retry_transient(statement::COMPLETE, is_transient, || {
                 self.fenced_update(COMPLETE_SET, None, chunk)
             })
             .await?;
@@ -244,7 +245,7 @@ impl BackendStore for MySqlStore {
 
     async fn transition(&self, t: &Transition) -> Result<bool> {
         let status = t.target.status();
-        let affected = retry_transient(is_transient, || async {
+        let affected = retry_transient(statement::TRANSITION, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = sqlx::query(TRANSITION)
                 .bind(status)
@@ -266,7 +267,7 @@ impl BackendStore for MySqlStore {
     async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
         let mut lost = Vec::new();
         for chunk in fences.chunks(IN_CHUNK) {
-            let extended = retry_transient(is_transient, || {
+            let extended = retry_transient(statement::HEARTBEAT, is_transient, || {
                 self.fenced_update(HEARTBEAT_SET, Some(lease), chunk)
             })
             .await?;
@@ -283,8 +284,10 @@ impl BackendStore for MySqlStore {
     async fn heartbeat_unlocked(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
         let mut renewed = Vec::new();
         for chunk in fences.chunks(IN_CHUNK) {
-            let ids = retry_transient(is_transient, || self.heartbeat_unlocked_once(chunk, lease))
-                .await?;
+            let ids = retry_transient(statement::HEARTBEAT, is_transient, || {
+                self.heartbeat_unlocked_once(chunk, lease)
+            })
+            .await?;
             let ids: HashSet<i64> = ids.into_iter().collect();
             renewed.extend(chunk.iter().filter(|f| ids.contains(&f.id)).copied());
         }
@@ -292,7 +295,10 @@ impl BackendStore for MySqlStore {
     }
 
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        retry_transient(is_transient, || self.reap_once(queue, limit)).await
+        retry_transient(statement::REAP, is_transient, || {
+            self.reap_once(queue, limit)
+        })
+        .await
     }
 
     /// Deletes every row of the `which` kind that finished more than
@@ -315,7 +321,7 @@ impl BackendStore for MySqlStore {
                 {
                     after = i32::from(priority);
                     total += in_batches(|limit| {
-                        retry_transient(is_transient, move || async move {
+                        retry_transient(statement::PRUNE, is_transient, move || async move {
                             sqlx::query(PRUNE)
                                 .bind(queue)
                                 .bind(status)
@@ -356,11 +362,11 @@ impl BackendStore for MySqlStore {
     /// A transaction: the row locked and its token read, then cancelled.
     async fn cancel(&self, id: i64) -> Result<Cancelled> {
         let pick = Statement::fixed(CANCEL_PICK, vec![Bind::Int(id)]);
-        retry_transient(is_transient, || self.cancel_once(&pick)).await
+        retry_transient(statement::CANCEL, is_transient, || self.cancel_once(&pick)).await
     }
 
     async fn retry(&self, id: i64) -> Result<bool> {
-        self.update_one(RETRY, id).await
+        self.update_one(RETRY, statement::RETRY, id).await
     }
 
     async fn clock(&self) -> Result<DateTime<Utc>> {
@@ -423,7 +429,7 @@ impl BackendStore for MySqlStore {
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
         if paused {
-            retry_transient(is_transient, || async {
+            retry_transient(statement::PAUSE, is_transient, || async {
                 sqlx::query(QUEUE_ROW).bind(queue).execute(&self.pool).await
             })
             .await?;
@@ -457,7 +463,7 @@ impl BackendStore for MySqlStore {
 
     /// A transaction: the batch locked (`SKIP LOCKED`), then retried by id.
     async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)> {
-        retry_transient(is_transient, || async {
+        retry_transient(statement::RETRY, is_transient, || async {
             let mut tx = self.pool.begin_with(BEGIN_RC).await?;
             let rows: Vec<(i64, Option<i64>)> =
                 sqlx::query_as_with(&statement.sql, arguments(&statement.binds)?)
@@ -472,7 +478,10 @@ impl BackendStore for MySqlStore {
     }
 
     async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled> {
-        retry_transient(is_transient, || self.cancel_once(statement)).await
+        retry_transient(statement::CANCEL, is_transient, || {
+            self.cancel_once(statement)
+        })
+        .await
     }
 
     async fn doctor(&self, clock: super::doctor::HostClock) -> Result<Vec<crate::ops::Check>> {
@@ -648,7 +657,7 @@ impl MySqlStore {
 
     /// Runs `sql` with `? = text`; whether it matched a row.
     async fn update_text(&self, sql: &'static str, text: &str) -> Result<bool> {
-        let affected = retry_transient(is_transient, || async {
+        let affected = retry_transient(statement::PAUSE, is_transient, || async {
             sqlx::query(sql)
                 .bind(text)
                 .execute(&self.pool)
@@ -673,8 +682,8 @@ impl MySqlStore {
     }
 
     /// Runs `sql` with `? = id`; whether it changed the row.
-    async fn update_one(&self, sql: &'static str, id: i64) -> Result<bool> {
-        let affected = retry_transient(is_transient, || async {
+    async fn update_one(&self, sql: &'static str, kind: &'static str, id: i64) -> Result<bool> {
+        let affected = retry_transient(kind, is_transient, || async {
             sqlx::query(sql)
                 .bind(id)
                 .execute(&self.pool)
@@ -881,7 +890,7 @@ async fn claim_on(
     let jobs = rows
         .into_iter()
         .map(
-            |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, _)| {
+            |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, run_at)| {
                 ClaimedJob::new(
                     id,
                     job_name.0,
@@ -891,6 +900,7 @@ async fn claim_on(
                     idempotency_key.map(|k| k.0),
                     row_token(base, id),
                 )
+                .due_since(run_at.and_utc())
             },
         )
         .collect();

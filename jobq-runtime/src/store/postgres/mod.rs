@@ -43,6 +43,7 @@ use super::{
     QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
     retry_transient, row_token,
 };
+use crate::metrics::statement;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
@@ -141,7 +142,7 @@ impl BackendStore for PgStore {
     }
 
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        let enqueued = retry_transient(is_transient, || async {
+        let enqueued = retry_transient(statement::ENQUEUE, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let sql = if job.idempotency_key.is_some() {
                 INSERT_QUIET
@@ -160,7 +161,7 @@ impl BackendStore for PgStore {
     /// runs its statements in one transaction, so a row the server refuses
     /// leaves nothing of the batch.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let out = retry_transient(is_transient, || async {
+        let out = retry_transient(statement::ENQUEUE, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = if jobs.len() <= INSERT_CHUNK {
                 insert_chunk(&mut conn, jobs).await
@@ -182,7 +183,7 @@ impl BackendStore for PgStore {
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
         let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
         let base = new_token_base();
-        let mut rows: Vec<ClaimRow> = retry_transient(is_transient, || async {
+        let mut rows: Vec<ClaimRow> = retry_transient(statement::CLAIM, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = sqlx::query_as(CLAIM)
                 .bind(queue)
@@ -200,7 +201,7 @@ impl BackendStore for PgStore {
         Ok(rows
             .into_iter()
             .map(
-                |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, _)| {
+                |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, run_at)| {
                     ClaimedJob::new(
                         id,
                         job_name,
@@ -210,6 +211,7 @@ impl BackendStore for PgStore {
                         idempotency_key,
                         row_token(base, id),
                     )
+                    .due_since(run_at)
                 },
             )
             .collect())
@@ -219,7 +221,7 @@ impl BackendStore for PgStore {
         let mut total = 0;
         for chunk in fences.chunks(FENCE_CHUNK) {
             let (ids, tokens) = fence_arrays(chunk);
-            total += retry_transient(is_transient, || async {
+            total += retry_transient(statement::COMPLETE, is_transient, || async {
                 let mut conn = self.conns.get().await?;
                 let result = sqlx::query(COMPLETE)
                     .bind(&ids)
@@ -236,7 +238,7 @@ impl BackendStore for PgStore {
 
     async fn transition(&self, t: &Transition) -> Result<bool> {
         let status = t.target.status();
-        let affected = retry_transient(is_transient, || async {
+        let affected = retry_transient(statement::TRANSITION, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = sqlx::query(TRANSITION)
                 .bind(status)
@@ -276,7 +278,7 @@ impl BackendStore for PgStore {
     }
 
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        retry_transient(is_transient, || async {
+        retry_transient(statement::REAP, is_transient, || async {
             sqlx::query(REAP)
                 .bind(queue)
                 .bind(i64::from(limit))
@@ -298,7 +300,7 @@ impl BackendStore for PgStore {
         for queue in &queues {
             for status in which.statuses() {
                 total += in_batches(|limit| {
-                    retry_transient(is_transient, move || async move {
+                    retry_transient(statement::PRUNE, is_transient, move || async move {
                         sqlx::query(PRUNE)
                             .bind(queue)
                             .bind(status)
@@ -339,7 +341,7 @@ impl BackendStore for PgStore {
     }
 
     async fn retry(&self, id: i64) -> Result<bool> {
-        self.update_one(RETRY, id).await
+        self.update_one(RETRY, statement::RETRY, id).await
     }
 
     async fn clock(&self) -> Result<DateTime<Utc>> {
@@ -383,13 +385,13 @@ impl BackendStore for PgStore {
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
         if paused {
-            retry_transient(is_transient, || async {
+            retry_transient(statement::PAUSE, is_transient, || async {
                 sqlx::query(QUEUE_ROW).bind(queue).execute(&self.pool).await
             })
             .await?;
         }
         let sql = if paused { PAUSE } else { RESUME };
-        let affected = retry_transient(is_transient, || async {
+        let affected = retry_transient(statement::PAUSE, is_transient, || async {
             sqlx::query(sql)
                 .bind(queue)
                 .execute(&self.pool)
@@ -425,7 +427,7 @@ impl BackendStore for PgStore {
     /// One statement: the batch picked in id order (`SKIP LOCKED`) and
     /// retried by primary key.
     async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)> {
-        let ids: Vec<i64> = retry_transient(is_transient, || async {
+        let ids: Vec<i64> = retry_transient(statement::RETRY, is_transient, || async {
             sqlx::query_scalar_with(&statement.sql, arguments(&statement.binds)?)
                 .fetch_all(&self.pool)
                 .await
@@ -437,12 +439,13 @@ impl BackendStore for PgStore {
     /// One statement, as [`retry_batch`](Self::retry_batch); its rows are
     /// the picked ones it changed, with the tokens they had.
     async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled> {
-        let rows: Vec<(i64, Option<i64>)> = retry_transient(is_transient, || async {
-            sqlx::query_as_with(&statement.sql, arguments(&statement.binds)?)
-                .fetch_all(&self.pool)
-                .await
-        })
-        .await?;
+        let rows: Vec<(i64, Option<i64>)> =
+            retry_transient(statement::CANCEL, is_transient, || async {
+                sqlx::query_as_with(&statement.sql, arguments(&statement.binds)?)
+                    .fetch_all(&self.pool)
+                    .await
+            })
+            .await?;
         Ok(Cancelled::of_rows(&rows))
     }
 
@@ -461,7 +464,7 @@ impl PgStore {
         lease: Duration,
     ) -> Result<Vec<Fence>> {
         let (ids, tokens) = fence_arrays(chunk);
-        let rows: Vec<(i64, i64)> = retry_transient(is_transient, || async {
+        let rows: Vec<(i64, i64)> = retry_transient(statement::HEARTBEAT, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = sqlx::query_as(sql)
                 .bind(&ids)
@@ -479,8 +482,8 @@ impl PgStore {
     }
 
     /// Runs `sql` with `$1 = id`; whether it changed the row.
-    async fn update_one(&self, sql: &'static str, id: i64) -> Result<bool> {
-        let affected = retry_transient(is_transient, || async {
+    async fn update_one(&self, sql: &'static str, kind: &'static str, id: i64) -> Result<bool> {
+        let affected = retry_transient(kind, is_transient, || async {
             sqlx::query(sql)
                 .bind(id)
                 .execute(&self.pool)

@@ -43,6 +43,7 @@ use super::{
     QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
     retry_transient, row_token,
 };
+use crate::metrics::statement;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
@@ -151,7 +152,7 @@ impl BackendStore for SqliteStore {
             // Processes opening a new file at once race to switch it to WAL;
             // the loser is told the database is busy without SQLite waiting
             // out the busy timeout, so the connect is tried again.
-            let pool = retry_transient(is_transient, || {
+            let pool = retry_transient(statement::CONNECT, is_transient, || {
                 SqlitePoolOptions::new()
                     .test_before_acquire(false)
                     .max_connections(max_connections)
@@ -227,9 +228,10 @@ impl BackendStore for SqliteStore {
     /// database refuses leaves nothing of the batch behind.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         if jobs.len() <= INSERT_CHUNK {
-            return retry_transient(is_transient, || self.insert_each(jobs)).await;
+            return retry_transient(statement::ENQUEUE, is_transient, || self.insert_each(jobs))
+                .await;
         }
-        retry_transient(is_transient, || async {
+        retry_transient(statement::ENQUEUE, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = insert_chunks(&mut conn, jobs).await;
@@ -250,7 +252,7 @@ impl BackendStore for SqliteStore {
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
         let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
         let base = new_token_base();
-        let jobs = retry_transient(is_transient, || async {
+        let jobs = retry_transient(statement::CLAIM, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = claim_on(&mut conn, queue, limit, lease, worker, base).await;
@@ -260,8 +262,8 @@ impl BackendStore for SqliteStore {
         Ok(jobs
             .into_iter()
             .map(
-                |(id, job_name, payload, attempts, max_attempts, idempotency_key)| {
-                    ClaimedJob::from_bytes(
+                |((id, job_name, payload, attempts, max_attempts, idempotency_key), due)| {
+                    let job = ClaimedJob::from_bytes(
                         id,
                         job_name,
                         payload,
@@ -269,7 +271,11 @@ impl BackendStore for SqliteStore {
                         max_attempts,
                         idempotency_key,
                         row_token(base, id),
-                    )
+                    );
+                    match due {
+                        Some(run_at) => job.due_since(utc(run_at)),
+                        None => job,
+                    }
                 },
             )
             .collect())
@@ -279,7 +285,7 @@ impl BackendStore for SqliteStore {
         let mut total = 0;
         for chunk in fences.chunks(IN_CHUNK) {
             let update = Fenced::new(COMPLETE, chunk);
-            total += retry_transient(is_transient, || async {
+            total += retry_transient(statement::COMPLETE, is_transient, || async {
                 let _turn = self.writes.lock().await;
                 let mut conn = self.conns.get().await?;
                 let result = update.query(now_micros()).execute(&mut *conn).await;
@@ -292,7 +298,7 @@ impl BackendStore for SqliteStore {
 
     async fn transition(&self, t: &Transition) -> Result<bool> {
         let status = t.target.status();
-        let affected = retry_transient(is_transient, || async {
+        let affected = retry_transient(statement::TRANSITION, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let now = now_micros();
@@ -318,24 +324,25 @@ impl BackendStore for SqliteStore {
         let mut lost = Vec::new();
         for chunk in fences.chunks(IN_CHUNK) {
             let update = Fenced::new(HEARTBEAT, chunk);
-            let held: HashSet<Fence> = retry_transient(is_transient, || async {
-                let _turn = self.writes.lock().await;
-                let mut conn = self.conns.get().await?;
-                let result = update
-                    .query(now_micros().saturating_add(micros(lease)))
-                    .fetch_all(&mut *conn)
-                    .await;
-                let rows = conn.done(result)?;
-                rows.iter()
-                    .map(|row| {
-                        Ok(Fence {
-                            id: row.try_get(0)?,
-                            token: row.try_get(1)?,
+            let held: HashSet<Fence> =
+                retry_transient(statement::HEARTBEAT, is_transient, || async {
+                    let _turn = self.writes.lock().await;
+                    let mut conn = self.conns.get().await?;
+                    let result = update
+                        .query(now_micros().saturating_add(micros(lease)))
+                        .fetch_all(&mut *conn)
+                        .await;
+                    let rows = conn.done(result)?;
+                    rows.iter()
+                        .map(|row| {
+                            Ok(Fence {
+                                id: row.try_get(0)?,
+                                token: row.try_get(1)?,
+                            })
                         })
-                    })
-                    .collect()
-            })
-            .await?;
+                        .collect()
+                })
+                .await?;
             lost.extend(chunk.iter().filter(|f| !held.contains(f)).copied());
         }
         Ok(lost)
@@ -352,7 +359,7 @@ impl BackendStore for SqliteStore {
     }
 
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        retry_transient(is_transient, || async {
+        retry_transient(statement::REAP, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = sqlx::query(REAP)
@@ -392,7 +399,7 @@ impl BackendStore for SqliteStore {
     }
 
     async fn retry(&self, id: i64) -> Result<bool> {
-        self.update_one(RETRY, id).await
+        self.update_one(RETRY, statement::RETRY, id).await
     }
 
     /// The application's clock, as every time SQLite stores.
@@ -456,7 +463,7 @@ impl BackendStore for SqliteStore {
     }
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
-        let affected = retry_transient(is_transient, || async {
+        let affected = retry_transient(statement::PAUSE, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = set_paused(&mut conn, queue, paused).await;
@@ -490,7 +497,7 @@ impl BackendStore for SqliteStore {
 
     /// One statement (`?1` now): the batch picked and retried.
     async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)> {
-        let ids: Vec<i64> = retry_transient(is_transient, || async {
+        let ids: Vec<i64> = retry_transient(statement::RETRY, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = match arguments(Some(now_micros()), &statement.binds) {
@@ -510,7 +517,7 @@ impl BackendStore for SqliteStore {
     /// One `BEGIN IMMEDIATE` transaction: the rows `pick` selects, with
     /// their tokens, then cancelled.
     async fn cancel_batch(&self, pick: &Statement) -> Result<Cancelled> {
-        retry_transient(is_transient, || async {
+        retry_transient(statement::CANCEL, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = cancel_picked(&mut conn, pick).await;
@@ -571,8 +578,8 @@ impl SqliteStore {
     }
 
     /// Runs `sql` with `?1` = now and `?2` = `id`; `true` if it changed the row.
-    async fn update_one(&self, sql: &str, id: i64) -> Result<bool> {
-        let affected = retry_transient(is_transient, || async {
+    async fn update_one(&self, sql: &str, kind: &'static str, id: i64) -> Result<bool> {
+        let affected = retry_transient(kind, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = sqlx::query(sql)
@@ -591,7 +598,7 @@ impl SqliteStore {
         // `IN (?2, ?3)`: one status is given twice.
         let statuses = which.statuses();
         let (a, b) = (statuses[0], statuses[statuses.len() - 1]);
-        let deleted = retry_transient(is_transient, || async {
+        let deleted = retry_transient(statement::PRUNE, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = sqlx::query(PRUNE)
@@ -715,7 +722,8 @@ type ClaimRow = (i64, Vec<u8>, Vec<u8>, i64, i64, Option<Vec<u8>>);
 /// `BEGIN IMMEDIATE` transaction (no other writer in between). Two
 /// statements, because an `UPDATE … RETURNING` hands rows back in no
 /// particular order and has already overwritten the `run_at` they were
-/// picked by; the result is in pick order.
+/// picked by; the result is in pick order, each row with the `run_at` it
+/// was picked at.
 async fn claim_on(
     conn: &mut SqliteConnection,
     queue: &str,
@@ -723,10 +731,10 @@ async fn claim_on(
     lease: Duration,
     worker: &str,
     base: i64,
-) -> Result<Vec<ClaimRow>, sqlx::Error> {
+) -> Result<Vec<(ClaimRow, Option<i64>)>, sqlx::Error> {
     let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
     let now = now_micros();
-    let picked: Vec<i64> = sqlx::query_scalar(PICK)
+    let picked: Vec<(i64, i64)> = sqlx::query_as(PICK)
         .bind(queue)
         .bind(now)
         .bind(limit)
@@ -736,8 +744,9 @@ async fn claim_on(
         tx.commit().await?;
         return Ok(Vec::new());
     }
-    let ids = json_list(&picked);
-    let mut rows: Vec<ClaimRow> = sqlx::query_as(CLAIM)
+    let ids: Vec<i64> = picked.iter().map(|&(id, _)| id).collect();
+    let ids = json_list(&ids);
+    let rows: Vec<ClaimRow> = sqlx::query_as(CLAIM)
         .bind(base)
         .bind(now)
         .bind(now.saturating_add(micros(lease)))
@@ -746,9 +755,19 @@ async fn claim_on(
         .fetch_all(&mut *tx)
         .await?;
     tx.commit().await?;
-    let rank: std::collections::HashMap<i64, usize> =
-        picked.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-    rows.sort_unstable_by_key(|row| rank.get(&row.0).copied());
+    let rank: std::collections::HashMap<i64, (usize, i64)> = picked
+        .iter()
+        .enumerate()
+        .map(|(i, &(id, run_at))| (id, (i, run_at)))
+        .collect();
+    let mut rows: Vec<(ClaimRow, Option<i64>)> = rows
+        .into_iter()
+        .map(|row| {
+            let due = rank.get(&row.0).map(|&(_, run_at)| run_at);
+            (row, due)
+        })
+        .collect();
+    rows.sort_unstable_by_key(|(row, _)| rank.get(&row.0).map(|&(i, _)| i));
     Ok(rows)
 }
 

@@ -7,6 +7,7 @@ use std::sync::{Arc, PoisonError};
 use tokio::sync::oneshot;
 
 use super::{SqliteStore, insert_chunks, insert_keyless, insert_row, is_transient, now_micros};
+use crate::metrics::statement;
 use crate::store::{NewJob, retry_transient};
 use crate::types::Enqueued;
 use crate::{Error, Result};
@@ -67,7 +68,7 @@ impl SqliteStore {
             if mine && batch.len() == 1 {
                 // Only this enqueue's own row: written here, with nobody
                 // else's answer riding on this future.
-                let result = retry_transient(is_transient, || async {
+                let result = retry_transient(statement::ENQUEUE, is_transient, || async {
                     let mut conn = self.conns.get().await?;
                     let result = insert_row(&mut conn, job, now_micros()).await;
                     conn.done(result)
@@ -100,7 +101,7 @@ impl SqliteStore {
     async fn write_shared(&self, batch: Vec<Queued>) {
         let jobs: Vec<NewJob> = batch.iter().map(|q| q.job.clone()).collect();
         let keyless = jobs.iter().all(|job| job.idempotency_key.is_none());
-        let together = retry_transient(is_transient, || async {
+        let together = retry_transient(statement::ENQUEUE, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = if keyless {
                 insert_keyless(&mut conn, &jobs).await
@@ -118,7 +119,7 @@ impl SqliteStore {
             }
             Err(_) => {
                 for queued in batch {
-                    let result = retry_transient(is_transient, || async {
+                    let result = retry_transient(statement::ENQUEUE, is_transient, || async {
                         let mut conn = self.conns.get().await?;
                         let result = insert_row(&mut conn, &queued.job, now_micros()).await;
                         conn.done(result)

@@ -31,8 +31,9 @@ pub const INSERT_KEYLESS: &str = "INSERT INTO jobq_jobs \
      (queue, job_name, payload, priority, run_at, max_attempts, created_at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?8)";
 
-/// `?1` queue, `?2` now, `?3` limit: the claim's rows, in claim order.
-pub const PICK: &str = "SELECT id FROM jobq_jobs \
+/// `?1` queue, `?2` now, `?3` limit: the claim's rows, in claim order, with
+/// the `run_at` they were due at (in the index: the read stays covering).
+pub const PICK: &str = "SELECT id, run_at FROM jobq_jobs \
      WHERE queue = ?1 AND status = 'pending' AND run_at <= ?2 \
      ORDER BY priority, run_at, id LIMIT ?3";
 

@@ -1,0 +1,32 @@
+//! The stats gauges: [`Jobq::stats`](crate::Jobq::stats) read once per
+//! interval per `Jobq` handle (however many workers share it), its figures
+//! set as the per-queue gauges of [`crate::metrics`].
+
+use std::sync::Arc;
+
+use super::shared::{Shared, jittered_pause, quietly};
+
+/// Refreshes the gauges every `stats_gauges` interval (jittered) until the
+/// worker's background stops; a failed read is logged and tried at the next one.
+pub(super) async fn stats_loop(shared: Arc<Shared>) {
+    let Some(interval) = shared.settings.stats_gauges else {
+        return;
+    };
+    let jobq = &shared.jobq;
+    loop {
+        if jobq.gauges().take_turn(interval) {
+            match jobq.stats().await {
+                Ok(stats) => jobq.gauges().set(&stats),
+                Err(error) => quietly(|| {
+                    tracing::warn!(
+                        error = &error as &dyn std::error::Error,
+                        "reading the stats for the gauges failed; trying again at the next interval"
+                    );
+                }),
+            }
+        }
+        if !jittered_pause(&shared.stop_background, interval).await {
+            return;
+        }
+    }
+}

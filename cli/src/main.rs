@@ -2,25 +2,33 @@
 //!
 //! ```sh
 //! jobq --url mysql://app@db/app migrate
-//! jobq --url sqlite://jobs.db counts mail
+//! jobq --url sqlite://jobs.db stats            # every queue; --watch refreshes
+//! jobq --url … list --queue mail --status failed
 //! jobq --url postgres://app@db/app show 42
-//! jobq --url … retry 42            # a failed or cancelled job runs again
-//! jobq --url … cancel 42           # a pending or running job stops
+//! jobq --url … retry 42                        # or by filter: retry --queue mail --status failed
+//! jobq --url … cancel --queue mail --name send_welcome --yes
+//! jobq --url … pause mail                      # every worker stops claiming from it
+//! jobq --url … resume mail
+//! jobq --url … enqueue send_welcome '{"user_id":42}' --queue mail --delay 10m
 //! jobq --url … prune --finished 7d --failed 30d
-//! jobq --url … doctor              # checks the server for what jobq needs
+//! jobq --url … doctor
 //! ```
 //!
-//! The URL may also come from `JOBQ_DATABASE_URL` or `DATABASE_URL`. Exit
-//! status: 0 done, 1 an error (printed) or a `doctor` check that failed, 2
-//! a job that was not found or not in a state the command applies to.
+//! The URL may also come from `JOBQ_DATABASE_URL` or `DATABASE_URL`. Every
+//! read command takes `--json` for scripts. Exit status: 0 done, 1 an error
+//! (printed) or a failed `doctor` check, 2 a job that was not found or not in
+//! a state the command applies to, or an action that was not confirmed.
+
+mod commands;
+mod output;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
-use jobq_runtime::{CheckStatus, DoctorReport, JobInfo, Jobq};
+use clap::{Args, Parser, Subcommand};
+use jobq_runtime::{JobStatus, Jobq};
 
-/// Operate a jobq database: migrate, inspect, retry, cancel, prune.
+/// Operate a jobq database: migrate, watch, list, retry, cancel, pause, prune, check.
 #[derive(Debug, Parser)]
 #[command(name = "jobq", version)]
 struct Cli {
@@ -33,27 +41,99 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Creates or upgrades the `jobq_jobs` table (idempotent).
+    /// Creates or upgrades jobq's tables (idempotent).
     Migrate,
+    /// The figures of every queue: counts, lag, expired leases, throughput, pauses.
+    Stats {
+        /// Refresh every INTERVAL (default 2s) until interrupted.
+        #[arg(long, value_name = "INTERVAL", num_args = 0..=1, default_missing_value = "2s", value_parser = humantime::parse_duration)]
+        watch: Option<Duration>,
+        #[command(flatten)]
+        format: Format,
+    },
     /// How many jobs of a queue are in each status.
     Counts {
         /// The queue.
         queue: String,
+        #[command(flatten)]
+        format: Format,
     },
-    /// One job as stored.
+    /// Jobs matching a filter, newest first, a page at a time.
+    List {
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// List the oldest first.
+        #[arg(long)]
+        oldest_first: bool,
+        /// Jobs per page (at most 1000).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Start after this cursor (printed at the end of the previous page).
+        #[arg(long)]
+        after: Option<String>,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// One job as stored, its payload pretty-printed and its last error in full.
     Show {
         /// The job's id.
         id: i64,
+        #[command(flatten)]
+        format: Format,
     },
-    /// Runs a failed or cancelled job again (from now, with one more attempt if it used all).
+    /// Runs failed or cancelled jobs again: one by id, or every one a filter matches.
     Retry {
-        /// The job's id.
-        id: i64,
+        /// The job's id (or give a filter instead).
+        id: Option<i64>,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Act without asking for confirmation.
+        #[arg(long, short)]
+        yes: bool,
     },
-    /// Cancels a pending or running job (a running handler is stopped at its next heartbeat).
+    /// Cancels pending or running jobs: one by id, or every one a filter matches.
     Cancel {
-        /// The job's id.
-        id: i64,
+        /// The job's id (or give a filter instead).
+        id: Option<i64>,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Act without asking for confirmation.
+        #[arg(long, short)]
+        yes: bool,
+    },
+    /// Tells every worker to claim nothing more from a queue (running jobs finish).
+    Pause {
+        /// The queue.
+        queue: String,
+    },
+    /// Lets workers claim from a paused queue again.
+    Resume {
+        /// The queue.
+        queue: String,
+    },
+    /// Stores a job by name with a JSON payload.
+    Enqueue {
+        /// The registered job name.
+        name: String,
+        /// The payload, as JSON (`'{"user_id": 42}'`).
+        payload: String,
+        /// The queue (default: the job's own, or `default`).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Smaller runs first.
+        #[arg(long, allow_negative_numbers = true)]
+        priority: Option<i16>,
+        /// Run no sooner than this from now (`10m`, `2h`).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        delay: Option<Duration>,
+        /// An idempotency key: a job with this key already stored is not stored again.
+        #[arg(long)]
+        key: Option<String>,
+        /// Attempts before it fails for good.
+        #[arg(long)]
+        max_attempts: Option<u32>,
+        #[command(flatten)]
+        format: Format,
     },
     /// Deletes finished jobs older than the given ages.
     Prune {
@@ -64,21 +144,71 @@ enum Command {
         #[arg(long, value_parser = humantime::parse_duration)]
         failed: Option<Duration>,
     },
-    /// Checks the server and jobq's tables for what jobq needs: one line per
-    /// check, `ok|warn|fail  name  found — what to do`; exits 1 if any fails.
+    /// Checks the server and jobq's tables for what jobq needs; exits 1 if a check fails.
     Doctor {
-        /// One JSON object (`worst`, `checks`) instead of lines, for scripts.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        format: Format,
     },
+}
+
+/// Which jobs a list or bulk action applies to.
+#[derive(Debug, Clone, Default, Args)]
+struct FilterArgs {
+    /// Only jobs of this queue.
+    #[arg(long)]
+    queue: Option<String>,
+    /// Only jobs in this status (pending, processing, done, failed, cancelled).
+    #[arg(long, value_parser = parse_status)]
+    status: Option<JobStatus>,
+    /// Only jobs of this registered name.
+    #[arg(long)]
+    name: Option<String>,
+    /// Only jobs whose idempotency key starts with this.
+    #[arg(long)]
+    key_prefix: Option<String>,
+    /// Only jobs enqueued since: an RFC 3339 time or an age (`1h` = an hour ago).
+    #[arg(long, value_parser = parse_time)]
+    since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only jobs enqueued before: an RFC 3339 time or an age.
+    #[arg(long, value_parser = parse_time)]
+    before: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// How a read command prints.
+#[derive(Debug, Clone, Copy, Default, Args)]
+struct Format {
+    /// Print JSON (one document) instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_status(s: &str) -> Result<JobStatus, String> {
+    s.parse().map_err(|_| {
+        format!("`{s}` is not a status: pending, processing, done, failed or cancelled")
+    })
+}
+
+/// An RFC 3339 time, or an age meaning that long before now.
+fn parse_time(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    if let Ok(at) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(at.to_utc());
+    }
+    let age = humantime::parse_duration(s).map_err(|_| {
+        format!("`{s}` is neither an RFC 3339 time (2026-12-01T10:00:00Z) nor an age (90m, 2d)")
+    })?;
+    chrono::Duration::from_std(age)
+        .ok()
+        .and_then(|age| chrono::Utc::now().checked_sub_signed(age))
+        .ok_or_else(|| format!("`{s}` is too long ago"))
 }
 
 /// How a command ended.
 enum Outcome {
     Done,
-    /// The job was not there, or not in a state the command applies to.
+    /// The job was not there, not in a state the command applies to, or the
+    /// action was not confirmed.
     NotApplicable,
-    /// A check failed (`doctor`).
+    /// `doctor` found a check that fails.
     Failed,
 }
 
@@ -131,133 +261,5 @@ async fn run(url: &str, command: Command) -> Result<Outcome, String> {
             )
         })?
         .map_err(|e| chain(&e))?;
-    execute(&jobq, command).await.map_err(|e| chain(&e))
-}
-
-async fn execute(jobq: &Jobq, command: Command) -> jobq_runtime::Result<Outcome> {
-    match command {
-        Command::Migrate => {
-            jobq.migrate().await?;
-            println!("migrated");
-        }
-        Command::Counts { queue } => {
-            let c = jobq.counts(&queue).await?;
-            println!(
-                "pending {}\nprocessing {}\ndone {}\nfailed {}\ncancelled {}",
-                c.pending, c.processing, c.done, c.failed, c.cancelled
-            );
-        }
-        Command::Show { id } => match jobq.job(id).await? {
-            Some(job) => print!("{}", describe(&job)),
-            None => {
-                eprintln!("jobq: no job {id}");
-                return Ok(Outcome::NotApplicable);
-            }
-        },
-        Command::Retry { id } => {
-            if !jobq.retry(id).await? {
-                eprintln!("jobq: job {id} is not failed or cancelled (or does not exist)");
-                return Ok(Outcome::NotApplicable);
-            }
-            println!("job {id} is pending again");
-        }
-        Command::Cancel { id } => {
-            if !jobq.cancel(id).await? {
-                eprintln!("jobq: job {id} is not pending or running (or does not exist)");
-                return Ok(Outcome::NotApplicable);
-            }
-            println!("job {id} is cancelled");
-        }
-        Command::Prune { finished, failed } => {
-            if finished.is_none() && failed.is_none() {
-                eprintln!("jobq: say what to prune: --finished AGE and/or --failed AGE");
-                return Ok(Outcome::NotApplicable);
-            }
-            if let Some(age) = finished {
-                let n = jobq.prune_finished(age).await?;
-                println!("deleted {n} done or cancelled jobs");
-            }
-            if let Some(age) = failed {
-                let n = jobq.prune_failed(age).await?;
-                println!("deleted {n} failed jobs");
-            }
-        }
-        Command::Doctor { json } => {
-            let report = jobq.doctor().await?;
-            if json {
-                println!("{}", doctor_json(&report));
-            } else {
-                print!("{}", doctor_lines(&report));
-            }
-            if report.worst() == CheckStatus::Fail {
-                return Ok(Outcome::Failed);
-            }
-        }
-    }
-    Ok(Outcome::Done)
-}
-
-/// `ok|warn|fail  name  found — advice` per check, names aligned.
-fn doctor_lines(report: &DoctorReport) -> String {
-    let width = report
-        .checks
-        .iter()
-        .map(|c| c.name.len())
-        .max()
-        .unwrap_or(0);
-    let mut out = String::new();
-    for check in &report.checks {
-        out.push_str(&format!(
-            "{:<4}  {:<width$}  {}",
-            check.status.as_str(),
-            check.name,
-            check.found
-        ));
-        if let Some(advice) = &check.advice {
-            out.push_str(" — ");
-            out.push_str(advice);
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// `{"worst": "ok", "checks": [{"name", "status", "found", "advice"}, …]}`.
-fn doctor_json(report: &DoctorReport) -> serde_json::Value {
-    let checks: Vec<serde_json::Value> = report
-        .checks
-        .iter()
-        .map(|c| {
-            serde_json::json!({
-                "name": c.name,
-                "status": c.status.as_str(),
-                "found": c.found,
-                "advice": c.advice,
-            })
-        })
-        .collect();
-    serde_json::json!({ "worst": report.worst().as_str(), "checks": checks })
-}
-
-/// `field value` lines.
-fn describe(job: &JobInfo) -> String {
-    let optional = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-    format!(
-        "id {}\nqueue {}\njob {}\nstatus {}\npriority {}\nattempts {}/{}\nrun_at {}\ncreated_at {}\nclaimed_at {}\nclaimed_by {}\nfinished_at {}\nidempotency_key {}\nlast_error {}\npayload {}\n",
-        job.id,
-        job.queue,
-        job.job_name,
-        job.status.as_str(),
-        job.priority,
-        job.attempts,
-        job.max_attempts,
-        job.run_at.to_rfc3339(),
-        job.created_at.to_rfc3339(),
-        optional(job.claimed_at.map(|t| t.to_rfc3339())),
-        optional(job.claimed_by.clone()),
-        optional(job.finished_at.map(|t| t.to_rfc3339())),
-        optional(job.idempotency_key.clone()),
-        optional(job.last_error.clone()),
-        job.payload,
-    )
+    commands::execute(&jobq, command).await
 }

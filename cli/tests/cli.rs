@@ -1,9 +1,11 @@
-//! The `jobq` binary against a SQLite file: every command, its output and
-//! its exit status.
+//! The `jobq` binary against every backend: every command, its output
+//! (text and `--json`) and its exit status.
 
 use std::process::{Command, Output};
 
-use jobq_runtime::{Enqueue, JobStatus, Jobq, job};
+use jobq_runtime::{JobStatus, job};
+use jobq_tests::{TestDb, unique_queue};
+use serde_json::Value;
 
 #[job(name = "cli_probe")]
 async fn probe(n: u64) {
@@ -23,78 +25,227 @@ fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-#[tokio::test]
-async fn every_command_does_what_it_says_and_exits_accordingly() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("cli.db").display());
+/// Runs a command that must succeed; its stdout.
+fn ok(url: &str, args: &[&str]) -> String {
+    let output = jobq_cli(url, args);
+    assert!(output.status.success(), "jobq {args:?}: {output:?}");
+    stdout(&output)
+}
 
-    let migrate = jobq_cli(&url, &["migrate"]);
-    assert!(migrate.status.success(), "{migrate:?}");
+/// Runs a `--json` command that must succeed; its document.
+fn json(url: &str, args: &[&str]) -> Value {
+    let text = ok(url, args);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("jobq {args:?}: {e}: {text}"))
+}
 
-    let jobq = Jobq::connect(&url).await.unwrap();
-    let on = || Enqueue::new().queue("cli");
-    let a = jobq.enqueue_with(Probe::new(1), on()).await.unwrap().id;
-    let b = jobq.enqueue_with(Probe::new(2), on()).await.unwrap().id;
+/// The id `enqueue` printed.
+fn enqueued_id(text: &str) -> i64 {
+    text.strip_prefix("job ")
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("no id in {text:?}"))
+}
 
-    let counts = jobq_cli(&url, &["counts", "cli"]);
-    assert!(counts.status.success());
+async fn every_command_does_what_it_says_and_exits_accordingly(db: TestDb) {
+    let url = db.url().to_owned();
+    ok(&url, &["migrate"]);
+    let jobq = db.jobq().await;
+    let queue = unique_queue("cli");
+    let q = queue.as_str();
+
+    // enqueue: by name with JSON; a key stores once; bad JSON stores nothing.
+    let a = enqueued_id(&ok(
+        &url,
+        &["enqueue", "cli_probe", r#"{"n":1}"#, "--queue", q],
+    ));
+    let b = enqueued_id(&ok(
+        &url,
+        &[
+            "enqueue",
+            "cli_probe",
+            r#"{"n":2}"#,
+            "--queue",
+            q,
+            "--key",
+            &format!("{q}:b"),
+            "--priority",
+            "-3",
+        ],
+    ));
+    let again = ok(
+        &url,
+        &[
+            "enqueue",
+            "cli_probe",
+            r#"{"n":2}"#,
+            "--queue",
+            q,
+            "--key",
+            &format!("{q}:b"),
+        ],
+    );
     assert!(
-        stdout(&counts).contains("pending 2\n"),
-        "{}",
-        stdout(&counts)
+        again.contains(&format!("job {b} already stored")),
+        "{again}"
+    );
+    let bad = jobq_cli(&url, &["enqueue", "cli_probe", "{not json", "--queue", q]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("not valid JSON"),
+        "{bad:?}"
+    );
+    let stored = jobq.job(b).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.priority, stored.payload.as_str()),
+        (-3, r#"{"n":2}"#)
     );
 
-    let show = jobq_cli(&url, &["show", &a.to_string()]);
-    assert!(show.status.success());
-    let text = stdout(&show);
+    // counts, text and JSON.
+    assert!(ok(&url, &["counts", q]).contains("pending 2\n"));
+    assert_eq!(json(&url, &["counts", q, "--json"])["pending"], 2);
+
+    // list: newest first, a page at a time, the cursor printed.
+    let first = ok(&url, &["list", "--queue", q, "--limit", "1"]);
+    assert!(
+        first.contains(&format!("\n{b} ")) && !first.contains(&format!("\n{a} ")),
+        "{first}"
+    );
+    let cursor = first
+        .lines()
+        .find_map(|l| l.strip_prefix("more: --after "))
+        .unwrap_or_else(|| panic!("no cursor: {first}"));
+    let second = json(
+        &url,
+        &[
+            "list", "--queue", q, "--limit", "1", "--after", cursor, "--json",
+        ],
+    );
+    assert_eq!(second["jobs"][0]["id"], a, "{second}");
+    let oldest = json(&url, &["list", "--queue", q, "--oldest-first", "--json"]);
+    assert_eq!(oldest["jobs"][0]["id"], a);
+    assert_eq!(oldest["jobs"][0]["payload"]["n"], 1, "the payload as JSON");
+    assert!(ok(&url, &["list", "--queue", q, "--status", "failed"]).contains("no jobs match"));
+
+    // show: the payload pretty-printed.
+    let text = ok(&url, &["show", &a.to_string()]);
     assert!(
         text.contains("job cli_probe\n") && text.contains("status pending\n"),
         "{text}"
     );
-    assert!(text.contains("payload {\"n\":1}\n"), "{text}");
+    assert!(text.contains("payload\n  {\n    \"n\": 1\n  }\n"), "{text}");
+    assert_eq!(
+        json(&url, &["show", &a.to_string(), "--json"])["status"],
+        "pending"
+    );
 
-    let cancel = jobq_cli(&url, &["cancel", &a.to_string()]);
-    assert!(cancel.status.success(), "{cancel:?}");
+    // cancel / retry by id.
+    ok(&url, &["cancel", &a.to_string()]);
     assert_eq!(
         jobq.job(a).await.unwrap().unwrap().status,
         JobStatus::Cancelled
     );
-    let again = jobq_cli(&url, &["cancel", &a.to_string()]);
+    let twice = jobq_cli(&url, &["cancel", &a.to_string()]);
     assert_eq!(
-        again.status.code(),
+        twice.status.code(),
         Some(2),
         "cancelling twice does not apply"
     );
-
-    let retry = jobq_cli(&url, &["retry", &a.to_string()]);
-    assert!(retry.status.success(), "{retry:?}");
+    ok(&url, &["retry", &a.to_string()]);
     assert_eq!(
         jobq.job(a).await.unwrap().unwrap().status,
         JobStatus::Pending
     );
 
-    assert!(jobq.cancel(b).await.unwrap());
-    let prune = jobq_cli(&url, &["prune", "--finished", "0s"]);
-    assert!(prune.status.success(), "{prune:?}");
+    // cancel / retry by filter: counted, confirmed (off a terminal: only with --yes).
+    let unconfirmed = jobq_cli(&url, &["cancel", "--queue", q]);
+    assert_eq!(unconfirmed.status.code(), Some(1), "{unconfirmed:?}");
+    let said = String::from_utf8_lossy(&unconfirmed.stderr);
     assert!(
-        stdout(&prune).contains("deleted 1 done or cancelled jobs"),
-        "{}",
-        stdout(&prune)
+        said.contains("cancel 2 pending or processing jobs?") && said.contains("--yes"),
+        "{said}"
     );
+    assert_eq!(jobq.counts(q).await.unwrap().pending, 2, "nothing changed");
+    assert!(ok(&url, &["cancel", "--queue", q, "--yes"]).contains("2 jobs cancelled"));
+    let wrong = jobq_cli(
+        &url,
+        &["retry", "--queue", q, "--status", "pending", "--yes"],
+    );
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(
+        ok(
+            &url,
+            &["retry", "--queue", q, "--name", "cli_probe", "--yes"]
+        )
+        .contains("2 jobs pending again")
+    );
+    assert!(
+        ok(&url, &["retry", "--queue", q, "--yes"]).contains("no failed or cancelled jobs match")
+    );
+
+    // pause / resume, seen by stats.
+    assert!(ok(&url, &["pause", q]).contains("is paused"));
+    assert!(ok(&url, &["pause", q]).contains("paused already"));
+    let stats = json(&url, &["stats", "--json"]);
+    let row = stats["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["queue"] == q)
+        .unwrap_or_else(|| panic!("{q} not in {stats}"))
+        .clone();
+    assert_eq!(
+        (row["paused"].clone(), row["available"].clone()),
+        (Value::Bool(true), Value::from(2))
+    );
+    let table = ok(&url, &["stats"]);
+    assert!(
+        table.starts_with("QUEUE")
+            && table
+                .lines()
+                .any(|l| l.starts_with(q) && l.contains("paused")),
+        "{table}"
+    );
+    assert!(ok(&url, &["resume", q]).contains("is resumed"));
+    assert!(ok(&url, &["resume", q]).contains("was not paused"));
+
+    // doctor: every check passes on this machine's servers.
+    let report = jobq_cli(&url, &["doctor"]);
+    assert!(report.status.success(), "{report:?}");
+    assert!(
+        stdout(&report).lines().all(|l| !l.starts_with("fail")),
+        "{}",
+        stdout(&report)
+    );
+    assert!(
+        json(&url, &["doctor", "--json"])["checks"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty())
+    );
+
+    // prune, and what does not apply.
+    jobq.cancel(b).await.unwrap();
+    let _ = ok(&url, &["prune", "--finished", "0s"]);
     assert!(jobq.job(b).await.unwrap().is_none());
     assert!(
         jobq.job(a).await.unwrap().is_some(),
         "the pending job stays"
     );
-
-    let missing = jobq_cli(&url, &["show", "999999"]);
-    assert_eq!(missing.status.code(), Some(2));
-    let nothing = jobq_cli(&url, &["prune"]);
-    assert_eq!(nothing.status.code(), Some(2), "prune needs an age");
+    assert_eq!(
+        jobq_cli(&url, &["show", "999999999"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        jobq_cli(&url, &["prune"]).status.code(),
+        Some(2),
+        "prune needs an age"
+    );
     let bad_age = jobq_cli(&url, &["prune", "--finished", "a while"]);
     assert!(!bad_age.status.success());
     assert!(String::from_utf8_lossy(&bad_age.stderr).contains("a while"));
+    jobq.cancel(a).await.unwrap();
 }
+
+jobq_tests::on_every_backend!(every_command_does_what_it_says_and_exits_accordingly);
 
 #[test]
 fn an_unreachable_database_is_an_error_with_a_message() {

@@ -117,6 +117,14 @@ pub enum InvalidArgument {
         /// The limit.
         limit: usize,
     },
+    /// A payload given as text ([`Jobq::enqueue_json`](crate::Jobq::enqueue_json)) is not JSON.
+    #[error("payload of job `{job}` is not valid JSON: {message}")]
+    PayloadNotJson {
+        /// The job name.
+        job: String,
+        /// What the JSON parser said.
+        message: String,
+    },
     /// The payload's JSON is over what the server takes in one statement.
     #[error(
         "payload of job `{job}` is {bytes} bytes of JSON, more than the {backend} server takes in one statement ({limit} bytes: {setting}, less room for the other columns); raise max_allowed_packet on the server (new connections see it), or store large data elsewhere and enqueue a reference to it"

@@ -449,15 +449,84 @@ impl Jobq {
             .await
     }
 
+    /// Stores a job given by name and JSON payload, for tools that do not
+    /// link the job's Rust type (the `jobq enqueue` command). The payload
+    /// must be valid JSON; whether it decodes into the job's payload struct
+    /// is known only when a worker runs it (a payload that does not fails
+    /// that attempt for good, as a bad row does). Defaults (queue, priority,
+    /// attempts) are those of the job's `#[job]` when it is linked into this
+    /// process, else [`DEFAULT_QUEUE`](jobq_core::DEFAULT_QUEUE), 0 and
+    /// [`DEFAULT_MAX_ATTEMPTS`](jobq_core::DEFAULT_MAX_ATTEMPTS).
+    ///
+    /// # Cancel safety
+    /// As [`enqueue`](Self::enqueue)'s.
+    pub async fn enqueue_json(
+        &self,
+        job_name: &str,
+        payload: &str,
+        options: Enqueue,
+    ) -> Result<Enqueued> {
+        if let Err(source) = serde_json::from_str::<serde::de::IgnoredAny>(payload) {
+            return Err(InvalidArgument::PayloadNotJson {
+                job: job_name.to_owned(),
+                message: source.to_string(),
+            }
+            .into());
+        }
+        let registration = jobq_core::__private::inventory::iter::<jobq_core::JobRegistration>
+            .into_iter()
+            .find(|r| r.name == job_name);
+        let defaults = registration.map_or(
+            Defaults {
+                queue: jobq_core::DEFAULT_QUEUE,
+                priority: 0,
+                max_attempts: jobq_core::DEFAULT_MAX_ATTEMPTS,
+            },
+            |r| Defaults {
+                queue: r.queue,
+                priority: r.priority,
+                max_attempts: r.max_attempts,
+            },
+        );
+        let row = self.row_of(job_name, payload.to_owned(), None, defaults, options)?;
+        let enqueued = self.store().enqueue(&row).await?;
+        if !enqueued.duplicate {
+            // A name no job of this process registers is labelled as such:
+            // the label set stays bounded whatever a tool enqueues.
+            let label = registration.map_or(crate::metrics::UNREGISTERED, |r| r.name);
+            crate::metrics::enqueued(&row.queue, label, 1);
+        }
+        wakeup::notify(&row.queue);
+        Ok(enqueued)
+    }
+
     /// Validates and serializes one job into a row.
     fn row<J: Job>(&self, job: &J, options: Enqueue) -> Result<NewJob> {
         let payload = serde_json::to_string(job).map_err(|source| Error::Serialize {
             job: J::NAME.to_owned(),
             source,
         })?;
+        let defaults = Defaults {
+            queue: J::QUEUE,
+            priority: J::PRIORITY,
+            max_attempts: J::MAX_ATTEMPTS,
+        };
+        self.row_of(J::NAME, payload, job.idempotency_key(), defaults, options)
+    }
+
+    /// Validates one job's parts into a row: `key` is the job's own
+    /// idempotency key, used when `options` gives none.
+    fn row_of(
+        &self,
+        job_name: &str,
+        payload: String,
+        key: Option<String>,
+        defaults: Defaults,
+        options: Enqueue,
+    ) -> Result<NewJob> {
         if payload.len() > self.inner.max_payload_bytes {
             return Err(InvalidArgument::PayloadTooLarge {
-                job: J::NAME.to_owned(),
+                job: job_name.to_owned(),
                 bytes: payload.len(),
                 limit: self.inner.max_payload_bytes,
             }
@@ -466,7 +535,7 @@ impl Jobq {
         if let Some((limit, setting)) = self.store().server_payload_limit() {
             if payload.len() > limit {
                 return Err(InvalidArgument::PayloadOverServerLimit {
-                    job: J::NAME.to_owned(),
+                    job: job_name.to_owned(),
                     bytes: payload.len(),
                     backend: self.backend(),
                     limit,
@@ -475,32 +544,32 @@ impl Jobq {
                 .into());
             }
         }
-        validate_job_name(J::NAME)?;
-        let queue = options.queue.unwrap_or_else(|| J::QUEUE.to_owned());
+        validate_job_name(job_name)?;
+        let queue = options.queue.unwrap_or_else(|| defaults.queue.to_owned());
         validate_queue(&queue)?;
-        let idempotency_key = options.idempotency_key.or_else(|| job.idempotency_key());
+        let idempotency_key = options.idempotency_key.or(key);
         if let Some(key) = &idempotency_key {
             let len = key.chars().count();
             if len == 0 || len > MAX_KEY_LEN {
                 return Err(InvalidArgument::KeyLength {
-                    job: J::NAME.to_owned(),
+                    job: job_name.to_owned(),
                     chars: len,
                 }
                 .into());
             }
             if let Some(at) = key.find('\0') {
                 return Err(InvalidArgument::KeyNul {
-                    job: J::NAME.to_owned(),
+                    job: job_name.to_owned(),
                     key: key.clone(),
                     at,
                 }
                 .into());
             }
         }
-        let max_attempts = options.max_attempts.unwrap_or(J::MAX_ATTEMPTS);
+        let max_attempts = options.max_attempts.unwrap_or(defaults.max_attempts);
         if max_attempts == 0 || max_attempts > i32::MAX as u32 {
             return Err(InvalidArgument::MaxAttempts {
-                job: J::NAME.to_owned(),
+                job: job_name.to_owned(),
                 max_attempts,
             }
             .into());
@@ -508,7 +577,7 @@ impl Jobq {
         let run_at = match options.run_at {
             RunAt::After(delay) if delay > MAX_DELAY => {
                 return Err(InvalidArgument::DelayTooLong {
-                    job: J::NAME.to_owned(),
+                    job: job_name.to_owned(),
                     delay,
                 }
                 .into());
@@ -518,7 +587,7 @@ impl Jobq {
                     + chrono::Duration::from_std(MAX_DELAY).unwrap_or(chrono::TimeDelta::MAX);
                 if at > latest {
                     return Err(InvalidArgument::RunAtTooLate {
-                        job: J::NAME.to_owned(),
+                        job: job_name.to_owned(),
                         run_at: at,
                     }
                     .into());
@@ -531,9 +600,9 @@ impl Jobq {
         };
         Ok(NewJob {
             queue,
-            job_name: J::NAME.to_owned(),
+            job_name: job_name.to_owned(),
             payload,
-            priority: options.priority.unwrap_or(J::PRIORITY),
+            priority: options.priority.unwrap_or(defaults.priority),
             max_attempts,
             run_at,
             idempotency_key,
@@ -574,6 +643,14 @@ fn validate_filter(filter: &JobFilter) -> Result<(), InvalidArgument> {
 fn count_enqueued<J: Job>(queue: &str, enqueued: &[Enqueued]) {
     let inserted = enqueued.iter().filter(|e| !e.duplicate).count();
     crate::metrics::enqueued(queue, J::NAME, inserted as u64);
+}
+
+/// A job's defaults, from its `Job` impl or its registration.
+#[derive(Debug, Clone, Copy)]
+struct Defaults {
+    queue: &'static str,
+    priority: i16,
+    max_attempts: u32,
 }
 
 /// Checks a job name: 1 to [`MAX_JOB_NAME_LEN`] bytes, no NUL.

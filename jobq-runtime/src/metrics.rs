@@ -104,7 +104,7 @@ pub const DURATION_BUCKETS: &[f64] = &[
 ];
 
 /// The `job` label of a job name no handler is registered for.
-const UNREGISTERED: &str = "unregistered";
+pub(crate) const UNREGISTERED: &str = "unregistered";
 
 /// Label names.
 const QUEUE: &str = "queue";

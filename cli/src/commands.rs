@@ -1,0 +1,350 @@
+//! What each command does: one call of the `Jobq` API, printed.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use jobq_runtime::{CheckStatus, Enqueue, JobFilter, JobStatus, Jobq, Order, Page};
+
+use crate::output::{self, Colour};
+use crate::{Command, FilterArgs, Format, Outcome, chain};
+
+/// Runs `command`, printing what it did; an error as text with its causes.
+pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, String> {
+    let outcome = match command {
+        Command::Migrate => {
+            jobq.migrate().await.map_err(|e| chain(&e))?;
+            println!("migrated");
+            Outcome::Done
+        }
+        Command::Stats { watch, format } => {
+            let Some(every) = watch else {
+                stats_once(jobq, format).await?;
+                return Ok(Outcome::Done);
+            };
+            loop {
+                if std::io::stdout().is_terminal() && !format.json {
+                    // Clear the screen and go home, so the table redraws in place.
+                    print!("\x1b[2J\x1b[H");
+                }
+                stats_once(jobq, format).await?;
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = tokio::signal::ctrl_c() => return Ok(Outcome::Done),
+                }
+            }
+        }
+        Command::Counts { queue, format } => {
+            let c = jobq.counts(&queue).await.map_err(|e| chain(&e))?;
+            if format.json {
+                println!("{}", output::counts_json(&c));
+            } else {
+                println!(
+                    "pending {}\nprocessing {}\ndone {}\nfailed {}\ncancelled {}",
+                    c.pending, c.processing, c.done, c.failed, c.cancelled
+                );
+            }
+            Outcome::Done
+        }
+        Command::List {
+            filter,
+            oldest_first,
+            limit,
+            after,
+            format,
+        } => {
+            let after = match after {
+                Some(text) => Some(text.parse().map_err(|_| {
+                    format!(
+                        "`{text}` is not a cursor (the number after `--after` that `list` printed)"
+                    )
+                })?),
+                None => None,
+            };
+            let order = if oldest_first {
+                Order::OldestFirst
+            } else {
+                Order::NewestFirst
+            };
+            let page = Page::first(limit).order(order).after(after);
+            let page = jobq
+                .list(&filter.to_filter(), page)
+                .await
+                .map_err(|e| chain(&e))?;
+            if format.json {
+                println!("{}", output::page_json(&page));
+            } else {
+                print!("{}", output::list_table(&page));
+            }
+            Outcome::Done
+        }
+        Command::Show { id, format } => match jobq.job(id).await.map_err(|e| chain(&e))? {
+            Some(job) if format.json => {
+                println!("{}", output::job_json(&job));
+                Outcome::Done
+            }
+            Some(job) => {
+                print!("{}", output::describe(&job));
+                Outcome::Done
+            }
+            None => {
+                eprintln!("jobq: no job {id}");
+                Outcome::NotApplicable
+            }
+        },
+        Command::Retry { id, filter, yes } => {
+            let action = Bulk {
+                verb: "retry",
+                done: "pending again",
+                applies_to: &[JobStatus::Failed, JobStatus::Cancelled],
+            };
+            match id {
+                Some(id) => by_id(id, &filter, action, jobq.retry(id).await),
+                None => action.run(jobq, &filter, yes).await,
+            }?
+        }
+        Command::Cancel { id, filter, yes } => {
+            let action = Bulk {
+                verb: "cancel",
+                done: "cancelled",
+                applies_to: &[JobStatus::Pending, JobStatus::Processing],
+            };
+            match id {
+                Some(id) => by_id(id, &filter, action, jobq.cancel(id).await),
+                None => action.run(jobq, &filter, yes).await,
+            }?
+        }
+        Command::Pause { queue } => {
+            if jobq.pause(&queue).await.map_err(|e| chain(&e))? {
+                println!("queue {queue} is paused: workers claim nothing more from it");
+            } else {
+                println!("queue {queue} was paused already");
+            }
+            Outcome::Done
+        }
+        Command::Resume { queue } => {
+            if jobq.resume(&queue).await.map_err(|e| chain(&e))? {
+                println!("queue {queue} is resumed");
+            } else {
+                println!("queue {queue} was not paused");
+            }
+            Outcome::Done
+        }
+        Command::Enqueue {
+            name,
+            payload,
+            queue,
+            priority,
+            delay,
+            key,
+            max_attempts,
+            format,
+        } => {
+            let mut options = Enqueue::new();
+            if let Some(queue) = queue {
+                options = options.queue(queue);
+            }
+            if let Some(priority) = priority {
+                options = options.priority(priority);
+            }
+            if let Some(delay) = delay {
+                options = options.delay(delay);
+            }
+            if let Some(key) = key {
+                options = options.idempotency_key(key);
+            }
+            if let Some(max_attempts) = max_attempts {
+                options = options.max_attempts(max_attempts);
+            }
+            let enqueued = jobq
+                .enqueue_json(&name, &payload, options)
+                .await
+                .map_err(|e| chain(&e))?;
+            if format.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"id": enqueued.id, "duplicate": enqueued.duplicate})
+                );
+            } else if enqueued.duplicate {
+                println!(
+                    "job {} already stored under that key (not stored again)",
+                    enqueued.id
+                );
+            } else {
+                println!("job {} enqueued", enqueued.id);
+            }
+            Outcome::Done
+        }
+        Command::Prune { finished, failed } => {
+            if finished.is_none() && failed.is_none() {
+                eprintln!("jobq: say what to prune: --finished AGE and/or --failed AGE");
+                return Ok(Outcome::NotApplicable);
+            }
+            if let Some(age) = finished {
+                let n = jobq.prune_finished(age).await.map_err(|e| chain(&e))?;
+                println!("deleted {n} done or cancelled jobs");
+            }
+            if let Some(age) = failed {
+                let n = jobq.prune_failed(age).await.map_err(|e| chain(&e))?;
+                println!("deleted {n} failed jobs");
+            }
+            Outcome::Done
+        }
+        Command::Doctor { format } => {
+            let report = jobq.doctor().await.map_err(|e| chain(&e))?;
+            if format.json {
+                println!("{}", output::doctor_json(&report));
+            } else {
+                print!("{}", output::doctor_text(&report));
+            }
+            if report.worst() >= CheckStatus::Fail {
+                Outcome::Failed
+            } else {
+                Outcome::Done
+            }
+        }
+    };
+    Ok(outcome)
+}
+
+async fn stats_once(jobq: &Jobq, format: Format) -> Result<(), String> {
+    let stats = jobq.stats().await.map_err(|e| chain(&e))?;
+    if format.json {
+        println!("{}", output::stats_json(&stats));
+    } else {
+        print!("{}", output::stats_table(&stats));
+    }
+    Ok(())
+}
+
+impl FilterArgs {
+    fn to_filter(&self) -> JobFilter {
+        let mut filter = JobFilter::new().created(self.since, self.before);
+        if let Some(queue) = &self.queue {
+            filter = filter.queue(queue.clone());
+        }
+        if let Some(status) = self.status {
+            filter = filter.status(status);
+        }
+        if let Some(name) = &self.name {
+            filter = filter.job_name(name.clone());
+        }
+        if let Some(prefix) = &self.key_prefix {
+            filter = filter.key_prefix(prefix.clone());
+        }
+        filter
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queue.is_none()
+            && self.status.is_none()
+            && self.name.is_none()
+            && self.key_prefix.is_none()
+            && self.since.is_none()
+            && self.before.is_none()
+    }
+}
+
+/// A retry or a cancel, by id or by filter.
+#[derive(Debug, Clone, Copy)]
+struct Bulk {
+    verb: &'static str,
+    /// What a changed job now is.
+    done: &'static str,
+    /// The statuses it changes.
+    applies_to: &'static [JobStatus],
+}
+
+/// The end of an action on one job: `changed` is what the call returned.
+fn by_id(
+    id: i64,
+    filter: &FilterArgs,
+    action: Bulk,
+    changed: jobq_runtime::Result<bool>,
+) -> Result<Outcome, String> {
+    if !filter.is_empty() {
+        return Err(format!(
+            "give a job id or a filter, not both (to {} one job: jobq {} {id})",
+            action.verb, action.verb
+        ));
+    }
+    if changed.map_err(|e| chain(&e))? {
+        println!("job {id} is {}", action.done);
+        Ok(Outcome::Done)
+    } else {
+        eprintln!(
+            "jobq: job {id} is not {} (or does not exist)",
+            action.statuses()
+        );
+        Ok(Outcome::NotApplicable)
+    }
+}
+
+impl Bulk {
+    /// `failed or cancelled`.
+    fn statuses(self) -> String {
+        let names: Vec<&str> = self.applies_to.iter().map(|s| s.as_str()).collect();
+        names.join(" or ")
+    }
+
+    /// Counts what `filter` would change, asks unless `yes`, then acts.
+    async fn run(self, jobq: &Jobq, args: &FilterArgs, yes: bool) -> Result<Outcome, String> {
+        if args.is_empty() {
+            return Err(format!(
+                "say which jobs to {}: a job id, or a filter (--queue, --status, --name, --key-prefix, --since, --before)",
+                self.verb
+            ));
+        }
+        let filter = args.to_filter();
+        if let Some(status) = filter.status {
+            if !self.applies_to.contains(&status) {
+                return Err(format!(
+                    "{} applies to {} jobs, not {}",
+                    self.verb,
+                    self.statuses(),
+                    status.as_str()
+                ));
+            }
+        }
+        let mut count = 0;
+        for &status in self.applies_to {
+            if filter.status.is_none_or(|s| s == status) {
+                count += jobq
+                    .count_where(&filter.clone().status(status))
+                    .await
+                    .map_err(|e| chain(&e))?;
+            }
+        }
+        if count == 0 {
+            println!("no {} jobs match", self.statuses());
+            return Ok(Outcome::Done);
+        }
+        if !yes && !confirm(&format!("{} {count} {} jobs?", self.verb, self.statuses()))? {
+            eprintln!("jobq: nothing changed");
+            return Ok(Outcome::NotApplicable);
+        }
+        let changed = match self.verb {
+            "retry" => jobq.retry_where(&filter).await,
+            _ => jobq.cancel_where(&filter).await,
+        }
+        .map_err(|e| chain(&e))?;
+        println!("{changed} jobs {}", self.done);
+        Ok(Outcome::Done)
+    }
+}
+
+/// Asks `question` on the terminal; `false` unless the answer is yes. Off a
+/// terminal it refuses, asking for `--yes`, rather than read a script's input.
+fn confirm(question: &str) -> Result<bool, String> {
+    if !std::io::stdin().is_terminal() {
+        return Err(format!(
+            "{question} (not a terminal, so not asking: pass --yes to act)"
+        ));
+    }
+    print!("{} [y/N] ", output::paint(question, Colour::Yellow));
+    std::io::stdout().flush().map_err(|e| e.to_string())?;
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| e.to_string())?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES"))
+}

@@ -1,0 +1,381 @@
+//! How the commands print: aligned tables and `field value` lines for
+//! people (coloured only on a terminal), one JSON document for scripts.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use jobq_runtime::{
+    Check, CheckStatus, DoctorReport, JobInfo, JobPage, JobStatus, QueueCounts, QueueStats,
+    STATS_FINISHED_CAP, Stats,
+};
+use serde_json::{Value, json};
+
+/// ANSI colours, used only when stdout is a terminal and `NO_COLOR` is unset.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Colour {
+    Red,
+    Yellow,
+    Green,
+    Dim,
+}
+
+/// `text` in `colour` when stdout is a terminal.
+pub(crate) fn paint(text: &str, colour: Colour) -> String {
+    let on = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    if !on {
+        return text.to_owned();
+    }
+    let code = match colour {
+        Colour::Red => "31",
+        Colour::Yellow => "33",
+        Colour::Green => "32",
+        Colour::Dim => "2",
+    };
+    format!("\x1b[{code}m{text}\x1b[0m")
+}
+
+/// Rows under a header, each column as wide as its widest cell; numbers
+/// (cells starting with a digit) right-aligned. Widths count characters,
+/// before colouring, so `cells` are plain and `colours` colours whole cells.
+pub(crate) fn table(header: &[&str], rows: &[Vec<(String, Option<Colour>)>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, (cell, _)) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let head: Vec<String> = header
+        .iter()
+        .enumerate()
+        .map(|(i, h)| format!("{h:<w$}", w = widths[i]))
+        .collect();
+    out.push_str(head.join("  ").trim_end());
+    out.push('\n');
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, (cell, colour))| {
+                let numeric = cell.starts_with(|c: char| c.is_ascii_digit());
+                let padded = if numeric {
+                    format!("{cell:>w$}", w = widths[i])
+                } else {
+                    format!("{cell:<w$}", w = widths[i])
+                };
+                match colour {
+                    Some(colour) => paint(&padded, *colour),
+                    None => padded,
+                }
+            })
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A finished count, `10000+` at the cap.
+fn capped(n: u64) -> String {
+    if n >= STATS_FINISHED_CAP {
+        format!("{n}+")
+    } else {
+        n.to_string()
+    }
+}
+
+/// A duration as people read it, to the second (`3m 20s`), `-` for none.
+pub(crate) fn age(d: Option<Duration>) -> String {
+    match d {
+        Some(d) => humantime::format_duration(Duration::from_secs(d.as_secs())).to_string(),
+        None => "-".into(),
+    }
+}
+
+/// A cell in `colour` when `alert` (a figure that should be zero is not).
+fn alert(text: String, alert: bool, colour: Colour) -> (String, Option<Colour>) {
+    let colour = alert.then_some(colour);
+    (text, colour)
+}
+
+/// The `stats` table.
+pub(crate) fn stats_table(stats: &Stats) -> String {
+    if stats.queues.is_empty() {
+        return "no queues yet (nothing enqueued, nothing paused)\n".into();
+    }
+    let rows: Vec<_> = stats
+        .queues
+        .iter()
+        .map(|q| {
+            let lagging = q.oldest_available_age.is_some_and(|a| a.as_secs() >= 60);
+            vec![
+                (q.queue.clone(), None),
+                alert(
+                    if q.paused { "paused" } else { "-" }.into(),
+                    q.paused,
+                    Colour::Yellow,
+                ),
+                (q.available.to_string(), None),
+                (q.scheduled.to_string(), None),
+                (q.processing.to_string(), None),
+                alert(
+                    q.expired_leases.to_string(),
+                    q.expired_leases > 0,
+                    Colour::Red,
+                ),
+                alert(age(q.oldest_available_age), lagging, Colour::Red),
+                (capped(q.done), None),
+                alert(capped(q.failed), q.failed > 0, Colour::Red),
+                (capped(q.cancelled), None),
+                (q.succeeded_last_minute().to_string(), None),
+                (q.succeeded_last_hour().to_string(), None),
+                alert(
+                    q.failed_last_hour().to_string(),
+                    q.failed_last_hour() > 0,
+                    Colour::Red,
+                ),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "QUEUE",
+            "PAUSED",
+            "AVAILABLE",
+            "SCHEDULED",
+            "PROCESSING",
+            "EXPIRED",
+            "LAG",
+            "DONE",
+            "FAILED",
+            "CANCELLED",
+            "OK/1M",
+            "OK/1H",
+            "FAILED/1H",
+        ],
+        &rows,
+    )
+}
+
+fn queue_json(q: &QueueStats) -> Value {
+    json!({
+        "queue": q.queue,
+        "paused": q.paused,
+        "available": q.available,
+        "scheduled": q.scheduled,
+        "pending": q.pending(),
+        "processing": q.processing,
+        "expired_leases": q.expired_leases,
+        "oldest_available_age_seconds": q.oldest_available_age.map(|a| a.as_secs_f64()),
+        "done": q.done,
+        "failed": q.failed,
+        "cancelled": q.cancelled,
+        "finished_counts_capped_at": STATS_FINISHED_CAP,
+        "succeeded_last_minute": q.succeeded_last_minute(),
+        "succeeded_last_hour": q.succeeded_last_hour(),
+        "failed_last_hour": q.failed_last_hour(),
+        "succeeded_per_minute": q.succeeded_per_minute,
+        "failed_per_minute": q.failed_per_minute,
+    })
+}
+
+pub(crate) fn stats_json(stats: &Stats) -> Value {
+    json!({
+        "taken_at": stats.taken_at.to_rfc3339(),
+        "queues": stats.queues.iter().map(queue_json).collect::<Vec<_>>(),
+    })
+}
+
+pub(crate) fn counts_json(c: &QueueCounts) -> Value {
+    json!({
+        "pending": c.pending,
+        "processing": c.processing,
+        "done": c.done,
+        "failed": c.failed,
+        "cancelled": c.cancelled,
+    })
+}
+
+/// The colour a status is shown in.
+fn status_colour(status: JobStatus) -> Option<Colour> {
+    match status {
+        JobStatus::Failed => Some(Colour::Red),
+        JobStatus::Done => Some(Colour::Green),
+        JobStatus::Cancelled => Some(Colour::Dim),
+        _ => None,
+    }
+}
+
+/// The text of a time, to the second.
+fn when(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// The first line of an error, cut to `max` characters.
+fn headline(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() > max {
+        let cut: String = line.chars().take(max - 1).collect();
+        format!("{cut}…")
+    } else {
+        line.to_owned()
+    }
+}
+
+/// The `list` table and, when there is more, how to get the next page.
+pub(crate) fn list_table(page: &JobPage) -> String {
+    if page.jobs.is_empty() {
+        return "no jobs match\n".into();
+    }
+    let rows: Vec<_> = page
+        .jobs
+        .iter()
+        .map(|j| {
+            vec![
+                (j.id.to_string(), None),
+                (j.queue.clone(), None),
+                (j.job_name.clone(), None),
+                (j.status.as_str().to_owned(), status_colour(j.status)),
+                (format!("{}/{}", j.attempts, j.max_attempts), None),
+                (when(j.run_at), None),
+                (when(j.created_at), None),
+                (
+                    j.last_error
+                        .as_deref()
+                        .map_or_else(|| "-".into(), |e| headline(e, 60)),
+                    None,
+                ),
+            ]
+        })
+        .collect();
+    let mut out = table(
+        &[
+            "ID",
+            "QUEUE",
+            "JOB",
+            "STATUS",
+            "ATTEMPTS",
+            "RUN_AT",
+            "CREATED",
+            "LAST ERROR",
+        ],
+        &rows,
+    );
+    if let Some(next) = page.next {
+        out.push_str(&format!("more: --after {next}\n"));
+    }
+    out
+}
+
+pub(crate) fn job_json(job: &JobInfo) -> Value {
+    let payload: Value =
+        serde_json::from_str(&job.payload).unwrap_or_else(|_| Value::String(job.payload.clone()));
+    json!({
+        "id": job.id,
+        "queue": job.queue,
+        "job_name": job.job_name,
+        "status": job.status.as_str(),
+        "priority": job.priority,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "run_at": job.run_at.to_rfc3339(),
+        "created_at": job.created_at.to_rfc3339(),
+        "claimed_at": job.claimed_at.map(|t| t.to_rfc3339()),
+        "claimed_by": job.claimed_by,
+        "finished_at": job.finished_at.map(|t| t.to_rfc3339()),
+        "idempotency_key": job.idempotency_key,
+        "last_error": job.last_error,
+        "payload": payload,
+    })
+}
+
+pub(crate) fn page_json(page: &JobPage) -> Value {
+    json!({
+        "jobs": page.jobs.iter().map(job_json).collect::<Vec<_>>(),
+        "next": page.next.map(|c| c.to_string()),
+    })
+}
+
+/// `field value` lines, then the payload pretty-printed and the last error in full.
+pub(crate) fn describe(job: &JobInfo) -> String {
+    let optional = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let status = match status_colour(job.status) {
+        Some(colour) => paint(job.status.as_str(), colour),
+        None => job.status.as_str().to_owned(),
+    };
+    let payload = serde_json::from_str::<Value>(&job.payload)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| job.payload.clone());
+    let mut out = format!(
+        "id {}\nqueue {}\njob {}\nstatus {}\npriority {}\nattempts {}/{}\nrun_at {}\ncreated_at {}\nclaimed_at {}\nclaimed_by {}\nfinished_at {}\nidempotency_key {}\n",
+        job.id,
+        job.queue,
+        job.job_name,
+        status,
+        job.priority,
+        job.attempts,
+        job.max_attempts,
+        job.run_at.to_rfc3339(),
+        job.created_at.to_rfc3339(),
+        optional(job.claimed_at.map(|t| t.to_rfc3339())),
+        optional(job.claimed_by.clone()),
+        optional(job.finished_at.map(|t| t.to_rfc3339())),
+        optional(job.idempotency_key.clone()),
+    );
+    out.push_str(&format!("payload\n{}\n", indent(&payload)));
+    match &job.last_error {
+        Some(error) => out.push_str(&format!("last_error\n{}\n", indent(error))),
+        None => out.push_str("last_error -\n"),
+    }
+    out
+}
+
+/// Every line of `text` indented by two spaces.
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn check_line(check: &Check) -> String {
+    let (label, colour) = match check.status {
+        CheckStatus::Ok => ("ok", Colour::Green),
+        CheckStatus::Warn => ("warn", Colour::Yellow),
+        _ => ("fail", Colour::Red),
+    };
+    let mut line = format!(
+        "{}  {}  {}",
+        paint(&format!("{label:<4}"), colour),
+        check.name,
+        check.found
+    );
+    if let Some(advice) = &check.advice {
+        line.push_str(" — ");
+        line.push_str(advice);
+    }
+    line
+}
+
+pub(crate) fn doctor_text(report: &DoctorReport) -> String {
+    let mut out: String = report.checks.iter().map(|c| check_line(c) + "\n").collect();
+    let worst = report.worst();
+    out.push_str(&match worst {
+        CheckStatus::Ok => "all checks passed\n".to_owned(),
+        other => format!("worst: {}\n", other.as_str()),
+    });
+    out
+}
+
+pub(crate) fn doctor_json(report: &DoctorReport) -> Value {
+    json!({
+        "worst": report.worst().as_str(),
+        "checks": report.checks.iter().map(|c| json!({
+            "name": c.name,
+            "status": c.status.as_str(),
+            "found": c.found,
+            "advice": c.advice,
+        })).collect::<Vec<_>>(),
+    })
+}

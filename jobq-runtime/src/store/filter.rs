@@ -51,6 +51,11 @@ impl Statuses {
 /// How a backend matches a key prefix byte for byte, never with `LIKE`
 /// (whose `%` and `_` would be wildcards).
 #[derive(Debug)]
+// Each variant serves some backends only.
+#[cfg_attr(
+    not(all(feature = "mysql", feature = "postgres", feature = "sqlite")),
+    allow(dead_code)
+)]
 pub(crate) enum KeyPieces {
     /// `key >= prefix AND key < next(prefix)`: a range of the unique key
     /// index, exact where the column compares bytes (MySQL's VARBINARY,

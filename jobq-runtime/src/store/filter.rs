@@ -114,18 +114,15 @@ pub(crate) struct Shape {
 #[derive(Debug)]
 pub(crate) struct Filtered {
     pub(crate) pieces: Pieces,
-    /// A page newest first: every column `Jobq::job` reads.
-    pub(crate) list_newest: Shape,
-    /// A page oldest first.
-    pub(crate) list_oldest: Shape,
-    /// A page of one queue and one status, newest and oldest first, read
-    /// through the claim index (every matching row, sorted), where the
-    /// optimizer would otherwise walk the primary key past every row that
-    /// does not match (MySQL, whose estimate assumes matching rows spread
-    /// evenly over the ids); `None`: the list shapes serve it.
-    pub(crate) list_in_claim_index: Option<[Shape; 2]>,
-    /// How many rows match.
-    pub(crate) count: Shape,
+    /// The head of a page: every column `Jobq::job` reads, ending in a
+    /// `WHERE`; the page is in id order, newest or oldest first.
+    pub(crate) list: &'static str,
+    /// The head of a page of one queue and one status read through the
+    /// claim index (every matching row, sorted), where the optimizer would
+    /// otherwise walk the primary key past every row that does not match
+    /// (MySQL, whose estimate assumes matching rows spread evenly over the
+    /// ids); `None`: `list` serves it.
+    pub(crate) list_in_claim_index: Option<&'static str>,
     /// One batch of `retry_where`: the statement that picks (and, where it
     /// is one statement, changes) the batch.
     pub(crate) retry: Shape,
@@ -137,6 +134,40 @@ pub(crate) struct Filtered {
     /// batch scans until vacuum (PostgreSQL), starting over would read them
     /// again on every batch.
     pub(crate) bulk_by_id: bool,
+}
+
+/// How many rows match: the same statement on every backend.
+const COUNT: Shape = Shape {
+    head: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
+    head_params: 0,
+    limit: None,
+};
+
+impl Pieces {
+    /// The pieces every backend writes alike, around its placeholders and
+    /// its key prefix match (a backend overrides any other with `..`).
+    pub(crate) const fn new(placeholder: &'static str, numbered: bool, key: KeyPieces) -> Self {
+        Self {
+            placeholder,
+            numbered,
+            queue: " AND queue = ",
+            status: [
+                " AND status = 'pending'",
+                " AND status = 'processing'",
+                " AND status = 'done'",
+                " AND status = 'failed'",
+                " AND status = 'cancelled'",
+            ],
+            cancellable: " AND status IN ('pending', 'processing')",
+            retryable: " AND status IN ('failed', 'cancelled')",
+            job_name: " AND job_name = ",
+            key,
+            created_from: " AND created_at >= ",
+            created_before: " AND created_at < ",
+            id_below: " AND id < ",
+            id_above: " AND id > ",
+        }
+    }
 }
 
 /// Which of a backend's filtered statements to build.
@@ -198,16 +229,29 @@ impl Filtered {
     /// The `kind` statement for `w`, with `limit` bound to its limit (if it has one).
     pub(crate) fn statement(&self, kind: Kind, w: &Where<'_>, limit: i64) -> Statement {
         let claim_range = w.filter.queue.is_some() && matches!(w.statuses, Statuses::One(_));
-        let shape = match (kind, &self.list_in_claim_index) {
-            (Kind::List(order), Some([newest, oldest])) if claim_range => match order {
-                Order::NewestFirst => newest,
-                Order::OldestFirst => oldest,
+        let page = |order| Shape {
+            head: match self.list_in_claim_index {
+                Some(head) if claim_range => head,
+                _ => self.list,
             },
-            (Kind::List(Order::NewestFirst), _) => &self.list_newest,
-            (Kind::List(Order::OldestFirst), _) => &self.list_oldest,
-            (Kind::Count, _) => &self.count,
-            (Kind::Retry, _) => &self.retry,
-            (Kind::Cancel, _) => &self.cancel,
+            head_params: 0,
+            limit: Some((
+                match order {
+                    Order::NewestFirst => " ORDER BY id DESC LIMIT ",
+                    Order::OldestFirst => " ORDER BY id LIMIT ",
+                },
+                "",
+            )),
+        };
+        let listed;
+        let shape = match kind {
+            Kind::List(order) => {
+                listed = page(order);
+                &listed
+            }
+            Kind::Count => &COUNT,
+            Kind::Retry => &self.retry,
+            Kind::Cancel => &self.cancel,
         };
         let p = &self.pieces;
         let mut s = Statement {

@@ -186,59 +186,22 @@ pub const RETRY: &str = concat!(
 /// `FOR UPDATE SKIP LOCKED`, so each reads only the rows it locks: a row
 /// it changed leaves the range it reads.
 pub(crate) const FILTERED: Filtered = Filtered {
-    pieces: Pieces {
-        placeholder: "?",
-        numbered: false,
-        queue: " AND queue = ",
-        status: [
-            " AND status = 'pending'",
-            " AND status = 'processing'",
-            " AND status = 'done'",
-            " AND status = 'failed'",
-            " AND status = 'cancelled'",
-        ],
-        cancellable: " AND status IN ('pending', 'processing')",
-        retryable: " AND status IN ('failed', 'cancelled')",
-        job_name: " AND job_name = ",
-        key: KeyPieces::Range {
+    pieces: Pieces::new(
+        "?",
+        false,
+        KeyPieces::Range {
             from: " AND idempotency_key >= ",
             before: " AND idempotency_key < ",
         },
-        created_from: " AND created_at >= ",
-        created_before: " AND created_at < ",
-        id_below: " AND id < ",
-        id_above: " AND id > ",
-    },
-    list_newest: Shape {
-        head: concat!(job_columns!(), " WHERE TRUE"),
-        head_params: 0,
-        limit: Some((" ORDER BY id DESC LIMIT ", "")),
-    },
-    list_oldest: Shape {
-        head: concat!(job_columns!(), " WHERE TRUE"),
-        head_params: 0,
-        limit: Some((" ORDER BY id LIMIT ", "")),
-    },
+    ),
+    list: concat!(job_columns!(), " WHERE TRUE"),
     // Left to itself, the optimizer walks the primary key for a page of
     // `pending` rows of a queue whose ids lie behind a million finished
     // ones (2.6 s in the plan test); the claim index reads only them.
-    list_in_claim_index: Some([
-        Shape {
-            head: concat!(job_columns!(), " FORCE INDEX (jobq_jobs_claim) WHERE TRUE"),
-            head_params: 0,
-            limit: Some((" ORDER BY id DESC LIMIT ", "")),
-        },
-        Shape {
-            head: concat!(job_columns!(), " FORCE INDEX (jobq_jobs_claim) WHERE TRUE"),
-            head_params: 0,
-            limit: Some((" ORDER BY id LIMIT ", "")),
-        },
-    ]),
-    count: Shape {
-        head: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
-        head_params: 0,
-        limit: None,
-    },
+    list_in_claim_index: Some(concat!(
+        job_columns!(),
+        " FORCE INDEX (jobq_jobs_claim) WHERE TRUE"
+    )),
     retry: Shape {
         head: "SELECT id, lease_token FROM jobq_jobs WHERE TRUE",
         head_params: 0,

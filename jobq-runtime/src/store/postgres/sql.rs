@@ -343,45 +343,19 @@ pub const RETRY: &str = concat!(
 /// started over would read them again.
 pub(crate) const FILTERED: Filtered = Filtered {
     pieces: Pieces {
-        placeholder: "$",
-        numbered: true,
-        queue: " AND queue = ",
-        status: [
-            " AND status = 'pending'",
-            " AND status = 'processing'",
-            " AND status = 'done'",
-            " AND status = 'failed'",
-            " AND status = 'cancelled'",
-        ],
         // Two arms, each of which proves one partial index's predicate.
         cancellable: " AND (status = 'pending' OR status = 'processing')",
-        retryable: " AND status IN ('failed', 'cancelled')",
-        job_name: " AND job_name = ",
-        key: KeyPieces::Call {
-            open: " AND starts_with(idempotency_key, ",
-            close: ")",
-        },
-        created_from: " AND created_at >= ",
-        created_before: " AND created_at < ",
-        id_below: " AND id < ",
-        id_above: " AND id > ",
+        ..Pieces::new(
+            "$",
+            true,
+            KeyPieces::Call {
+                open: " AND starts_with(idempotency_key, ",
+                close: ")",
+            },
+        )
     },
-    list_newest: Shape {
-        head: concat!(job_columns!(), " WHERE TRUE"),
-        head_params: 0,
-        limit: Some((" ORDER BY id DESC LIMIT ", "")),
-    },
-    list_oldest: Shape {
-        head: concat!(job_columns!(), " WHERE TRUE"),
-        head_params: 0,
-        limit: Some((" ORDER BY id LIMIT ", "")),
-    },
+    list: concat!(job_columns!(), " WHERE TRUE"),
     list_in_claim_index: None,
-    count: Shape {
-        head: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
-        head_params: 0,
-        limit: None,
-    },
     retry: Shape {
         head: "WITH picked AS (SELECT id FROM jobq_jobs WHERE TRUE",
         head_params: 0,

@@ -118,45 +118,16 @@ pub const RETRY: &str = concat!(
 /// first); it picks rows in index order, and the rows it changed leave the
 /// range the next one reads.
 pub(crate) const FILTERED: Filtered = Filtered {
-    pieces: Pieces {
-        placeholder: "?",
-        numbered: true,
-        queue: " AND queue = ",
-        status: [
-            " AND status = 'pending'",
-            " AND status = 'processing'",
-            " AND status = 'done'",
-            " AND status = 'failed'",
-            " AND status = 'cancelled'",
-        ],
-        cancellable: " AND status IN ('pending', 'processing')",
-        retryable: " AND status IN ('failed', 'cancelled')",
-        job_name: " AND job_name = ",
-        key: KeyPieces::Range {
+    pieces: Pieces::new(
+        "?",
+        true,
+        KeyPieces::Range {
             from: " AND idempotency_key >= ",
             before: " AND idempotency_key < ",
         },
-        created_from: " AND created_at >= ",
-        created_before: " AND created_at < ",
-        id_below: " AND id < ",
-        id_above: " AND id > ",
-    },
-    list_newest: Shape {
-        head: concat!(job_columns!(), " WHERE TRUE"),
-        head_params: 0,
-        limit: Some((" ORDER BY id DESC LIMIT ", "")),
-    },
-    list_oldest: Shape {
-        head: concat!(job_columns!(), " WHERE TRUE"),
-        head_params: 0,
-        limit: Some((" ORDER BY id LIMIT ", "")),
-    },
+    ),
+    list: concat!(job_columns!(), " WHERE TRUE"),
     list_in_claim_index: None,
-    count: Shape {
-        head: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
-        head_params: 0,
-        limit: None,
-    },
     retry: Shape {
         head: concat!(
             retry_set!(),

@@ -86,6 +86,19 @@ async fn started(seen: &Seen, id: i64, attempt: u32) {
 }
 
 /// The lease token of `id` as stored.
+/// Enqueues one job that runs until it is told to finish, returning its id.
+async fn enqueue_waiting(jobq: &jobq_runtime::Jobq, queue: &str) -> i64 {
+    jobq.enqueue_with(Waits::new(), on(queue)).await.unwrap().id
+}
+
+/// Waits until the handler running `id` saw its cancel (`what`, in the timeout's message).
+async fn cancel_seen(seen: &Seen, id: i64, what: &str) {
+    wait_until(what, Duration::from_secs(10), || async {
+        !seen.cancelled.runs(id).is_empty()
+    })
+    .await;
+}
+
 async fn token(jobq: &jobq_runtime::Jobq, id: i64) -> i64 {
     let rows: Vec<(Option<i64>,)> = Db::of(jobq)
         .fetch_all(
@@ -105,21 +118,12 @@ async fn a_cancel_reaches_a_handler_of_this_process_at_once(db: TestDb) {
     let jobq = db.jobq().await;
     let seen = Seen::default();
     let handle = worker(&jobq, &queue, &seen);
-    let id = jobq
-        .enqueue_with(Waits::new(), on(&queue))
-        .await
-        .unwrap()
-        .id;
+    let id = enqueue_waiting(&jobq, &queue).await;
     started(&seen, id, 1).await;
     let other = db.jobq().await;
     let at = Instant::now();
     assert!(other.cancel(id).await.unwrap());
-    wait_until(
-        "the handler sees the cancel",
-        Duration::from_secs(10),
-        || async { !seen.cancelled.runs(id).is_empty() },
-    )
-    .await;
+    cancel_seen(&seen, id, "the handler sees the cancel").await;
     let took = seen.cancelled.runs(id)[0].at.duration_since(at);
     println!(
         "{:?}: cancel reached the handler in {took:?} (heartbeat every {LONG_HEARTBEAT:?})",
@@ -137,16 +141,8 @@ async fn cancel_where_reaches_running_handlers_at_once(db: TestDb) {
     let jobq = db.jobq().await;
     let seen = Seen::default();
     let handle = worker(&jobq, &queue, &seen);
-    let a = jobq
-        .enqueue_with(Waits::new(), on(&queue))
-        .await
-        .unwrap()
-        .id;
-    let b = jobq
-        .enqueue_with(Waits::new(), on(&queue))
-        .await
-        .unwrap()
-        .id;
+    let a = enqueue_waiting(&jobq, &queue).await;
+    let b = enqueue_waiting(&jobq, &queue).await;
     started(&seen, a, 1).await;
     started(&seen, b, 1).await;
     let at = Instant::now();
@@ -156,12 +152,7 @@ async fn cancel_where_reaches_running_handlers_at_once(db: TestDb) {
         .unwrap();
     assert_eq!(cancelled, 2);
     for id in [a, b] {
-        wait_until(
-            "the handler sees the cancel",
-            Duration::from_secs(10),
-            || async { !seen.cancelled.runs(id).is_empty() },
-        )
-        .await;
+        cancel_seen(&seen, id, "the handler sees the cancel").await;
         let took = seen.cancelled.runs(id)[0].at.duration_since(at);
         assert!(took < Duration::from_secs(2), "took {took:?}");
     }
@@ -175,20 +166,11 @@ async fn a_cancel_stops_only_the_attempt_it_ended(db: TestDb) {
     let jobq = db.jobq().await;
     let seen = Seen::default();
     let handle = worker(&jobq, &queue, &seen);
-    let id = jobq
-        .enqueue_with(Waits::new(), on(&queue))
-        .await
-        .unwrap()
-        .id;
+    let id = enqueue_waiting(&jobq, &queue).await;
     started(&seen, id, 1).await;
     let first = token(&jobq, id).await;
     assert!(jobq.cancel(id).await.unwrap());
-    wait_until(
-        "attempt 1 sees the cancel",
-        Duration::from_secs(10),
-        || async { !seen.cancelled.runs(id).is_empty() },
-    )
-    .await;
+    cancel_seen(&seen, id, "attempt 1 sees the cancel").await;
     assert!(jobq.retry(id).await.unwrap());
     started(&seen, id, 2).await;
     let second = token(&jobq, id).await;

@@ -164,23 +164,9 @@ async fn a_cancelled_running_job_ends_as_lease_lost_and_counts_as_cancelled(db: 
     let (jobq, queue, recorder) = fixture(&db, "metrics_cancel").await;
     let gates = Gates::default();
     let cancelled_before = counter(JOBS_CANCELLED, &[]);
-    let id = jobq
-        .enqueue_with(Gated::new(), on(&queue))
-        .await
-        .unwrap()
-        .id;
-    let worker = Worker::builder(jobq.clone())
-        .queue_unchecked(&queue, 1)
-        .state(recorder.clone())
-        .state(gates.clone())
-        .poll_interval(Duration::from_millis(20))
-        .lease(Duration::from_secs(1))
-        .heartbeat_interval(Duration::from_millis(50))
-        .build()
-        .unwrap()
-        .start();
-    wait_until("the job runs", WAIT, || async {
-        !recorder.runs(id).is_empty()
+    let (id, worker) = gated_job_running(&jobq, &queue, &recorder, &gates, |b| {
+        b.lease(Duration::from_secs(1))
+            .heartbeat_interval(Duration::from_millis(50))
     })
     .await;
     assert!(jobq.cancel(id).await.unwrap());
@@ -206,26 +192,12 @@ async fn a_late_success_of_a_reclaimed_job_counts_as_fenced_out(db: TestDb) {
     let (jobq, queue, recorder) = fixture(&db, "metrics_fenced").await;
     let gates = Gates::default();
     let fenced_before = counter(SETTLES_FENCED_OUT, &[("settle", "complete")]);
-    let id = jobq
-        .enqueue_with(Gated::new(), on(&queue))
-        .await
-        .unwrap()
-        .id;
     // No heartbeat and no reaper of its own: its lease runs out while the
     // handler waits, and the test hands the job to another claimer.
-    let worker = Worker::builder(jobq.clone())
-        .queue_unchecked(&queue, 1)
-        .state(recorder.clone())
-        .state(gates.clone())
-        .poll_interval(Duration::from_millis(20))
-        .lease(Duration::from_millis(100))
-        .disable_heartbeats()
-        .reap_interval(Duration::from_secs(3600))
-        .build()
-        .unwrap()
-        .start();
-    wait_until("the job runs", WAIT, || async {
-        !recorder.runs(id).is_empty()
+    let (id, worker) = gated_job_running(&jobq, &queue, &recorder, &gates, |b| {
+        b.lease(Duration::from_millis(100))
+            .disable_heartbeats()
+            .reap_interval(Duration::from_secs(3600))
     })
     .await;
     wait_until("its lease expired and the job was reaped", WAIT, || async {
@@ -290,3 +262,26 @@ jobq_tests::on_every_backend!(
     a_late_success_of_a_reclaimed_job_counts_as_fenced_out,
     an_orphan_returned_by_the_reaper_is_counted_under_its_queue,
 );
+
+/// Enqueues one gated job on `queue` and starts a worker of concurrency 1
+/// for it (its builder set up further by `setup`); returns once the job runs.
+async fn gated_job_running(
+    jobq: &jobq_runtime::Jobq,
+    queue: &str,
+    recorder: &Recorder,
+    gates: &Gates,
+    setup: impl FnOnce(jobq_runtime::WorkerBuilder) -> jobq_runtime::WorkerBuilder,
+) -> (i64, jobq_runtime::WorkerHandle) {
+    let id = jobq.enqueue_with(Gated::new(), on(queue)).await.unwrap().id;
+    let builder = Worker::builder(jobq.clone())
+        .queue_unchecked(queue, 1)
+        .state(recorder.clone())
+        .state(gates.clone())
+        .poll_interval(Duration::from_millis(20));
+    let worker = setup(builder).build().unwrap().start();
+    wait_until("the job runs", WAIT, || async {
+        !recorder.runs(id).is_empty()
+    })
+    .await;
+    (id, worker)
+}

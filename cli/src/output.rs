@@ -303,10 +303,7 @@ pub(crate) fn describe(job: &JobInfo) -> String {
         Some(colour) => paint(job.status.as_str(), colour),
         None => job.status.as_str().to_owned(),
     };
-    let payload = serde_json::from_str::<Value>(&job.payload)
-        .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or_else(|| job.payload.clone());
+    let payload = job.payload_pretty();
     let mut out = format!(
         "id {}\nqueue {}\njob {}\nstatus {}\npriority {}\nattempts {}/{}\nrun_at {}\ncreated_at {}\nclaimed_at {}\nclaimed_by {}\nfinished_at {}\nidempotency_key {}\n",
         job.id,

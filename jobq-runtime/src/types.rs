@@ -232,6 +232,34 @@ pub struct JobInfo {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
+impl JobInfo {
+    /// The payload indented for reading, its keys in the order they are
+    /// stored (a map read back would sort them); the text as stored where
+    /// it is not one JSON value.
+    ///
+    /// ```
+    /// # fn show(job: &jobq_runtime::JobInfo) {
+    /// println!("{}", job.payload_pretty());
+    /// # }
+    /// ```
+    pub fn payload_pretty(&self) -> String {
+        pretty_json(&self.payload)
+    }
+}
+
+/// `text` as indented JSON in its own key order, or `text` itself where it
+/// is not one JSON value.
+fn pretty_json(text: &str) -> String {
+    let mut out = Vec::new();
+    let mut from = serde_json::Deserializer::from_str(text);
+    let mut to = serde_json::Serializer::pretty(&mut out);
+    let indented = serde_transcode::transcode(&mut from, &mut to).is_ok() && from.end().is_ok();
+    match String::from_utf8(out) {
+        Ok(pretty) if indented => pretty,
+        _ => text.to_owned(),
+    }
+}
+
 /// How many jobs of one queue are in each status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -252,5 +280,26 @@ impl QueueCounts {
     /// All jobs of the queue.
     pub fn total(&self) -> u64 {
         self.pending + self.processing + self.done + self.failed + self.cancelled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pretty_json;
+
+    #[test]
+    fn a_pretty_payload_keeps_the_stored_key_order() {
+        let text = r#"{"zeta":1,"alpha":{"b":[true,null],"a":"x"}}"#;
+        assert_eq!(
+            pretty_json(text),
+            "{\n  \"zeta\": 1,\n  \"alpha\": {\n    \"b\": [\n      true,\n      null\n    ],\n    \"a\": \"x\"\n  }\n}"
+        );
+    }
+
+    #[test]
+    fn a_payload_that_is_not_one_json_value_is_shown_as_stored() {
+        for text in ["not json", "{\"a\":1} trailing", "{\"a\":", ""] {
+            assert_eq!(pretty_json(text), text);
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! user does); `GET /jobs/{id}` shows where the job is; `GET /metrics`
 //! serves jobq's metrics (see `jobq_runtime::metrics`) to Prometheus, when
 //! the service was given a recorder ([`install_prometheus`], [`App::with_metrics`]);
-//! `/admin/jobs/` is jobq's web dashboard (`jobq_web::router`).
+//! `/admin/jobs` is jobq's web dashboard (`jobq_web::router`).
 
 use std::time::Duration;
 

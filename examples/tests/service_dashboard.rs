@@ -27,7 +27,7 @@ async fn the_dashboard_is_mounted_under_admin_jobs_beside_the_services_routes() 
     let response = app.router().oneshot(signup).await.unwrap();
     assert_eq!(response.status(), StatusCode::ACCEPTED);
 
-    let (status, overview) = get(&app, "/admin/jobs/").await;
+    let (status, overview) = get(&app, "/admin/jobs").await;
     assert_eq!(status, StatusCode::OK);
     assert!(overview.contains("data-queue=\"mail\""), "{overview}");
     assert!(overview.contains("href=\"/admin/jobs/list\""), "{overview}");

@@ -1,6 +1,7 @@
 //! Who may look (basic authentication) and which requests may act (the
 //! CSRF token and the same-origin check).
 
+use std::fmt::Write;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -68,7 +69,11 @@ pub(crate) async fn require_basic(
 /// A fresh CSRF token: 32 random hex digits.
 pub(crate) fn new_token() -> String {
     let bytes: [u8; 16] = rand::random();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    let mut token = String::with_capacity(32);
+    for b in bytes {
+        let _ = write!(token, "{b:02x}");
+    }
+    token
 }
 
 /// Equal byte strings, compared in time that depends on their lengths only.

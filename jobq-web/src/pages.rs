@@ -47,6 +47,9 @@ const STATUSES: [JobStatus; 5] = [
 
 pub(crate) fn layout(page: Page<'_>) -> Markup {
     let base = page.ctx.base;
+    // Nested, the overview is the mount point itself: axum's `nest` does
+    // not route its path with a trailing slash.
+    let overview = if base.is_empty() { "/" } else { "" };
     let link = |nav: Nav, path: &str, label: &str| {
         html! {
             a.current[page.nav == nav] href={ (base) (path) } { (label) }
@@ -65,9 +68,9 @@ pub(crate) fn layout(page: Page<'_>) -> Markup {
             }
             body {
                 header.top {
-                    a.brand href={ (base) "/" } { "jobq" }
+                    a.brand href={ (base) (overview) } { "jobq" }
                     nav {
-                        (link(Nav::Overview, "/", "Overview"))
+                        (link(Nav::Overview, overview, "Overview"))
                         (link(Nav::Jobs, "/list", "Jobs"))
                         (link(Nav::Queues, "/queues", "Queues"))
                     }
@@ -453,7 +456,7 @@ pub(crate) fn confirm<'a>(ctx: &Ctx<'a>, params: &Params, action: Action, count:
                         @if !v.is_empty() { input type="hidden" name=(k) value=(v); }
                     }
                     @if params.oldest_first() { input type="hidden" name="order" value="oldest"; }
-                    button #confirm .danger[action == Action::Cancel] type="submit" { (verb) " " (jobs) }
+                    button.danger[action == Action::Cancel] #confirm type="submit" { (verb) " " (jobs) }
                     " "
                     a.button.quiet href=(back) { "Back" }
                 }

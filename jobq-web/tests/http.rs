@@ -281,12 +281,11 @@ async fn nested_links_and_forms_point_under_the_mount_point(db: TestDb) {
     let queue = unique_queue("web-nest");
     let id = pending_job(&jobq, &queue, "{}").await;
     let app = Router::new().nest("/admin/jobs", jobq_web::router(jobq.clone()));
-    for root in ["/admin/jobs", "/admin/jobs/"] {
-        let overview = get(&app, root).await;
-        assert_eq!(overview.status, StatusCode::OK, "{root}");
-        assert!(overview.body.contains("href=\"/admin/jobs/assets/style.css\""));
-        assert!(overview.body.contains("href=\"/admin/jobs/list\""));
-    }
+    let overview = get(&app, "/admin/jobs").await;
+    assert_eq!(overview.status, StatusCode::OK);
+    assert!(overview.body.contains("href=\"/admin/jobs/assets/style.css\""));
+    assert!(overview.body.contains("href=\"/admin/jobs/list\""));
+    assert!(overview.body.contains("href=\"/admin/jobs\""), "the overview's own link");
     let job = get(&app, &format!("/admin/jobs/job/{id}")).await;
     assert!(job.body.contains(&format!("action=\"/admin/jobs/job/{id}/cancel\"")));
     let reply = post(

@@ -268,7 +268,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 async fn run(url: &str, command: Command) -> Result<Outcome, String> {
     // The dashboard serves requests side by side; every other command runs one statement at a time.
-    let connections = if matches!(command, Command::Web { .. }) { 4 } else { 1 };
+    let connections = if matches!(command, Command::Web { .. }) {
+        4
+    } else {
+        1
+    };
     let jobq = tokio::time::timeout(CONNECT_TIMEOUT, Jobq::connect_with(url, connections))
         .await
         .map_err(|_| {

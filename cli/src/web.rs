@@ -71,13 +71,14 @@ pub(crate) fn exposure_warning(ip: IpAddr, authenticated: bool, read_only: bool)
 async fn stop_signal() {
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(term) => term,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
@@ -98,7 +99,10 @@ mod tests {
         assert_eq!(exposure_warning(ip("::1"), false, false), None);
         assert_eq!(exposure_warning(ip("0.0.0.0"), true, false), None);
         let warning = exposure_warning(ip("0.0.0.0"), false, false).unwrap();
-        assert!(warning.contains("0.0.0.0") && warning.contains(PASSWORD_VAR), "{warning}");
+        assert!(
+            warning.contains("0.0.0.0") && warning.contains(PASSWORD_VAR),
+            "{warning}"
+        );
         assert!(warning.contains("retry, cancel and pause"), "{warning}");
         let read_only = exposure_warning(ip("10.1.2.3"), false, true).unwrap();
         assert!(!read_only.contains("retry"), "{read_only}");

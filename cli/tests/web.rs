@@ -73,9 +73,13 @@ async fn migrated_sqlite() -> (tempfile::TempDir, String) {
     let url = format!("sqlite://{}", dir.path().join("web.db").display());
     let jobq = jobq_runtime::Jobq::connect(&url).await.unwrap();
     jobq.migrate().await.unwrap();
-    jobq.enqueue_json("cli_web_probe", "{}", jobq_runtime::Enqueue::new().queue("mail"))
-        .await
-        .unwrap();
+    jobq.enqueue_json(
+        "cli_web_probe",
+        "{}",
+        jobq_runtime::Enqueue::new().queue("mail"),
+    )
+    .await
+    .unwrap();
     (dir, url)
 }
 
@@ -101,7 +105,9 @@ async fn jobq_web_warns_when_reachable_from_elsewhere_without_a_password() {
     assert!(overview.contains("read-only"), "{overview}");
     let stderr = web.stop().await;
     assert!(
-        stderr.contains("warning: listening on 0.0.0.0, which is not a loopback address, without a password"),
+        stderr.contains(
+            "warning: listening on 0.0.0.0, which is not a loopback address, without a password"
+        ),
         "{stderr}"
     );
 }
@@ -118,7 +124,9 @@ async fn jobq_web_with_a_password_asks_for_it_and_does_not_warn() {
     let refused = web.get("/", "").await;
     assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
     // ops:hunter2
-    let admitted = web.get("/", "Authorization: Basic b3BzOmh1bnRlcjI=\r\n").await;
+    let admitted = web
+        .get("/", "Authorization: Basic b3BzOmh1bnRlcjI=\r\n")
+        .await;
     assert!(admitted.starts_with("HTTP/1.1 200"), "{admitted}");
     let stderr = web.stop().await;
     assert!(!stderr.contains("warning"), "{stderr}");

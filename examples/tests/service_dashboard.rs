@@ -43,5 +43,9 @@ async fn the_dashboard_is_mounted_under_admin_jobs_beside_the_services_routes() 
     assert!(css.contains("prefers-color-scheme"));
 
     let (status, view) = get(&app, "/jobs/1").await;
-    assert_eq!(status, StatusCode::OK, "the service's own job route: {view}");
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the service's own job route: {view}"
+    );
 }

@@ -59,7 +59,10 @@ pub(crate) async fn require_basic(
     } else {
         (
             StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Basic realm=\"jobq\", charset=\"UTF-8\"")],
+            [(
+                header::WWW_AUTHENTICATE,
+                "Basic realm=\"jobq\", charset=\"UTF-8\"",
+            )],
             "this dashboard needs a user and password\n",
         )
             .into_response()
@@ -90,7 +93,9 @@ pub(crate) fn refusal(headers: &HeaderMap, expected: &str, token: Option<&str>) 
     }
     match token {
         Some(token) if same(token.as_bytes(), expected.as_bytes()) => None,
-        Some(_) => Some("refused: the form's token is not this dashboard's (reload the page)".into()),
+        Some(_) => {
+            Some("refused: the form's token is not this dashboard's (reload the page)".into())
+        }
         None => Some("refused: the request carries no form token".into()),
     }
 }
@@ -148,7 +153,11 @@ mod tests {
             (header::HOST, "127.0.0.1:8080"),
             (header::ORIGIN, "https://evil.example"),
         ]);
-        assert!(refusal(&other, "t", Some("t")).unwrap().contains("another site"));
+        assert!(
+            refusal(&other, "t", Some("t"))
+                .unwrap()
+                .contains("another site")
+        );
         let referer = headers(&[
             (header::HOST, "127.0.0.1:8080"),
             (header::REFERER, "http://evil.example/127.0.0.1:8080"),
@@ -161,8 +170,16 @@ mod tests {
     #[test]
     fn a_missing_or_wrong_token_is_refused() {
         let plain = headers(&[(header::HOST, "h")]);
-        assert!(refusal(&plain, "t", None).unwrap().contains("no form token"));
-        assert!(refusal(&plain, "t", Some("u")).unwrap().contains("not this"));
+        assert!(
+            refusal(&plain, "t", None)
+                .unwrap()
+                .contains("no form token")
+        );
+        assert!(
+            refusal(&plain, "t", Some("u"))
+                .unwrap()
+                .contains("not this")
+        );
         assert_eq!(refusal(&plain, "t", Some("t")), None);
         assert_eq!(new_token().len(), 32);
         assert_ne!(new_token(), new_token());

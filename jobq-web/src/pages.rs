@@ -283,7 +283,13 @@ pub(crate) fn overview<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
 
 fn notice_text(notice: &str, n: Option<&str>) -> Option<String> {
     let n = n.and_then(|n| n.parse::<u64>().ok());
-    let jobs = |n: u64| if n == 1 { "1 job".to_owned() } else { format!("{n} jobs") };
+    let jobs = |n: u64| {
+        if n == 1 {
+            "1 job".to_owned()
+        } else {
+            format!("{n} jobs")
+        }
+    };
     Some(match (notice, n) {
         ("retried", Some(n)) => format!("{} sent back to pending.", jobs(n)),
         ("cancelled", Some(n)) => format!("{} cancelled.", jobs(n)),
@@ -334,7 +340,14 @@ pub(crate) fn list<'a>(
     let empty = match (status, params.filtered()) {
         ("", false) => "No jobs yet: nothing has been enqueued.".to_owned(),
         ("", true) => "No jobs match these filters.".to_owned(),
-        (s, _) if params.filter_pairs().iter().filter(|(_, v)| !v.is_empty()).count() == 1 => {
+        (s, _)
+            if params
+                .filter_pairs()
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .count()
+                == 1 =>
+        {
             format!("No {s} jobs.")
         }
         (s, _) => format!("No {s} jobs match these filters."),
@@ -423,11 +436,23 @@ pub(crate) fn confirm<'a>(ctx: &Ctx<'a>, params: &Params, action: Action, count:
         Action::Retry => ("Retry", "sent back to pending, runnable now"),
         Action::Cancel => ("Cancel", "cancelled (running ones are stopped)"),
     };
-    let jobs = if count == 1 { "1 job".to_owned() } else { format!("{count} jobs") };
-    let filters: Vec<_> = params.filter_pairs().into_iter().filter(|(_, v)| !v.is_empty()).collect();
+    let jobs = if count == 1 {
+        "1 job".to_owned()
+    } else {
+        format!("{count} jobs")
+    };
+    let filters: Vec<_> = params
+        .filter_pairs()
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
     let back = {
         let query = params.filter_query();
-        if query.is_empty() { format!("{}/list", ctx.base) } else { format!("{}/list?{query}", ctx.base) }
+        if query.is_empty() {
+            format!("{}/list", ctx.base)
+        } else {
+            format!("{}/list?{query}", ctx.base)
+        }
     };
     let live = html! {
         section.panel.confirm {
@@ -490,7 +515,12 @@ fn when(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Markup {
     }
 }
 
-pub(crate) fn job<'a>(ctx: &Ctx<'a>, job: &JobInfo, notice: Option<&str>, now: DateTime<Utc>) -> Page<'a> {
+pub(crate) fn job<'a>(
+    ctx: &Ctx<'a>,
+    job: &JobInfo,
+    notice: Option<&str>,
+    now: DateTime<Utc>,
+) -> Page<'a> {
     let run_at_label = match job.status {
         JobStatus::Pending => "Runs at",
         JobStatus::Processing => "Lease until",

@@ -5,12 +5,12 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Form;
 use axum::extract::rejection::FormRejection;
 use axum::extract::{FromRequestParts, OriginalUri, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::Form;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use jobq_runtime::{Cursor, JobFilter, JobStatus, Jobq, Order, Page};
 use maud::Markup;
@@ -214,7 +214,10 @@ impl Params {
             filter = filter.queue(self.queue());
         }
         if !self.status().is_empty() {
-            let status = self.status().parse::<JobStatus>().map_err(Failure::BadRequest)?;
+            let status = self
+                .status()
+                .parse::<JobStatus>()
+                .map_err(Failure::BadRequest)?;
             filter = filter.status(status);
         }
         if !self.name().is_empty() {

@@ -80,7 +80,8 @@ impl Browser {
     async fn start() -> Option<Self> {
         let driver_path = find_chromedriver();
         let Some(driver_path) = driver_path.filter(|_| Path::new(CHROMIUM).is_file()) else {
-            let message = "chromium or chromedriver is missing (apt-get install chromium chromium-driver)";
+            let message =
+                "chromium or chromedriver is missing (apt-get install chromium chromium-driver)";
             if std::env::var("CI").is_ok_and(|v| v == "true") {
                 panic!("{message}: under CI=true the browser tests must run");
             }
@@ -242,10 +243,13 @@ async fn the_dashboard_follows_and_steers_a_live_worker(db: TestDb) {
     wait_for_text(c, &cell("failed"), "4").await;
 
     // A job's page shows its error in full, as text.
-    c.goto(&format!("{base}/job/{}", failed_ids[0])).await.unwrap();
+    c.goto(&format!("{base}/job/{}", failed_ids[0]))
+        .await
+        .unwrap();
     let error = text(c, "#last-error").await.unwrap();
     assert!(
-        error.starts_with("mail server refused message 10: 550 <b>mailbox full</b> (attempt 1 of 1"),
+        error
+            .starts_with("mail server refused message 10: 550 <b>mailbox full</b> (attempt 1 of 1"),
         "{error}"
     );
     screenshot(c, &db, "job").await;
@@ -273,14 +277,23 @@ async fn the_dashboard_follows_and_steers_a_live_worker(db: TestDb) {
     failing.set(false);
     click(c, "#retry-all").await;
     wait_for_text(c, "#affected", "4 jobs").await;
-    assert_eq!(count(&jobq, &queue, JobStatus::Failed).await, 4, "nothing retried before confirming");
+    assert_eq!(
+        count(&jobq, &queue, JobStatus::Failed).await,
+        4,
+        "nothing retried before confirming"
+    );
     click(c, "#confirm").await;
     wait_until("the 4 retried jobs are done", WAIT, || async {
         count(&jobq, &queue, JobStatus::Done).await == 7
     })
     .await;
     assert_eq!(count(&jobq, &queue, JobStatus::Failed).await, 0);
-    assert!(text(c, ".notice").await.unwrap().contains("4 jobs sent back to pending"));
+    assert!(
+        text(c, ".notice")
+            .await
+            .unwrap()
+            .contains("4 jobs sent back to pending")
+    );
 
     // Pause from the queues page: jobs enqueued meanwhile are not claimed.
     c.goto(&format!("{base}/queues")).await.unwrap();
@@ -317,7 +330,9 @@ async fn the_dashboard_follows_and_steers_a_live_worker(db: TestDb) {
         .unwrap();
     click(c, "form.inline button[type=submit]").await;
     wait_until("the refusal shows", WAIT, || async {
-        c.source().await.is_ok_and(|page| page.contains("carries no form token"))
+        c.source()
+            .await
+            .is_ok_and(|page| page.contains("carries no form token"))
     })
     .await;
     assert!(!jobq.paused_queues().await.unwrap().contains(&queue));
@@ -339,7 +354,11 @@ async fn the_dashboard_follows_and_steers_a_live_worker(db: TestDb) {
         .execute("return document.scripts.length;", vec![])
         .await
         .unwrap();
-    assert_eq!(scripts, serde_json::json!(1), "only the dashboard's own script");
+    assert_eq!(
+        scripts,
+        serde_json::json!(1),
+        "only the dashboard's own script"
+    );
 
     // The overview at the end, for the README: throughput and the queue.
     for n in 30..33 {

@@ -75,7 +75,9 @@ async fn a_script_in_a_payload_or_key_renders_as_text(db: TestDb) {
         .enqueue_json(
             "web_echo",
             &payload,
-            Enqueue::new().queue(&queue).idempotency_key(format!("{SCRIPT}{queue}")),
+            Enqueue::new()
+                .queue(&queue)
+                .idempotency_key(format!("{SCRIPT}{queue}")),
         )
         .await
         .unwrap()
@@ -119,13 +121,26 @@ async fn an_action_without_the_token_or_from_another_site_is_refused_and_changes
         .unwrap();
     let cross_site = call(&router, cross_site).await;
     assert_eq!(cross_site.status, StatusCode::FORBIDDEN);
-    assert!(cross_site.body.contains("another site"), "{}", cross_site.body);
-    assert_eq!(status(&jobq, id).await, JobStatus::Pending, "nothing changed");
+    assert!(
+        cross_site.body.contains("another site"),
+        "{}",
+        cross_site.body
+    );
+    assert_eq!(
+        status(&jobq, id).await,
+        JobStatus::Pending,
+        "nothing changed"
+    );
     assert!(!jobq.paused_queues().await.unwrap().contains(&queue));
 
     // With the token the same request acts, and again changes nothing more.
     for notice in ["cancelled", "unchanged"] {
-        let reply = post(&router, &format!("/job/{id}/cancel"), &format!("csrf={csrf}")).await;
+        let reply = post(
+            &router,
+            &format!("/job/{id}/cancel"),
+            &format!("csrf={csrf}"),
+        )
+        .await;
         assert_eq!(reply.status, StatusCode::SEE_OTHER);
         assert_eq!(
             reply.location.as_deref(),
@@ -140,7 +155,10 @@ async fn a_read_only_dashboard_shows_no_actions_and_refuses_them(db: TestDb) {
     let queue = unique_queue("web-ro");
     let id = pending_job(&jobq, &queue, "{}").await;
     let writable = get(&jobq_web::router(jobq.clone()), &format!("/job/{id}")).await;
-    assert!(writable.body.contains("/cancel\""), "a writable page has the button");
+    assert!(
+        writable.body.contains("/cancel\""),
+        "a writable page has the button"
+    );
     let router = Dashboard::new(jobq.clone()).read_only(true).router();
     for page in [
         format!("/job/{id}"),
@@ -149,15 +167,25 @@ async fn a_read_only_dashboard_shows_no_actions_and_refuses_them(db: TestDb) {
     ] {
         let reply = get(&router, &page).await;
         assert_eq!(reply.status, StatusCode::OK);
-        assert!(!reply.body.contains("<form method=\"post\""), "{page}: {}", reply.body);
+        assert!(
+            !reply.body.contains("<form method=\"post\""),
+            "{page}: {}",
+            reply.body
+        );
         assert!(reply.body.contains("read-only"), "{page}");
     }
     // Even a request that carries the writable dashboard's token.
     let csrf = token(&writable.body);
     for (uri, form) in [
         (format!("/job/{id}/cancel"), format!("csrf={csrf}")),
-        ("/queues/pause".to_owned(), format!("csrf={csrf}&queue={queue}")),
-        ("/bulk".to_owned(), format!("csrf={csrf}&action=cancel&queue={queue}")),
+        (
+            "/queues/pause".to_owned(),
+            format!("csrf={csrf}&queue={queue}"),
+        ),
+        (
+            "/bulk".to_owned(),
+            format!("csrf={csrf}&action=cancel&queue={queue}"),
+        ),
     ] {
         let reply = post(&router, &uri, &form).await;
         assert_eq!(reply.status, StatusCode::FORBIDDEN, "{uri}");
@@ -182,7 +210,11 @@ async fn a_bulk_action_shows_its_count_first_then_acts_on_the_filtered_jobs(db: 
     assert_eq!(confirm.status, StatusCode::OK);
     assert!(confirm.body.contains("3 jobs"), "{}", confirm.body);
     for id in &ids {
-        assert_eq!(status(&jobq, *id).await, JobStatus::Pending, "showing the count acts on nothing");
+        assert_eq!(
+            status(&jobq, *id).await,
+            JobStatus::Pending,
+            "showing the count acts on nothing"
+        );
     }
     let csrf = token(&confirm.body);
     let reply = post(
@@ -235,25 +267,43 @@ async fn every_page_renders_with_data_and_empty(db: TestDb) {
     }
     let empty = get(&router, &format!("/list?queue={queue}&status=failed")).await;
     assert_eq!(empty.status, StatusCode::OK);
-    assert!(empty.body.contains("No failed jobs match these filters."), "{}", empty.body);
+    assert!(
+        empty.body.contains("No failed jobs match these filters."),
+        "{}",
+        empty.body
+    );
     let failed_only = get(&router, "/list?status=failed&name=web_no_such_job").await;
     assert!(failed_only.body.contains("No failed jobs match"));
     let none = get(&router, &format!("/confirm?action=retry&queue={queue}")).await;
     assert!(none.body.contains("nothing to retry"), "{}", none.body);
-    assert_eq!(get(&router, "/job/999999999").await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        get(&router, "/job/999999999").await.status,
+        StatusCode::NOT_FOUND
+    );
 
     let id = pending_job(&jobq, &queue, r#"{"user_id":42,"tags":["a","b"]}"#).await;
     jobq.pause(&queue).await.unwrap();
     let overview = get(&router, "/").await;
     assert_eq!(overview.status, StatusCode::OK);
-    let row = &overview.body[overview.body.find(&format!("data-queue=\"{queue}\"")).unwrap()..];
+    let row = &overview.body[overview
+        .body
+        .find(&format!("data-queue=\"{queue}\""))
+        .unwrap()..];
     let row = &row[..row.find("</tr>").unwrap()];
     assert!(row.contains("paused"), "{row}");
     assert!(row.contains("data-figure=\"available\">1<"), "{row}");
     let list = get(&router, &format!("/list?queue={queue}")).await;
-    assert!(list.body.contains(&format!("href=\"/job/{id}\"")), "{}", list.body);
+    assert!(
+        list.body.contains(&format!("href=\"/job/{id}\"")),
+        "{}",
+        list.body
+    );
     let job = get(&router, &format!("/job/{id}")).await;
-    assert!(job.body.contains("&quot;user_id&quot;: 42"), "pretty-printed: {}", job.body);
+    assert!(
+        job.body.contains("&quot;user_id&quot;: 42"),
+        "pretty-printed: {}",
+        job.body
+    );
     assert!(job.body.contains("No error: no attempt has failed."));
     let queues = get(&router, "/queues").await;
     assert!(queues.body.contains(&format!("data-queue=\"{queue}\"")));
@@ -273,7 +323,12 @@ async fn every_page_renders_with_data_and_empty(db: TestDb) {
     assert!(bad.body.contains("unknown job status"), "{}", bad.body);
     let css = get(&router, "/assets/style.css").await;
     assert!(css.body.contains("prefers-color-scheme"));
-    assert!(get(&router, "/assets/app.js").await.body.contains("X-Jobq-Fragment"));
+    assert!(
+        get(&router, "/assets/app.js")
+            .await
+            .body
+            .contains("X-Jobq-Fragment")
+    );
 }
 
 async fn nested_links_and_forms_point_under_the_mount_point(db: TestDb) {
@@ -283,11 +338,21 @@ async fn nested_links_and_forms_point_under_the_mount_point(db: TestDb) {
     let app = Router::new().nest("/admin/jobs", jobq_web::router(jobq.clone()));
     let overview = get(&app, "/admin/jobs").await;
     assert_eq!(overview.status, StatusCode::OK);
-    assert!(overview.body.contains("href=\"/admin/jobs/assets/style.css\""));
+    assert!(
+        overview
+            .body
+            .contains("href=\"/admin/jobs/assets/style.css\"")
+    );
     assert!(overview.body.contains("href=\"/admin/jobs/list\""));
-    assert!(overview.body.contains("href=\"/admin/jobs\""), "the overview's own link");
+    assert!(
+        overview.body.contains("href=\"/admin/jobs\""),
+        "the overview's own link"
+    );
     let job = get(&app, &format!("/admin/jobs/job/{id}")).await;
-    assert!(job.body.contains(&format!("action=\"/admin/jobs/job/{id}/cancel\"")));
+    assert!(
+        job.body
+            .contains(&format!("action=\"/admin/jobs/job/{id}/cancel\""))
+    );
     let reply = post(
         &app,
         &format!("/admin/jobs/job/{id}/cancel"),
@@ -321,7 +386,11 @@ async fn basic_auth_keeps_out_requests_without_the_password(db: TestDb) {
             .header(header::AUTHORIZATION, basic(credentials))
             .body(Body::empty())
             .unwrap();
-        assert_eq!(call(&router, request).await.status, expected, "{credentials}");
+        assert_eq!(
+            call(&router, request).await.status,
+            expected,
+            "{credentials}"
+        );
     }
 }
 

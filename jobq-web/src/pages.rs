@@ -524,7 +524,7 @@ pub(crate) fn job<'a>(
     let run_at_label = match job.status {
         JobStatus::Pending => "Runs at",
         JobStatus::Processing => "Lease until",
-        _ => "Finished (run_at)",
+        _ => "Run at",
     };
     let retryable = matches!(job.status, JobStatus::Failed | JobStatus::Cancelled);
     let cancellable = matches!(job.status, JobStatus::Pending | JobStatus::Processing);

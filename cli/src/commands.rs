@@ -201,6 +201,11 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
                 Outcome::Done
             }
         }
+        Command::Web {
+            listen,
+            read_only,
+            user,
+        } => crate::web::serve(jobq.clone(), listen, read_only, user).await?,
     };
     Ok(outcome)
 }

@@ -12,6 +12,7 @@
 //! jobq --url … enqueue send_welcome '{"user_id":42}' --queue mail --delay 10m
 //! jobq --url … prune --finished 7d --failed 30d
 //! jobq --url … doctor
+//! jobq --url … web --listen 127.0.0.1:8080      # the dashboard; JOBQ_WEB_PASSWORD: basic auth
 //! ```
 //!
 //! The URL may also come from `JOBQ_DATABASE_URL` or `DATABASE_URL`. Every
@@ -21,6 +22,7 @@
 
 mod commands;
 mod output;
+mod web;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -149,6 +151,19 @@ enum Command {
         #[command(flatten)]
         format: Format,
     },
+    /// Serves the web dashboard until interrupted. With JOBQ_WEB_PASSWORD set,
+    /// every request needs basic authentication (user: --user).
+    Web {
+        /// The address to listen on; anything but loopback without a password is warned about.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        /// Show, never act: no retry, cancel, pause or resume (refused with 403).
+        #[arg(long)]
+        read_only: bool,
+        /// The basic-authentication user, when JOBQ_WEB_PASSWORD is set.
+        #[arg(long, env = "JOBQ_WEB_USER", default_value = "jobq")]
+        user: String,
+    },
 }
 
 /// Which jobs a list or bulk action applies to.
@@ -252,7 +267,13 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 async fn run(url: &str, command: Command) -> Result<Outcome, String> {
-    let jobq = tokio::time::timeout(CONNECT_TIMEOUT, Jobq::connect_with(url, 1))
+    // The dashboard serves requests side by side; every other command runs one statement at a time.
+    let connections = if matches!(command, Command::Web { .. }) {
+        4
+    } else {
+        1
+    };
+    let jobq = tokio::time::timeout(CONNECT_TIMEOUT, Jobq::connect_with(url, connections))
         .await
         .map_err(|_| {
             format!(

@@ -3,7 +3,8 @@
 //! the same SQLite transaction (an outbox: the job exists exactly when the
 //! user does); `GET /jobs/{id}` shows where the job is; `GET /metrics`
 //! serves jobq's metrics (see `jobq_runtime::metrics`) to Prometheus, when
-//! the service was given a recorder ([`install_prometheus`], [`App::with_metrics`]).
+//! the service was given a recorder ([`install_prometheus`], [`App::with_metrics`]);
+//! `/admin/jobs` is jobq's web dashboard (`jobq_web::router`).
 
 use std::time::Duration;
 
@@ -108,6 +109,8 @@ impl App {
             .route("/jobs/{id}", get(job_status))
             .route("/metrics", get(metrics))
             .with_state(self.clone())
+            // The jobq dashboard; in a real service, behind its admin auth.
+            .nest("/admin/jobs", jobq_web::router(self.jobq.clone()))
     }
 
     /// The worker that sends the mail, with the pool its handler needs.

@@ -1,0 +1,641 @@
+//! The templates (maud: every `(value)` is HTML-escaped).
+
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use jobq_runtime::{JobInfo, JobPage, JobStatus, QueueStats, Stats};
+use maud::{DOCTYPE, Markup, html};
+
+use crate::format;
+use crate::routes::{Action, Params};
+
+/// What every page knows of the request and the dashboard.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ctx<'a> {
+    /// Where the dashboard is mounted (`""` at the root, `/jobs` nested).
+    pub(crate) base: &'a str,
+    pub(crate) csrf: &'a str,
+    pub(crate) read_only: bool,
+    pub(crate) refresh_ms: u128,
+}
+
+/// The pages of the top bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Nav {
+    Overview,
+    Jobs,
+    Queues,
+}
+
+/// A page: its title, what comes above the live part (the list's filter
+/// form), and the live part that the auto-refresh swaps.
+pub(crate) struct Page<'a> {
+    ctx: Ctx<'a>,
+    title: String,
+    nav: Nav,
+    before: Option<Markup>,
+    pub(crate) live: Markup,
+    refresh: bool,
+}
+
+const STATUSES: [JobStatus; 5] = [
+    JobStatus::Pending,
+    JobStatus::Processing,
+    JobStatus::Done,
+    JobStatus::Failed,
+    JobStatus::Cancelled,
+];
+
+pub(crate) fn layout(page: Page<'_>) -> Markup {
+    let base = page.ctx.base;
+    // Nested, the overview is the mount point itself: axum's `nest` does
+    // not route its path with a trailing slash.
+    let overview = if base.is_empty() { "/" } else { "" };
+    let link = |nav: Nav, path: &str, label: &str| {
+        html! {
+            a.current[page.nav == nav] href={ (base) (path) } { (label) }
+        }
+    };
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="color-scheme" content="light dark";
+                title { (page.title) " · jobq" }
+                link rel="stylesheet" href={ (base) "/assets/style.css" };
+                script src={ (base) "/assets/app.js" } defer {}
+            }
+            body {
+                header.top {
+                    a.brand href={ (base) (overview) } { "jobq" }
+                    nav {
+                        (link(Nav::Overview, overview, "Overview"))
+                        (link(Nav::Jobs, "/list", "Jobs"))
+                        (link(Nav::Queues, "/queues", "Queues"))
+                    }
+                    div.tools {
+                        @if page.ctx.read_only { span.badge.ro { "read-only" } }
+                        @if page.refresh {
+                            span #refresh-status {}
+                            button #refresh-toggle type="button" hidden { "Pause refresh" }
+                        }
+                    }
+                }
+                div.page {
+                    h1 { (page.title) }
+                    @if let Some(before) = page.before { (before) }
+                    main #live data-refresh=[page.refresh.then_some(page.ctx.refresh_ms)] {
+                        (page.live)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The page of a refused or failed request.
+pub(crate) fn failure(status: StatusCode, message: &str) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (status.as_u16()) " · jobq" }
+                style { "body{font:16px/1.5 system-ui,sans-serif;margin:2rem;max-width:60rem}" }
+            }
+            body {
+                h1 { (status) }
+                p.failure { (message) }
+                p { a href="javascript:history.back()" { "Back" } }
+            }
+        }
+    }
+}
+
+fn csrf(ctx: &Ctx<'_>) -> Markup {
+    html! { input type="hidden" name="csrf" value=(ctx.csrf); }
+}
+
+fn status_badge(status: JobStatus) -> Markup {
+    html! { span class={ "status " (status.as_str()) } { (status.as_str()) } }
+}
+
+fn list_link(ctx: &Ctx<'_>, pairs: &[(&str, &str)]) -> String {
+    let query = format::query(pairs.iter().copied());
+    if query.is_empty() {
+        format!("{}/list", ctx.base)
+    } else {
+        format!("{}/list?{query}", ctx.base)
+    }
+}
+
+/// A bar chart of the last hour: succeeded (green) and failed (red) per
+/// minute, stacked, oldest on the left.
+fn chart(succeeded: &[u64], failed: &[u64], width: u32, height: u32, class: &str) -> Markup {
+    let minutes = succeeded.len().max(failed.len()).max(1);
+    let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
+    let top = (0..minutes)
+        .map(|i| at(succeeded, i) + at(failed, i))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let slot = f64::from(width) / minutes as f64;
+    let bar = (slot * 0.8).max(1.0);
+    let scale = f64::from(height - 2) / top as f64;
+    let label = format!(
+        "last hour: {} succeeded, {} failed",
+        succeeded.iter().sum::<u64>(),
+        failed.iter().sum::<u64>()
+    );
+    html! {
+        svg class=(class) viewBox={ "0 0 " (width) " " (height) } preserveAspectRatio="none"
+            role="img" aria-label=(label) xmlns="http://www.w3.org/2000/svg" {
+            line.axis x1="0" y1=(height) x2=(width) y2=(height) {}
+            @for i in 0..minutes {
+                @let (s, f) = (at(succeeded, i), at(failed, i));
+                @let x = format!("{:.2}", i as f64 * slot);
+                @let hs = s as f64 * scale;
+                @let hf = f as f64 * scale;
+                g {
+                    title { (minutes - 1 - i) " min ago: " (s) " succeeded, " (f) " failed" }
+                    rect.hit x=(x) y="0" width=(format!("{slot:.2}")) height=(height) {}
+                    @if s > 0 {
+                        rect.ok x=(x) y=(format!("{:.2}", f64::from(height) - hs))
+                            width=(format!("{bar:.2}")) height=(format!("{hs:.2}")) {}
+                    }
+                    @if f > 0 {
+                        rect.fail x=(x) y=(format!("{:.2}", f64::from(height) - hs - hf))
+                            width=(format!("{bar:.2}")) height=(format!("{hf:.2}")) {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn card(figure: &str, label: &str, value: &str, hot: bool, hint: &str) -> Markup {
+    html! {
+        div.card.hot[hot] data-figure=(figure) {
+            div.label { (label) }
+            div.value { (value) }
+            div.hint { (hint) }
+        }
+    }
+}
+
+pub(crate) fn overview<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
+    let queues = &stats.queues;
+    let sum = |f: fn(&QueueStats) -> u64| queues.iter().map(f).sum::<u64>();
+    let lag = queues.iter().filter_map(|q| q.oldest_available_age).max();
+    let expired = sum(|q| q.expired_leases);
+    let processing = sum(|q| q.processing);
+    let mut succeeded = vec![0; jobq_runtime::STATS_MINUTES];
+    let mut failed = vec![0; jobq_runtime::STATS_MINUTES];
+    for q in queues {
+        for (total, n) in succeeded.iter_mut().zip(&q.succeeded_per_minute) {
+            *total += n;
+        }
+        for (total, n) in failed.iter_mut().zip(&q.failed_per_minute) {
+            *total += n;
+        }
+    }
+    let finished: u64 = succeeded.iter().chain(&failed).sum();
+    let live = html! {
+        section.cards {
+            (card("available", "Available", &sum(|q| q.available).to_string(), false, "due now"))
+            (card("scheduled", "Scheduled", &sum(|q| q.scheduled).to_string(), false, "due later"))
+            (card("processing", "Processing", &processing.to_string(), processing > 0, "claimed, not finished"))
+            (card("lag", "Oldest pending", &lag.map_or("–".into(), format::duration), lag.is_some(), "queue lag"))
+            (card("expired", "Expired leases", &expired.to_string(), expired > 0, "dead or stuck workers"))
+            (card("failed", "Failed", &sum(|q| q.failed).to_string(), false, "for good, kept"))
+        }
+        section.panel {
+            div.panel-head {
+                h2 { "Throughput, last hour" }
+                span.legend {
+                    span.key.ok {} (succeeded.iter().sum::<u64>()) " succeeded "
+                    span.key.fail {} (failed.iter().sum::<u64>()) " failed"
+                }
+            }
+            @if finished == 0 {
+                p.empty { "Nothing finished in the last hour." }
+            } @else {
+                (chart(&succeeded, &failed, 600, 120, "chart"))
+                div.axis-labels { span { "60 min ago" } span { "now" } }
+            }
+        }
+        section.panel {
+            h2 { "Queues" }
+            @if queues.is_empty() {
+                p.empty { "No queues yet: nothing has been enqueued." }
+            } @else {
+                div.scroll {
+                    table.queues {
+                        thead { tr {
+                            th { "Queue" } th { "State" }
+                            th.num { "Available" } th.num { "Scheduled" } th.num { "Processing" }
+                            th.num { "Expired leases" } th.num { "Lag" } th.num { "Failed" }
+                            th.num { "Done" } th { "Last hour" }
+                        } }
+                        tbody {
+                            @for q in queues {
+                                tr data-queue=(q.queue) {
+                                    td { a href=(list_link(ctx, &[("queue", &q.queue)])) { (q.queue) } }
+                                    td { @if q.paused { span.badge.paused { "paused" } } @else { span.badge.running { "running" } } }
+                                    td.num data-figure="available" { (q.available) }
+                                    td.num data-figure="scheduled" { (q.scheduled) }
+                                    td.num.hot[q.processing > 0] data-figure="processing" { (q.processing) }
+                                    td.num.hot[q.expired_leases > 0] data-figure="expired" { (q.expired_leases) }
+                                    td.num.hot[q.oldest_available_age.is_some()] data-figure="lag" {
+                                        (q.oldest_available_age.map_or("–".into(), format::duration))
+                                    }
+                                    td.num data-figure="failed" {
+                                        @if q.failed > 0 {
+                                            a href=(list_link(ctx, &[("queue", &q.queue), ("status", "failed")])) { (q.failed) }
+                                        } @else { "0" }
+                                    }
+                                    td.num data-figure="done" { (q.done) }
+                                    td.spark {
+                                        (chart(&q.succeeded_per_minute, &q.failed_per_minute, 120, 24, "spark"))
+                                        span.small { (q.succeeded_last_hour()) " ok · " (q.failed_last_hour()) " failed" }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            p.footnote { "Read " (format::time(stats.taken_at)) ". Finished counts stop at "
+                (jobq_runtime::STATS_FINISHED_CAP) " per queue." }
+        }
+    };
+    Page {
+        ctx: *ctx,
+        title: "Overview".into(),
+        nav: Nav::Overview,
+        before: None,
+        live,
+        refresh: true,
+    }
+}
+
+fn notice_text(notice: &str, n: Option<&str>) -> Option<String> {
+    let n = n.and_then(|n| n.parse::<u64>().ok());
+    let jobs = |n: u64| {
+        if n == 1 {
+            "1 job".to_owned()
+        } else {
+            format!("{n} jobs")
+        }
+    };
+    Some(match (notice, n) {
+        ("retried", Some(n)) => format!("{} sent back to pending.", jobs(n)),
+        ("cancelled", Some(n)) => format!("{} cancelled.", jobs(n)),
+        ("retried", None) => "Sent back to pending.".into(),
+        ("cancelled", None) => "Cancelled.".into(),
+        ("unchanged", _) => "Nothing to do: the job was not in a state that allows it.".into(),
+        _ => return None,
+    })
+}
+
+pub(crate) fn list<'a>(
+    ctx: &Ctx<'a>,
+    params: &Params,
+    jobs: &JobPage,
+    now: DateTime<Utc>,
+) -> Page<'a> {
+    let status = params.status();
+    let before = html! {
+        form.filters method="get" action={ (ctx.base) "/list" } {
+            label { "Queue" input type="text" name="queue" value=(params.queue()); }
+            label { "Status"
+                select name="status" {
+                    option value="" { "any" }
+                    @for s in STATUSES {
+                        option value=(s.as_str()) selected[status == s.as_str()] { (s.as_str()) }
+                    }
+                }
+            }
+            label { "Job name" input type="text" name="name" value=(params.name()); }
+            label { "Key prefix" input type="text" name="key" value=(params.key()); }
+            label { "Enqueued from (UTC)" input type="datetime-local" step="1" name="from" value=(params.from()); }
+            label { "before (UTC)" input type="datetime-local" step="1" name="before" value=(params.before()); }
+            label { "Order"
+                select name="order" {
+                    option value="" { "newest first" }
+                    option value="oldest" selected[params.oldest_first()] { "oldest first" }
+                }
+            }
+            div.buttons {
+                button type="submit" { "Filter" }
+                a.button.quiet href={ (ctx.base) "/list" } { "Clear" }
+            }
+        }
+    };
+    let filter_query = params.filter_query();
+    let sep = if filter_query.is_empty() { "" } else { "&" };
+    let confirm = |action: &str| format!("{}/confirm?{filter_query}{sep}action={action}", ctx.base);
+    let empty = match (status, params.filtered()) {
+        ("", false) => "No jobs yet: nothing has been enqueued.".to_owned(),
+        ("", true) => "No jobs match these filters.".to_owned(),
+        (s, _)
+            if params
+                .filter_pairs()
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .count()
+                == 1 =>
+        {
+            format!("No {s} jobs.")
+        }
+        (s, _) => format!("No {s} jobs match these filters."),
+    };
+    let live = html! {
+        @if let Some(text) = params.notice.as_deref().and_then(|n| notice_text(n, params.n.as_deref())) {
+            p.notice { (text) }
+        }
+        @if !ctx.read_only {
+            div.bulk {
+                span { "Every job these filters match:" }
+                a.button #retry-all href=(confirm("retry")) { "Retry all…" }
+                a.button.danger #cancel-all href=(confirm("cancel")) { "Cancel all…" }
+            }
+        }
+        @if jobs.jobs.is_empty() {
+            p.empty { (empty) }
+        } @else {
+            div.scroll {
+                table.jobs {
+                    thead { tr {
+                        th.num { "ID" } th { "Queue" } th { "Job" } th { "Status" }
+                        th.num { "Attempts" } th { "Run at / finished" } th { "Enqueued" }
+                        th { "Key" } th { "Last error" }
+                    } }
+                    tbody {
+                        @for job in &jobs.jobs {
+                            tr data-id=(job.id) data-status=(job.status.as_str()) {
+                                td.num { a href={ (ctx.base) "/job/" (job.id) } { (job.id) } }
+                                td { (job.queue) }
+                                td.mono { (job.job_name) }
+                                td { (status_badge(job.status)) }
+                                td.num { (job.attempts) "/" (job.max_attempts) }
+                                td title=(format::time(job.run_at)) { (format::relative(job.run_at, now)) }
+                                td title=(format::time(job.created_at)) { (format::relative(job.created_at, now)) }
+                                td.mono.clip { (job.idempotency_key.as_deref().unwrap_or("")) }
+                                td.err.clip { (job.last_error.as_deref().map(first_line).unwrap_or_default()) }
+                            }
+                        }
+                    }
+                }
+            }
+            nav.paging {
+                @if params.after.as_deref().is_some_and(|a| !a.is_empty()) {
+                    a.button.quiet href=(list_link(ctx, &page_pairs(params, ""))) { "First page" }
+                }
+                @if let Some(next) = jobs.next {
+                    a.button #next-page href=(list_link(ctx, &page_pairs(params, &next.to_string()))) { "Next page" }
+                }
+            }
+        }
+    };
+    Page {
+        ctx: *ctx,
+        title: "Jobs".into(),
+        nav: Nav::Jobs,
+        before: Some(before),
+        live,
+        refresh: true,
+    }
+}
+
+/// The filter, the order and `after` as query pairs.
+fn page_pairs<'p>(params: &'p Params, after: &'p str) -> Vec<(&'static str, &'p str)> {
+    let mut pairs = params.filter_pairs().to_vec();
+    if params.oldest_first() {
+        pairs.push(("order", "oldest"));
+    }
+    pairs.push(("after", after));
+    pairs
+}
+
+/// The first line of an error, at most 160 characters.
+fn first_line(error: &str) -> String {
+    let line = error.lines().next().unwrap_or_default();
+    if line.chars().count() > 160 {
+        format!("{}…", line.chars().take(160).collect::<String>())
+    } else {
+        line.to_owned()
+    }
+}
+
+pub(crate) fn confirm<'a>(ctx: &Ctx<'a>, params: &Params, action: Action, count: u64) -> Page<'a> {
+    let [a, b] = action.statuses();
+    let (verb, outcome) = match action {
+        Action::Retry => ("Retry", "sent back to pending, runnable now"),
+        Action::Cancel => ("Cancel", "cancelled (running ones are stopped)"),
+    };
+    let jobs = if count == 1 {
+        "1 job".to_owned()
+    } else {
+        format!("{count} jobs")
+    };
+    let filters: Vec<_> = params
+        .filter_pairs()
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+    let back = {
+        let query = params.filter_query();
+        if query.is_empty() {
+            format!("{}/list", ctx.base)
+        } else {
+            format!("{}/list?{query}", ctx.base)
+        }
+    };
+    let live = html! {
+        section.panel.confirm {
+            p {
+                @if count == 0 {
+                    "No " (a.as_str()) " or " (b.as_str()) " job matches: there is nothing to " (action.as_str()) "."
+                } @else {
+                    strong #affected { (jobs) } " (" (a.as_str()) " or " (b.as_str()) ") will be " (outcome) "."
+                }
+            }
+            @if filters.is_empty() {
+                p { "Filters: none: every job." }
+            } @else {
+                ul.filters-used {
+                    @for (k, v) in &filters { li { span.k { (k) } " " code { (v) } } }
+                }
+            }
+            p.small { "Jobs that match when you confirm are the ones acted on; the count may have moved since." }
+            @if ctx.read_only {
+                p.notice { "This dashboard is read-only." }
+            } @else if count > 0 {
+                form method="post" action={ (ctx.base) "/bulk" } {
+                    (csrf(ctx))
+                    input type="hidden" name="action" value=(action.as_str());
+                    @for (k, v) in params.filter_pairs() {
+                        @if !v.is_empty() { input type="hidden" name=(k) value=(v); }
+                    }
+                    @if params.oldest_first() { input type="hidden" name="order" value="oldest"; }
+                    button.danger[action == Action::Cancel] #confirm type="submit" { (verb) " " (jobs) }
+                    " "
+                    a.button.quiet href=(back) { "Back" }
+                }
+            } @else {
+                a.button.quiet href=(back) { "Back" }
+            }
+        }
+    };
+    Page {
+        ctx: *ctx,
+        title: format!("{verb} jobs"),
+        nav: Nav::Jobs,
+        before: None,
+        live,
+        refresh: false,
+    }
+}
+
+fn pretty(payload: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(payload)
+        .and_then(|v| serde_json::to_string_pretty(&v))
+        .unwrap_or_else(|_| payload.to_owned())
+}
+
+fn when(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Markup {
+    html! {
+        @match at {
+            Some(at) => { time datetime=(at.to_rfc3339()) { (format::time(at)) } span.small { " (" (format::relative(at, now)) ")" } },
+            None => { span.none { "–" } },
+        }
+    }
+}
+
+pub(crate) fn job<'a>(
+    ctx: &Ctx<'a>,
+    job: &JobInfo,
+    notice: Option<&str>,
+    now: DateTime<Utc>,
+) -> Page<'a> {
+    let run_at_label = match job.status {
+        JobStatus::Pending => "Runs at",
+        JobStatus::Processing => "Lease until",
+        _ => "Run at",
+    };
+    let retryable = matches!(job.status, JobStatus::Failed | JobStatus::Cancelled);
+    let cancellable = matches!(job.status, JobStatus::Pending | JobStatus::Processing);
+    let live = html! {
+        @if let Some(text) = notice.and_then(|n| notice_text(n, None)) { p.notice { (text) } }
+        section.panel {
+            div.panel-head {
+                h2 { span.mono { (job.job_name) } " " (status_badge(job.status)) }
+                @if !ctx.read_only && (retryable || cancellable) {
+                    div.actions {
+                        @if retryable {
+                            form method="post" action={ (ctx.base) "/job/" (job.id) "/retry" } {
+                                (csrf(ctx)) button #retry type="submit" { "Retry" }
+                            }
+                        }
+                        @if cancellable {
+                            form method="post" action={ (ctx.base) "/job/" (job.id) "/cancel" } {
+                                (csrf(ctx)) button.danger #cancel type="submit" { "Cancel" }
+                            }
+                        }
+                    }
+                }
+            }
+            dl.fields {
+                dt { "ID" } dd { (job.id) }
+                dt { "Queue" } dd { a href=(list_link(ctx, &[("queue", &job.queue)])) { (job.queue) } }
+                dt { "Job name" } dd.mono { (job.job_name) }
+                dt { "Status" } dd { (job.status.as_str()) }
+                dt { "Priority" } dd { (job.priority) }
+                dt { "Attempts" } dd { (job.attempts) " of " (job.max_attempts) }
+                dt { "Idempotency key" } dd.mono { @if let Some(key) = &job.idempotency_key { (key) } @else { span.none { "–" } } }
+                dt { "Enqueued" } dd { (when(Some(job.created_at), now)) }
+                dt { (run_at_label) } dd { (when(Some(job.run_at), now)) }
+                dt { "Claimed" } dd { (when(job.claimed_at, now)) }
+                dt { "Claimed by" } dd.mono { @if let Some(by) = &job.claimed_by { (by) } @else { span.none { "–" } } }
+                dt { "Finished" } dd { (when(job.finished_at, now)) }
+            }
+        }
+        section.panel {
+            h2 { "Last error" }
+            @if let Some(error) = &job.last_error {
+                pre.error #last-error { (error) }
+            } @else {
+                p.empty { "No error: no attempt has failed." }
+            }
+        }
+        section.panel {
+            h2 { "Payload" }
+            pre.payload #payload { (pretty(&job.payload)) }
+        }
+    };
+    Page {
+        ctx: *ctx,
+        title: format!("Job {}", job.id),
+        nav: Nav::Jobs,
+        before: None,
+        live,
+        refresh: true,
+    }
+}
+
+pub(crate) fn queues<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
+    let live = html! {
+        section.panel {
+            p.small { "A paused queue is claimed from by no worker, in any process, within one poll interval; running jobs finish. The pause is stored in the database." }
+            @if stats.queues.is_empty() {
+                p.empty { "No queues yet: nothing has been enqueued or paused." }
+            } @else {
+                div.scroll {
+                    table.queues {
+                        thead { tr { th { "Queue" } th { "State" } th.num { "Pending" } th.num { "Processing" } th {} } }
+                        tbody {
+                            @for q in &stats.queues {
+                                tr data-queue=(q.queue) {
+                                    td { a href=(list_link(ctx, &[("queue", &q.queue)])) { (q.queue) } }
+                                    td { @if q.paused { span.badge.paused { "paused" } } @else { span.badge.running { "running" } } }
+                                    td.num { (q.pending()) }
+                                    td.num { (q.processing) }
+                                    td.actions {
+                                        @if !ctx.read_only {
+                                            @let (path, label) = if q.paused { ("resume", "Resume") } else { ("pause", "Pause") };
+                                            form method="post" action={ (ctx.base) "/queues/" (path) } {
+                                                (csrf(ctx))
+                                                input type="hidden" name="queue" value=(q.queue);
+                                                button.danger[!q.paused] type="submit" data-action=(path) { (label) }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let before = (!ctx.read_only).then(|| {
+        html! {
+            form.inline method="post" action={ (ctx.base) "/queues/pause" } {
+                (csrf(ctx))
+                label { "Pause a queue by name" input type="text" name="queue" required; }
+                button type="submit" { "Pause" }
+            }
+        }
+    });
+    Page {
+        ctx: *ctx,
+        title: "Queues".into(),
+        nav: Nav::Queues,
+        before,
+        live,
+        refresh: true,
+    }
+}

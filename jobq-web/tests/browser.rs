@@ -1,0 +1,393 @@
+//! The dashboard in a real headless Chromium (driven over WebDriver by
+//! fantoccini), against a live worker in this process, on SQLite and on
+//! MariaDB: the overview follows jobs as they are enqueued and drained (by
+//! its own auto-refresh), filtering to failed jobs and retrying them all
+//! makes them run, a job's page shows its error, pause stops claiming and
+//! resume restarts it, a `<script>` payload is text, and a form whose token
+//! was removed is refused.
+//!
+//! Needs `/usr/bin/chromium` and `chromedriver` (Debian's `chromium`,
+//! `chromium-driver`): missing, the test is skipped, or fails under
+//! `CI=true`. With `JOBQ_WEB_SCREENSHOTS=1` the SQLite run writes
+//! `docs/dashboard/{overview,jobs,job}.png`, 1280 px wide.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use jobq_runtime::{Enqueue, JobFilter, JobStatus, Jobq, State, Worker, WorkerHandle, job};
+use jobq_tests::{TestDb, unique_queue, wait_until};
+use tokio::process::{Child, Command};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const WAIT: Duration = Duration::from_secs(20);
+const POLL: Duration = Duration::from_millis(100);
+
+/// Whether [`flaky`] fails.
+#[derive(Debug, Clone, Default)]
+struct Failing(Arc<AtomicBool>);
+
+impl Failing {
+    fn on(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    fn set(&self, failing: bool) {
+        self.0.store(failing, Ordering::SeqCst);
+    }
+}
+
+/// Fails for good (one attempt) while the test says so, with an error
+/// that holds markup.
+#[job(name = "web_browser_flaky", max_attempts = 1)]
+async fn flaky(failing: State<Failing>, n: u64) -> Result<(), String> {
+    if failing.on() {
+        return Err(format!(
+            "mail server refused message {n}: 550 <b>mailbox full</b>"
+        ));
+    }
+    Ok(())
+}
+
+/// `chromedriver` on a free port, and a headless Chromium session on it.
+struct Browser {
+    driver: Child,
+    client: Client,
+    _profile: tempfile::TempDir,
+}
+
+fn find_chromedriver() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("chromedriver"))
+        .find(|candidate| candidate.is_file())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Browser {
+    /// `None` (skipped) when Chromium or chromedriver is missing, unless `CI=true`.
+    async fn start() -> Option<Self> {
+        let driver_path = find_chromedriver();
+        let Some(driver_path) = driver_path.filter(|_| Path::new(CHROMIUM).is_file()) else {
+            let message =
+                "chromium or chromedriver is missing (apt-get install chromium chromium-driver)";
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("{message}: under CI=true the browser tests must run");
+            }
+            eprintln!("skipped: {message}");
+            return None;
+        };
+        let port = free_port();
+        let driver = Command::new(driver_path)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn chromedriver");
+        let profile = tempfile::tempdir().unwrap();
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            serde_json::json!({
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update",
+                    "--disable-sync", "--window-size=1280,1000", "--hide-scrollbars",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+            }),
+        );
+        let url = format!("http://127.0.0.1:{port}");
+        let mut client = None;
+        // chromedriver takes a moment to listen.
+        for _ in 0..100 {
+            let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+            match ClientBuilder::new(connector)
+                .capabilities(capabilities.clone())
+                .connect(&url)
+                .await
+            {
+                Ok(c) => {
+                    client = Some(c);
+                    break;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        let client = client.expect("a WebDriver session from chromedriver");
+        Some(Self {
+            driver,
+            client,
+            _profile: profile,
+        })
+    }
+
+    async fn stop(mut self) {
+        let _ = self.client.close().await;
+        let _ = self.driver.kill().await;
+    }
+}
+
+/// The text of the first element `css` finds, `None` if none (or it went
+/// stale under an auto-refresh).
+async fn text(client: &Client, css: &str) -> Option<String> {
+    let element = client.find(Locator::Css(css)).await.ok()?;
+    element.text().await.ok()
+}
+
+/// Clicks `css`, trying again while an auto-refresh swaps it out.
+async fn click(client: &Client, css: &str) {
+    for _ in 0..50 {
+        if let Ok(element) = client.find(Locator::Css(css)).await {
+            if element.click().await.is_ok() {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("could not click {css}");
+}
+
+async fn wait_for_text(client: &Client, css: &str, expected: &str) {
+    let what = format!("{css} reads {expected:?}");
+    wait_until(what, WAIT, || async {
+        text(client, css).await.as_deref() == Some(expected)
+    })
+    .await;
+}
+
+async fn count(jobq: &Jobq, queue: &str, status: JobStatus) -> u64 {
+    jobq.count_where(&JobFilter::new().queue(queue).status(status))
+        .await
+        .unwrap()
+}
+
+async fn screenshot(client: &Client, db: &TestDb, name: &str) {
+    if std::env::var("JOBQ_WEB_SCREENSHOTS").as_deref() != Ok("1")
+        || db.backend() != jobq_runtime::Backend::Sqlite
+    {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/dashboard");
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = client.screenshot().await.expect("screenshot");
+    std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+}
+
+fn start_worker(jobq: &Jobq, queue: &str, failing: &Failing) -> WorkerHandle {
+    Worker::builder(jobq.clone())
+        .queue_unchecked(queue, 4)
+        .state(failing.clone())
+        .poll_interval(POLL)
+        .build()
+        .expect("build")
+        .start()
+}
+
+async fn serve(jobq: &Jobq) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = axum::Router::new().nest(
+        "/ops/jobs",
+        jobq_web::Dashboard::new(jobq.clone())
+            .refresh_interval(Duration::from_millis(500))
+            .router(),
+    );
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    addr
+}
+
+async fn the_dashboard_follows_and_steers_a_live_worker(db: TestDb) {
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let jobq = db.jobq().await;
+    let queue = unique_queue("mail");
+    let base = format!("http://{}/ops/jobs", serve(&jobq).await);
+    let c = &browser.client;
+    let row = format!("tr[data-queue=\"{queue}\"]");
+    let cell = |figure: &str| format!("{row} td[data-figure=\"{figure}\"]");
+    let on = || Enqueue::new().queue(&queue);
+
+    // The overview, open before anything is enqueued, picks the jobs up by
+    // itself, then follows the worker draining them.
+    c.goto(&base).await.unwrap();
+    for n in 0..3 {
+        jobq.enqueue_with(Flaky::new(n), on()).await.unwrap();
+    }
+    wait_for_text(c, &cell("available"), "3").await;
+    let failing = Failing::default();
+    let worker = start_worker(&jobq, &queue, &failing);
+    wait_for_text(c, &cell("done"), "3").await;
+    wait_for_text(c, &cell("available"), "0").await;
+
+    // Four fail for good; the overview counts them.
+    failing.set(true);
+    let mut failed_ids = Vec::new();
+    for n in 10..14 {
+        failed_ids.push(jobq.enqueue_with(Flaky::new(n), on()).await.unwrap().id);
+    }
+    wait_for_text(c, &cell("failed"), "4").await;
+
+    // A job's page shows its error in full, as text.
+    c.goto(&format!("{base}/job/{}", failed_ids[0]))
+        .await
+        .unwrap();
+    let error = text(c, "#last-error").await.unwrap();
+    assert!(
+        error
+            .starts_with("mail server refused message 10: 550 <b>mailbox full</b> (attempt 1 of 1"),
+        "{error}"
+    );
+    screenshot(c, &db, "job").await;
+
+    // The list, filtered to the failed jobs of the queue with the form.
+    c.goto(&format!("{base}/list")).await.unwrap();
+    c.find(Locator::Css("input[name=queue]"))
+        .await
+        .unwrap()
+        .send_keys(&queue)
+        .await
+        .unwrap();
+    click(c, "select[name=status] option[value=failed]").await;
+    click(c, "form.filters button[type=submit]").await;
+    wait_until("the list shows the 4 failed jobs", WAIT, || async {
+        let rows = c.find_all(Locator::Css("tr[data-status=failed]")).await;
+        rows.is_ok_and(|rows| rows.len() == 4)
+    })
+    .await;
+    let url = c.current_url().await.unwrap();
+    assert!(url.as_str().contains("status=failed"), "{url}");
+    screenshot(c, &db, "jobs").await;
+
+    // "Retry all…" shows the count first; confirming runs them.
+    failing.set(false);
+    click(c, "#retry-all").await;
+    wait_for_text(c, "#affected", "4 jobs").await;
+    assert_eq!(
+        count(&jobq, &queue, JobStatus::Failed).await,
+        4,
+        "nothing retried before confirming"
+    );
+    click(c, "#confirm").await;
+    wait_until("the 4 retried jobs are done", WAIT, || async {
+        count(&jobq, &queue, JobStatus::Done).await == 7
+    })
+    .await;
+    assert_eq!(count(&jobq, &queue, JobStatus::Failed).await, 0);
+    assert!(
+        text(c, ".notice")
+            .await
+            .unwrap()
+            .contains("4 jobs sent back to pending")
+    );
+
+    // Pause from the queues page: jobs enqueued meanwhile are not claimed.
+    c.goto(&format!("{base}/queues")).await.unwrap();
+    click(c, &format!("{row} button[data-action=pause]")).await;
+    wait_until("the queue is paused", WAIT, || async {
+        jobq.paused_queues().await.unwrap().contains(&queue)
+    })
+    .await;
+    wait_for_text(c, &format!("{row} .badge"), "paused").await;
+    let held = jobq.enqueue_with(Flaky::new(20), on()).await.unwrap().id;
+    // A negative: claiming would take one poll interval; give it ten.
+    tokio::time::sleep(POLL * 10).await;
+    let row_now = jobq.job(held).await.unwrap().unwrap();
+    assert_eq!((row_now.status, row_now.attempts), (JobStatus::Pending, 0));
+    click(c, &format!("{row} button[data-action=resume]")).await;
+    wait_until("the held job runs after resume", WAIT, || async {
+        jobq.job(held).await.unwrap().unwrap().status == JobStatus::Done
+    })
+    .await;
+
+    // A form whose token was taken out is refused, and pauses nothing.
+    c.goto(&format!("{base}/queues")).await.unwrap();
+    c.execute(
+        "document.querySelectorAll('form.inline input[name=csrf]').forEach(e => e.remove());",
+        vec![],
+    )
+    .await
+    .unwrap();
+    c.find(Locator::Css("form.inline input[name=queue]"))
+        .await
+        .unwrap()
+        .send_keys(&queue)
+        .await
+        .unwrap();
+    click(c, "form.inline button[type=submit]").await;
+    wait_until("the refusal shows", WAIT, || async {
+        c.source()
+            .await
+            .is_ok_and(|page| page.contains("carries no form token"))
+    })
+    .await;
+    assert!(!jobq.paused_queues().await.unwrap().contains(&queue));
+
+    // A payload with a script shows as text and runs nothing.
+    let script = "<script>document.title='pwned'</script>";
+    let payload = serde_json::json!({ "note": script }).to_string();
+    let other = unique_queue("markup");
+    let id = jobq
+        .enqueue_json("web_browser_markup", &payload, Enqueue::new().queue(&other))
+        .await
+        .unwrap()
+        .id;
+    c.goto(&format!("{base}/job/{id}")).await.unwrap();
+    let shown = text(c, "#payload").await.unwrap();
+    assert!(shown.contains(script), "{shown}");
+    assert_eq!(c.title().await.unwrap(), format!("Job {id} · jobq"));
+    let scripts = c
+        .execute("return document.scripts.length;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(
+        scripts,
+        serde_json::json!(1),
+        "only the dashboard's own script"
+    );
+
+    // The overview at the end, for the README: throughput and the queue.
+    for n in 30..33 {
+        jobq.enqueue_with(Flaky::new(n), on().delay(Duration::from_secs(600)))
+            .await
+            .unwrap();
+    }
+    c.goto(&base).await.unwrap();
+    wait_for_text(c, &cell("scheduled"), "3").await;
+    screenshot(c, &db, "overview").await;
+
+    worker.shutdown(Duration::from_secs(10)).await.unwrap();
+    browser.stop().await;
+}
+
+mod sqlite {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_dashboard_follows_and_steers_a_live_worker() {
+        if let Some(db) = jobq_tests::TestDb::sqlite() {
+            super::the_dashboard_follows_and_steers_a_live_worker(db).await;
+        }
+    }
+}
+
+mod mariadb {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_dashboard_follows_and_steers_a_live_worker() {
+        if let Some(db) = jobq_tests::TestDb::mysql() {
+            super::the_dashboard_follows_and_steers_a_live_worker(db).await;
+        }
+    }
+}

@@ -1,0 +1,405 @@
+//! The dashboard over HTTP (the router called in process), on every
+//! backend: values are escaped, actions need the form token and a same-site
+//! origin and change nothing otherwise, a read-only dashboard refuses them,
+//! every page renders with data and empty, and links follow the mount point.
+
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use axum::http::{Request, StatusCode, header};
+use jobq_runtime::{Enqueue, JobStatus, Jobq};
+use jobq_tests::{TestDb, unique_queue};
+use jobq_web::Dashboard;
+use tower::ServiceExt;
+
+const SCRIPT: &str = "<script>alert(1)</script>";
+
+struct Reply {
+    status: StatusCode,
+    location: Option<String>,
+    body: String,
+}
+
+async fn call(router: &Router, request: Request<Body>) -> Reply {
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let location = response
+        .headers()
+        .get(header::LOCATION)
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body = to_bytes(response.into_body(), 4 << 20).await.unwrap();
+    Reply {
+        status,
+        location,
+        body: String::from_utf8(body.to_vec()).unwrap(),
+    }
+}
+
+async fn get(router: &Router, uri: &str) -> Reply {
+    let request = Request::get(uri).body(Body::empty()).unwrap();
+    call(router, request).await
+}
+
+/// A form POST as a browser on the same host sends it.
+async fn post(router: &Router, uri: &str, form: &str) -> Reply {
+    let request = Request::post(uri)
+        .header(header::HOST, "dash.test")
+        .header(header::ORIGIN, "http://dash.test")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(form.to_owned()))
+        .unwrap();
+    call(router, request).await
+}
+
+/// The form token a page carries.
+fn token(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").expect("a form token") + 19;
+    page[at..at + 32].to_owned()
+}
+
+async fn pending_job(jobq: &Jobq, queue: &str, payload: &str) -> i64 {
+    jobq.enqueue_json("web_echo", payload, Enqueue::new().queue(queue))
+        .await
+        .unwrap()
+        .id
+}
+
+async fn status(jobq: &Jobq, id: i64) -> JobStatus {
+    jobq.job(id).await.unwrap().unwrap().status
+}
+
+async fn a_script_in_a_payload_or_key_renders_as_text(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("web-escape");
+    let payload = serde_json::json!({ "note": SCRIPT }).to_string();
+    let id = jobq
+        .enqueue_json(
+            "web_echo",
+            &payload,
+            Enqueue::new()
+                .queue(&queue)
+                .idempotency_key(format!("{SCRIPT}{queue}")),
+        )
+        .await
+        .unwrap()
+        .id;
+    let router = jobq_web::router(jobq);
+    for page in [format!("/job/{id}"), format!("/list?queue={queue}")] {
+        let reply = get(&router, &page).await;
+        assert_eq!(reply.status, StatusCode::OK, "{page}");
+        assert!(
+            reply.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{page} shows the script as text"
+        );
+        assert!(!reply.body.contains(SCRIPT), "{page} has a live script tag");
+    }
+}
+
+async fn an_action_without_the_token_or_from_another_site_is_refused_and_changes_nothing(
+    db: TestDb,
+) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("web-csrf");
+    let id = pending_job(&jobq, &queue, "{}").await;
+    let router = jobq_web::router(jobq.clone());
+    let page = get(&router, &format!("/job/{id}")).await;
+    let csrf = token(&page.body);
+
+    let no_token = post(&router, &format!("/job/{id}/cancel"), "").await;
+    assert_eq!(no_token.status, StatusCode::FORBIDDEN);
+    assert!(no_token.body.contains("no form token"), "{}", no_token.body);
+    let wrong = post(&router, &format!("/job/{id}/cancel"), "csrf=0123").await;
+    assert_eq!(wrong.status, StatusCode::FORBIDDEN);
+    let paused = post(&router, "/queues/pause", &format!("queue={queue}")).await;
+    assert_eq!(paused.status, StatusCode::FORBIDDEN);
+    let bulk = post(&router, "/bulk", &format!("action=cancel&queue={queue}")).await;
+    assert_eq!(bulk.status, StatusCode::FORBIDDEN);
+    let cross_site = Request::post(format!("/job/{id}/cancel"))
+        .header(header::HOST, "dash.test")
+        .header(header::ORIGIN, "https://evil.example")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(format!("csrf={csrf}")))
+        .unwrap();
+    let cross_site = call(&router, cross_site).await;
+    assert_eq!(cross_site.status, StatusCode::FORBIDDEN);
+    assert!(
+        cross_site.body.contains("another site"),
+        "{}",
+        cross_site.body
+    );
+    assert_eq!(
+        status(&jobq, id).await,
+        JobStatus::Pending,
+        "nothing changed"
+    );
+    assert!(!jobq.paused_queues().await.unwrap().contains(&queue));
+
+    // With the token the same request acts, and again changes nothing more.
+    for notice in ["cancelled", "unchanged"] {
+        let reply = post(
+            &router,
+            &format!("/job/{id}/cancel"),
+            &format!("csrf={csrf}"),
+        )
+        .await;
+        assert_eq!(reply.status, StatusCode::SEE_OTHER);
+        assert_eq!(
+            reply.location.as_deref(),
+            Some(format!("/job/{id}?notice={notice}").as_str())
+        );
+        assert_eq!(status(&jobq, id).await, JobStatus::Cancelled);
+    }
+}
+
+async fn a_read_only_dashboard_shows_no_actions_and_refuses_them(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("web-ro");
+    let id = pending_job(&jobq, &queue, "{}").await;
+    let writable = get(&jobq_web::router(jobq.clone()), &format!("/job/{id}")).await;
+    assert!(
+        writable.body.contains("/cancel\""),
+        "a writable page has the button"
+    );
+    let router = Dashboard::new(jobq.clone()).read_only(true).router();
+    for page in [
+        format!("/job/{id}"),
+        format!("/list?queue={queue}"),
+        "/queues".to_owned(),
+    ] {
+        let reply = get(&router, &page).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert!(
+            !reply.body.contains("<form method=\"post\""),
+            "{page}: {}",
+            reply.body
+        );
+        assert!(reply.body.contains("read-only"), "{page}");
+    }
+    // Even a request that carries the writable dashboard's token.
+    let csrf = token(&writable.body);
+    for (uri, form) in [
+        (format!("/job/{id}/cancel"), format!("csrf={csrf}")),
+        (
+            "/queues/pause".to_owned(),
+            format!("csrf={csrf}&queue={queue}"),
+        ),
+        (
+            "/bulk".to_owned(),
+            format!("csrf={csrf}&action=cancel&queue={queue}"),
+        ),
+    ] {
+        let reply = post(&router, &uri, &form).await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{uri}");
+        assert!(reply.body.contains("read-only"), "{uri}");
+    }
+    assert_eq!(status(&jobq, id).await, JobStatus::Pending);
+    assert!(!jobq.paused_queues().await.unwrap().contains(&queue));
+}
+
+async fn a_bulk_action_shows_its_count_first_then_acts_on_the_filtered_jobs(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("web-bulk");
+    let other = unique_queue("web-bulk-other");
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(pending_job(&jobq, &queue, "{}").await);
+    }
+    let untouched = pending_job(&jobq, &other, "{}").await;
+    let router = jobq_web::router(jobq.clone());
+
+    let confirm = get(&router, &format!("/confirm?action=cancel&queue={queue}")).await;
+    assert_eq!(confirm.status, StatusCode::OK);
+    assert!(confirm.body.contains("3 jobs"), "{}", confirm.body);
+    for id in &ids {
+        assert_eq!(
+            status(&jobq, *id).await,
+            JobStatus::Pending,
+            "showing the count acts on nothing"
+        );
+    }
+    let csrf = token(&confirm.body);
+    let reply = post(
+        &router,
+        "/bulk",
+        &format!("csrf={csrf}&action=cancel&queue={queue}"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
+    let location = reply.location.unwrap();
+    assert!(location.ends_with("notice=cancelled&n=3"), "{location}");
+    for id in &ids {
+        assert_eq!(status(&jobq, *id).await, JobStatus::Cancelled);
+    }
+    assert_eq!(status(&jobq, untouched).await, JobStatus::Pending);
+    let listed = get(&router, &location).await;
+    assert!(listed.body.contains("3 jobs cancelled."), "{}", listed.body);
+
+    let confirm = get(
+        &router,
+        &format!("/confirm?action=retry&queue={queue}&status=cancelled"),
+    )
+    .await;
+    assert!(confirm.body.contains("3 jobs"), "{}", confirm.body);
+    let reply = post(
+        &router,
+        "/bulk",
+        &format!("csrf={csrf}&action=retry&queue={queue}&status=cancelled"),
+    )
+    .await;
+    assert!(reply.location.unwrap().ends_with("notice=retried&n=3"));
+    for id in &ids {
+        assert_eq!(status(&jobq, *id).await, JobStatus::Pending);
+    }
+}
+
+async fn every_page_renders_with_data_and_empty(db: TestDb) {
+    let fresh = db.backend() == jobq_runtime::Backend::Sqlite;
+    let jobq = db.jobq().await;
+    let router = jobq_web::router(jobq.clone());
+    let queue = unique_queue("web-pages");
+    if fresh {
+        let overview = get(&router, "/").await;
+        assert!(overview.body.contains("No queues yet"), "{}", overview.body);
+        assert!(overview.body.contains("Nothing finished in the last hour."));
+        let list = get(&router, "/list").await;
+        assert!(list.body.contains("No jobs yet"), "{}", list.body);
+        let queues = get(&router, "/queues").await;
+        assert!(queues.body.contains("No queues yet"));
+    }
+    let empty = get(&router, &format!("/list?queue={queue}&status=failed")).await;
+    assert_eq!(empty.status, StatusCode::OK);
+    assert!(
+        empty.body.contains("No failed jobs match these filters."),
+        "{}",
+        empty.body
+    );
+    let failed_only = get(&router, "/list?status=failed&name=web_no_such_job").await;
+    assert!(failed_only.body.contains("No failed jobs match"));
+    let none = get(&router, &format!("/confirm?action=retry&queue={queue}")).await;
+    assert!(none.body.contains("nothing to retry"), "{}", none.body);
+    assert_eq!(
+        get(&router, "/job/999999999").await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    let id = pending_job(&jobq, &queue, r#"{"user_id":42,"tags":["a","b"]}"#).await;
+    jobq.pause(&queue).await.unwrap();
+    let overview = get(&router, "/").await;
+    assert_eq!(overview.status, StatusCode::OK);
+    let row = &overview.body[overview
+        .body
+        .find(&format!("data-queue=\"{queue}\""))
+        .unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("paused"), "{row}");
+    assert!(row.contains("data-figure=\"available\">1<"), "{row}");
+    let list = get(&router, &format!("/list?queue={queue}")).await;
+    assert!(
+        list.body.contains(&format!("href=\"/job/{id}\"")),
+        "{}",
+        list.body
+    );
+    let job = get(&router, &format!("/job/{id}")).await;
+    assert!(
+        job.body.contains("&quot;user_id&quot;: 42"),
+        "pretty-printed: {}",
+        job.body
+    );
+    assert!(job.body.contains("No error: no attempt has failed."));
+    let queues = get(&router, "/queues").await;
+    assert!(queues.body.contains(&format!("data-queue=\"{queue}\"")));
+    assert!(queues.body.contains("Resume"));
+    jobq.resume(&queue).await.unwrap();
+
+    // The live part alone, for the auto-refresh.
+    let fragment = Request::get("/")
+        .header("x-jobq-fragment", "1")
+        .body(Body::empty())
+        .unwrap();
+    let fragment = call(&router, fragment).await;
+    assert!(!fragment.body.contains("<html"));
+    assert!(fragment.body.contains(&queue));
+    let bad = get(&router, "/list?status=lost").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(bad.body.contains("unknown job status"), "{}", bad.body);
+    let css = get(&router, "/assets/style.css").await;
+    assert!(css.body.contains("prefers-color-scheme"));
+    assert!(
+        get(&router, "/assets/app.js")
+            .await
+            .body
+            .contains("X-Jobq-Fragment")
+    );
+}
+
+async fn nested_links_and_forms_point_under_the_mount_point(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("web-nest");
+    let id = pending_job(&jobq, &queue, "{}").await;
+    let app = Router::new().nest("/admin/jobs", jobq_web::router(jobq.clone()));
+    let overview = get(&app, "/admin/jobs").await;
+    assert_eq!(overview.status, StatusCode::OK);
+    assert!(
+        overview
+            .body
+            .contains("href=\"/admin/jobs/assets/style.css\"")
+    );
+    assert!(overview.body.contains("href=\"/admin/jobs/list\""));
+    assert!(
+        overview.body.contains("href=\"/admin/jobs\""),
+        "the overview's own link"
+    );
+    let job = get(&app, &format!("/admin/jobs/job/{id}")).await;
+    assert!(
+        job.body
+            .contains(&format!("action=\"/admin/jobs/job/{id}/cancel\""))
+    );
+    let reply = post(
+        &app,
+        &format!("/admin/jobs/job/{id}/cancel"),
+        &format!("csrf={}", token(&job.body)),
+    )
+    .await;
+    assert_eq!(
+        reply.location.as_deref(),
+        Some(format!("/admin/jobs/job/{id}?notice=cancelled").as_str())
+    );
+}
+
+async fn basic_auth_keeps_out_requests_without_the_password(db: TestDb) {
+    let jobq = db.jobq().await;
+    let router = Dashboard::new(jobq).basic_auth("ops", "pa:ss").router();
+    let reply = get(&router, "/").await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    let basic = |credentials: &str| {
+        use base64::Engine;
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(credentials)
+        )
+    };
+    for (credentials, expected) in [
+        ("ops:pa:ss", StatusCode::OK),
+        ("ops:wrong", StatusCode::UNAUTHORIZED),
+        ("other:pa:ss", StatusCode::UNAUTHORIZED),
+    ] {
+        let request = Request::get("/")
+            .header(header::AUTHORIZATION, basic(credentials))
+            .body(Body::empty())
+            .unwrap();
+        assert_eq!(
+            call(&router, request).await.status,
+            expected,
+            "{credentials}"
+        );
+    }
+}
+
+jobq_tests::on_every_backend!(
+    a_script_in_a_payload_or_key_renders_as_text,
+    an_action_without_the_token_or_from_another_site_is_refused_and_changes_nothing,
+    a_read_only_dashboard_shows_no_actions_and_refuses_them,
+    a_bulk_action_shows_its_count_first_then_acts_on_the_filtered_jobs,
+    every_page_renders_with_data_and_empty,
+    nested_links_and_forms_point_under_the_mount_point,
+    basic_auth_keeps_out_requests_without_the_password,
+);

@@ -500,12 +500,6 @@ pub(crate) fn confirm<'a>(ctx: &Ctx<'a>, params: &Params, action: Action, count:
     }
 }
 
-fn pretty(payload: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(payload)
-        .and_then(|v| serde_json::to_string_pretty(&v))
-        .unwrap_or_else(|_| payload.to_owned())
-}
-
 fn when(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Markup {
     html! {
         @match at {
@@ -573,7 +567,7 @@ pub(crate) fn job<'a>(
         }
         section.panel {
             h2 { "Payload" }
-            pre.payload #payload { (pretty(&job.payload)) }
+            pre.payload #payload { (job.payload_pretty()) }
         }
     };
     Page {

@@ -77,15 +77,23 @@ async fn sigterm_under_load_drains_and_loses_no_signup() {
         .unwrap();
     let pid = child.id();
 
-    // The address from its first line; the rest of its output collected.
+    // The address from its `listening on` line; all its output collected.
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a first line").unwrap();
-    let addr = first
-        .strip_prefix("listening on http://")
-        .and_then(|rest| rest.split(',').next())
-        .unwrap_or_else(|| panic!("not the listening line: {first}"))
-        .to_owned();
-    let output = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    let mut before = Vec::new();
+    let addr = loop {
+        let line = lines
+            .next()
+            .unwrap_or_else(|| panic!("it ended before listening:\n{}", before.join("\n")))
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("listening on http://") {
+            break rest.split(',').next().unwrap().to_owned();
+        }
+        before.push(line);
+    };
+    let output = std::thread::spawn(move || {
+        before.extend(lines.map_while(Result::ok));
+        before
+    });
 
     // Eight clients signing up distinct addresses until the server is gone.
     let accepted = Arc::new(AtomicUsize::new(0));

@@ -62,6 +62,11 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
     pub(crate) max_connections: u32,
+    /// Read by the server backends only (SQLite opens a file).
+    #[cfg_attr(
+        not(any(feature = "mysql", feature = "postgres")),
+        allow(dead_code)
+    )]
     pub(crate) connect_timeout: Duration,
 }
 

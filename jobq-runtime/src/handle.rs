@@ -63,10 +63,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct ConnectOptions {
     pub(crate) max_connections: u32,
     /// Read by the server backends only (SQLite opens a file).
-    #[cfg_attr(
-        not(any(feature = "mysql", feature = "postgres")),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(any(feature = "mysql", feature = "postgres")), allow(dead_code))]
     pub(crate) connect_timeout: Duration,
 }
 

@@ -28,6 +28,17 @@ fn example_binary() -> PathBuf {
         "{} is not built: run this test with `cargo test -p jobq-examples` (which builds the examples), not --test alone",
         binary.display()
     );
+    // `cargo test --test service_sigterm` alone does not rebuild examples.
+    let built = std::fs::metadata(&binary).and_then(|m| m.modified()).unwrap();
+    for source in ["examples/service.rs", "src/service.rs"] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(source);
+        let changed = std::fs::metadata(&path).and_then(|m| m.modified()).unwrap();
+        assert!(
+            changed <= built,
+            "{} is older than {source}: run `cargo test -p jobq-examples` (which rebuilds the examples)",
+            binary.display()
+        );
+    }
     binary
 }
 

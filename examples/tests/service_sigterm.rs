@@ -29,7 +29,9 @@ fn example_binary() -> PathBuf {
         binary.display()
     );
     // `cargo test --test service_sigterm` alone does not rebuild examples.
-    let built = std::fs::metadata(&binary).and_then(|m| m.modified()).unwrap();
+    let built = std::fs::metadata(&binary)
+        .and_then(|m| m.modified())
+        .unwrap();
     for source in ["examples/service.rs", "src/service.rs"] {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(source);
         let changed = std::fs::metadata(&path).and_then(|m| m.modified()).unwrap();

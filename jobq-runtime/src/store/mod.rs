@@ -1032,7 +1032,9 @@ mod tests {
         } else {
             "sqlite::memory:"
         };
-        let error = super::connect(url, 1).await.unwrap_err();
+        let error = super::connect(url, &crate::ConnectOptions::new())
+            .await
+            .unwrap_err();
         let crate::Error::BackendNotCompiled { backend, feature } = &error else {
             panic!("{error:?}");
         };

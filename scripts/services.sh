@@ -40,6 +40,9 @@ CREATE USER IF NOT EXISTS 'jobq'@'127.0.0.1' IDENTIFIED BY 'jobq';
 CREATE USER IF NOT EXISTS 'jobq'@'localhost' IDENTIFIED BY 'jobq';
 GRANT ALL ON jobq_test.* TO 'jobq'@'127.0.0.1';
 GRANT ALL ON jobq_test.* TO 'jobq'@'localhost';
+-- The databases test.sh makes per run (jobq_run_*) and tests make their own.
+GRANT ALL ON `jobq\_%`.* TO 'jobq'@'127.0.0.1';
+GRANT ALL ON `jobq\_%`.* TO 'jobq'@'localhost';
 FLUSH PRIVILEGES;
 SQL
   MYSQL_URL="mysql://jobq:jobq@127.0.0.1:3306/jobq_test"

@@ -1,13 +1,40 @@
 #!/usr/bin/env bash
 # The whole test suite against real MariaDB, PostgreSQL and SQLite.
 # Starts the databases if they are down. Extra arguments go to `cargo test`.
+#
+# It leaves nothing behind: the tests run in a database made for this run
+# on each server (jobq_run_<time>_<pid>, in place of the URLs' own), which
+# is dropped at the end, also when a test fails or the run is interrupted;
+# tests that need a database of their own make it and drop it. SQLite
+# databases are temporary files. `scripts/leftovers.sh` shows what the
+# servers hold (run it before and after to check).
+#
 # The outage tests, which stop and restart the machine's MariaDB and
 # PostgreSQL, run only with JOBQ_OUTAGE_TESTS=1 (.ci/run sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/services.sh)"
-echo "MySQL/MariaDB: $JOBQ_MYSQL_URL"
-echo "PostgreSQL:    $JOBQ_POSTGRES_URL"
+. scripts/db.sh
+
+RUN_DB="jobq_run_$(date +%s)_$$"
+SERVER_MYSQL_URL=$JOBQ_MYSQL_URL
+SERVER_POSTGRES_URL=$JOBQ_POSTGRES_URL
+drop_run_databases() {
+  sql_mysql "$SERVER_MYSQL_URL" "DROP DATABASE IF EXISTS $RUN_DB" \
+    || echo "could not drop $RUN_DB on MariaDB" >&2
+  sql_postgres "$SERVER_POSTGRES_URL" "DROP DATABASE IF EXISTS $RUN_DB WITH (FORCE)" \
+    || echo "could not drop $RUN_DB on PostgreSQL" >&2
+}
+trap drop_run_databases EXIT
+sql_mysql "$SERVER_MYSQL_URL" "CREATE DATABASE $RUN_DB"
+sql_postgres "$SERVER_POSTGRES_URL" "CREATE DATABASE $RUN_DB"
+export JOBQ_MYSQL_URL JOBQ_POSTGRES_URL
+JOBQ_MYSQL_URL=$(url_with_database "$SERVER_MYSQL_URL" "$RUN_DB")
+JOBQ_POSTGRES_URL=$(url_with_database "$SERVER_POSTGRES_URL" "$RUN_DB")
+
+redact() { sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#'; }
+echo "MySQL/MariaDB: $(echo "$JOBQ_MYSQL_URL" | redact) (dropped at the end)"
+echo "PostgreSQL:    $(echo "$JOBQ_POSTGRES_URL" | redact) (dropped at the end)"
 if [ "${JOBQ_OUTAGE_TESTS:-}" = 1 ]; then
   echo "Outage tests:  on (they stop and restart the local MariaDB and PostgreSQL)"
 else

@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use jobq_runtime::{JobStatus, Jobq};
+use jobq_runtime::{ConnectOptions, JobStatus, Jobq};
 
 /// Operate a jobq database: migrate, watch, list, retry, cancel, pause, prune, check.
 #[derive(Debug, Parser)]
@@ -262,25 +262,18 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// How long the command waits for a connection (the pool would keep
-/// retrying a refused connection for 30 s).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
 async fn run(url: &str, command: Command) -> Result<Outcome, String> {
-    // The dashboard serves requests side by side; every other command runs one statement at a time.
+    // The dashboard serves requests side by side; every other command runs
+    // one statement at a time. Opened within jobq's connect timeout (5 s):
+    // a refusal or a bad password is reported at once, with its cause.
     let connections = if matches!(command, Command::Web { .. }) {
         4
     } else {
         1
     };
-    let jobq = tokio::time::timeout(CONNECT_TIMEOUT, Jobq::connect_with(url, connections))
+    let options = ConnectOptions::new().max_connections(connections);
+    let jobq = Jobq::connect_with_options(url, options)
         .await
-        .map_err(|_| {
-            format!(
-                "no connection to the database within {} s (is it running, and is the URL right?)",
-                CONNECT_TIMEOUT.as_secs()
-            )
-        })?
         .map_err(|e| chain(&e))?;
     commands::execute(&jobq, command).await
 }

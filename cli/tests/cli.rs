@@ -251,13 +251,38 @@ async fn every_command_does_what_it_says_and_exits_accordingly(db: TestDb) {
 jobq_tests::on_every_backend!(every_command_does_what_it_says_and_exits_accordingly);
 
 #[test]
-fn an_unreachable_database_is_an_error_with_a_message() {
-    let output = jobq_cli("mysql://nobody@127.0.0.1:1/none", &["counts", "q"]);
+fn a_refused_connection_fails_at_once_and_says_so() {
+    for url in [
+        "mysql://nobody@127.0.0.1:1/none",
+        "postgres://nobody@127.0.0.1:1/none",
+    ] {
+        let started = std::time::Instant::now();
+        let output = jobq_cli(url, &["counts", "q"]);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(4),
+            "{url}: took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.starts_with(
+                "jobq: database error: error communicating with database: Connection refused"
+            ),
+            "{url}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_command_on_an_unmigrated_database_says_to_run_jobq_migrate() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("fresh.db").display());
+    let output = jobq_cli(&url, &["counts", "mail"]);
     assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.starts_with("jobq: no connection to the database within 5 s"),
-        "{stderr}"
+    assert_eq!(
+        stderr(&output),
+        "jobq: the database has no table `jobq_jobs`: jobq's tables are not created yet; run Jobq::migrate() (or `jobq migrate`) once before using it: error returned from database: (code: 1) no such table: jobq_jobs\n"
     );
 }
 

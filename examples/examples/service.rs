@@ -1,6 +1,9 @@
 //! jobq embedded in an axum service: HTTP and the worker in one process,
-//! shut down together on Ctrl-C (requests first, then the worker finishes
-//! or hands back its jobs).
+//! shut down together on SIGTERM (what systemd, Docker and Kubernetes send)
+//! or SIGINT (Ctrl-C): the server stops accepting connections and answers
+//! the requests it has, then the worker finishes its running jobs (30 s at
+//! most) and hands back the rest; the process exits 0 with nothing left
+//! `processing`.
 //!
 //! ```sh
 //! cargo run -p jobq-examples --example service
@@ -9,19 +12,31 @@
 //! curl -s localhost:3000/metrics
 //! ```
 //!
-//! `DATABASE_URL` picks the SQLite file (default `sqlite://service.db`);
-//! `PORT` the port (default 3000).
+//! `DATABASE_URL` picks the SQLite database (default: `jobq-service.db` in
+//! the OS temp directory, kept between runs); `PORT` the port (default
+//! 3000, `0` for any free one).
 
 use std::time::Duration;
 
 use jobq_examples::service::{App, install_prometheus};
+use tokio::signal::unix::{SignalKind, signal};
+
+/// How long running jobs get to finish at shutdown before they are handed back.
+const DRAIN: Duration = Duration::from_secs(30);
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     tracing_subscriber::fmt().with_env_filter("info").init();
+    // Before the first log line that says the service is up: a signal that
+    // arrives from then on shuts it down gracefully.
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigint = signal(SignalKind::interrupt())?;
     // Before jobq records anything: its handles bind to this recorder.
     let metrics = install_prometheus()?;
-    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "sqlite://service.db".into());
+    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| {
+        let file = std::env::temp_dir().join("jobq-service.db");
+        format!("sqlite://{}", file.display())
+    });
     let port = std::env::var("PORT").unwrap_or_else(|_| "3000".into());
     let app = App::open(&url).await?.with_metrics(metrics);
     // The queue gauges (lag, expired leases, …) from one stats read per 15 s.
@@ -32,14 +47,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .start();
     let listener = tokio::net::TcpListener::bind(format!("127.0.0.1:{port}")).await?;
     println!(
-        "listening on http://{}, jobs in {url}",
+        "listening on http://{}, users and jobs in {url}",
         listener.local_addr()?
     );
     axum::serve(listener, app.router())
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
+        .with_graceful_shutdown(async move {
+            let name = tokio::select! {
+                _ = sigterm.recv() => "SIGTERM",
+                _ = sigint.recv() => "SIGINT",
+            };
+            tracing::info!(
+                signal = name,
+                "shutting down: no new connections, answering the requests in flight"
+            );
         })
         .await?;
-    worker.shutdown(Duration::from_secs(30)).await?;
+    tracing::info!(
+        drain = ?DRAIN,
+        "HTTP server stopped; stopping the worker: running jobs finish, the rest go back to pending"
+    );
+    worker.shutdown(DRAIN).await?;
+    tracing::info!("worker stopped, no job left processing; bye");
     Ok(())
 }

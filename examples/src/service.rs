@@ -26,12 +26,21 @@ use sqlx::SqlitePool;
     key = "welcome:{user_id}"
 )]
 async fn welcome(ctx: JobContext, db: State<SqlitePool>, user_id: i64) -> Result<(), String> {
-    sqlx::query("INSERT OR IGNORE INTO sent_mail (mail_key, user_id) VALUES (?, ?)")
+    let sent = sqlx::query("INSERT OR IGNORE INTO sent_mail (mail_key, user_id) VALUES (?, ?)")
         .bind(ctx.idempotency_key())
         .bind(user_id)
         .execute(&*db)
         .await
         .map_err(|e| e.to_string())?;
+    if sent.rows_affected() == 1 {
+        tracing::info!(user_id, job.id = ctx.id(), "welcome mail sent");
+    } else {
+        tracing::info!(
+            user_id,
+            job.id = ctx.id(),
+            "welcome mail was sent before (a job run again after a crash); not sent twice"
+        );
+    }
     Ok(())
 }
 

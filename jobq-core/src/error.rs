@@ -139,7 +139,7 @@ pub enum DispatchError {
         source: serde_json::Error,
     },
     /// The handler takes a `State<T>` that the worker was not given.
-    #[error("job `{job}` needs `State<{type_name}>`, which the worker was not given")]
+    #[error("job `{job}` needs `State<{}>`, which the worker was not given", crate::type_name_as_written(.type_name))]
     MissingState {
         /// The job name.
         job: &'static str,

@@ -27,7 +27,7 @@ pub use error::{DispatchError, IntoJobResult, JobError, JobErrorKind, error_chai
 pub use job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job};
 pub use registry::{Definition, JobFuture, JobRegistration, Registry, RegistryError, RunFn};
 pub use retry::RetryPolicy;
-pub use state::{State, StateRequirement, States};
+pub use state::{State, StateRequirement, States, type_name_as_written};
 
 pub use jobq_macros::job;
 
@@ -49,7 +49,7 @@ pub mod __private {
     #[diagnostic::on_unimplemented(
         message = "`{Self}` cannot be a payload field of a `#[job]` fn",
         label = "payload fields must be `Serialize + DeserializeOwned + Send + Sync + 'static`",
-        note = "the payload is stored as JSON: derive `serde::Serialize` and `serde::Deserialize` for `{Self}`, or, if the worker should provide it, take it as `State<{Self}>`"
+        note = "the payload is stored as JSON: add `#[derive(serde::Serialize, serde::Deserialize)]` to `{Self}` (with serde as a dependency of your crate: `serde = {{ version = \"1\", features = [\"derive\"] }}` in Cargo.toml), or, if the worker should provide it, take it as `State<{Self}>`"
     )]
     pub trait PayloadField {}
 

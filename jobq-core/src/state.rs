@@ -47,18 +47,21 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for State<T> {
 /// The set of values a worker was given, keyed by type.
 #[derive(Clone, Default)]
 pub struct States {
-    map: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    map: HashMap<TypeId, (Arc<dyn Any + Send + Sync>, &'static str)>,
 }
 
 impl States {
     /// Adds a value; a second value of the same type replaces the first.
     pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) {
-        self.map.insert(TypeId::of::<T>(), Arc::new(value));
+        self.map.insert(
+            TypeId::of::<T>(),
+            (Arc::new(value), std::any::type_name::<T>()),
+        );
     }
 
     /// The value of type `T`, if one was given.
     pub fn get<T: Send + Sync + 'static>(&self) -> Option<State<T>> {
-        let any = Arc::clone(self.map.get(&TypeId::of::<T>())?);
+        let any = Arc::clone(&self.map.get(&TypeId::of::<T>())?.0);
         any.downcast::<T>().ok().map(State)
     }
 
@@ -66,6 +69,77 @@ impl States {
     pub fn contains(&self, requirement: &StateRequirement) -> bool {
         self.map.contains_key(&(requirement.type_id)())
     }
+
+    /// The types of the values given, as [`type_name_as_written`] prints
+    /// them, sorted.
+    ///
+    /// ```
+    /// use jobq_core::States;
+    ///
+    /// let mut states = States::default();
+    /// states.insert(std::sync::Arc::new(String::new()));
+    /// states.insert(7_u32);
+    /// assert_eq!(states.type_names(), ["std::sync::Arc<String>", "u32"]);
+    /// ```
+    pub fn type_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .map
+            .values()
+            .map(|(_, name)| type_name_as_written(name))
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// `std::any::type_name`'s text the way a user writes the type: the
+/// `alloc::` and `core::` paths std re-exports as `std::` (`alloc::sync::Arc`
+/// is `std::sync::Arc`), and the prelude's `String`, `Vec`, `Box`, `Option`
+/// and `Result` without a path.
+///
+/// ```
+/// use jobq_core::type_name_as_written;
+///
+/// assert_eq!(
+///     type_name_as_written("alloc::sync::Arc<alloc::vec::Vec<core::option::Option<u8>>>"),
+///     "std::sync::Arc<Vec<Option<u8>>>"
+/// );
+/// ```
+pub fn type_name_as_written(name: &str) -> String {
+    let mut text = name.to_owned();
+    for (from, to) in [
+        ("alloc::", "std::"),
+        ("core::", "std::"),
+        ("std::string::String", "String"),
+        ("std::vec::Vec", "Vec"),
+        ("std::boxed::Box", "Box"),
+        ("std::option::Option", "Option"),
+        ("std::result::Result", "Result"),
+    ] {
+        text = replace_paths(&text, from, to);
+    }
+    text
+}
+
+/// `text` with each `from` that starts a path (at the beginning or after a
+/// character no path has, such as `<`, `,`, ` ` or `&`) and ends one or a
+/// segment (`from` ending in `::`, or followed by a character no name has)
+/// replaced by `to`.
+fn replace_paths(text: &str, from: &str, to: &str) -> String {
+    let in_path = |c: char| c.is_alphanumeric() || c == '_' || c == ':';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(from) {
+        let (before, tail) = rest.split_at(at);
+        out.push_str(before);
+        let after = &tail[from.len()..];
+        let starts = out.chars().next_back().is_none_or(|c| !in_path(c));
+        let ends = from.ends_with("::") || after.chars().next().is_none_or(|c| !in_path(c));
+        out.push_str(if starts && ends { to } else { from });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 impl fmt::Debug for States {
@@ -97,6 +171,6 @@ impl StateRequirement {
 
 impl fmt::Debug for StateRequirement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "State<{}>", self.type_name)
+        write!(f, "State<{}>", type_name_as_written(self.type_name))
     }
 }

@@ -11,9 +11,40 @@ use crate::{Backend, MAX_JOB_NAME_LEN, MAX_KEY_LEN, MAX_QUEUE_LEN};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The database returned an error or could not be reached.
-    #[error("database error")]
-    Database(#[from] sqlx::Error),
+    /// The database returned an error or could not be reached; the message
+    /// ends with sqlx's, which has the server's or the I/O error's
+    /// (`database error: error communicating with database: Connection
+    /// refused (os error 111)`). A URL's password is never part of it.
+    ///
+    /// The one place its cause is printed in its message as well as being
+    /// its [`source`](std::error::Error::source): a `{}` of it is what
+    /// applications log, and "database error" alone says nothing. Printers
+    /// of the whole chain skip a source whose text the message ends with.
+    #[error("database error: {0}")]
+    Database(#[source] sqlx::Error),
+    /// A statement found a table of jobq missing: the database was never
+    /// migrated (or by an older jobq).
+    #[error(
+        "the database has no table `{table}`: jobq's tables are not created yet; run Jobq::migrate() (or `jobq migrate`) once before using it"
+    )]
+    NotMigrated {
+        /// The missing table (`jobq_jobs`, `jobq_queues`, …).
+        table: String,
+        /// The server's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// No connection to the database was made within the connect timeout
+    /// ([`ConnectOptions::connect_timeout`](crate::ConnectOptions::connect_timeout)).
+    #[error(
+        "no connection to {url} within {timeout:?}: is the server running, and are the URL's host and port right?"
+    )]
+    ConnectTimeout {
+        /// The URL, its passwords replaced by `***`.
+        url: String,
+        /// How long jobq waited.
+        timeout: Duration,
+    },
     /// A payload could not be serialized to JSON.
     #[error("payload of job `{job}` could not be serialized to JSON")]
     Serialize {
@@ -302,17 +333,24 @@ pub enum ConfigError {
     /// A registered job's name (of a served queue or a cron entry) is refused.
     #[error("{0}")]
     JobName(InvalidArgument),
-    /// A job of a served queue takes a `State<T>` the worker was not given.
+    /// A job of a served queue takes a `State<T>` the worker was not given;
+    /// the message lists the states it was given, types as written in Rust
+    /// (`std::sync::Arc<Mailer>`, not `alloc::sync::Arc<…>`).
     #[error(
-        "job `{job}` ({definition}) takes `State<{type_name}>`, but the worker was given none; add .state(value)"
+        "job `{job}` ({definition}) takes `State<{}>`, but the worker was given {}; add .state(value){}",
+        jobq_core::type_name_as_written(.type_name),
+        given_states(.given),
+        state_hint(.type_name, .given)
     )]
     MissingState {
         /// The job name.
         job: &'static str,
         /// Where the job is defined.
         definition: String,
-        /// The state's type.
+        /// The state's type (`std::any::type_name`).
         type_name: &'static str,
+        /// The types of the states the worker was given, as written, sorted.
+        given: Vec<String>,
     },
     /// A duration is out of its range.
     #[error("the {what} is {value:?}; it must be {min:?} to {max:?}")]
@@ -356,10 +394,82 @@ pub enum ConfigError {
     },
 }
 
+impl From<sqlx::Error> for Error {
+    /// [`Error::NotMigrated`] when the server says a `jobq_…` table does not
+    /// exist, [`Error::Database`] otherwise: every statement's error passes
+    /// here, so each call site says the same.
+    fn from(error: sqlx::Error) -> Self {
+        match missing_jobq_table(&error) {
+            Some(table) => Self::NotMigrated {
+                table,
+                source: error,
+            },
+            None => Self::Database(error),
+        }
+    }
+}
+
+/// The jobq table a "no such table" error of any backend names: SQLite's
+/// `no such table: jobq_jobs`, MySQL/MariaDB's error 1146 (SQLSTATE 42S02)
+/// `Table 'app.jobq_jobs' doesn't exist`, PostgreSQL's 42P01 `relation
+/// "jobq_jobs" does not exist`.
+fn missing_jobq_table(error: &sqlx::Error) -> Option<String> {
+    let sqlx::Error::Database(db) = error else {
+        return None;
+    };
+    let message = db.message();
+    let code = db.code();
+    let name = match code.as_deref() {
+        Some("42S02") => message
+            .strip_prefix("Table '")?
+            .split('\'')
+            .next()?
+            .rsplit('.')
+            .next()?,
+        Some("42P01") => message.strip_prefix("relation \"")?.split('"').next()?,
+        _ => message
+            .strip_prefix("no such table: ")?
+            .rsplit('.')
+            .next()?,
+    };
+    name.starts_with("jobq_").then(|| name.to_owned())
+}
+
 impl From<ConfigError> for Error {
     fn from(error: ConfigError) -> Self {
         Self::Config(error)
     }
+}
+
+/// `none`, or `only a \`Mailer\`` / `states of type \`A\`, \`B\``.
+fn given_states(given: &[String]) -> String {
+    match given {
+        [] => "none".to_owned(),
+        [one] => format!("only a `{one}`"),
+        many => format!("states of type {}", quoted_list(many)),
+    }
+}
+
+/// A hint when the state given and the one taken differ by an `Arc`: a
+/// `State<T>` holds its `T` in an `Arc` already.
+fn state_hint(needed: &str, given: &[String]) -> String {
+    let needed = jobq_core::type_name_as_written(needed);
+    let inner = needed
+        .strip_prefix("std::sync::Arc<")
+        .and_then(|t| t.strip_suffix('>'))
+        .filter(|inner| given.iter().any(|g| g == inner));
+    if let Some(inner) = inner {
+        return format!(
+            " (a `{inner}` was given: take `State<{inner}>`, which shares it in an Arc already, or give .state(Arc::new(value)))"
+        );
+    }
+    let arc = format!("std::sync::Arc<{needed}>");
+    if given.contains(&arc) {
+        return format!(
+            " (a `{arc}` was given: give the `{needed}` itself, .state(value); State<T> shares it in an Arc already)"
+        );
+    }
+    String::new()
 }
 
 /// `a`, `b`: each name in backticks, comma separated.

@@ -33,6 +33,68 @@ pub const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// Connections a `Jobq` opens when it builds its own pool.
 const DEFAULT_MAX_CONNECTIONS: u32 = 10;
+/// How long [`Jobq::connect`] waits for its first connection by default.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How [`Jobq::connect_with_options`] opens its pool: how many connections,
+/// and how long to wait for the first one.
+///
+/// `connect` opens one connection before it builds the pool, within the
+/// connect timeout (default [`DEFAULT_CONNECT_TIMEOUT`], 5 s), so that a
+/// server that refuses, a wrong password or a host that does not resolve
+/// fails at once with its own error (`database error: error communicating
+/// with database: Connection refused (os error 111)`) rather than after the
+/// pool's 30 s of retries as `PoolTimedOut`; a server that does not answer
+/// fails with [`Error::ConnectTimeout`]. SQLite opens a file and has no
+/// timeout.
+///
+/// ```no_run
+/// # async fn demo() -> jobq_runtime::Result<()> {
+/// use std::time::Duration;
+/// use jobq_runtime::{ConnectOptions, Jobq};
+///
+/// let options = ConnectOptions::new()
+///     .max_connections(20)
+///     .connect_timeout(Duration::from_secs(2));
+/// let jobq = Jobq::connect_with_options("postgres://app@db/app", options).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    pub(crate) max_connections: u32,
+    /// Read by the server backends only (SQLite opens a file).
+    #[cfg_attr(not(any(feature = "mysql", feature = "postgres")), allow(dead_code))]
+    pub(crate) connect_timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ConnectOptions {
+    /// A pool of 10 connections, 5 s to open the first.
+    pub fn new() -> Self {
+        Self {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+
+    /// The most connections the pool opens (default 10).
+    pub fn max_connections(mut self, max_connections: u32) -> Self {
+        self.max_connections = max_connections;
+        self
+    }
+
+    /// How long `connect` waits for the server to accept its first
+    /// connection, log it in and answer (default 5 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+}
 
 /// A cheap-to-clone handle on one database's jobs.
 ///
@@ -60,13 +122,23 @@ impl Jobq {
     /// or `postgres://`/`postgresql://`, building a pool of 10 connections.
     /// A URL of a backend whose Cargo feature is off is refused with
     /// [`Error::BackendNotCompiled`], naming the feature.
+    ///
+    /// Its first connection is opened within 5 s, and a refusal reported
+    /// as such (see [`ConnectOptions`]).
     pub async fn connect(url: &str) -> Result<Self> {
-        Self::connect_with(url, DEFAULT_MAX_CONNECTIONS).await
+        Self::connect_with_options(url, ConnectOptions::new()).await
     }
 
     /// Like [`connect`](Self::connect) with a pool of `max_connections`.
     pub async fn connect_with(url: &str, max_connections: u32) -> Result<Self> {
-        Ok(Self::new(store::connect(url, max_connections).await?))
+        Self::connect_with_options(url, ConnectOptions::new().max_connections(max_connections))
+            .await
+    }
+
+    /// Like [`connect`](Self::connect) with the pool size and connect
+    /// timeout of `options`.
+    pub async fn connect_with_options(url: &str, options: ConnectOptions) -> Result<Self> {
+        Ok(Self::new(store::connect(url, &options).await?))
     }
 
     pub(crate) fn new(store: Store) -> Self {

@@ -110,8 +110,8 @@ mod worker;
 
 pub use error::{ConfigError, Error, InvalidArgument, Result};
 pub use handle::{
-    AnyConnection, DEFAULT_MAX_PAYLOAD_BYTES, EnqueueConnection, Jobq, MAX_DELAY, MAX_JOB_NAME_LEN,
-    MAX_KEY_LEN, MAX_QUEUE_LEN,
+    AnyConnection, ConnectOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_PAYLOAD_BYTES,
+    EnqueueConnection, Jobq, MAX_DELAY, MAX_JOB_NAME_LEN, MAX_KEY_LEN, MAX_QUEUE_LEN,
 };
 pub use jobq_core::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, IntoJobResult, Job, JobContext,

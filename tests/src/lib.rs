@@ -18,10 +18,12 @@ use tokio::sync::Notify;
 
 pub mod chaos;
 pub mod metrics;
+pub mod scratch;
 pub mod services;
 pub mod sql;
 mod wait;
 
+pub use scratch::ScratchDb;
 pub use wait::{eventually, wait_for_done, wait_for_status, wait_until};
 
 /// A database for one test.

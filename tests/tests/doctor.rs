@@ -4,7 +4,8 @@
 //! ahead, a table that is not InnoDB, a transaction waiting on a row lock.
 //!
 //! Each test that changes a schema works in a database of its own
-//! (`jobq_doctor_*` on MariaDB and PostgreSQL, a fresh file on SQLite), so
+//! (`jobq_doctor_*_<random>` on MariaDB and PostgreSQL, dropped at the
+//! test's end, a fresh file on SQLite), so
 //! that other tests' migrations and lock waits in the shared `test`
 //! databases cannot change what it finds. Server settings are never
 //! changed: session settings and these databases only.
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use jobq_runtime::{Backend, Check, CheckStatus, DoctorReport, Enqueue, Jobq, job};
 use jobq_tests::sql::Db;
-use jobq_tests::{TestDb, assert_contains, eventually, unique_queue};
+use jobq_tests::{ScratchDb, TestDb, assert_contains, eventually, unique_queue};
 use sqlx::{Connection, Executor};
 
 #[job(name = "doctor_probe")]
@@ -21,62 +22,18 @@ async fn probe(n: u64) {
     let _ = n;
 }
 
-/// A database of one test's own: `name`, emptied, on the server of `db`
-/// (MySQL/PostgreSQL), or a fresh SQLite file.
+/// A database of one test's own (`{name}_{random}`) on the server of `db`
+/// (MySQL/PostgreSQL), or a fresh SQLite file; dropped at the test's end.
 struct OwnDb {
     url: String,
-    _file: Option<TestDb>,
-}
-
-/// `url` with its database path replaced by `name`.
-fn with_database(url: &str, name: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, format!("?{query}")),
-        None => (url, String::new()),
-    };
-    let host_start = base.find("://").map_or(0, |i| i + 3);
-    let head = match base[host_start..].find('/') {
-        Some(i) => &base[..host_start + i],
-        None => base,
-    };
-    format!("{head}/{name}{query}")
+    _scratch: ScratchDb,
 }
 
 async fn own_database(db: &TestDb, name: &str) -> OwnDb {
-    match db.backend() {
-        Backend::MySql => {
-            let mut admin = sqlx::MySqlConnection::connect(db.url()).await.unwrap();
-            admin
-                .execute(format!("DROP DATABASE IF EXISTS {name}").as_str())
-                .await
-                .unwrap();
-            admin
-                .execute(format!("CREATE DATABASE {name}").as_str())
-                .await
-                .unwrap();
-        }
-        Backend::Postgres => {
-            let mut admin = sqlx::PgConnection::connect(db.url()).await.unwrap();
-            admin
-                .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
-                .await
-                .unwrap();
-            admin
-                .execute(format!("CREATE DATABASE {name}").as_str())
-                .await
-                .unwrap();
-        }
-        _ => {
-            let file = TestDb::sqlite().unwrap();
-            return OwnDb {
-                url: file.url().to_owned(),
-                _file: Some(file),
-            };
-        }
-    }
+    let scratch = db.scratch(name).await;
     OwnDb {
-        url: with_database(db.url(), name),
-        _file: None,
+        url: scratch.url().to_owned(),
+        _scratch: scratch,
     }
 }
 

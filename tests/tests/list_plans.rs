@@ -4,8 +4,8 @@
 //! on SQLite): every filter an index serves is read through it (no full
 //! scan), and each list and count answers in bounded time.
 //!
-//! The rows are dropped at the end; `JOBQ_PLAN_KEEP=1` keeps them for the
-//! next run (which then skips the fill).
+//! The rows and the database are dropped at the end; `JOBQ_PLAN_KEEP=1`
+//! keeps them for the next run (which then skips the fill).
 
 use std::time::{Duration, Instant};
 
@@ -401,8 +401,13 @@ async fn list_and_bulk_statements_read_through_an_index(db: TestDb) {
         }
     }
     if std::env::var("JOBQ_PLAN_KEEP").is_err() {
-        let db = Db::of(&jobq);
-        db.execute(empty(&db), &[]).await.unwrap();
+        let rows = Db::of(&jobq);
+        rows.execute(empty(&rows), &[]).await.unwrap();
+        drop(rows);
+        drop(jobq);
+        if backend != Backend::Sqlite {
+            jobq_tests::scratch::drop_database(backend, db.url(), DB_NAME).await;
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

@@ -38,6 +38,43 @@ async fn a_missing_state_names_the_job_and_the_type() {
     );
 }
 
+#[job(name = "build_needs_arc_mailer", queue = "build-arc-mail")]
+async fn needs_arc_mailer(mailer: State<std::sync::Arc<Mailer>>, to: String) {
+    let _ = (mailer, to);
+}
+
+#[tokio::test]
+async fn a_state_given_without_its_arc_lists_what_was_given_as_written() {
+    let m = message(
+        Worker::builder(jobq().await)
+            .queue("build-arc-mail", 2)
+            .state(Mailer)
+            .state(7_u32)
+            .build(),
+    );
+    assert_contains(
+        &m,
+        &[
+            "the worker cannot be built: job `build_needs_arc_mailer` (`worker_build::needs_arc_mailer` at tests/tests/worker_build.rs:",
+            ") takes `State<std::sync::Arc<worker_build::Mailer>>`, but the worker was given states of type `u32`, `worker_build::Mailer`; add .state(value) (a `worker_build::Mailer` was given: take `State<worker_build::Mailer>`, which shares it in an Arc already, or give .state(Arc::new(value)))",
+        ],
+    );
+    let m = message(
+        Worker::builder(jobq().await)
+            .queue("build-mail", 2)
+            .state(std::sync::Arc::new(Mailer))
+            .build(),
+    );
+    assert!(!m.contains("alloc::"), "{m}");
+    assert_contains(
+        &m,
+        &[
+            "but the worker was given only a `std::sync::Arc<worker_build::Mailer>`",
+            "give the `worker_build::Mailer` itself",
+        ],
+    );
+}
+
 #[tokio::test]
 async fn given_the_state_the_worker_builds() {
     Worker::builder(jobq().await)

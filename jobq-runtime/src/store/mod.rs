@@ -65,7 +65,7 @@ use chrono::{DateTime, DurationRound, Utc};
 use tokio_util::sync::CancellationToken;
 
 use self::filter::{Filtered, Kind, Statement, Where};
-use crate::handle::AnyConnection;
+use crate::handle::{AnyConnection, ConnectOptions};
 use crate::ops::{Order, STATS_FINISHED_CAP, STATS_MINUTES, Stats};
 use crate::types::{Enqueued, JobInfo, JobStatus, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
@@ -103,8 +103,10 @@ pub(crate) trait BackendStore: Sized {
     /// Which backend this is.
     fn backend(&self) -> Backend;
 
-    /// Opens a pool of `max_connections` for `url` (one of its schemes).
-    async fn connect(url: &str, max_connections: u32) -> Result<Self>;
+    /// Opens a pool of `options.max_connections` for `url` (one of its
+    /// schemes), a server's first connection within `options.connect_timeout`
+    /// ([`probe`]).
+    async fn connect(url: &str, options: &ConnectOptions) -> Result<Self>;
 
     /// Uses the caller's pool; checks what it must of the server.
     async fn from_pool(pool: Self::Pool) -> Result<Self>;
@@ -280,18 +282,43 @@ macro_rules! dispatch {
     };
 }
 
+/// Opens one connection to a server within `timeout` and closes it: what a
+/// pool's first connect does, but failing with the connection's own error
+/// (a refusal, a login, a DNS failure) at once, where the pool retries it
+/// until its acquire timeout (30 s) and reports only `PoolTimedOut`.
+#[cfg_attr(not(any(feature = "mysql", feature = "postgres")), allow(dead_code))]
+pub(crate) async fn probe<O>(url: &str, options: &O, timeout: Duration) -> Result<()>
+where
+    O: sqlx::ConnectOptions,
+    O::Connection: Sized,
+{
+    use sqlx::Connection as _;
+    match tokio::time::timeout(timeout, options.connect()).await {
+        Ok(Ok(conn)) => {
+            // The pool opens its own; a failed goodbye changes nothing.
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Ok(Err(error)) => Err(error.into()),
+        Err(_elapsed) => Err(Error::ConnectTimeout {
+            url: crate::handle::redact_url(url),
+            timeout,
+        }),
+    }
+}
+
 /// Opens the store `url` names, if its backend is compiled in.
-pub(crate) async fn connect(url: &str, max_connections: u32) -> Result<Store> {
+pub(crate) async fn connect(url: &str, options: &ConnectOptions) -> Result<Store> {
     let Some(backend) = Backend::from_url(url) else {
         return Err(Error::UnsupportedUrl(crate::handle::redact_url(url)));
     };
     Ok(match backend {
         #[cfg(feature = "mysql")]
-        Backend::MySql => Store::MySql(MySqlStore::connect(url, max_connections).await?),
+        Backend::MySql => Store::MySql(MySqlStore::connect(url, options).await?),
         #[cfg(feature = "sqlite")]
-        Backend::Sqlite => Store::Sqlite(SqliteStore::connect(url, max_connections).await?),
+        Backend::Sqlite => Store::Sqlite(SqliteStore::connect(url, options).await?),
         #[cfg(feature = "postgres")]
-        Backend::Postgres => Store::Postgres(PgStore::connect(url, max_connections).await?),
+        Backend::Postgres => Store::Postgres(PgStore::connect(url, options).await?),
         #[allow(unreachable_patterns)]
         backend => {
             return Err(Error::BackendNotCompiled {
@@ -1005,7 +1032,9 @@ mod tests {
         } else {
             "sqlite::memory:"
         };
-        let error = super::connect(url, 1).await.unwrap_err();
+        let error = super::connect(url, &crate::ConnectOptions::new())
+            .await
+            .unwrap_err();
         let crate::Error::BackendNotCompiled { backend, feature } = &error else {
             panic!("{error:?}");
         };

@@ -264,6 +264,7 @@ impl WorkerBuilder {
                         job: registration.name,
                         definition: registration.definition.to_string(),
                         type_name: requirement.type_name,
+                        given: self.states.type_names(),
                     }
                     .into());
                 }

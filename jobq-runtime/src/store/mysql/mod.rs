@@ -42,6 +42,7 @@ use super::{
     QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
     retry_transient, row_token,
 };
+use crate::handle::ConnectOptions;
 use crate::metrics::statement;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
@@ -138,10 +139,11 @@ impl BackendStore for MySqlStore {
         Backend::MySql
     }
 
-    async fn connect(url: &str, max_connections: u32) -> Result<Self> {
+    async fn connect(url: &str, connect: &ConnectOptions) -> Result<Self> {
         let options = MySqlConnectOptions::from_str(&glue::mysql_url(url))?;
+        super::probe(url, &options, connect.connect_timeout).await?;
         let pool = MySqlPoolOptions::new()
-            .max_connections(max_connections)
+            .max_connections(connect.max_connections)
             .test_before_acquire(false)
             .before_acquire(super::ping_if_idle::<sqlx::MySql>)
             .after_connect(|conn, _meta| {

@@ -26,11 +26,12 @@
 //!   commits of notifying transactions are serialized by PostgreSQL);
 //!   [`listen`](listen::listen) turns those into in-process wake-ups.
 
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::{PgArguments, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Arguments, Connection, Executor, PgConnection, PgPool, Row};
 use tokio_util::sync::CancellationToken;
 
@@ -43,6 +44,7 @@ use super::{
     QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
     retry_transient, row_token,
 };
+use crate::handle::ConnectOptions;
 use crate::metrics::statement;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
@@ -97,12 +99,14 @@ impl BackendStore for PgStore {
         Backend::Postgres
     }
 
-    async fn connect(url: &str, max_connections: u32) -> Result<Self> {
+    async fn connect(url: &str, connect: &ConnectOptions) -> Result<Self> {
+        let options = PgConnectOptions::from_str(url)?;
+        super::probe(url, &options, connect.connect_timeout).await?;
         let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
+            .max_connections(connect.max_connections)
             .test_before_acquire(false)
             .before_acquire(super::ping_if_idle::<sqlx::Postgres>)
-            .connect(url)
+            .connect_with(options)
             .await?;
         Self::from_pool(pool).await
     }

@@ -43,6 +43,7 @@ use super::{
     QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
     retry_transient, row_token,
 };
+use crate::handle::ConnectOptions;
 use crate::metrics::statement;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
@@ -126,7 +127,8 @@ impl BackendStore for SqliteStore {
     /// needs (sqlx opens it in shared-cache mode, where several connections
     /// would lock tables against each other instead of waiting on the busy
     /// timeout). Use a file for anything that has to survive the pool.
-    async fn connect(url: &str, max_connections: u32) -> Result<Self> {
+    async fn connect(url: &str, connect: &ConnectOptions) -> Result<Self> {
+        let max_connections = connect.max_connections;
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .busy_timeout(BUSY_TIMEOUT);

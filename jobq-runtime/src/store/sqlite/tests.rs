@@ -17,7 +17,9 @@ fn ask<'a>(queue: &'a str, limit: u32, lease: Duration, worker: &'a str) -> Clai
 async fn store() -> (tempfile::TempDir, SqliteStore) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("jobs.db").display());
-    let store = SqliteStore::connect(&url, 4).await.unwrap();
+    let store = SqliteStore::connect(&url, &crate::ConnectOptions::new().max_connections(4))
+        .await
+        .unwrap();
     store.migrate().await.unwrap();
     (dir, store)
 }
@@ -392,7 +394,12 @@ async fn a_cancelled_job_loses_its_lease_and_can_be_retried() {
 
 #[tokio::test]
 async fn an_in_memory_database_is_one_database_for_the_whole_pool() {
-    let store = SqliteStore::connect("sqlite::memory:", 8).await.unwrap();
+    let store = SqliteStore::connect(
+        "sqlite::memory:",
+        &crate::ConnectOptions::new().max_connections(8),
+    )
+    .await
+    .unwrap();
     store.migrate().await.unwrap();
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..8 {
@@ -418,7 +425,9 @@ async fn concurrent_connects_and_migrations_of_a_new_file_all_succeed() {
     for _ in 0..8 {
         let url = url.clone();
         tasks.spawn(async move {
-            let store = SqliteStore::connect(&url, 2).await?;
+            let store =
+                SqliteStore::connect(&url, &crate::ConnectOptions::new().max_connections(2))
+                    .await?;
             store.migrate().await?;
             store.enqueue(&job("q")).await
         });
@@ -426,7 +435,9 @@ async fn concurrent_connects_and_migrations_of_a_new_file_all_succeed() {
     for result in tasks.join_all().await {
         result.unwrap();
     }
-    let store = SqliteStore::connect(&url, 1).await.unwrap();
+    let store = SqliteStore::connect(&url, &crate::ConnectOptions::new().max_connections(1))
+        .await
+        .unwrap();
     let migrations: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobq_migrations")
         .fetch_one(store.pool())
         .await

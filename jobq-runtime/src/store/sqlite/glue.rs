@@ -16,7 +16,7 @@ impl Jobq {
         )))
     }
 
-    /// The MySQL pool, if this handle is on SQLite.
+    /// The SQLite pool, if this handle is on SQLite.
     pub fn sqlite_pool(&self) -> Option<&SqlitePool> {
         #[allow(unreachable_patterns)]
         match self.store() {

@@ -314,16 +314,9 @@ impl TestJobq {
 
     /// Makes every pending job of `queue` due now.
     async fn make_due(&self, queue: &str) -> Result<u64> {
-        let pool = self.jobq.sqlite_pool().expect("a TestJobq is on SQLite");
-        let now = chrono::Utc::now().timestamp_micros();
-        let done = sqlx::query(
-            "UPDATE jobq_jobs SET run_at = ?1 WHERE queue = ?2 AND status = 'pending' AND run_at > ?1",
-        )
-        .bind(now)
-        .bind(queue)
-        .execute(pool)
-        .await?;
-        Ok(done.rows_affected())
+        crate::store::sqlite::make_due(&self.jobq, queue)
+            .await
+            .expect("a TestJobq is on SQLite")
     }
 
     /// The payloads of the pending jobs of type `J` on its own queue

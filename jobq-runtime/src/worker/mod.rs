@@ -117,6 +117,8 @@ impl Worker {
         WorkerBuilder::new(jobq)
     }
 
+    // Called once, by `WorkerBuilder::build`, with its fields.
+    #[allow(clippy::too_many_arguments)]
     fn new(
         jobq: Jobq,
         queues: Vec<QueueSpec>,

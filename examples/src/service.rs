@@ -25,7 +25,7 @@ use sqlx::SqlitePool;
     max_attempts = 5,
     key = "welcome:{user_id}"
 )]
-async fn welcome(ctx: JobContext, db: State<SqlitePool>, user_id: i64) -> Result<(), String> {
+pub async fn welcome(ctx: JobContext, db: State<SqlitePool>, user_id: i64) -> Result<(), String> {
     let sent = sqlx::query("INSERT OR IGNORE INTO sent_mail (mail_key, user_id) VALUES (?, ?)")
         .bind(ctx.idempotency_key())
         .bind(user_id)
@@ -84,7 +84,13 @@ impl App {
     /// Opens the SQLite database at `url`, migrates jobq and creates the
     /// service's tables.
     pub async fn open(url: &str) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
-        let jobq = Jobq::connect(url).await?;
+        Self::on(Jobq::connect(url).await?).await
+    }
+
+    /// The service on `jobq`, which must be on SQLite (a test's
+    /// `jobq_runtime::testing::TestJobq`): migrates it and creates the
+    /// service's tables.
+    pub async fn on(jobq: Jobq) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         jobq.migrate().await?;
         let db = jobq
             .sqlite_pool()

@@ -4,21 +4,57 @@
 //! MariaDB 10.6+, SQLite 3.35+ or PostgreSQL 13+ — with no broker and no
 //! extra process.
 //!
-//! ```ignore
-//! use jobq_runtime::{job, JobContext, Jobq, State, Worker};
+//! ```
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//! use std::time::Duration;
+//! use jobq_runtime::{job, JobContext, JobStatus, Jobq, State, Worker};
+//!
+//! /// Sends mail (here: counts what it would send).
+//! #[derive(Debug, Default)]
+//! struct Mailer {
+//!     sent: AtomicU32,
+//! }
+//!
+//! impl Mailer {
+//!     async fn send(&self, user_id: u64, locale: &str, key: String) -> std::io::Result<()> {
+//!         let _ = (user_id, locale, key);
+//!         self.sent.fetch_add(1, Ordering::Relaxed);
+//!         Ok(())
+//!     }
+//! }
 //!
 //! /// Sends the welcome mail.
 //! #[job(queue = "mail", max_attempts = 8, timeout = "30s", key = "welcome:{user_id}")]
 //! async fn send_welcome(ctx: JobContext, mailer: State<Mailer>, user_id: u64, locale: String)
-//!     -> Result<(), MailError>
+//!     -> std::io::Result<()>
 //! {
 //!     mailer.send(user_id, &locale, ctx.idempotency_key()).await
 //! }
 //!
-//! let jobq = Jobq::connect("mysql://app@db/app").await?;
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // sqlite://jobs.db, mysql://app:secret@127.0.0.1/app, postgres://… alike
+//! let jobq = Jobq::connect("sqlite::memory:").await?;
 //! jobq.migrate().await?;
-//! jobq.enqueue(SendWelcome::new(42, "en".into())).await?;
-//! Worker::builder(jobq).queue("mail", 16).state(mailer).build()?.run_until(shutdown).await?;
+//! let job = jobq.enqueue(SendWelcome::new(42, "en".into())).await?;
+//!
+//! // A service runs the worker until its shutdown signal; here, until the job is done.
+//! let done = {
+//!     let jobq = jobq.clone();
+//!     async move {
+//!         while jobq.job(job.id).await.ok().flatten().is_some_and(|j| j.status != JobStatus::Done) {
+//!             tokio::time::sleep(Duration::from_millis(5)).await;
+//!         }
+//!     }
+//! };
+//! Worker::builder(jobq.clone())
+//!     .queue("mail", 16)
+//!     .state(Mailer::default())
+//!     .build()?
+//!     .run_until(done)
+//!     .await?;
+//! assert_eq!(jobq.job(job.id).await?.unwrap().attempts, 1);
+//! # Ok(()) }
 //! ```
 //!
 //! ## Defining jobs
@@ -104,6 +140,8 @@ mod handle;
 pub mod metrics;
 mod ops;
 mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod types;
 mod wakeup;
 mod worker;

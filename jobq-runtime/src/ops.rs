@@ -23,7 +23,33 @@ pub const STATS_FINISHED_CAP: u64 = 10_000;
 /// [`QueueStats::failed_per_minute`].
 pub const STATS_MINUTES: usize = 60;
 
-/// The figures of every queue at one moment, read in one call.
+/// The figures of every queue at one moment, read in one call, from
+/// [`Jobq::stats`](crate::Jobq::stats).
+///
+/// ```
+/// use std::time::Duration;
+/// use jobq_runtime::{job, Enqueue, Jobq};
+///
+/// /// Expires a session.
+/// #[job(queue = "sessions")]
+/// async fn expire(session: u64) {
+///     let _ = session;
+/// }
+///
+/// # #[tokio::main]
+/// # async fn main() -> jobq_runtime::Result<()> {
+/// let jobq = Jobq::connect("sqlite::memory:").await?;
+/// jobq.migrate().await?;
+/// jobq.enqueue(Expire::new(1)).await?;
+/// let later = Enqueue::new().delay(Duration::from_secs(3600));
+/// jobq.enqueue_with(Expire::new(2), later).await?;
+///
+/// let stats = jobq.stats().await?;
+/// let sessions = stats.queue("sessions").expect("a queue with pending jobs");
+/// assert_eq!((sessions.available, sessions.scheduled, sessions.processing), (1, 1, 0));
+/// assert!(sessions.oldest_available_age.is_some()); // the queue's lag
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Stats {
@@ -107,9 +133,28 @@ impl QueueStats {
 /// set must match (none set: every job).
 ///
 /// ```
-/// use jobq_runtime::{JobFilter, JobStatus};
-/// let failed_mail = JobFilter::new().queue("mail").status(JobStatus::Failed);
-/// # let _ = failed_mail;
+/// use jobq_runtime::{job, JobFilter, JobStatus, Jobq, Page};
+///
+/// /// Pings a host.
+/// #[job(queue = "pings")]
+/// async fn ping(host: String) {
+///     let _ = host;
+/// }
+///
+/// # #[tokio::main]
+/// # async fn main() -> jobq_runtime::Result<()> {
+/// let jobq = Jobq::connect("sqlite::memory:").await?;
+/// jobq.migrate().await?;
+/// let a = jobq.enqueue(Ping::new("a.example".into())).await?;
+/// jobq.enqueue(Ping::new("b.example".into())).await?;
+/// jobq.cancel(a.id).await?;
+///
+/// let cancelled = JobFilter::new().queue("pings").status(JobStatus::Cancelled);
+/// assert_eq!(jobq.count_where(&cancelled).await?, 1);
+/// let page = jobq.list(&cancelled, Page::first(10)).await?;
+/// assert_eq!(page.jobs[0].id, a.id);
+/// assert_eq!(jobq.retry_where(&cancelled).await?, 1); // back to pending
+/// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -181,6 +226,36 @@ pub enum Order {
 pub const MAX_PAGE_LEN: u32 = 1000;
 
 /// One page of a list: up to `limit` jobs after `after`, in `order`.
+///
+/// ```
+/// use jobq_runtime::{job, JobFilter, Jobq, Order, Page};
+///
+/// /// Archives a document.
+/// #[job(queue = "archive")]
+/// async fn archive(doc: u32) {
+///     let _ = doc;
+/// }
+///
+/// # #[tokio::main]
+/// # async fn main() -> jobq_runtime::Result<()> {
+/// let jobq = Jobq::connect("sqlite::memory:").await?;
+/// jobq.migrate().await?;
+/// jobq.enqueue_many((0..5).map(Archive::new)).await?;
+///
+/// let filter = JobFilter::new().queue("archive");
+/// let mut page = Page::first(2).order(Order::OldestFirst);
+/// let mut docs = Vec::new();
+/// loop {
+///     let found = jobq.list(&filter, page).await?;
+///     docs.extend(found.jobs.iter().map(|j| j.payload.clone()));
+///     match found.next {
+///         Some(cursor) => page = page.after(Some(cursor)), // `cursor.to_string()` for a URL
+///         None => break,
+///     }
+/// }
+/// assert_eq!(docs, ["{\"doc\":0}", "{\"doc\":1}", "{\"doc\":2}", "{\"doc\":3}", "{\"doc\":4}"]);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Page {

@@ -108,6 +108,27 @@ impl FromStr for JobStatus {
 }
 
 /// What an enqueue did.
+///
+/// ```
+/// use jobq_runtime::{job, Jobq};
+///
+/// /// Mails an order's invoice, once per order.
+/// #[job(queue = "invoices", key = "invoice:{order_id}")]
+/// async fn send_invoice(order_id: u64) {
+///     let _ = order_id;
+/// }
+///
+/// # #[tokio::main]
+/// # async fn main() -> jobq_runtime::Result<()> {
+/// let jobq = Jobq::connect("sqlite::memory:").await?;
+/// jobq.migrate().await?;
+/// let first = jobq.enqueue(SendInvoice::new(9)).await?;
+/// let again = jobq.enqueue(SendInvoice::new(9)).await?; // the same key: `invoice:9`
+/// assert!(!first.duplicate);
+/// assert!(again.duplicate);
+/// assert_eq!(again.id, first.id);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Enqueued {
     /// The job's id: the new row's, or the existing one's for a duplicate key.
@@ -120,14 +141,32 @@ pub struct Enqueued {
 ///
 /// ```
 /// use std::time::Duration;
-/// use jobq_runtime::Enqueue;
+/// use jobq_runtime::{job, Enqueue, Jobq};
 ///
+/// /// Sends a newsletter.
+/// #[job(queue = "newsletters")]
+/// async fn newsletter(issue: u32) {
+///     let _ = issue;
+/// }
+///
+/// # #[tokio::main]
+/// # async fn main() -> jobq_runtime::Result<()> {
+/// let jobq = Jobq::connect("sqlite::memory:").await?;
+/// jobq.migrate().await?;
 /// let opts = Enqueue::new()
 ///     .delay(Duration::from_secs(60))
 ///     .priority(-5)
-///     .queue("mail-bulk")
-///     .idempotency_key("welcome:42");
-/// # let _ = opts;
+///     .queue("newsletters-bulk")
+///     .max_attempts(3)
+///     .idempotency_key("newsletter:42");
+/// let job = jobq.enqueue_with(Newsletter::new(42), opts).await?;
+/// let info = jobq.job(job.id).await?.unwrap();
+/// assert_eq!(
+///     (info.queue.as_str(), info.priority, info.max_attempts),
+///     ("newsletters-bulk", -5, 3)
+/// );
+/// assert!(info.run_at > info.created_at);
+/// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct Enqueue {
@@ -196,6 +235,28 @@ impl Enqueue {
 }
 
 /// A job as stored, as [`Jobq::job`](crate::Jobq::job) reports it.
+///
+/// ```
+/// use jobq_runtime::{job, JobStatus, Jobq};
+///
+/// /// Restocks a product.
+/// #[job(queue = "stock")]
+/// async fn restock(sku: String) {
+///     let _ = sku;
+/// }
+///
+/// # #[tokio::main]
+/// # async fn main() -> jobq_runtime::Result<()> {
+/// let jobq = Jobq::connect("sqlite::memory:").await?;
+/// jobq.migrate().await?;
+/// let job = jobq.enqueue(Restock::new("A-1".into())).await?;
+/// let info = jobq.job(job.id).await?.expect("the row exists");
+/// assert_eq!(info.status, JobStatus::Pending);
+/// assert_eq!(info.job_name, "restock");
+/// assert_eq!(info.payload, r#"{"sku":"A-1"}"#);
+/// assert_eq!((info.attempts, info.last_error), (0, None));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct JobInfo {
@@ -260,7 +321,29 @@ fn pretty_json(text: &str) -> String {
     }
 }
 
-/// How many jobs of one queue are in each status.
+/// How many jobs of one queue are in each status, from
+/// [`Jobq::counts`](crate::Jobq::counts).
+///
+/// ```
+/// use jobq_runtime::{job, Jobq};
+///
+/// /// Rotates a log file.
+/// #[job(queue = "logs")]
+/// async fn rotate(file: String) {
+///     let _ = file;
+/// }
+///
+/// # #[tokio::main]
+/// # async fn main() -> jobq_runtime::Result<()> {
+/// let jobq = Jobq::connect("sqlite::memory:").await?;
+/// jobq.migrate().await?;
+/// let a = jobq.enqueue(Rotate::new("a.log".into())).await?;
+/// jobq.enqueue(Rotate::new("b.log".into())).await?;
+/// jobq.cancel(a.id).await?;
+/// let counts = jobq.counts("logs").await?;
+/// assert_eq!((counts.pending, counts.cancelled, counts.total()), (1, 1, 2));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QueueCounts {

@@ -41,6 +41,39 @@ fn within(what: &'static str, value: Duration, min: Duration, max: Duration) -> 
 }
 
 /// Builds a [`Worker`]; see [`Worker::builder`].
+///
+/// ```
+/// use std::time::Duration;
+/// use jobq_runtime::{job, Jobq, State, Worker};
+///
+/// /// Where reports go.
+/// #[derive(Debug)]
+/// struct ReportStore;
+///
+/// /// Builds the nightly report.
+/// #[job(queue = "reports")]
+/// async fn nightly_report(store: State<ReportStore>) {
+///     let _ = store;
+/// }
+///
+/// # #[tokio::main]
+/// # async fn main() -> jobq_runtime::Result<()> {
+/// let jobq = Jobq::connect("sqlite::memory:").await?;
+/// jobq.migrate().await?;
+/// // A job of a served queue needs a state the builder was not given:
+/// let refused = Worker::builder(jobq.clone()).queue("reports", 1).build();
+/// assert!(refused.unwrap_err().to_string().contains("ReportStore"));
+///
+/// let worker = Worker::builder(jobq)
+///     .queue("reports", 2)
+///     .state(ReportStore)
+///     .cron("0 3 * * *", NightlyReport::new()) // 03:00 UTC, one row per tick
+///     .lease(Duration::from_secs(60))
+///     .shutdown_timeout(Duration::from_secs(10))
+///     .build()?;
+/// # drop(worker);
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[must_use]
 pub struct WorkerBuilder {
@@ -50,6 +83,7 @@ pub struct WorkerBuilder {
     settings: Settings,
     worker_id: Option<String>,
     cron: Vec<CronSpec>,
+    observer: Option<super::shared::Observer>,
 }
 
 impl WorkerBuilder {
@@ -61,6 +95,7 @@ impl WorkerBuilder {
             settings: Settings::default(),
             worker_id: None,
             cron: Vec::new(),
+            observer: None,
         }
     }
 
@@ -208,6 +243,20 @@ impl WorkerBuilder {
         self
     }
 
+    /// Reports how each attempt ended to `observer` (`testing`'s drain).
+    #[cfg(feature = "testing")]
+    pub(crate) fn observer(mut self, observer: super::Observer) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// All of `states` handed to handlers, as [`state`](Self::state) each.
+    #[cfg(feature = "testing")]
+    pub(crate) fn states(mut self, states: States) -> Self {
+        self.states = states;
+        self
+    }
+
     /// The id written to `claimed_by` (default `host:pid:random`).
     pub fn worker_id(mut self, id: impl Into<String>) -> Self {
         self.worker_id = Some(id.into());
@@ -325,6 +374,7 @@ impl WorkerBuilder {
             settings,
             worker_id,
             cron,
+            self.observer,
         ))
     }
 }

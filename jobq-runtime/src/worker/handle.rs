@@ -20,6 +20,31 @@ use crate::{Error, Result};
 /// as the deadline: running jobs get that long, the rest are released to
 /// `pending` without counting the attempt, and completed jobs are settled.
 /// Nothing reports the outcome; call `shutdown` to wait for it.
+///
+/// ```
+/// use std::time::Duration;
+/// use jobq_runtime::{job, JobStatus, Jobq, Worker};
+///
+/// /// Makes a thumbnail.
+/// #[job(queue = "thumbnails")]
+/// async fn thumbnail(image_id: u64) {
+///     let _ = image_id;
+/// }
+///
+/// # #[tokio::main]
+/// # async fn main() -> jobq_runtime::Result<()> {
+/// let jobq = Jobq::connect("sqlite::memory:").await?;
+/// jobq.migrate().await?;
+/// let handle = Worker::builder(jobq.clone()).queue("thumbnails", 4).build()?.start();
+/// let job = jobq.enqueue(Thumbnail::new(7)).await?;
+/// while jobq.job(job.id).await?.map(|j| j.status) != Some(JobStatus::Done) {
+///     tokio::time::sleep(Duration::from_millis(5)).await;
+/// }
+/// assert_eq!(handle.held_jobs(), 0);
+/// // Stops claiming, gives running jobs up to 30 s, settles everything.
+/// handle.shutdown(Duration::from_secs(30)).await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[must_use = "dropping the handle shuts the worker down in the background; call shutdown to wait for it"]
 pub struct WorkerHandle {

@@ -58,6 +58,8 @@ pub(crate) use cancel::stop_cancelled;
 use handle::Running;
 pub use handle::WorkerHandle;
 pub use shared::DEFAULT_CLAIM_AHEAD_BYTES;
+#[cfg(feature = "testing")]
+pub(crate) use shared::{Ended, Observer};
 
 use crate::metrics::{QueueMetrics, WorkerMetrics};
 use crate::store::{Fence, Transition};
@@ -71,11 +73,31 @@ const COMPLETE_BACKLOG: usize = 10_000;
 
 /// Runs jobs from the queues it serves until shut down.
 ///
-/// ```no_run
-/// # use jobq_runtime::{Jobq, Worker};
-/// # async fn demo(jobq: Jobq) -> jobq_runtime::Result<()> {
-/// let worker = Worker::builder(jobq).queue("mail", 16).build()?;
-/// worker.run_until(async { tokio::signal::ctrl_c().await.ok(); }).await?;
+/// ```
+/// use jobq_runtime::{job, Jobq, Worker};
+///
+/// /// Rebuilds one shard of the search index.
+/// #[job(queue = "search")]
+/// async fn reindex(shard: u32) {
+///     let _ = shard;
+/// }
+///
+/// # #[tokio::main]
+/// # async fn main() -> jobq_runtime::Result<()> {
+/// let jobq = Jobq::connect("sqlite::memory:").await?;
+/// jobq.migrate().await?;
+/// // `build` checks the queue has jobs, their states were given, …
+/// let worker = Worker::builder(jobq.clone()).queue("search", 4).build()?;
+/// // A service passes its shutdown signal (`tokio::signal::ctrl_c()`, SIGTERM);
+/// // here, a channel.
+/// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+/// let running = tokio::spawn(worker.run_until(async {
+///     let _ = stopped.await;
+/// }));
+/// jobq.enqueue(Reindex::new(3)).await?;
+/// stop.send(()).unwrap();
+/// running.await.unwrap()?; // drained: nothing is left `processing`
+/// assert_eq!(jobq.counts("search").await?.processing, 0);
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
@@ -95,6 +117,8 @@ impl Worker {
         WorkerBuilder::new(jobq)
     }
 
+    // Called once, by `WorkerBuilder::build`, with its fields.
+    #[allow(clippy::too_many_arguments)]
     fn new(
         jobq: Jobq,
         queues: Vec<QueueSpec>,
@@ -103,6 +127,7 @@ impl Worker {
         settings: Settings,
         worker_id: String,
         cron: Vec<cron::CronEntry>,
+        observer: Option<shared::Observer>,
     ) -> Self {
         let (completions, receiver) = mpsc::channel(COMPLETE_BACKLOG);
         let (rescues, rescue_receiver) = mpsc::unbounded_channel();
@@ -140,6 +165,7 @@ impl Worker {
             beside_writes: TaskTracker::new(),
             buffered_bytes: AtomicUsize::new(0),
             beside: tokio::sync::Mutex::new(()),
+            observer,
         });
         cancel::register(&shared);
         Self {

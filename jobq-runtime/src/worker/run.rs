@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field};
 
 use super::inject::{self, Point};
-use super::shared::{Held, Shared, backoff, panic_message, panicked, quietly};
+use super::shared::{Ended, Held, Observed, Shared, backoff, panic_message, panicked, quietly};
 use crate::MAX_DELAY;
 use crate::metrics::{self, JobMetrics, QueueMetrics};
 use crate::store::{ClaimedJob, Fence, Store, Target, Transition};
@@ -397,6 +397,7 @@ async fn settle(
     // panics (a closed stderr) must not stop the settle. The attempt's span
     // is not entered here (see `start`): log lines name it as their parent.
     let fence = job.fence();
+    observe(shared, job, &outcome);
     let transition = match outcome {
         Outcome::Succeeded => {
             job_metrics.ended(metrics::Outcome::Succeeded);
@@ -449,6 +450,31 @@ async fn settle(
     apply(shared, &transition).await;
     settlement.owed = Owed::Nothing;
     shared.release_held(&[fence]);
+}
+
+/// Tells the worker's observer, if it has one, how the attempt ended.
+fn observe(shared: &Shared, job: &ClaimedJob, outcome: &Outcome) {
+    let Some(observer) = &shared.observer else {
+        return;
+    };
+    let ended = match outcome {
+        Outcome::Succeeded => Ended::Succeeded,
+        Outcome::Interrupted => Ended::Interrupted,
+        Outcome::Failed(error, policy) => {
+            let plan = plan_failure(job.attempt, job.max_attempts, job.fence(), error, policy);
+            match (plan.target, error.kind()) {
+                (_, JobErrorKind::Snooze(_)) => Ended::Snoozed(plan.delay),
+                (Target::Failed, _) => Ended::Failed(error.clone()),
+                (Target::Pending, _) => Ended::Retried(error.clone(), plan.delay),
+            }
+        }
+    };
+    let _ = observer.send(Observed {
+        id: job.id,
+        job_name: job.job_name.clone(),
+        attempt: job.attempt,
+        ended,
+    });
 }
 
 /// What a failed attempt turns into.

@@ -238,6 +238,35 @@ pub(super) struct Shared {
     /// batch takes it once before writing, so it never runs beside such a
     /// heartbeat that did not exclude its rows.
     pub(super) beside: tokio::sync::Mutex<()>,
+    /// Told how each attempt ended, before its settle is written
+    /// (`jobq_runtime::testing`'s drain listens; `None` otherwise).
+    pub(super) observer: Option<Observer>,
+}
+
+/// Where a worker reports each attempt's end (see [`Shared::observer`]).
+pub(crate) type Observer = tokio::sync::mpsc::UnboundedSender<Observed>;
+
+/// How one attempt ended, as the worker settles it.
+#[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+pub(crate) struct Observed {
+    pub(crate) id: i64,
+    pub(crate) job_name: String,
+    pub(crate) attempt: u32,
+    pub(crate) ended: Ended,
+}
+
+/// See [`Observed`].
+#[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+pub(crate) enum Ended {
+    Succeeded,
+    /// Back to `pending`, to run again after the delay.
+    Retried(jobq_core::JobError, Duration),
+    Snoozed(Duration),
+    Failed(jobq_core::JobError),
+    /// Cancelled by the shutdown deadline or a lost lease.
+    Interrupted,
 }
 
 impl Shared {

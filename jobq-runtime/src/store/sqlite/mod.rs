@@ -51,6 +51,8 @@ use crate::{Backend, Error, Result};
 mod checkpoint;
 mod doctor;
 mod glue;
+#[cfg(feature = "testing")]
+pub(crate) use glue::make_due;
 mod shared_write;
 pub mod sql;
 #[cfg(test)]

@@ -236,6 +236,12 @@ pub const RESUME: &str =
 /// The queues paused now (a small table: one row per queue ever paused).
 pub const PAUSED: &str = "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
 
+/// `jobq_runtime::testing`'s drain with scheduled jobs: every pending job of
+/// queue `?2` not due yet becomes due at `?1` (now).
+#[cfg(feature = "testing")]
+pub const MAKE_DUE: &str =
+    "UPDATE jobq_jobs SET run_at = ?1 WHERE queue = ?2 AND status = 'pending' AND run_at > ?1";
+
 // ---------------------------------------------------------------------------
 // `Jobq::doctor` (see `doctor.rs`): reads only.
 

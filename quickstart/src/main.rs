@@ -2,17 +2,21 @@
 //! they are done, print a summary.
 //!
 //! ```text
-//! cargo run -p jobq-examples --example quickstart                 # SQLite, nothing to install
-//! DATABASE_URL=mysql://root@127.0.0.1:3306/test cargo run -p jobq-examples --example quickstart
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run -p jobq-examples --example quickstart
+//! cargo run -p quickstart                  # SQLite in a fresh temp file, removed at the end
+//! DATABASE_URL=mysql://root@127.0.0.1:3306/test cargo run -p quickstart --features mysql
+//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run -p quickstart --features postgres
 //! ```
+//!
+//! By default the quickstart creates a new SQLite file per run and deletes
+//! it (with its `-wal` and `-shm` files) when it ends. On a `DATABASE_URL`
+//! that already has jobs, its summary counts only the rows of this run.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use jobq_runtime::{Enqueue, JobContext, JobError, Jobq, State, Worker, job};
+use jobq_runtime::{Enqueue, JobContext, JobError, JobStatus, Jobq, State, Worker, job};
 
 /// What the handlers did, shown in the summary; cloned into the worker as `State<Stats>`.
 #[derive(Debug, Clone)]
@@ -48,7 +52,8 @@ async fn resize_image(stats: State<Stats>, path: String, width: u32) {
     stats.finished();
 }
 
-/// Charges a card; the payment provider is flaky and fails every first attempt.
+/// Charges a card; the payment provider is flaky and fails every first
+/// attempt, so jobq retries each charge once.
 #[job(queue = "quickstart", max_attempts = 5, retry = ["100ms", "1s"])]
 async fn charge_card(
     ctx: JobContext,
@@ -74,33 +79,37 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .init();
 
-    let url = match std::env::var("DATABASE_URL") {
-        Ok(url) => url,
+    // A run-unique id: in the temp file's name and the welcome mails' keys.
+    let run: u32 = rand::random();
+    let (url, temp) = match std::env::var("DATABASE_URL") {
+        Ok(url) => (url, None),
         Err(_) => {
-            let path =
-                std::env::temp_dir().join(format!("jobq-quickstart-{}.db", std::process::id()));
-            format!("sqlite://{}", path.display())
+            let temp = TempDatabase::new(run);
+            (format!("sqlite://{}", temp.path.display()), Some(temp))
         }
     };
     println!("jobq quickstart on {url}");
     let jobq = Jobq::connect(&url).await?;
     jobq.migrate().await?;
 
-    // A run-unique key prefix, so reruns on a shared database enqueue anew.
-    let run: u32 = rand::random();
     let (welcomes, images, charges) = (200u64, 150u64, 50u64);
     let total = welcomes + images + charges;
     let started = Instant::now();
+    // This run's job ids, to count only its own rows at the end.
+    let mut ids = Vec::new();
     let mails = (0..welcomes).map(|i| {
         let job = SendWelcome::new(u64::from(run) * 1_000 + i, "en".into());
         (job, Enqueue::new())
     });
-    jobq.enqueue_many_with(mails).await?;
-    jobq.enqueue_many((0..images).map(|i| ResizeImage::new(format!("img/{i}.png"), 640)))
-        .await?;
+    ids.extend(jobq.enqueue_many_with(mails).await?);
+    let resizes = (0..images).map(|i| ResizeImage::new(format!("img/{i}.png"), 640));
+    ids.extend(jobq.enqueue_many(resizes).await?);
     for order in 0..charges {
-        jobq.enqueue_with(ChargeCard::new(order, 1_999), Enqueue::new().priority(-1))
-            .await?;
+        let charge = ChargeCard::new(order, 1_999);
+        ids.push(
+            jobq.enqueue_with(charge, Enqueue::new().priority(-1))
+                .await?,
+        );
     }
     let enqueued = started.elapsed();
 
@@ -130,19 +139,78 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     handle.shutdown(Duration::from_secs(10)).await?;
     progress.finish();
 
-    let counts = jobq.counts("quickstart").await?;
+    let mut counts = std::collections::HashMap::new();
+    for job in &ids {
+        if let Some(info) = jobq.job(job.id).await? {
+            *counts.entry(info.status).or_insert(0) += 1;
+        }
+    }
+    let count = |status| counts.get(&status).copied().unwrap_or(0);
+    let retried = stats.0.retried.load(Ordering::Relaxed);
     println!();
     println!("enqueued {total} jobs in {enqueued:.2?}");
     println!(
-        "done {} | retried {} | failed {} | {:.0} jobs/s",
+        "done {} | retried {retried} | failed {} | {:.0} jobs/s",
         stats.0.done.load(Ordering::Relaxed),
-        stats.0.retried.load(Ordering::Relaxed),
-        counts.failed,
+        count(JobStatus::Failed),
         total as f64 / ran.as_secs_f64()
     );
     println!(
-        "queue `quickstart` in the database: {} done, {} pending, {} processing, {} failed",
-        counts.done, counts.pending, counts.processing, counts.failed
+        "retried {retried}: each charge_card job fails its first attempt on purpose (a flaky \
+         payment provider); jobq ran it again 100 ms later, the first step of its \
+         `retry = [\"100ms\", \"1s\"]`, and the second attempt succeeded"
     );
+    println!(
+        "this run's {total} rows in the database: {} done, {} pending, {} processing, {} failed",
+        count(JobStatus::Done),
+        count(JobStatus::Pending),
+        count(JobStatus::Processing),
+        count(JobStatus::Failed),
+    );
+    if let Some(temp) = temp {
+        // Closed first: the last connection to close checkpoints the WAL.
+        if let Some(pool) = jobq.sqlite_pool() {
+            pool.close().await;
+        }
+        drop(temp);
+        println!("removed the temp database (and its -wal and -shm files)");
+    }
     Ok(())
+}
+
+/// A SQLite file of this run in the temp directory, deleted with its `-wal`
+/// and `-shm` files when dropped (also when `main` returns an error).
+struct TempDatabase {
+    path: std::path::PathBuf,
+}
+
+impl TempDatabase {
+    fn new(run: u32) -> Self {
+        let path = std::env::temp_dir().join(format!("jobq-quickstart-{run:08x}.db"));
+        let temp = Self { path };
+        temp.remove();
+        temp
+    }
+
+    fn files(&self) -> [std::path::PathBuf; 3] {
+        let name = self.path.as_os_str();
+        let with = |suffix: &str| {
+            let mut file = name.to_owned();
+            file.push(suffix);
+            std::path::PathBuf::from(file)
+        };
+        [self.path.clone(), with("-wal"), with("-shm")]
+    }
+
+    fn remove(&self) {
+        for file in self.files() {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+}
+
+impl Drop for TempDatabase {
+    fn drop(&mut self) {
+        self.remove();
+    }
 }

@@ -123,6 +123,8 @@ pub(crate) struct Filtered {
     /// (MySQL, whose estimate assumes matching rows spread evenly over the
     /// ids); `None`: `list` serves it.
     pub(crate) list_in_claim_index: Option<&'static str>,
+    /// The head of a count of the matching rows.
+    pub(crate) count: &'static str,
     /// One batch of `retry_where`: the statement that picks (and, where it
     /// is one statement, changes) the batch.
     pub(crate) retry: Shape,
@@ -135,13 +137,6 @@ pub(crate) struct Filtered {
     /// again on every batch.
     pub(crate) bulk_by_id: bool,
 }
-
-/// How many rows match: the same statement on every backend.
-const COUNT: Shape = Shape {
-    head: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
-    head_params: 0,
-    limit: None,
-};
 
 impl Pieces {
     /// The pieces every backend writes alike, around its placeholders and
@@ -244,12 +239,17 @@ impl Filtered {
             )),
         };
         let listed;
+        let count = Shape {
+            head: self.count,
+            head_params: 0,
+            limit: None,
+        };
         let shape = match kind {
             Kind::List(order) => {
                 listed = page(order);
                 &listed
             }
-            Kind::Count => &COUNT,
+            Kind::Count => &count,
             Kind::Retry => &self.retry,
             Kind::Cancel => &self.cancel,
         };

@@ -202,6 +202,7 @@ pub(crate) const FILTERED: Filtered = Filtered {
         job_columns!(),
         " FORCE INDEX (jobq_jobs_claim) WHERE TRUE"
     )),
+    count: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
     retry: Shape {
         head: "SELECT id, lease_token FROM jobq_jobs WHERE TRUE",
         head_params: 0,

@@ -356,6 +356,7 @@ pub(crate) const FILTERED: Filtered = Filtered {
     },
     list: concat!(job_columns!(), " WHERE TRUE"),
     list_in_claim_index: None,
+    count: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
     retry: Shape {
         head: "WITH picked AS (SELECT id FROM jobq_jobs WHERE TRUE",
         head_params: 0,

@@ -128,6 +128,7 @@ pub(crate) const FILTERED: Filtered = Filtered {
     ),
     list: concat!(job_columns!(), " WHERE TRUE"),
     list_in_claim_index: None,
+    count: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
     retry: Shape {
         head: concat!(
             retry_set!(),

@@ -405,37 +405,30 @@ pub(crate) struct TokenForm {
     queue: Option<String>,
 }
 
-pub(crate) async fn retry_one(
-    State(shared): AppState,
-    req: Req,
-    Path(id): Path<i64>,
-    headers: HeaderMap,
-    form: Result<Form<TokenForm>, FormRejection>,
-) -> Result<Response, Failure> {
-    let form = form.map(|Form(f)| f).unwrap_or_default();
-    shared.guard(&headers, form.csrf.as_deref())?;
-    let notice = if shared.jobq.retry(id).await? {
-        "retried"
-    } else {
-        "unchanged"
-    };
-    Ok(Redirect::to(&format!("{}/job/{id}?notice={notice}", req.base)).into_response())
+/// What a job page's button asks for (the last part of its path).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum JobAction {
+    Retry,
+    Cancel,
 }
 
-pub(crate) async fn cancel_one(
+/// `POST /job/{id}/retry` and `/job/{id}/cancel`: the single-job actions,
+/// back to the job's page with what happened.
+pub(crate) async fn act_on_job(
     State(shared): AppState,
     req: Req,
-    Path(id): Path<i64>,
+    Path((id, action)): Path<(i64, JobAction)>,
     headers: HeaderMap,
     form: Result<Form<TokenForm>, FormRejection>,
 ) -> Result<Response, Failure> {
     let form = form.map(|Form(f)| f).unwrap_or_default();
     shared.guard(&headers, form.csrf.as_deref())?;
-    let notice = if shared.jobq.cancel(id).await? {
-        "cancelled"
-    } else {
-        "unchanged"
+    let (changed, notice) = match action {
+        JobAction::Retry => (shared.jobq.retry(id).await?, "retried"),
+        JobAction::Cancel => (shared.jobq.cancel(id).await?, "cancelled"),
     };
+    let notice = if changed { notice } else { "unchanged" };
     Ok(Redirect::to(&format!("{}/job/{id}?notice={notice}", req.base)).into_response())
 }
 

@@ -162,8 +162,7 @@ impl Dashboard {
             .route("/job/{id}", get(routes::job))
             .route("/job/{id}/{action}", post(routes::act_on_job))
             .route("/queues", get(routes::queues))
-            .route("/queues/pause", post(routes::pause))
-            .route("/queues/resume", post(routes::resume))
+            .route("/queues/{action}", post(routes::act_on_queue))
             .route("/assets/style.css", get(assets::css))
             .route("/assets/app.js", get(assets::js))
             .with_state(state);

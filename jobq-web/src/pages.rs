@@ -59,8 +59,7 @@ pub(crate) fn layout(page: Page<'_>) -> Markup {
         (DOCTYPE)
         html lang="en" {
             head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
+                (head_meta())
                 meta name="color-scheme" content="light dark";
                 title { (page.title) " · jobq" }
                 link rel="stylesheet" href={ (base) "/assets/style.css" };
@@ -94,14 +93,21 @@ pub(crate) fn layout(page: Page<'_>) -> Markup {
     }
 }
 
+/// The `<meta>` lines every page's head starts with.
+fn head_meta() -> Markup {
+    html! {
+        meta charset="utf-8";
+        meta name="viewport" content="width=device-width, initial-scale=1";
+    }
+}
+
 /// The page of a refused or failed request.
 pub(crate) fn failure(status: StatusCode, message: &str) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
+                (head_meta())
                 title { (status.as_u16()) " · jobq" }
                 style { "body{font:16px/1.5 system-ui,sans-serif;margin:2rem;max-width:60rem}" }
             }

@@ -437,39 +437,30 @@ pub(crate) async fn queues(State(shared): AppState, req: Req) -> Result<Response
     Ok(respond(&req, pages::queues(&shared.ctx(&req), &stats)))
 }
 
-async fn set_paused(
-    shared: &Shared,
-    req: &Req,
-    headers: &HeaderMap,
+/// What a queue's button asks for (the last part of its path).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum QueueAction {
+    Pause,
+    Resume,
+}
+
+/// `POST /queues/pause` and `/queues/resume`, the queue named by the form:
+/// back to the queues page.
+pub(crate) async fn act_on_queue(
+    State(shared): AppState,
+    req: Req,
+    Path(action): Path<QueueAction>,
+    headers: HeaderMap,
     form: Result<Form<TokenForm>, FormRejection>,
-    paused: bool,
 ) -> Result<Response, Failure> {
     let form = form.map(|Form(f)| f).unwrap_or_default();
-    shared.guard(headers, form.csrf.as_deref())?;
+    shared.guard(&headers, form.csrf.as_deref())?;
     let queue = given(&form.queue)
         .ok_or_else(|| Failure::BadRequest("which queue? the form names none".into()))?;
-    if paused {
-        shared.jobq.pause(queue).await?;
-    } else {
-        shared.jobq.resume(queue).await?;
-    }
+    match action {
+        QueueAction::Pause => shared.jobq.pause(queue).await?,
+        QueueAction::Resume => shared.jobq.resume(queue).await?,
+    };
     Ok(Redirect::to(&format!("{}/queues", req.base)).into_response())
-}
-
-pub(crate) async fn pause(
-    State(shared): AppState,
-    req: Req,
-    headers: HeaderMap,
-    form: Result<Form<TokenForm>, FormRejection>,
-) -> Result<Response, Failure> {
-    set_paused(&shared, &req, &headers, form, true).await
-}
-
-pub(crate) async fn resume(
-    State(shared): AppState,
-    req: Req,
-    headers: HeaderMap,
-    form: Result<Form<TokenForm>, FormRejection>,
-) -> Result<Response, Failure> {
-    set_paused(&shared, &req, &headers, form, false).await
 }

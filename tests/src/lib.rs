@@ -132,6 +132,11 @@ impl TestDb {
         &self.spread[(turn + 1) % self.spread.len()]
     }
 
+    /// On Galera, every node's URL, node 0 first; else none.
+    pub fn nodes(&self) -> &[String] {
+        &self.spread
+    }
+
     /// A new handle with its own pool, migrated (on Galera, on node 0).
     pub async fn jobq(&self) -> Jobq {
         let jobq = Jobq::connect(&self.url).await.expect("connect");

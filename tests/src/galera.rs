@@ -306,6 +306,11 @@ impl Cluster {
     /// Kills every node and removes the cluster's files (also on drop).
     pub fn stop(self) {}
 
+    /// Node `node`'s whole error log.
+    pub fn log(&self, node: usize) -> String {
+        fs::read_to_string(self.node(node).log()).unwrap_or_default()
+    }
+
     /// The tail of node `node`'s error log, for a failure's message.
     pub fn log_tail(&self, node: usize) -> String {
         let log = fs::read_to_string(self.node(node).log()).unwrap_or_default();

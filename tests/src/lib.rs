@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 pub mod chaos;
 pub mod galera;
 pub mod metrics;
+pub mod net;
 pub mod scratch;
 pub mod services;
 pub mod sql;

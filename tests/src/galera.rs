@@ -27,10 +27,12 @@
 //!   with the cluster waits for the end of its stdin, a pipe only the test
 //!   process holds, and then kills the nodes and removes their files.
 //!
-//! Addresses: each node listens on its own address of the loopback network,
-//! `127.77.<slot>.<node + 1>`, with the standard ports (3306 MySQL, 4567
-//! group communication, 4568 IST, 4444 SST), so clusters of concurrent test
-//! binaries never share a port. Start one by hand with `scripts/galera.sh`.
+//! Addresses: each node runs in a network namespace of its own, a host of
+//! a [`Network`] (`tests/src/net.rs`), and listens on that host's address
+//! with the standard ports (3306 MySQL, 4567 group communication, 4568
+//! IST, 4444 SST); the test process reaches it over the network's bridge,
+//! and [`Cluster::host`] can cut a node off or delay its links. Start one
+//! by hand with `scripts/galera.sh`.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -39,6 +41,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock, PoisonError};
+
+use crate::net::{Host, Network};
 use std::time::{Duration, Instant};
 
 /// The galera-4 provider Debian's `galera-4` package installs.
@@ -52,6 +56,7 @@ const SYNC_DEADLINE: Duration = Duration::from_secs(90);
 /// Whether this machine can run a Galera cluster: `Ok` or why not. Tests
 /// skip with the reason printed, except under `CI=true`, where they fail.
 pub fn available() -> Result<(), String> {
+    crate::net::available()?;
     for path in [
         MARIADBD,
         PROVIDER,
@@ -108,6 +113,8 @@ pub fn shared() -> &'static Cluster {
 /// A running Galera cluster; dropping it kills its nodes and removes their files.
 #[derive(Debug)]
 pub struct Cluster {
+    /// The nodes' hosts; dropped after the nodes are killed.
+    net: Network,
     dir: PathBuf,
     nodes: Vec<Mutex<Node>>,
     /// Held for the life of the cluster: the slot is ours.
@@ -153,9 +160,8 @@ impl Cluster {
         let dir = Path::new(ROOT).join(format!("slot{slot}"));
         clean_slot(&dir);
         fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-        let ips: Vec<Ipv4Addr> = (0..nodes)
-            .map(|i| Ipv4Addr::new(127, 77, slot, i as u8 + 1))
-            .collect();
+        let net = Network::create(&format!("gal{slot}"), nodes)?;
+        let ips: Vec<Ipv4Addr> = net.hosts().iter().map(|h| h.ip).collect();
         let cluster_address = ips
             .iter()
             .map(Ipv4Addr::to_string)
@@ -184,6 +190,7 @@ impl Cluster {
             list.push(Mutex::new(node));
         }
         let mut cluster = Self {
+            net,
             dir,
             nodes: list,
             _owner: owner,
@@ -208,6 +215,12 @@ impl Cluster {
     /// Whether it has no nodes (never: a cluster has at least one).
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
+    }
+
+    /// Node `node`'s host: its namespace, to cut it off ([`Host::cut`]) or
+    /// delay its links.
+    pub fn host(&self, node: usize) -> &Host {
+        self.net.host(node)
     }
 
     /// The address node `node` listens on (port 3306).
@@ -355,7 +368,7 @@ impl Cluster {
 
     fn spawn(&self, node: usize, new_cluster: bool) -> Result<(), String> {
         let mut n = self.node(node);
-        let mut command = Command::new(MARIADBD);
+        let mut command = self.net.host(node).command(MARIADBD);
         command.arg(format!("--defaults-file={}", n.config().display()));
         if new_cluster {
             command.arg("--wsrep-new-cluster");
@@ -427,9 +440,16 @@ impl Cluster {
 
     /// A process that cleans the slot up once this process is gone.
     fn watchdog(&self) -> Result<Child, String> {
+        // The nodes' namespaces too (the network of the shared cluster is
+        // never dropped); the bridge is `tests/src/net.rs`'s `jq<slot>b`.
+        let namespaces: Vec<&str> = self.net.hosts().iter().map(|h| h.name.as_str()).collect();
         let script = format!(
-            "cat >/dev/null; for p in {dir}/node*/pid; do [ -f \"$p\" ] && /bin/kill -9 -- \"-$(cat \"$p\")\" 2>/dev/null; done; rm -rf {dir}",
-            dir = self.dir.display()
+            "cat >/dev/null; for p in {dir}/node*/pid; do [ -f \"$p\" ] && /bin/kill -9 -- \"-$(cat \"$p\")\" 2>/dev/null; done; \
+             for ns in {namespaces}; do ip netns pids $ns 2>/dev/null | xargs -r /bin/kill -9; ip netns del $ns 2>/dev/null; done; \
+             ip link del jq{slot}b 2>/dev/null; rm -rf {dir}",
+            dir = self.dir.display(),
+            namespaces = namespaces.join(" "),
+            slot = self.net.slot(),
         );
         Command::new("sh")
             .args(["-c", &script])

@@ -594,12 +594,19 @@ impl MySqlStore {
             Ok((batch, Some(error))) => {
                 // The connection goes back through the pool's checks.
                 drop(conn);
-                tracing::warn!(
-                    error = &error as &dyn std::error::Error,
-                    queue,
-                    claimed = batch.jobs.len(),
-                    "topping up a claim failed; running the jobs its first part claimed"
-                );
+                if is_transient(&error) {
+                    // A deadlock, or on Galera a certification conflict
+                    // with another node's claim of the same rows: the next
+                    // claim takes what is left, as a retry would.
+                    super::count_internal_retry(statement::CLAIM, &error, 1);
+                } else {
+                    tracing::warn!(
+                        error = &error as &dyn std::error::Error,
+                        queue,
+                        claimed = batch.jobs.len(),
+                        "topping up a claim failed; running the jobs its first part claimed"
+                    );
+                }
                 batch
             }
             Err(error) => return conn.done(Err(error)),

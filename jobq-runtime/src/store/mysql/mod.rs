@@ -166,11 +166,12 @@ impl BackendStore for MySqlStore {
         let (version, max_packet, autoinc_lock_mode, autoinc_step): (String, u64, i64, i64) =
             sqlx::query_as(SERVER_SETTINGS).fetch_one(&pool).await?;
         let mariadb = version.to_ascii_lowercase().contains("mariadb");
+        // A MariaDB built without wsrep has no such variables: not Galera.
         let galera = mariadb
             && sqlx::query_scalar::<_, i64>(GALERA)
                 .fetch_one(&pool)
-                .await?
-                == 1;
+                .await
+                .is_ok_and(|on| on == 1);
         Ok(Self {
             conns: Stash::new(pool.clone()),
             pool,

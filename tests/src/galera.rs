@@ -441,15 +441,18 @@ impl Cluster {
     /// A process that cleans the slot up once this process is gone.
     fn watchdog(&self) -> Result<Child, String> {
         // The nodes' namespaces too (the network of the shared cluster is
-        // never dropped); the bridge is `tests/src/net.rs`'s `jq<slot>b`.
+        // never dropped; their names hold this cluster's slot, so no other
+        // cluster has them). Not the bridge: the network's slot may be
+        // taken again the moment this process is gone (its lock goes with
+        // it), by a network whose bridge has the same name; `net` removes
+        // a stale bridge when it takes the slot.
         let namespaces: Vec<&str> = self.net.hosts().iter().map(|h| h.name.as_str()).collect();
         let script = format!(
             "cat >/dev/null; for p in {dir}/node*/pid; do [ -f \"$p\" ] && /bin/kill -9 -- \"-$(cat \"$p\")\" 2>/dev/null; done; \
              for ns in {namespaces}; do ip netns pids $ns 2>/dev/null | xargs -r /bin/kill -9; ip netns del $ns 2>/dev/null; done; \
-             ip link del jq{slot}b 2>/dev/null; rm -rf {dir}",
+             rm -rf {dir}",
             dir = self.dir.display(),
             namespaces = namespaces.join(" "),
-            slot = self.net.slot(),
         );
         Command::new("sh")
             .args(["-c", &script])

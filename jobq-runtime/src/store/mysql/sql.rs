@@ -415,8 +415,11 @@ pub const DOCTOR_SESSION_ISOLATION_MYSQL: &str =
 /// A read that makes the open transaction an InnoDB one (listed in `INNODB_TRX`).
 pub const DOCTOR_TOUCH: &str = "SELECT COUNT(*) FROM jobq_jobs WHERE id = 0";
 
-/// The isolation level of this connection's open InnoDB transaction.
-pub const DOCTOR_TRX_ISOLATION: &str = "SELECT CAST(trx_isolation_level AS CHAR) FROM information_schema.INNODB_TRX \
+/// The isolation level of this connection's open InnoDB transaction, with
+/// the statement `INNODB_TRX` saw it run: `INNODB_TRX` is a snapshot
+/// refreshed at most every 0.1 s, so a row whose `trx_query` is not this
+/// very statement is an earlier transaction of the connection.
+pub const DOCTOR_TRX_ISOLATION: &str = "SELECT CAST(trx_isolation_level AS CHAR), CAST(trx_query AS CHAR) FROM information_schema.INNODB_TRX \
      WHERE trx_mysql_thread_id = CONNECTION_ID()";
 
 /// `jobq_jobs`'s storage engine, if the table exists.

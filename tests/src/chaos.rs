@@ -238,6 +238,10 @@ pub struct Config {
     pub outage: Option<Outage>,
     /// The drain must be over by then.
     pub deadline: Duration,
+    /// The database URL of each worker process, in turn (the n-th process
+    /// started gets `urls[n % len]`: workers spread over a cluster's
+    /// nodes); empty, every worker uses the test database's URL.
+    pub urls: Vec<String>,
 }
 
 impl Config {
@@ -258,6 +262,7 @@ impl Config {
                 (Duration::from_millis(500), Duration::from_millis(1000))
             }),
             outage: None,
+            urls: Vec::new(),
             deadline: if long {
                 Duration::from_secs(1_800)
             } else {
@@ -418,6 +423,8 @@ struct Proc {
 struct Fleet {
     bin: PathBuf,
     env: Vec<(String, String)>,
+    /// Per worker, in turn, its `JOBQ_CHAOS_URL` ([`Config::urls`]).
+    urls: Vec<String>,
     log: PathBuf,
     live: Vec<Proc>,
     started: usize,
@@ -434,8 +441,12 @@ impl Fleet {
             .append(true)
             .open(&self.log)
             .expect("open the workers' log");
-        let child = Command::new(&self.bin)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
+        let mut command = Command::new(&self.bin);
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if !self.urls.is_empty() {
+            command.env("JOBQ_CHAOS_URL", &self.urls[self.started % self.urls.len()]);
+        }
+        let child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(log)
@@ -644,6 +655,7 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
                 (config.deadline.as_secs() + 60).to_string(),
             ),
         ],
+        urls: config.urls.clone(),
         log: report.logs.clone(),
         live: Vec::new(),
         started: 0,

@@ -223,11 +223,12 @@ pub(crate) trait BackendStore: Sized {
     async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled>;
 
     /// Checks the server and jobq's tables for what jobq needs, in the
-    /// order the report shows them (see [`doctor`]); `clock` is this host's.
+    /// order the report shows them (see [`doctor`]); `options` give this
+    /// host's clock and the workers' lease.
     /// An error reading one check's facts makes that check fail
     /// ([`doctor::guarded`]); only a server that cannot be reached at all
     /// is an `Err`.
-    async fn doctor(&self, clock: doctor::HostClock) -> Result<Vec<crate::ops::Check>>;
+    async fn doctor(&self, options: doctor::DoctorOptions) -> Result<Vec<crate::ops::Check>>;
 }
 
 /// What a cancel changed.
@@ -642,9 +643,9 @@ impl Store {
     /// Every check of [`BackendStore::doctor`], as a report.
     pub(crate) async fn doctor(
         &self,
-        clock: doctor::HostClock,
+        options: doctor::DoctorOptions,
     ) -> Result<crate::ops::DoctorReport> {
-        let checks = dispatch!(self, s => s.doctor(clock).await)?;
+        let checks = dispatch!(self, s => s.doctor(options).await)?;
         Ok(crate::ops::DoctorReport { checks })
     }
 }
@@ -678,20 +679,25 @@ where
             Ok(value) => return Ok(value),
             Err(error) if attempt < 8 && transient(&error) => {
                 attempt += 1;
-                INTERNAL_RETRIES.fetch_add(1, Ordering::Relaxed);
-                crate::metrics::internal_retry(statement);
-                tracing::debug!(
-                    error = &error as &dyn std::error::Error,
-                    attempt,
-                    statement,
-                    "retrying after a transient database error"
-                );
+                count_internal_retry(statement, &error, attempt);
                 let pause_ms = rand::random_range(1..=(5u64 << attempt.min(5)));
                 tokio::time::sleep(Duration::from_millis(pause_ms)).await;
             }
             Err(error) => return Err(error.into()),
         }
     }
+}
+
+/// Counts (and logs) one retry of `statement` after the transient `error`.
+pub(crate) fn count_internal_retry(statement: &'static str, error: &sqlx::Error, attempt: u32) {
+    INTERNAL_RETRIES.fetch_add(1, Ordering::Relaxed);
+    crate::metrics::internal_retry(statement);
+    tracing::debug!(
+        error = error as &dyn std::error::Error,
+        attempt,
+        statement,
+        "retrying after a transient database error"
+    );
 }
 
 /// [`QueueCounts`] from `(status, count)` rows, as every backend's counts

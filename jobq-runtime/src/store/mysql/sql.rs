@@ -134,8 +134,25 @@ pub const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS jobq_migrations (
 /// The versions applied so far.
 pub const MIGRATIONS_APPLIED: &str = "SELECT version FROM jobq_migrations";
 
-/// Records one applied migration.
-pub const MIGRATION_RECORD: &str = "INSERT INTO jobq_migrations (version, description, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))";
+/// Records one applied migration; a version another process recorded
+/// meanwhile stays as it is (on Galera `GET_LOCK` is per node, so two nodes
+/// may apply a migration at once: every MySQL migration can run again).
+pub const MIGRATION_RECORD: &str = "INSERT INTO jobq_migrations (version, description, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6)) \
+     ON DUPLICATE KEY UPDATE version = version";
+
+/// Whether the server is a node of a Galera cluster (MariaDB only: MySQL
+/// has no `wsrep_on`).
+pub const GALERA: &str = "SELECT CAST(@@wsrep_on AND @@wsrep_provider <> 'none' AS SIGNED)";
+
+/// The head of a read that must see every transaction the cluster
+/// committed before it began (Galera applies other nodes' writes a moment
+/// after they commit): the node waits until it has applied them.
+pub const SYNC_WAIT: &str = "SET STATEMENT wsrep_sync_wait = 1 FOR ";
+
+/// `sql`, a read, with [`SYNC_WAIT`] ahead of it.
+pub fn synced(sql: &str) -> String {
+    format!("{SYNC_WAIT}{sql}")
+}
 
 /// The `SET` of a batch settle, fenced by `fenced_update`.
 pub const COMPLETE_SET: &str = "UPDATE jobq_jobs SET status = 'done', finished_at = UTC_TIMESTAMP(6), run_at = UTC_TIMESTAMP(6), lease_token = NULL";
@@ -404,6 +421,19 @@ pub(crate) fn explain(sql: &str) -> String {
 /// format for this session.
 pub const DOCTOR_SERVER: &str =
     "SELECT VERSION(), CAST(@@log_bin AS SIGNED), CAST(@@SESSION.binlog_format AS CHAR)";
+
+/// A Galera node's state: cluster status, cluster size, local state, ready.
+pub const DOCTOR_GALERA_STATUS: &str = "SELECT \
+     CAST(MAX(IF(VARIABLE_NAME = 'WSREP_CLUSTER_STATUS', VARIABLE_VALUE, NULL)) AS CHAR), \
+     CAST(MAX(IF(VARIABLE_NAME = 'WSREP_CLUSTER_SIZE', VARIABLE_VALUE, NULL)) AS CHAR), \
+     CAST(MAX(IF(VARIABLE_NAME = 'WSREP_LOCAL_STATE_COMMENT', VARIABLE_VALUE, NULL)) AS CHAR), \
+     CAST(MAX(IF(VARIABLE_NAME = 'WSREP_READY', VARIABLE_VALUE, NULL)) AS CHAR) \
+     FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN \
+     ('WSREP_CLUSTER_STATUS', 'WSREP_CLUSTER_SIZE', 'WSREP_LOCAL_STATE_COMMENT', 'WSREP_READY')";
+
+/// A Galera node's settings: the server's default `wsrep_sync_wait` and
+/// the provider's options (`evs.suspect_timeout` among them).
+pub const DOCTOR_GALERA_SETTINGS: &str = "SELECT CAST(@@GLOBAL.wsrep_sync_wait AS SIGNED), CAST(@@GLOBAL.wsrep_provider_options AS CHAR)";
 
 /// The session's isolation level on MariaDB (which has no `transaction_isolation` before 11.1).
 pub const DOCTOR_SESSION_ISOLATION_MARIADB: &str = "SELECT CAST(@@SESSION.tx_isolation AS CHAR)";

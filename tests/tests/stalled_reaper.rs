@@ -1,7 +1,6 @@
-//! A reaper stalled in the middle of its transaction — its host cut off from
-//! the database just after its locking `SELECT` (found by the many-hosts
-//! partition test, `many_hosts.rs`, long form) — must delay no live job's
-//! settle: the rows it holds are expired ones only.
+//! A reaper stalled in the middle of its work — its host cut off from the
+//! database just after its `SELECT` (found by the many-hosts partition
+//! test, `many_hosts.rs`, long form) — must delay no live job's settle.
 //!
 //! On MariaDB the reaper's `SELECT … WHERE queue = ? AND status =
 //! 'processing' AND run_at < now … FOR UPDATE SKIP LOCKED` scans the
@@ -16,15 +15,16 @@
 //! PostgreSQL locks only the rows a `FOR UPDATE` returns, and its reaper is
 //! one statement: the same stalled transaction holds nothing there.
 //!
-//! **Open on MariaDB** (the MySQL instance is `#[ignore]`d until the fix;
-//! run it with `-- --ignored`): measured, the settles of the live jobs wait
-//! the whole 3 s of the test (lock wait timeout 5 s, then a retry). By hand
-//! (two `mariadb` sessions, MariaDB 10.11) a locking read by primary key
-//! keeps its lock on a row that does not match its `WHERE` as well, so the
-//! fix is a reaper that finds its candidates with a plain (consistent,
-//! non-locking) read and locks only those by primary key (`… WHERE id IN
-//! (…) AND status = 'processing' AND run_at < now FOR UPDATE SKIP LOCKED`):
-//! a stalled reaper then holds expired rows only.
+//! The fix (MariaDB): the reaper reads its candidates with a plain
+//! (consistent, non-locking) read and reaps those still expired with one
+//! autocommit `UPDATE … WHERE id IN (…) AND status = 'processing' AND
+//! run_at < now`, so no reaper transaction stays open between statements.
+//! By hand (two `mariadb` sessions, MariaDB 10.11) a locking read by primary
+//! key keeps its lock on a row that does not match its `WHERE` too, which
+//! is why the second step is an `UPDATE` (semi-consistent read: a row that
+//! no longer matches is skipped and not locked) rather than a locking
+//! `SELECT` by id. Before the fix the MariaDB instance failed: the live
+//! jobs' settles waited the whole 3 s of the test.
 
 use std::time::Duration;
 
@@ -75,8 +75,11 @@ async fn a_reaper_stalled_mid_transaction_delays_no_live_jobs_settle(db: TestDb)
                 .execute(&mut conn)
                 .await
                 .expect("begin, read committed");
-            let expired: Vec<(i64,)> =
-                sqlx::query_as(jobq_runtime::__private::sql::mysql::REAP_SELECT)
+            // The reaper's first statement, candidates read without
+            // locks; its second is one autocommit UPDATE of those (none
+            // here), which holds nothing once it returns.
+            let expired: Vec<i64> =
+                sqlx::query_scalar(jobq_runtime::__private::sql::mysql::REAP_SELECT)
                     .bind(&queue)
                     .bind(100_i64)
                     .fetch_all(&mut conn)
@@ -135,7 +138,6 @@ enum Stalled {
 
 mod mysql {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "jobq defect on MariaDB (issue 18): the reaper's locking scan holds live rows; un-ignore with the fix"]
     async fn a_reaper_stalled_mid_transaction_delays_no_live_jobs_settle() {
         if let Some(db) = jobq_tests::TestDb::mysql() {
             super::a_reaper_stalled_mid_transaction_delays_no_live_jobs_settle(db).await;

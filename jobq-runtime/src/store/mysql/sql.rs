@@ -92,11 +92,18 @@ pub const PRUNE_QUEUES: &str = "SELECT DISTINCT queue FROM jobq_jobs";
 pub const PRUNE_NEXT_PRIORITY: &str =
     "SELECT MIN(priority) FROM jobq_jobs WHERE queue = ? AND status = ? AND priority > ?";
 
-/// The reaper's locking read: expired leases of one queue, in claim order.
+/// The reaper's candidates: a queue's `processing` rows whose lease has
+/// expired, in claim order, read **without locks** (a consistent read).
+/// A locking read here would keep an exclusive lock on every `processing`
+/// entry it scanned, matching or not (InnoDB keeps them at READ COMMITTED
+/// too), so a reaper whose transaction stalls (its host cut off, its
+/// process frozen) would hold every live row of the queue and make the
+/// settles and heartbeats of healthy workers wait until their leases ran
+/// out. The candidates are then updated by primary key ([`reap_update`]).
 pub const REAP_SELECT: &str = "SELECT id FROM jobq_jobs \
      WHERE queue = ? AND status = 'processing' AND run_at < UTC_TIMESTAMP(6) \
      ORDER BY priority, run_at, id \
-     LIMIT ? FOR UPDATE SKIP LOCKED";
+     LIMIT ?";
 
 /// Every column `Jobq::job` reports.
 macro_rules! job_columns {
@@ -362,8 +369,11 @@ pub(crate) fn held(ids: usize) -> String {
     )
 }
 
-/// Returns `ids` expired rows (locked by [`REAP_SELECT`]) to `pending`, or
-/// `failed` when their attempts are used up. An orphan keeps its place in
+/// Returns those of `ids` ([`REAP_SELECT`]'s candidates) that are still
+/// expired to `pending`, or `failed` when their attempts are used up: one
+/// autocommit statement, so no reaper holds a lock past it, and at READ
+/// COMMITTED a candidate renewed or reaped meanwhile is skipped (InnoDB's
+/// semi-consistent read), not waited for. An orphan keeps its place in
 /// line: `run_at` goes back to when the job was enqueued, not to the back of
 /// a backlog, so it runs again about one lease after the crash even when the
 /// queue is deep.
@@ -374,7 +384,7 @@ pub(crate) fn reap_update(ids: usize) -> String {
              finished_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), NULL), \
              status = IF(attempts >= max_attempts, 'failed', 'pending'), \
              run_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), created_at), lease_token = NULL \
-             WHERE id IN ({})",
+             WHERE id IN ({}) AND status = 'processing' AND run_at < UTC_TIMESTAMP(6)",
         placeholders(ids)
     )
 }

@@ -8,8 +8,19 @@ use crate::store::filter::{Filtered, KeyPieces, Pieces, Shape};
 /// transaction, whatever the session default (for pools the caller built).
 pub const BEGIN_RC: &str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
 
-/// Session settings for connections jobq opens itself.
-pub const SESSION_SETUP: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 5";
+/// Session settings for connections jobq opens itself. On MariaDB (the
+/// `/*M!…*/` part, which MySQL skips) a transaction left idle for
+/// [`IDLE_TRANSACTION_SECONDS`] has its connection closed by the server
+/// and is rolled back: a claim whose host was cut off between its locking
+/// `SELECT` and its `UPDATE` would otherwise keep its rows locked, pending
+/// and skipped by every other claim, until the server noticed the dead
+/// client (TCP keepalive, hours). jobq's own transactions never wait
+/// between their statements.
+pub const SESSION_SETUP: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; \
+     SET SESSION innodb_lock_wait_timeout = 5 /*M!100300 , SESSION idle_transaction_timeout = 10 */";
+
+/// `idle_transaction_timeout` in [`SESSION_SETUP`] (MariaDB).
+pub const IDLE_TRANSACTION_SECONDS: u64 = 10;
 
 /// The head of every INSERT; rows of [`INSERT_ROW`] or [`INSERT_ROW_NOW`] follow.
 pub const INSERT_COLUMNS: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at) VALUES ";

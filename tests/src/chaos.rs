@@ -13,6 +13,11 @@
 //!   claim (`attempts` and `claimed_by` are the last execution's, and the row
 //!   was marked done only after that execution's handler had finished).
 //!
+//! Workers run on this host, or on the hosts of a test network
+//! ([`Placement`], [`crate::net`]), where one host can be cut off from the
+//! database mid-drain while its workers keep running ([`Partition`]): every
+//! execution a partitioned worker repeats is then explained by the partition.
+//!
 //! Workers are the `jobq-chaos-worker` binary of this crate: real
 //! [`jobq_runtime::Worker`]s, configured by `JOBQ_CHAOS_*` variables; they shut
 //! down gracefully when their stdin closes, so they also stop when the
@@ -28,6 +33,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jobq_runtime::{Enqueue, Job, Jobq};
 
+use crate::net::Host;
 use crate::services::{RestoreOnDrop, Server};
 use crate::sql::{Arg, Db};
 use crate::{TestDb, unique_queue};
@@ -217,6 +223,28 @@ pub struct Outage {
     pub down_for: Duration,
 }
 
+/// Where worker processes run: on the hosts of a test network, round-robin
+/// (a replacement on the host of the worker it replaces), each host's
+/// workers reaching the database at that host's URL (see
+/// [`Host::url_via`]).
+#[derive(Debug, Clone)]
+pub struct Placement {
+    /// The hosts, with the database URL as each reaches it.
+    pub hosts: Vec<(Host, String)>,
+}
+
+/// One host of the [`Placement`] cut off from the database mid-drain (see
+/// [`Host::cut`]) while its workers keep running, then healed.
+#[derive(Debug, Clone, Copy)]
+pub struct Partition {
+    /// Which host of the placement.
+    pub host: usize,
+    /// Cut it once this fraction of the jobs is done.
+    pub after_done: f64,
+    /// Heal it after this long.
+    pub cut_for: Duration,
+}
+
 /// One chaos run.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -236,6 +264,10 @@ pub struct Config {
     pub kill_every: Option<(Duration, Duration)>,
     /// Stop and start the database mid-drain.
     pub outage: Option<Outage>,
+    /// Where the workers run; `None`: on this host, at the test's URL.
+    pub placement: Option<Placement>,
+    /// Cut a host of the placement off mid-drain.
+    pub partition: Option<Partition>,
     /// The drain must be over by then.
     pub deadline: Duration,
     /// The database URL of each worker process, in turn (the n-th process
@@ -263,6 +295,8 @@ impl Config {
             }),
             outage: None,
             urls: Vec::new(),
+            placement: None,
+            partition: None,
             deadline: if long {
                 Duration::from_secs(1_800)
             } else {
@@ -322,6 +356,37 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Many hosts, one database: worker processes spread over `placement`'s
+    /// hosts (2 per host, 4 slots each) drain a backlog; once 30 % is done
+    /// host 0 is cut off from the database for three leases while its
+    /// handlers keep running, then healed. Its jobs are reaped and run again
+    /// on the other hosts, its late settles are fenced out. The short form
+    /// drains 2,000 jobs (about 20–40 s); `JOBQ_CHAOS_LONG=1` drains 20,000
+    /// and cuts for 15 s.
+    pub fn many_hosts(name: &str, placement: Placement) -> Self {
+        let long = long();
+        let mut config = Self::kills(name);
+        config.jobs = env_u64("JOBQ_CHAOS_JOBS").unwrap_or(if long { 20_000 } else { 2_000 });
+        config.workers =
+            env_u64("JOBQ_CHAOS_WORKERS").map_or(2 * placement.hosts.len(), |v| v as usize);
+        config.concurrency = env_u64("JOBQ_CHAOS_CONCURRENCY").map_or(4, |v| v as usize);
+        config.kill_every = None;
+        config.deadline = Duration::from_secs(if long { 600 } else { 90 });
+        config.partition = Some(Partition {
+            host: 0,
+            after_done: 0.3,
+            cut_for: if long {
+                Duration::from_secs(15)
+            } else {
+                3 * config.lease
+            },
+        });
+        config.placement = Some(placement);
+        config
+    }
+}
+
 fn env_u64(var: &str) -> Option<u64> {
     std::env::var(var).ok()?.parse().ok()
 }
@@ -349,6 +414,16 @@ pub struct Report {
     pub re_executions_after_kill: usize,
     /// Of those, explained by the outage.
     pub re_executions_after_outage: usize,
+    /// Partitions (cut + heal) and how long each lasted.
+    pub partitions: Vec<Duration>,
+    /// Re-executions explained by the partition (the earlier execution ran
+    /// on the cut host, around the cut).
+    pub re_executions_after_partition: usize,
+    /// Longest time from the cut to the re-run elsewhere of a job the cut
+    /// host held.
+    pub max_partition_wait: Duration,
+    /// Attempts stopped unsettled because their lease was lost (workers' logs).
+    pub leases_lost: usize,
     /// Claims that never logged an execution (worker killed between claim and handler start).
     pub silent_claims: u64,
     /// Longest time from a kill to the start of the re-run of a job the killed worker held.
@@ -395,6 +470,16 @@ impl fmt::Display for Report {
             "  orphan wait (kill → re-run start): max {:.2?}, mean {:.2?}; fenced-out settles {}; worker warnings {}",
             self.max_orphan_wait, self.mean_orphan_wait, self.fenced_out, self.warnings
         )?;
+        if !self.partitions.is_empty() {
+            writeln!(
+                f,
+                "  partitions {:?}: re-executions explained by them {}, cut → re-run elsewhere max {:.2?}; attempts stopped by a lost lease {}",
+                self.partitions,
+                self.re_executions_after_partition,
+                self.max_partition_wait,
+                self.leases_lost
+            )?;
+        }
         if self.violations.is_empty() {
             writeln!(f, "  all invariants hold")
         } else {
@@ -416,6 +501,8 @@ impl fmt::Display for Report {
 struct Proc {
     child: Child,
     pid: u32,
+    /// The placement's host it runs on; `None`: this host.
+    host: Option<usize>,
 }
 
 /// The worker processes of a run; kills what is left when dropped.
@@ -426,6 +513,10 @@ struct Fleet {
     /// Per worker, in turn, its `JOBQ_CHAOS_URL` ([`Config::urls`]).
     urls: Vec<String>,
     log: PathBuf,
+    /// The placement's hosts and their URLs (empty: workers run here).
+    places: Vec<(Host, String)>,
+    /// pid → the placement's host it ran on.
+    host_of: HashMap<u32, usize>,
     live: Vec<Proc>,
     started: usize,
     /// pid → when it was killed (µs).
@@ -435,17 +526,36 @@ struct Fleet {
 }
 
 impl Fleet {
+    /// Starts a worker on the next host of the placement (round-robin).
     fn spawn(&mut self) {
+        let host = (!self.places.is_empty()).then(|| self.started % self.places.len());
+        self.spawn_on(host);
+    }
+
+    /// Starts a worker on `host` of the placement (`None`: here).
+    fn spawn_on(&mut self, host: Option<usize>) {
         let log = File::options()
             .create(true)
             .append(true)
             .open(&self.log)
             .expect("open the workers' log");
-        let mut command = Command::new(&self.bin);
-        command.envs(self.env.iter().map(|(k, v)| (k, v)));
-        if !self.urls.is_empty() {
-            command.env("JOBQ_CHAOS_URL", &self.urls[self.started % self.urls.len()]);
-        }
+        let mut command = match host {
+            Some(i) => {
+                let (host, url) = &self.places[i];
+                let mut command = host.command(&self.bin);
+                command.envs(self.env.iter().map(|(k, v)| (k, v)));
+                command.env("JOBQ_CHAOS_URL", url);
+                command
+            }
+            None => {
+                let mut command = Command::new(&self.bin);
+                command.envs(self.env.iter().map(|(k, v)| (k, v)));
+                if !self.urls.is_empty() {
+                    command.env("JOBQ_CHAOS_URL", &self.urls[self.started % self.urls.len()]);
+                }
+                command
+            }
+        };
         let child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -453,15 +563,29 @@ impl Fleet {
             .spawn()
             .expect("start a chaos worker");
         self.started += 1;
+        if let Some(i) = host {
+            self.host_of.insert(child.id(), i);
+        }
         self.live.push(Proc {
             pid: child.id(),
             child,
+            host,
         });
     }
 
-    fn kill_one(&mut self) {
+    /// The pids of the workers that ever ran on `host` of the placement.
+    fn pids_on(&self, host: usize) -> HashSet<u32> {
+        self.host_of
+            .iter()
+            .filter(|&(_, &h)| h == host)
+            .map(|(&pid, _)| pid)
+            .collect()
+    }
+
+    /// Kills a random worker; the host it ran on, to start its replacement there.
+    fn kill_one(&mut self) -> Option<usize> {
         if self.live.is_empty() {
-            return;
+            return None;
         }
         let mut proc = self
             .live
@@ -470,6 +594,7 @@ impl Fleet {
         let at = now_us();
         let _ = proc.child.wait();
         self.killed.insert(proc.pid, at);
+        proc.host
     }
 
     /// Replaces workers that exited on their own (and notes them).
@@ -482,7 +607,7 @@ impl Fleet {
                     "worker {} exited by itself mid-drain: {status}",
                     proc.pid
                 ));
-                self.spawn();
+                self.spawn_on(proc.host);
             } else {
                 i += 1;
             }
@@ -657,6 +782,12 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
         ],
         urls: config.urls.clone(),
         log: report.logs.clone(),
+        places: config
+            .placement
+            .as_ref()
+            .map(|p| p.hosts.clone())
+            .unwrap_or_default(),
+        host_of: HashMap::new(),
         live: Vec::new(),
         started: 0,
         killed: HashMap::new(),
@@ -678,6 +809,10 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
         .map(|r| Instant::now() + next_kill_after(r));
     let mut outage_task: Option<tokio::task::JoinHandle<Result<(i64, i64), String>>> = None;
     let mut outage_window: Option<(i64, i64)> = None;
+    // The partition's cut (µs, and when), then its window (cut, heal) in µs.
+    let mut cut_at: Option<(i64, Instant)> = None;
+    let mut partition_window: Option<(i64, i64)> = None;
+    let lease_us = i64::try_from(config.lease.as_micros()).unwrap_or(i64::MAX);
     let mut last_progress = Instant::now() - Duration::from_secs(1);
     let mut done = 0;
     let mut timed_out = false;
@@ -685,8 +820,10 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
         fleet.check();
         if let (Some(at), Some(range)) = (next_kill, config.kill_every) {
             if Instant::now() >= at {
-                fleet.kill_one();
-                fleet.spawn();
+                match fleet.kill_one() {
+                    Some(host) => fleet.spawn_on(Some(host)),
+                    None => fleet.spawn(),
+                }
                 next_kill = Some(Instant::now() + next_kill_after(range));
             }
         }
@@ -714,6 +851,29 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
                 outage_window = Some(window);
             }
         }
+        if let (Some(partition), Some(placement)) = (config.partition, &config.placement) {
+            let host = &placement.hosts[partition.host].0;
+            match cut_at {
+                None if partition_window.is_none()
+                    && done as f64 >= partition.after_done * config.jobs as f64 =>
+                {
+                    host.cut()
+                        .unwrap_or_else(|e| panic!("cutting {} off failed: {e}", host.name));
+                    cut_at = Some((now_us(), Instant::now()));
+                }
+                Some((cut_us, at)) if at.elapsed() >= partition.cut_for => {
+                    host.heal()
+                        .unwrap_or_else(|e| panic!("healing {} failed: {e}", host.name));
+                    let window = (cut_us, now_us());
+                    report
+                        .partitions
+                        .push(Duration::from_micros((window.1 - window.0) as u64));
+                    partition_window = Some(window);
+                    cut_at = None;
+                }
+                _ => {}
+            }
+        }
         if last_progress.elapsed() >= Duration::from_millis(200) {
             last_progress = Instant::now();
             // Fails while the database is down; the next try will do.
@@ -721,7 +881,11 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
                 done = counts.done;
             }
             let outage_over = config.outage.is_none() || outage_window.is_some();
-            if done >= config.jobs && outage_over {
+            // Healed two leases ago: the cut host's workers have renewed
+            // (and lost) their leases and sent their late settles.
+            let partition_over = config.partition.is_none()
+                || partition_window.is_some_and(|(_, heal)| now_us() - heal >= 2 * lease_us);
+            if done >= config.jobs && outage_over && partition_over {
                 break;
             }
         }
@@ -754,6 +918,16 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
         }
     }
 
+    let partition = config
+        .partition
+        .zip(partition_window)
+        .map(|(p, window)| Cut {
+            pids: fleet.pids_on(p.host),
+            window,
+            // A reply held back by the cut can arrive up to about as long
+            // again after the heal (TCP's retransmissions back off).
+            late_by: p.cut_for,
+        });
     check(
         &jobq,
         &sql,
@@ -762,6 +936,7 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
         &ids,
         &fleet.killed,
         outage_window,
+        partition.as_ref(),
         config.lease,
         &mut report,
     )
@@ -796,6 +971,17 @@ async fn enqueue(jobq: &Jobq, run: &str, queue: &str, jobs: u64) -> Vec<i64> {
     ids
 }
 
+/// A partition as the checks see it.
+#[derive(Debug)]
+struct Cut {
+    /// The workers on the cut host.
+    pids: HashSet<u32>,
+    /// Cut and heal, µs.
+    window: (i64, i64),
+    /// How long after the heal a stalled reply may still arrive.
+    late_by: Duration,
+}
+
 /// Checks every promise from the database; notes what broke in `report`.
 #[allow(clippy::too_many_arguments)]
 async fn check(
@@ -806,6 +992,7 @@ async fn check(
     ids: &[i64],
     killed: &HashMap<u32, i64>,
     outage: Option<(i64, i64)>,
+    partition: Option<&Cut>,
     lease: Duration,
     report: &mut Report,
 ) {
@@ -890,6 +1077,7 @@ async fn check(
 
     let lease_us = i64::try_from(lease.as_micros()).unwrap_or(i64::MAX);
     let mut waits = Vec::new();
+    let mut partition_waits = Vec::new();
     for id in ids {
         let Some((status, attempts, claimed_by, finished_at)) = rows.get(id) else {
             v.push(format!("job {id} has no row"));
@@ -962,11 +1150,29 @@ async fn check(
                 earlier.started_us < up + 2 * lease_us
                     && earlier.finished_us.is_none_or(|end| end > down - lease_us)
             });
+            // The earlier execution ran on the cut host around the cut (or
+            // started from a claim whose reply the cut held back).
+            let on_cut_host = partition.is_some_and(|cut| {
+                let (down, up) = cut.window;
+                let late_us = i64::try_from(cut.late_by.as_micros()).unwrap_or(i64::MAX);
+                cut.pids.contains(&earlier.pid)
+                    && earlier.started_us < up + late_us + 2 * lease_us
+                    && earlier.finished_us.is_none_or(|end| end > down - lease_us)
+            });
             if overlapped_outage {
                 report.re_executions_after_outage += 1;
+            } else if on_cut_host {
+                report.re_executions_after_partition += 1;
+                if let Some(cut) = partition
+                    && next.attempt == earlier.attempt + 1
+                    && next.started_us > cut.window.0
+                    && !cut.pids.contains(&next.pid)
+                {
+                    partition_waits.push(next.started_us - cut.window.0);
+                }
             } else {
                 v.push(format!(
-                    "job {id}: attempt {} by live worker {} ran again as attempt {}, unexplained by a kill or an outage",
+                    "job {id}: attempt {} by live worker {} ran again as attempt {}, unexplained by a kill, an outage or a partition",
                     earlier.attempt, earlier.worker, next.attempt
                 ));
             }
@@ -985,6 +1191,9 @@ async fn check(
             "{late} orphans waited longer than {bound:?} (lease + reap interval + slack) to run again"
         ));
     }
+    if let Some(&max) = partition_waits.iter().max() {
+        report.max_partition_wait = Duration::from_micros(max as u64);
+    }
     if let Some(&max) = waits.iter().max() {
         report.max_orphan_wait = Duration::from_micros(max as u64);
         report.mean_orphan_wait =
@@ -997,8 +1206,20 @@ fn scan_logs(report: &mut Report) {
         return;
     };
     for line in text.lines() {
-        if line.contains("fenced out") || line.contains("no longer held") {
+        // The completer writes one line per batch, with its count.
+        let batch: Option<usize> = line.split_once("fenced_out=").and_then(|(_, rest)| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        });
+        if let Some(count) = batch {
+            report.fenced_out += count;
+        } else if line.contains("fenced out") || line.contains("no longer held") {
             report.fenced_out += 1;
+        }
+        if line.contains("lease lost") {
+            report.leases_lost += 1;
         }
         if line.contains("WARN") {
             report.warnings += 1;

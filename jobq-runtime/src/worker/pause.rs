@@ -36,7 +36,16 @@ pub(super) async fn pause_loop(shared: Arc<Shared>) {
                 shared.pauses.send_if_modified(|known| {
                     let changed = known.as_ref() != Some(&served);
                     if changed {
-                        quietly(|| tracing::info!(paused = ?served, "paused queues changed"));
+                        // The first read logs only queues found paused.
+                        match known {
+                            None if served.is_empty() => {}
+                            None => quietly(|| {
+                                tracing::info!(paused = ?served, "queues paused at start: nothing is claimed from them until resumed");
+                            }),
+                            Some(_) => quietly(|| {
+                                tracing::info!(paused = ?served, "paused queues changed");
+                            }),
+                        }
                         *known = Some(served);
                     }
                     changed

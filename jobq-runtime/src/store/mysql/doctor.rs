@@ -321,12 +321,30 @@ async fn transaction_isolation(conn: &mut MySqlConnection) -> Result<Option<Stri
     sqlx::query_scalar::<_, i64>(DOCTOR_TOUCH)
         .fetch_one(&mut *tx)
         .await?;
-    let level: Option<Text> = sqlx::query_scalar(DOCTOR_TRX_ISOLATION)
-        .fetch_optional(&mut *tx)
-        .await?;
+    // A snapshot taken before this statement ran shows an earlier
+    // transaction of the connection (the migration's, at another level):
+    // read again once the snapshot has aged out.
+    let mut level = None;
+    for _ in 0..TRX_SNAPSHOT_READS {
+        let row: Option<(Text, Option<Text>)> = sqlx::query_as(DOCTOR_TRX_ISOLATION)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some((found, query)) = row
+            && query.is_some_and(|q| q.0 == DOCTOR_TRX_ISOLATION)
+        {
+            level = Some(found.0);
+            break;
+        }
+        tokio::time::sleep(TRX_SNAPSHOT_AGE).await;
+    }
     tx.rollback().await?;
-    Ok(level.map(|t| t.0))
+    Ok(level)
 }
+
+/// How often `INNODB_TRX` is read for the open transaction, and how long
+/// its snapshot lives (0.1 s in InnoDB, plus a margin).
+const TRX_SNAPSHOT_READS: usize = 4;
+const TRX_SNAPSHOT_AGE: std::time::Duration = std::time::Duration::from_millis(120);
 
 /// `session` as `@@tx_isolation` spells it (`REPEATABLE-READ`), and
 /// `transaction` as `INNODB_TRX` does (`REPEATABLE READ`).

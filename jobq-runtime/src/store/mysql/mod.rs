@@ -754,26 +754,27 @@ impl MySqlStore {
         Ok(affected == 1)
     }
 
+    /// Reaps up to `limit` orphans of `queue`: candidates read without
+    /// locks ([`REAP_SELECT`]), then those still expired updated by primary
+    /// key in one autocommit statement ([`reap_update`]). No transaction
+    /// stays open between the two, so a reaper that stalls holds no lock,
+    /// and one that finds nothing expired takes none.
     async fn reap_once(&self, queue: &str, limit: u32) -> Result<u64, sqlx::Error> {
-        let mut tx = self.pool.begin_with(BEGIN_RC).await?;
-        let ids: Vec<i64> = sqlx::query_scalar(REAP_SELECT)
+        let candidates: Vec<i64> = sqlx::query_scalar(REAP_SELECT)
             .bind(queue)
             .bind(limit)
-            .fetch_all(&mut *tx)
+            .fetch_all(&self.pool)
             .await?;
-        if ids.is_empty() {
-            tx.commit().await?;
+        if candidates.is_empty() {
             return Ok(0);
         }
-        let padded_ids = padded(&ids);
+        let padded_ids = padded(&candidates);
         let sql = reap_update(padded_ids.len());
         let mut update = sqlx::query(&sql);
         for id in &padded_ids {
             update = update.bind(id);
         }
-        update.execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(ids.len() as u64)
+        Ok(update.execute(&self.pool).await?.rows_affected())
     }
 }
 

@@ -8,8 +8,19 @@ use crate::store::filter::{Filtered, KeyPieces, Pieces, Shape};
 /// transaction, whatever the session default (for pools the caller built).
 pub const BEGIN_RC: &str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
 
-/// Session settings for connections jobq opens itself.
-pub const SESSION_SETUP: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 5";
+/// Session settings for connections jobq opens itself. On MariaDB (the
+/// `/*M!…*/` part, which MySQL skips) a transaction left idle for
+/// [`IDLE_TRANSACTION_SECONDS`] has its connection closed by the server
+/// and is rolled back: a claim whose host was cut off between its locking
+/// `SELECT` and its `UPDATE` would otherwise keep its rows locked, pending
+/// and skipped by every other claim, until the server noticed the dead
+/// client (TCP keepalive, hours). jobq's own transactions never wait
+/// between their statements.
+pub const SESSION_SETUP: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; \
+     SET SESSION innodb_lock_wait_timeout = 5 /*M!100300 , SESSION idle_transaction_timeout = 10 */";
+
+/// `idle_transaction_timeout` in [`SESSION_SETUP`] (MariaDB).
+pub const IDLE_TRANSACTION_SECONDS: u64 = 10;
 
 /// The head of every INSERT; rows of [`INSERT_ROW`] or [`INSERT_ROW_NOW`] follow.
 pub const INSERT_COLUMNS: &str = "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at) VALUES ";
@@ -92,11 +103,18 @@ pub const PRUNE_QUEUES: &str = "SELECT DISTINCT queue FROM jobq_jobs";
 pub const PRUNE_NEXT_PRIORITY: &str =
     "SELECT MIN(priority) FROM jobq_jobs WHERE queue = ? AND status = ? AND priority > ?";
 
-/// The reaper's locking read: expired leases of one queue, in claim order.
+/// The reaper's candidates: a queue's `processing` rows whose lease has
+/// expired, in claim order, read **without locks** (a consistent read).
+/// A locking read here would keep an exclusive lock on every `processing`
+/// entry it scanned, matching or not (InnoDB keeps them at READ COMMITTED
+/// too), so a reaper whose transaction stalls (its host cut off, its
+/// process frozen) would hold every live row of the queue and make the
+/// settles and heartbeats of healthy workers wait until their leases ran
+/// out. The candidates are then updated by primary key ([`reap_update`]).
 pub const REAP_SELECT: &str = "SELECT id FROM jobq_jobs \
      WHERE queue = ? AND status = 'processing' AND run_at < UTC_TIMESTAMP(6) \
      ORDER BY priority, run_at, id \
-     LIMIT ? FOR UPDATE SKIP LOCKED";
+     LIMIT ?";
 
 /// Every column `Jobq::job` reports.
 macro_rules! job_columns {
@@ -362,8 +380,11 @@ pub(crate) fn held(ids: usize) -> String {
     )
 }
 
-/// Returns `ids` expired rows (locked by [`REAP_SELECT`]) to `pending`, or
-/// `failed` when their attempts are used up. An orphan keeps its place in
+/// Returns those of `ids` ([`REAP_SELECT`]'s candidates) that are still
+/// expired to `pending`, or `failed` when their attempts are used up: one
+/// autocommit statement, so no reaper holds a lock past it, and at READ
+/// COMMITTED a candidate renewed or reaped meanwhile is skipped (InnoDB's
+/// semi-consistent read), not waited for. An orphan keeps its place in
 /// line: `run_at` goes back to when the job was enqueued, not to the back of
 /// a backlog, so it runs again about one lease after the crash even when the
 /// queue is deep.
@@ -374,7 +395,7 @@ pub(crate) fn reap_update(ids: usize) -> String {
              finished_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), NULL), \
              status = IF(attempts >= max_attempts, 'failed', 'pending'), \
              run_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), created_at), lease_token = NULL \
-             WHERE id IN ({})",
+             WHERE id IN ({}) AND status = 'processing' AND run_at < UTC_TIMESTAMP(6)",
         placeholders(ids)
     )
 }
@@ -445,8 +466,11 @@ pub const DOCTOR_SESSION_ISOLATION_MYSQL: &str =
 /// A read that makes the open transaction an InnoDB one (listed in `INNODB_TRX`).
 pub const DOCTOR_TOUCH: &str = "SELECT COUNT(*) FROM jobq_jobs WHERE id = 0";
 
-/// The isolation level of this connection's open InnoDB transaction.
-pub const DOCTOR_TRX_ISOLATION: &str = "SELECT CAST(trx_isolation_level AS CHAR) FROM information_schema.INNODB_TRX \
+/// The isolation level of this connection's open InnoDB transaction, with
+/// the statement `INNODB_TRX` saw it run: `INNODB_TRX` is a snapshot
+/// refreshed at most every 0.1 s, so a row whose `trx_query` is not this
+/// very statement is an earlier transaction of the connection.
+pub const DOCTOR_TRX_ISOLATION: &str = "SELECT CAST(trx_isolation_level AS CHAR), CAST(trx_query AS CHAR) FROM information_schema.INNODB_TRX \
      WHERE trx_mysql_thread_id = CONNECTION_ID()";
 
 /// `jobq_jobs`'s storage engine, if the table exists.

@@ -64,3 +64,10 @@ fn a_mariadb_url_is_a_mysql_url_to_the_driver() {
     );
     assert_eq!(glue::mysql_url("mysql://app@db/app"), "mysql://app@db/app");
 }
+
+#[test]
+fn the_session_setup_names_the_idle_transaction_timeout_it_documents() {
+    assert!(SESSION_SETUP.contains(&format!(
+        "/*M!100300 , SESSION idle_transaction_timeout = {IDLE_TRANSACTION_SECONDS} */"
+    )));
+}

@@ -18,6 +18,7 @@ use tokio::sync::Notify;
 
 pub mod chaos;
 pub mod metrics;
+pub mod proxy;
 pub mod scratch;
 pub mod services;
 pub mod sql;

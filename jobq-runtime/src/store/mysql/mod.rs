@@ -48,6 +48,7 @@ use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
 mod doctor;
+mod failover;
 mod glue;
 mod position;
 pub mod sql;
@@ -129,6 +130,8 @@ pub(crate) struct MySqlStore {
     /// Per queue, where the last claim that got all the rows it asked for
     /// ended (see [`CLAIM_SELECT_AFTER`]).
     positions: Arc<Positions>,
+    /// The connect list, if the URL named several hosts (see `failover.rs`).
+    failover: Option<Arc<failover::Failover>>,
 }
 
 impl BackendStore for MySqlStore {
@@ -140,21 +143,54 @@ impl BackendStore for MySqlStore {
     }
 
     async fn connect(url: &str, connect: &ConnectOptions) -> Result<Self> {
-        let options = MySqlConnectOptions::from_str(&glue::mysql_url(url))?;
-        super::probe(url, &options, connect.connect_timeout).await?;
-        let pool = MySqlPoolOptions::new()
+        let pool_options = MySqlPoolOptions::new()
             .max_connections(connect.max_connections)
             .test_before_acquire(false)
-            .before_acquire(super::ping_if_idle::<sqlx::MySql>)
             .after_connect(|conn, _meta| {
                 Box::pin(async move {
                     conn.execute(SESSION_SETUP).await?;
                     Ok(())
                 })
+            });
+        let Some(list) = failover::connect_list(url) else {
+            let options = MySqlConnectOptions::from_str(&glue::mysql_url(url))?;
+            super::probe(url, &options, connect.connect_timeout).await?;
+            let pool = pool_options
+                .before_acquire(super::ping_if_idle::<sqlx::MySql>)
+                .connect_with(options)
+                .await?;
+            return Self::from_pool(pool).await;
+        };
+        let nodes = list
+            .into_iter()
+            .map(|(url, host)| {
+                Ok(failover::Node {
+                    options: MySqlConnectOptions::from_str(&glue::mysql_url(&url))?,
+                    host,
+                })
             })
-            .connect_with(options)
+            .collect::<Result<Vec<_>>>()?;
+        let shown = crate::handle::redact_url(url);
+        let (failover, at) =
+            failover::Failover::connect(nodes, connect.connect_timeout, &shown).await?;
+        let retire = Arc::clone(failover.retire());
+        let pool = pool_options
+            // A connection opened before the pool last moved is closed
+            // rather than handed out.
+            .before_acquire(move |conn, meta| {
+                if retire.retires_age(meta.age) {
+                    Box::pin(async { Ok(false) })
+                } else {
+                    super::ping_if_idle::<sqlx::MySql>(conn, meta)
+                }
+            })
+            .connect_with(failover.options(at).clone())
             .await?;
-        Self::from_pool(pool).await
+        let failover = Arc::new(failover);
+        let mut store = Self::from_pool(pool).await?;
+        store.conns = Stash::retiring(store.pool.clone(), Some(Arc::clone(failover.retire())));
+        store.failover = Some(failover);
+        Ok(store)
     }
 
     async fn from_pool(pool: MySqlPool) -> Result<Self> {
@@ -162,6 +198,7 @@ impl BackendStore for MySqlStore {
             sqlx::query_as(SERVER_SETTINGS).fetch_one(&pool).await?;
         Ok(Self {
             conns: Stash::new(pool.clone()),
+            failover: None,
             pool,
             mariadb: version.to_ascii_lowercase().contains("mariadb"),
             max_packet: usize::try_from(max_packet).unwrap_or(usize::MAX),
@@ -492,6 +529,20 @@ impl BackendStore for MySqlStore {
 }
 
 impl MySqlStore {
+    /// Passes a call's result on to the connect list, if there is one: a
+    /// failure as of a lost node starts a check of the node (see
+    /// `failover.rs`). Nothing to do on success, nor without a list.
+    pub(crate) fn seen<T>(&self, result: &Result<T>) {
+        if let (Err(error), Some(failover)) = (result, &self.failover) {
+            failover.saw(error, &self.pool);
+        }
+    }
+
+    /// With a connect list, the `host:port` of the node new connections go to.
+    pub(crate) fn current_node(&self) -> Option<String> {
+        self.failover.as_ref().map(|f| f.current_host().to_owned())
+    }
+
     /// The largest payload one INSERT can carry on this server.
     fn max_payload_bytes(&self) -> usize {
         self.max_packet.saturating_sub(PACKET_HEADROOM)

@@ -121,6 +121,13 @@ pub const INSERT_RETURNING: &str = concat!(
 pub const SERVER_SETTINGS: &str = "SELECT VERSION(), @@max_allowed_packet, \
                  CAST(@@innodb_autoinc_lock_mode AS SIGNED), CAST(@@auto_increment_increment AS SIGNED)";
 
+/// Whether the server is a Galera node (`wsrep_on` = `ON`; no row on MySQL):
+/// read when a connect list checks a node.
+pub const NODE_WSREP_ON: &str = "SHOW VARIABLES LIKE 'wsrep_on'";
+
+/// Whether a Galera node takes statements (`wsrep_ready` = `ON`).
+pub const NODE_WSREP_READY: &str = "SHOW GLOBAL STATUS LIKE 'wsrep_ready'";
+
 /// The migration lock, waited on for up to 120 s.
 pub const MIGRATE_LOCK: &str = "SELECT GET_LOCK('jobq_migrate', 120)";
 

@@ -181,6 +181,7 @@ pub(crate) mod statement {
     pub(crate) const REAP: &str = "reap";
     pub(crate) const PRUNE: &str = "prune";
     pub(crate) const CANCEL: &str = "cancel";
+    pub(crate) const MIGRATE: &str = "migrate";
     pub(crate) const RETRY: &str = "retry";
     pub(crate) const PAUSE: &str = "pause";
 }

@@ -17,6 +17,7 @@ use jobq_runtime::{Backend, Enqueue, Error, Job, Jobq, Worker, WorkerHandle};
 use tokio::sync::Notify;
 
 pub mod chaos;
+pub mod galera;
 pub mod metrics;
 pub mod proxy;
 pub mod scratch;

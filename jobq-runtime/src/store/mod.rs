@@ -698,20 +698,25 @@ where
             Ok(value) => return Ok(value),
             Err(error) if attempt < 8 && transient(&error) => {
                 attempt += 1;
-                INTERNAL_RETRIES.fetch_add(1, Ordering::Relaxed);
-                crate::metrics::internal_retry(statement);
-                tracing::debug!(
-                    error = &error as &dyn std::error::Error,
-                    attempt,
-                    statement,
-                    "retrying after a transient database error"
-                );
+                count_internal_retry(statement, &error, attempt);
                 let pause_ms = rand::random_range(1..=(5u64 << attempt.min(5)));
                 tokio::time::sleep(Duration::from_millis(pause_ms)).await;
             }
             Err(error) => return Err(error.into()),
         }
     }
+}
+
+/// Counts (and logs) one retry of `statement` after the transient `error`.
+pub(crate) fn count_internal_retry(statement: &'static str, error: &sqlx::Error, attempt: u32) {
+    INTERNAL_RETRIES.fetch_add(1, Ordering::Relaxed);
+    crate::metrics::internal_retry(statement);
+    tracing::debug!(
+        error = error as &dyn std::error::Error,
+        attempt,
+        statement,
+        "retrying after a transient database error"
+    );
 }
 
 /// [`QueueCounts`] from `(status, count)` rows, as every backend's counts

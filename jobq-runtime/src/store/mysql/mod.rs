@@ -62,6 +62,8 @@ const INSERT_CHUNK: usize = 500;
 /// Room left in a statement of `max_allowed_packet` bytes for the protocol
 /// and the SQL text around the values.
 const PACKET_HEADROOM: usize = 16 << 10;
+/// How often `migrate` starts over after a transient error.
+const MIGRATE_RETRIES: u32 = 30;
 /// Ids per IN-list of a settle or heartbeat.
 const IN_CHUNK: usize = 1024;
 /// Ids per IN-list of a claim's UPDATE. A statement takes at most 65,535
@@ -120,6 +122,9 @@ pub(crate) struct MySqlStore {
     conns: Stash<sqlx::MySql>,
     /// MariaDB has `INSERT … RETURNING`; MySQL does not.
     mariadb: bool,
+    /// A node of a Galera cluster: the handle's reads wait until the node
+    /// has applied what the cluster committed before them ([`SYNC_WAIT`]).
+    galera: bool,
     /// The server's `max_allowed_packet` when the store connected: the
     /// largest statement it accepts (a larger one is refused with error 1153
     /// and the connection is dropped).
@@ -196,11 +201,18 @@ impl BackendStore for MySqlStore {
     async fn from_pool(pool: MySqlPool) -> Result<Self> {
         let (version, max_packet, autoinc_lock_mode, autoinc_step): (String, u64, i64, i64) =
             sqlx::query_as(SERVER_SETTINGS).fetch_one(&pool).await?;
+        let mariadb = version.to_ascii_lowercase().contains("mariadb");
+        let galera = mariadb
+            && sqlx::query_scalar::<_, i64>(GALERA)
+                .fetch_one(&pool)
+                .await?
+                == 1;
         Ok(Self {
             conns: Stash::new(pool.clone()),
             failover: None,
             pool,
-            mariadb: version.to_ascii_lowercase().contains("mariadb"),
+            mariadb,
+            galera,
             max_packet: usize::try_from(max_packet).unwrap_or(usize::MAX),
             // Modes 0 and 1 give the rows of one multi-row INSERT consecutive
             // ids (`auto_increment_increment` apart); mode 2 interleaves them
@@ -233,7 +245,7 @@ impl BackendStore for MySqlStore {
                 seconds: 120,
             });
         }
-        let applied = apply_migrations(&mut conn).await;
+        let applied = self.apply_migrations(&mut conn).await;
         sqlx::query(MIGRATE_UNLOCK).execute(&mut *conn).await?;
         Ok(applied?)
     }
@@ -383,7 +395,7 @@ impl BackendStore for MySqlStore {
     async fn listen(&self, _queues: &[String], _stop: &CancellationToken) {}
 
     async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
-        let row = sqlx::query(JOB_COLUMNS)
+        let row = sqlx::query(&self.read(JOB_COLUMNS))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -391,7 +403,7 @@ impl BackendStore for MySqlStore {
     }
 
     async fn counts(&self, queue: &str) -> Result<QueueCounts> {
-        let rows = sqlx::query_as(COUNTS)
+        let rows = sqlx::query_as(&self.read(COUNTS))
             .bind(queue)
             .fetch_all(&self.pool)
             .await?;
@@ -414,7 +426,9 @@ impl BackendStore for MySqlStore {
     }
 
     async fn queues_with_rows(&self) -> Result<Vec<String>> {
-        let queues: Vec<Text> = sqlx::query_scalar(QUEUES).fetch_all(&self.pool).await?;
+        let queues: Vec<Text> = sqlx::query_scalar(&self.read(QUEUES))
+            .fetch_all(&self.pool)
+            .await?;
         Ok(queues.into_iter().map(|Text(queue)| queue).collect())
     }
 
@@ -425,7 +439,7 @@ impl BackendStore for MySqlStore {
         let now = window.now.naive_utc();
         let since = window.since.naive_utc();
         type LiveRow = (String, i64, Option<i64>, Option<i64>, Option<NaiveDateTime>);
-        let live: Vec<LiveRow> = sqlx::query_as(STATS_LIVE)
+        let live: Vec<LiveRow> = sqlx::query_as(&self.read(STATS_LIVE))
             .bind(now)
             .bind(now)
             .bind(queue)
@@ -487,16 +501,17 @@ impl BackendStore for MySqlStore {
     }
 
     async fn list(&self, statement: &Statement) -> Result<Vec<JobInfo>> {
-        let rows = sqlx::query_with(&statement.sql, arguments(&statement.binds)?)
+        let rows = sqlx::query_with(&self.read(&statement.sql), arguments(&statement.binds)?)
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(job_info).collect()
     }
 
     async fn count_where(&self, statement: &Statement) -> Result<u64> {
-        let n: i64 = sqlx::query_scalar_with(&statement.sql, arguments(&statement.binds)?)
-            .fetch_one(&self.pool)
-            .await?;
+        let n: i64 =
+            sqlx::query_scalar_with(&self.read(&statement.sql), arguments(&statement.binds)?)
+                .fetch_one(&self.pool)
+                .await?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
@@ -541,6 +556,38 @@ impl MySqlStore {
     /// With a connect list, the `host:port` of the node new connections go to.
     pub(crate) fn current_node(&self) -> Option<String> {
         self.failover.as_ref().map(|f| f.current_host().to_owned())
+    }
+
+    /// `sql`, a read of the handle's (`job`, `counts`, `list`, `stats`), as
+    /// it runs here: on Galera behind [`SYNC_WAIT`], so that it sees what
+    /// was committed through any node before it (read-your-writes across
+    /// nodes). The claim and the other statements of workers do without:
+    /// their writes are certified against the cluster's anyway.
+    fn read<'a>(&self, sql: &'a str) -> std::borrow::Cow<'a, str> {
+        if self.galera {
+            synced(sql).into()
+        } else {
+            sql.into()
+        }
+    }
+
+    /// Applies the migrations `jobq_migrations` does not list (the caller
+    /// holds the lock). A transient error (a deadlock; on Galera a
+    /// certification conflict with another node's migration, which
+    /// `GET_LOCK` does not exclude) starts over from what is applied then.
+    async fn apply_migrations(&self, conn: &mut MySqlConnection) -> Result<(), sqlx::Error> {
+        let mut attempt = 0u32;
+        loop {
+            match apply_pending(conn, &self.read(MIGRATIONS_APPLIED)).await {
+                Err(error) if attempt < MIGRATE_RETRIES && is_transient(&error) => {
+                    attempt += 1;
+                    super::count_internal_retry(statement::MIGRATE, &error, attempt);
+                    let pause_ms = rand::random_range(5..=(10u64 << attempt.min(4)));
+                    tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+                }
+                result => return result,
+            }
+        }
     }
 
     /// The largest payload one INSERT can carry on this server.
@@ -815,12 +862,13 @@ fn padded<T: Copy>(items: &[T]) -> Vec<T> {
     out
 }
 
-/// Applies the migrations `jobq_migrations` does not list (the caller holds the lock).
-async fn apply_migrations(conn: &mut MySqlConnection) -> Result<(), sqlx::Error> {
+/// Applies the migrations `applied` (a read of `jobq_migrations`) does
+/// not list: once each when one process migrates; on Galera, where two
+/// nodes can each hold `GET_LOCK`, possibly once per node, which every
+/// MySQL migration allows (`IF NOT EXISTS`, a `MODIFY` to the type it has).
+async fn apply_pending(conn: &mut MySqlConnection, applied: &str) -> Result<(), sqlx::Error> {
     conn.execute(MIGRATIONS_TABLE).await?;
-    let applied: Vec<i64> = sqlx::query_scalar(MIGRATIONS_APPLIED)
-        .fetch_all(&mut *conn)
-        .await?;
+    let applied: Vec<i64> = sqlx::query_scalar(applied).fetch_all(&mut *conn).await?;
     for migration in migrate::pending(migrate::MYSQL, &applied) {
         conn.execute(migration.sql).await?;
         sqlx::query(MIGRATION_RECORD)

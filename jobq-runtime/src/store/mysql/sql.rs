@@ -141,8 +141,25 @@ pub const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS jobq_migrations (
 /// The versions applied so far.
 pub const MIGRATIONS_APPLIED: &str = "SELECT version FROM jobq_migrations";
 
-/// Records one applied migration.
-pub const MIGRATION_RECORD: &str = "INSERT INTO jobq_migrations (version, description, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))";
+/// Records one applied migration; a version another process recorded
+/// meanwhile stays as it is (on Galera `GET_LOCK` is per node, so two nodes
+/// may apply a migration at once: every MySQL migration can run again).
+pub const MIGRATION_RECORD: &str = "INSERT INTO jobq_migrations (version, description, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6)) \
+     ON DUPLICATE KEY UPDATE version = version";
+
+/// Whether the server is a node of a Galera cluster (MariaDB only: MySQL
+/// has no `wsrep_on`).
+pub const GALERA: &str = "SELECT CAST(@@wsrep_on AND @@wsrep_provider <> 'none' AS SIGNED)";
+
+/// The head of a read that must see every transaction the cluster
+/// committed before it began (Galera applies other nodes' writes a moment
+/// after they commit): the node waits until it has applied them.
+pub const SYNC_WAIT: &str = "SET STATEMENT wsrep_sync_wait = 1 FOR ";
+
+/// `sql`, a read, with [`SYNC_WAIT`] ahead of it.
+pub fn synced(sql: &str) -> String {
+    format!("{SYNC_WAIT}{sql}")
+}
 
 /// The `SET` of a batch settle, fenced by `fenced_update`.
 pub const COMPLETE_SET: &str = "UPDATE jobq_jobs SET status = 'done', finished_at = UTC_TIMESTAMP(6), run_at = UTC_TIMESTAMP(6), lease_token = NULL";

@@ -78,6 +78,16 @@ impl TestDb {
         from_env("JOBQ_POSTGRES_URL", Backend::Postgres)
     }
 
+    /// The database at `url`, of `backend` (a test cluster's, say).
+    pub fn at(backend: Backend, url: impl Into<String>) -> Self {
+        init_tracing();
+        Self {
+            backend,
+            url: url.into(),
+            _dir: None,
+        }
+    }
+
     /// A fresh SQLite file.
     pub fn sqlite() -> Option<Self> {
         init_tracing();

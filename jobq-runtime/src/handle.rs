@@ -491,8 +491,12 @@ impl Jobq {
     /// `isolation`, `storage_engine` and `binlog_format` (MySQL/MariaDB),
     /// `journal_mode` (SQLite), `migrations`, `clock_skew`, one `plan_*`
     /// per claim, reaper and prune statement, and `lock_waits`
-    /// (MySQL/MariaDB). A check whose facts cannot be read (a missing
-    /// table, a privilege) fails saying so; an unreachable server is an `Err`.
+    /// (MySQL/MariaDB); on a Galera node also `galera_cluster`,
+    /// `galera_sync_wait` and `galera_lease` (the workers' lease against
+    /// `evs.suspect_timeout`: this call assumes the default lease, 30 s;
+    /// [`doctor_with_lease`](Self::doctor_with_lease) names yours). A check
+    /// whose facts cannot be read (a missing table, a privilege) fails
+    /// saying so; an unreachable server is an `Err`.
     ///
     /// ```no_run
     /// # async fn demo(jobq: jobq_runtime::Jobq) -> jobq_runtime::Result<()> {
@@ -504,8 +508,19 @@ impl Jobq {
     /// ```
     pub async fn doctor(&self) -> Result<DoctorReport> {
         self.store()
-            .doctor(store::doctor::HostClock::default())
+            .doctor(store::doctor::DoctorOptions::default())
             .await
+    }
+
+    /// [`doctor`](Self::doctor) for workers whose
+    /// [`lease`](crate::WorkerBuilder::lease) is `lease`: the checks that
+    /// depend on it (`galera_lease`) judge that one.
+    pub async fn doctor_with_lease(&self, lease: std::time::Duration) -> Result<DoctorReport> {
+        let options = store::doctor::DoctorOptions {
+            lease,
+            ..Default::default()
+        };
+        self.store().doctor(options).await
     }
 
     /// [`doctor`](Self::doctor) as if this host's clock were `offset` off:
@@ -517,7 +532,10 @@ impl Jobq {
         offset: chrono::TimeDelta,
     ) -> Result<DoctorReport> {
         self.store()
-            .doctor(store::doctor::HostClock { offset })
+            .doctor(store::doctor::DoctorOptions {
+                clock: store::doctor::HostClock { offset },
+                ..Default::default()
+            })
             .await
     }
 

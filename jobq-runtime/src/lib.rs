@@ -163,7 +163,7 @@ pub use ops::{
 };
 pub use store::internal_retries;
 pub use types::{Backend, Enqueue, Enqueued, JobInfo, JobStatus, QueueCounts};
-pub use worker::{DEFAULT_CLAIM_AHEAD_BYTES, Worker, WorkerBuilder, WorkerHandle};
+pub use worker::{DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_LEASE, Worker, WorkerBuilder, WorkerHandle};
 
 /// The store's operations one call each, and fault injection, for jobq's own
 /// tests (`tests/tests/fencing.rs` interleaves claims, settles, heartbeats

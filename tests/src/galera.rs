@@ -90,16 +90,19 @@ pub fn should_run(test: &str) -> bool {
 /// (3 nodes, or `JOBQ_GALERA_NODES`) and shared by all of them; each test
 /// uses databases and queues of its own. Torn down when the process exits.
 pub fn shared() -> &'static Cluster {
-    static SHARED: OnceLock<Cluster> = OnceLock::new();
-    static STARTING: Mutex<()> = Mutex::new(());
-    let _one_at_a_time = STARTING.lock().unwrap_or_else(PoisonError::into_inner);
-    SHARED.get_or_init(|| {
+    // A start that failed is not tried again by every test.
+    static SHARED: OnceLock<Result<Cluster, String>> = OnceLock::new();
+    let cluster = SHARED.get_or_init(|| {
         let nodes = std::env::var("JOBQ_GALERA_NODES")
             .ok()
             .and_then(|n| n.parse().ok())
             .unwrap_or(3);
-        Cluster::start("shared", nodes).unwrap_or_else(|e| panic!("the Galera cluster: {e}"))
-    })
+        Cluster::start("shared", nodes)
+    });
+    match cluster {
+        Ok(cluster) => cluster,
+        Err(e) => panic!("the Galera cluster: {e}"),
+    }
 }
 
 /// A running Galera cluster; dropping it kills its nodes and removes their files.
@@ -274,6 +277,33 @@ impl Cluster {
             .sum()
     }
 
+    /// A database of one test's own (`jobq_g_<test>_<random>`), made on
+    /// node 0 and returned once every running node has it; dropped with
+    /// the returned value.
+    pub fn database(&self, test: &str) -> Result<Database<'_>, String> {
+        let name = format!("jobq_g_{test}_{:08x}", rand::random::<u32>());
+        self.sql(0, &format!("CREATE DATABASE {name}"))?;
+        let start = Instant::now();
+        let running: Vec<usize> = (0..self.len())
+            .filter(|&i| self.node(i).child.is_some())
+            .collect();
+        for node in running {
+            let has = format!(
+                "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '{name}'"
+            );
+            while self.sql(node, &has)?.trim() != "1" {
+                if start.elapsed() > SYNC_DEADLINE {
+                    return Err(format!("node {node} does not list the database {name}"));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        Ok(Database {
+            cluster: self,
+            name,
+        })
+    }
+
     /// Kills every node and removes the cluster's files (also on drop).
     pub fn stop(self) {}
 
@@ -394,7 +424,7 @@ impl Cluster {
     /// A process that cleans the slot up once this process is gone.
     fn watchdog(&self) -> Result<ChildStdin, String> {
         let script = format!(
-            "cat >/dev/null; for p in {dir}/node*/pid; do [ -f \"$p\" ] && kill -9 -- \"-$(cat \"$p\")\" 2>/dev/null; done; rm -rf {dir}",
+            "cat >/dev/null; for p in {dir}/node*/pid; do [ -f \"$p\" ] && /bin/kill -9 -- \"-$(cat \"$p\")\" 2>/dev/null; done; rm -rf {dir}",
             dir = self.dir.display()
         );
         let mut child = Command::new("sh")
@@ -418,6 +448,41 @@ impl Drop for Cluster {
     }
 }
 
+/// A database of one test's own on a [`Cluster`], dropped with this.
+#[derive(Debug)]
+pub struct Database<'c> {
+    cluster: &'c Cluster,
+    name: String,
+}
+
+impl Database<'_> {
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its URL on node `node`.
+    pub fn url(&self, node: usize) -> String {
+        self.cluster.url_of(node, &self.name)
+    }
+
+    /// Its URL on every node, node 0 first.
+    pub fn urls(&self) -> Vec<String> {
+        self.cluster.urls_of(&self.name)
+    }
+}
+
+impl Drop for Database<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self
+            .cluster
+            .sql(0, &format!("DROP DATABASE IF EXISTS {}", self.name))
+        {
+            eprintln!("could not drop {}: {e}", self.name);
+        }
+    }
+}
+
 /// The first free slot, locked for as long as the returned file is open.
 fn take_slot() -> Result<(u8, File), String> {
     fs::create_dir_all(ROOT).map_err(|e| format!("create {ROOT}: {e}"))?;
@@ -438,21 +503,26 @@ fn take_slot() -> Result<(u8, File), String> {
     Err(format!("all {SLOTS} Galera slots under {ROOT} are taken"))
 }
 
-/// Kills what a crashed run left in a slot's directory and removes it.
+/// Kills what a crashed run left in a slot (every process whose command
+/// line names the slot's directory: its nodes, their SST scripts and rsync
+/// daemons) and removes its directory.
 fn clean_slot(dir: &Path) {
-    if let Ok(entries) = fs::read_dir(dir) {
+    let mark = format!("{}/", dir.display());
+    if let Ok(entries) = fs::read_dir("/proc") {
         for entry in entries.flatten() {
-            let pid_file = entry.path().join("pid");
-            let Some(pid) = fs::read_to_string(&pid_file).ok() else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
                 continue;
             };
-            let pid = pid.trim();
-            // Only a mariadbd of this slot: the pid may have been reused.
-            let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            if String::from_utf8_lossy(&cmdline).contains(&*dir.to_string_lossy()) {
-                if let Ok(pid) = pid.parse() {
-                    kill_group(pid);
-                }
+            let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            if pid != std::process::id() && String::from_utf8_lossy(&cmdline).contains(&mark) {
+                let _ = Command::new("kill")
+                    .args(["-9", &pid.to_string()])
+                    .stderr(Stdio::null())
+                    .status();
             }
         }
     }

@@ -40,6 +40,12 @@ pub(crate) mod names {
     pub(crate) const CLOCK_SKEW: &str = "clock_skew";
     /// Transactions waiting on row locks of `jobq_jobs` now (MySQL/MariaDB).
     pub(crate) const LOCK_WAITS: &str = "lock_waits";
+    /// A Galera node: the cluster's status and size, and this node's state.
+    pub(crate) const GALERA_CLUSTER: &str = "galera_cluster";
+    /// A Galera node's default `wsrep_sync_wait` (jobq's reads set their own).
+    pub(crate) const GALERA_SYNC_WAIT: &str = "galera_sync_wait";
+    /// The workers' lease against Galera's `evs.suspect_timeout`.
+    pub(crate) const GALERA_LEASE: &str = "galera_lease";
 }
 
 impl Check {
@@ -206,6 +212,26 @@ pub(crate) fn migrations_check(embedded: &[Migration], applied: Option<&[i64]>) 
 const SKEW_WARN: TimeDelta = TimeDelta::seconds(1);
 /// Skew above this makes jobs scheduled for a time run visibly early or late.
 const SKEW_FAIL: TimeDelta = TimeDelta::seconds(60);
+
+/// What a doctor run is told besides what it reads from the server.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DoctorOptions {
+    /// This host's clock.
+    pub(crate) clock: HostClock,
+    /// The workers' lease, judged against how long the database can stall
+    /// commits (Galera's `evs.suspect_timeout`).
+    pub(crate) lease: std::time::Duration,
+}
+
+impl Default for DoctorOptions {
+    /// The system clock, and the workers' default lease (30 s).
+    fn default() -> Self {
+        Self {
+            clock: HostClock::default(),
+            lease: crate::worker::DEFAULT_LEASE,
+        }
+    }
+}
 
 /// This host's clock, as the doctor reads it: the system clock, plus an
 /// offset tests set to simulate a skewed host

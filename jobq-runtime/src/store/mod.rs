@@ -223,11 +223,12 @@ pub(crate) trait BackendStore: Sized {
     async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled>;
 
     /// Checks the server and jobq's tables for what jobq needs, in the
-    /// order the report shows them (see [`doctor`]); `clock` is this host's.
+    /// order the report shows them (see [`doctor`]); `options` give this
+    /// host's clock and the workers' lease.
     /// An error reading one check's facts makes that check fail
     /// ([`doctor::guarded`]); only a server that cannot be reached at all
     /// is an `Err`.
-    async fn doctor(&self, clock: doctor::HostClock) -> Result<Vec<crate::ops::Check>>;
+    async fn doctor(&self, options: doctor::DoctorOptions) -> Result<Vec<crate::ops::Check>>;
 }
 
 /// What a cancel changed.
@@ -662,9 +663,9 @@ impl Store {
     /// Every check of [`BackendStore::doctor`], as a report.
     pub(crate) async fn doctor(
         &self,
-        clock: doctor::HostClock,
+        options: doctor::DoctorOptions,
     ) -> Result<crate::ops::DoctorReport> {
-        let checks = dispatch_seen!(self, s => s.doctor(clock).await)?;
+        let checks = dispatch_seen!(self, s => s.doctor(options).await)?;
         Ok(crate::ops::DoctorReport { checks })
     }
 }

@@ -57,7 +57,7 @@ pub use builder::WorkerBuilder;
 pub(crate) use cancel::stop_cancelled;
 use handle::Running;
 pub use handle::WorkerHandle;
-pub use shared::DEFAULT_CLAIM_AHEAD_BYTES;
+pub use shared::{DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_LEASE};
 #[cfg(feature = "testing")]
 pub(crate) use shared::{Ended, Observer};
 

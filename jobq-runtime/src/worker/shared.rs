@@ -71,13 +71,16 @@ pub(super) struct Settings {
     pub(super) stats_gauges: Option<Duration>,
 }
 
+/// Default of [`WorkerBuilder::lease`](super::WorkerBuilder::lease).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
 /// Default of [`WorkerBuilder::claim_ahead_bytes`](super::WorkerBuilder::claim_ahead_bytes): 64 MiB per queue.
 pub const DEFAULT_CLAIM_AHEAD_BYTES: usize = 64 << 20;
 
 impl Default for Settings {
     fn default() -> Self {
         Self {
-            lease: Duration::from_secs(30),
+            lease: DEFAULT_LEASE,
             heartbeat: None,
             heartbeats_enabled: true,
             poll: Duration::from_millis(500),

@@ -3,6 +3,8 @@
 //! log, migrations, the clock, the plans of the claim, reaper and prune
 //! statements, and who waits on `jobq_jobs`'s row locks now.
 
+use std::time::Duration;
+
 use chrono::NaiveDateTime;
 use sqlx::mysql::{MySql, MySqlArguments, MySqlRow};
 use sqlx::{Connection, MySqlConnection};
@@ -12,8 +14,8 @@ use super::{MySqlStore, Text, opt_text};
 use crate::Result;
 use crate::ops::Check;
 use crate::store::doctor::{
-    HostClock, PlanRule, VersionNeeds, clock_check, guarded, migrations_check, names, plan_check,
-    version_check,
+    DoctorOptions, PlanRule, VersionNeeds, clock_check, guarded, migrations_check, names,
+    plan_check, version_check,
 };
 use crate::store::migrate;
 
@@ -85,17 +87,36 @@ const PLANS: [PlanRule; 6] = [
 
 impl MySqlStore {
     /// Every check, in report order (see `BackendStore::doctor`).
-    pub(super) async fn run_doctor(&self, clock: HostClock) -> Result<Vec<Check>> {
+    pub(super) async fn run_doctor(&self, options: DoctorOptions) -> Result<Vec<Check>> {
         let (version, log_bin, binlog_format): (String, i64, Option<String>) =
             sqlx::query_as(DOCTOR_SERVER).fetch_one(&self.pool).await?;
         let mut checks = vec![
             self.version(&version),
             guarded(names::ISOLATION, self.isolation()).await,
             guarded(names::STORAGE_ENGINE, self.engine()).await,
-            binlog_check(log_bin != 0, binlog_format.as_deref().unwrap_or("")),
+            binlog_check(
+                log_bin != 0,
+                binlog_format.as_deref().unwrap_or(""),
+                self.galera,
+            ),
             guarded(names::MIGRATIONS, self.migrations()).await,
-            guarded(names::CLOCK_SKEW, self.clock_skew(clock)).await,
+            guarded(names::CLOCK_SKEW, self.clock_skew(options.clock)).await,
         ];
+        if self.galera {
+            checks.push(guarded(names::GALERA_CLUSTER, self.galera_cluster()).await);
+            checks.push(
+                guarded(names::GALERA_SYNC_WAIT, async {
+                    Ok(sync_wait_check(self.galera_settings().await?.0))
+                })
+                .await,
+            );
+            checks.push(
+                guarded(names::GALERA_LEASE, async {
+                    Ok(lease_check(options.lease, &self.galera_settings().await?.1))
+                })
+                .await,
+            );
+        }
         for (rule, sql) in PLANS.iter().zip(plan_statements()) {
             checks.push(guarded(rule.name, self.plan(rule, sql)).await);
         }
@@ -159,7 +180,32 @@ impl MySqlStore {
         Ok(migrations_check(migrate::MYSQL, applied.as_deref()))
     }
 
-    async fn clock_skew(&self, clock: HostClock) -> Result<Check> {
+    async fn galera_cluster(&self) -> Result<Check> {
+        type Status = (
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        );
+        let (status, size, state, ready): Status = sqlx::query_as(DOCTOR_GALERA_STATUS)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(cluster_check(
+            status.as_deref().unwrap_or("unknown"),
+            size.and_then(|s| s.parse().ok()).unwrap_or(0),
+            state.as_deref().unwrap_or("unknown"),
+            ready.as_deref() == Some("ON"),
+        ))
+    }
+
+    /// The server's default `wsrep_sync_wait` and `wsrep_provider_options`.
+    async fn galera_settings(&self) -> Result<(i64, String)> {
+        Ok(sqlx::query_as(DOCTOR_GALERA_SETTINGS)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    async fn clock_skew(&self, clock: crate::store::doctor::HostClock) -> Result<Check> {
         let mut conn = self.pool.acquire().await?;
         let before = clock.now();
         let db: NaiveDateTime = sqlx::query_scalar(DOCTOR_NOW).fetch_one(&mut *conn).await?;
@@ -342,9 +388,22 @@ fn engine_check(engine: Option<&str>) -> Check {
 /// `SELECT … FOR UPDATE SKIP LOCKED` is unsafe for statement-based
 /// replication (which rows it took depends on timing): MySQL and MariaDB
 /// log it row-based under MIXED, and refuse or warn under STATEMENT.
-fn binlog_check(log_bin: bool, format: &str) -> Check {
+/// Galera replicates row events whether the binary log is on or not, and
+/// only those: it needs ROW.
+fn binlog_check(log_bin: bool, format: &str, galera: bool) -> Check {
     let name = names::BINLOG_FORMAT;
     let format = format.to_ascii_uppercase();
+    if galera {
+        return if format == "ROW" {
+            Check::ok(name, "Galera node, binlog_format ROW")
+        } else {
+            Check::fail(
+                name,
+                format!("Galera node, binlog_format {format}: Galera replicates row events only"),
+                "set binlog_format = ROW on every node",
+            )
+        };
+    }
     if !log_bin {
         return Check::ok(
             name,
@@ -361,6 +420,127 @@ fn binlog_check(log_bin: bool, format: &str) -> Check {
             "set binlog_format = ROW (or MIXED) on the server and in jobq's sessions",
         ),
     }
+}
+
+/// A node jobq can use is in a Primary component, ready and Synced; a
+/// cluster of two loses its quorum with either node.
+fn cluster_check(status: &str, size: u32, state: &str, ready: bool) -> Check {
+    let name = names::GALERA_CLUSTER;
+    let found = format!("cluster {status}, {size} nodes, this node {state}");
+    if !status.eq_ignore_ascii_case("Primary") || !ready {
+        Check::fail(
+            name,
+            format!("{found}, wsrep_ready {}", if ready { "ON" } else { "OFF" }),
+            "this node is not in the cluster's primary component: it refuses jobq's statements (error 1047); point jobq at a node of the primary component",
+        )
+    } else if !state.eq_ignore_ascii_case("Synced") {
+        Check::warn(
+            name,
+            found,
+            "the node is catching up or serving a state transfer: it may lag or stall commits until it is Synced",
+        )
+    } else if size == 2 {
+        Check::warn(
+            name,
+            found,
+            "with two nodes, losing either leaves no quorum and stops both: run three (or add garbd as a third vote)",
+        )
+    } else {
+        Check::ok(name, found)
+    }
+}
+
+/// jobq's reads that promise read-your-writes set `wsrep_sync_wait = 1`
+/// themselves; a server default that makes every statement wait slows
+/// the claims too.
+fn sync_wait_check(sync_wait: i64) -> Check {
+    let name = names::GALERA_SYNC_WAIT;
+    if sync_wait == 0 {
+        Check::ok(
+            name,
+            "wsrep_sync_wait = 0 by default; jobq's job, list, counts and stats reads set 1 for themselves (read-your-writes across nodes)",
+        )
+    } else {
+        Check::warn(
+            name,
+            format!(
+                "wsrep_sync_wait = {sync_wait} by default: every read and write of jobq's waits for the node to catch up, claims included"
+            ),
+            "jobq needs no server default (its reads that promise read-your-writes set it themselves): leave wsrep_sync_wait = 0 unless the application needs it",
+        )
+    }
+}
+
+/// The lease jobq needs on Galera: a node lost without a goodbye freezes
+/// every commit of the cluster until the others evict it, up to
+/// `evs.suspect_timeout` (5 s by default) plus a view change. A worker
+/// renews its leases every lease / 3, so a lease survives a freeze shorter
+/// than two thirds of it: below 1.5 × the timeout a node's loss makes
+/// healthy workers' jobs expire and run twice (measured: 3 s leases, 5 s
+/// timeout); jobq advises at least 3 × the timeout.
+fn lease_check(lease: Duration, provider_options: &str) -> Check {
+    let name = names::GALERA_LEASE;
+    let Some(suspect) = suspect_timeout(provider_options) else {
+        return Check::warn(
+            name,
+            "evs.suspect_timeout not found in wsrep_provider_options",
+            "keep the workers' lease at least 3 × evs.suspect_timeout (15 s with the default 5 s)",
+        );
+    };
+    let advised = suspect * 3;
+    let found = format!(
+        "workers' lease {:?}, evs.suspect_timeout {:?} (a lost node freezes commits that long)",
+        lease, suspect
+    );
+    let advice = format!(
+        "set WorkerBuilder::lease to at least {advised:?} (3 × evs.suspect_timeout), and run doctor with that lease (`jobq doctor --lease`)"
+    );
+    if lease.as_secs_f64() < suspect.as_secs_f64() * 1.5 {
+        Check::fail(
+            name,
+            format!(
+                "{found}: a node's loss outlasts the lease, so running jobs are reaped and run twice"
+            ),
+            advice,
+        )
+    } else if lease < advised {
+        Check::warn(name, format!("{found}: little margin"), advice)
+    } else {
+        Check::ok(name, found)
+    }
+}
+
+/// `evs.suspect_timeout` from `wsrep_provider_options`
+/// (`…; evs.suspect_timeout = PT5S; …`), an ISO 8601 duration.
+fn suspect_timeout(provider_options: &str) -> Option<Duration> {
+    let value = provider_options.split(';').find_map(|option| {
+        let (key, value) = option.split_once('=')?;
+        (key.trim() == "evs.suspect_timeout").then(|| value.trim())
+    })?;
+    iso8601_duration(value)
+}
+
+/// `PT5S`, `PT1.5S`, `PT1M30S`, `PT2H`: the forms Galera prints.
+fn iso8601_duration(text: &str) -> Option<Duration> {
+    let rest = text.strip_prefix("PT")?;
+    let mut total = 0.0;
+    let mut number = String::new();
+    for c in rest.chars() {
+        match c {
+            '0'..='9' | '.' => number.push(c),
+            'H' | 'M' | 'S' => {
+                let n: f64 = number.parse().ok()?;
+                number.clear();
+                total += n * match c {
+                    'H' => 3600.0,
+                    'M' => 60.0,
+                    _ => 1.0,
+                };
+            }
+            _ => return None,
+        }
+    }
+    number.is_empty().then(|| Duration::from_secs_f64(total))
 }
 
 fn lock_waits_check(waits: i64, longest_secs: i64, source: &str) -> Check {
@@ -393,10 +573,15 @@ mod tests {
 
     #[test]
     fn statement_based_binlog_fails_and_row_or_mixed_pass() {
-        assert_eq!(binlog_check(true, "STATEMENT").status, CheckStatus::Fail);
-        assert_eq!(binlog_check(true, "ROW").status, CheckStatus::Ok);
-        assert_eq!(binlog_check(true, "mixed").status, CheckStatus::Ok);
-        let off = binlog_check(false, "STATEMENT");
+        assert_eq!(
+            binlog_check(true, "STATEMENT", false).status,
+            CheckStatus::Fail
+        );
+        assert_eq!(binlog_check(true, "ROW", false).status, CheckStatus::Ok);
+        assert_eq!(binlog_check(true, "mixed", false).status, CheckStatus::Ok);
+        assert_eq!(binlog_check(false, "MIXED", true).status, CheckStatus::Fail);
+        assert_eq!(binlog_check(false, "ROW", true).status, CheckStatus::Ok);
+        let off = binlog_check(false, "STATEMENT", false);
         assert_eq!(off.status, CheckStatus::Ok);
         assert!(off.found.contains("binary log off"), "{}", off.found);
     }
@@ -416,6 +601,47 @@ mod tests {
         assert_eq!(engine_check(Some("InnoDB")).status, CheckStatus::Ok);
         assert_eq!(engine_check(Some("MyISAM")).status, CheckStatus::Fail);
         assert_eq!(engine_check(None).status, CheckStatus::Fail);
+    }
+
+    #[test]
+    fn a_lease_below_one_and_a_half_suspect_timeouts_fails_and_below_three_warns() {
+        let options = "evs.send_window = 4; evs.suspect_timeout = PT5S; evs.user_send_window = 2";
+        assert_eq!(suspect_timeout(options), Some(Duration::from_secs(5)));
+        assert_eq!(iso8601_duration("PT1M30S"), Some(Duration::from_secs(90)));
+        assert_eq!(
+            iso8601_duration("PT1.5S"),
+            Some(Duration::from_millis(1500))
+        );
+        let lease = |s| lease_check(Duration::from_secs(s), options).status;
+        assert_eq!(lease(3), CheckStatus::Fail);
+        assert_eq!(lease(7), CheckStatus::Fail);
+        assert_eq!(lease(10), CheckStatus::Warn);
+        assert_eq!(lease(15), CheckStatus::Ok);
+        assert_eq!(lease(30), CheckStatus::Ok);
+        assert_eq!(
+            lease_check(Duration::from_secs(30), "").status,
+            CheckStatus::Warn
+        );
+    }
+
+    #[test]
+    fn a_node_outside_the_primary_component_fails_and_two_nodes_warn() {
+        assert_eq!(
+            cluster_check("Primary", 3, "Synced", true).status,
+            CheckStatus::Ok
+        );
+        assert_eq!(
+            cluster_check("Primary", 2, "Synced", true).status,
+            CheckStatus::Warn
+        );
+        assert_eq!(
+            cluster_check("Primary", 3, "Donor/Desynced", true).status,
+            CheckStatus::Warn
+        );
+        assert_eq!(
+            cluster_check("non-Primary", 1, "Initialized", false).status,
+            CheckStatus::Fail
+        );
     }
 
     #[test]

@@ -538,8 +538,11 @@ impl BackendStore for MySqlStore {
         .await
     }
 
-    async fn doctor(&self, clock: super::doctor::HostClock) -> Result<Vec<crate::ops::Check>> {
-        self.run_doctor(clock).await
+    async fn doctor(
+        &self,
+        options: super::doctor::DoctorOptions,
+    ) -> Result<Vec<crate::ops::Check>> {
+        self.run_doctor(options).await
     }
 }
 

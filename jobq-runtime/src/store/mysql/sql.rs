@@ -429,6 +429,19 @@ pub(crate) fn explain(sql: &str) -> String {
 pub const DOCTOR_SERVER: &str =
     "SELECT VERSION(), CAST(@@log_bin AS SIGNED), CAST(@@SESSION.binlog_format AS CHAR)";
 
+/// A Galera node's state: cluster status, cluster size, local state, ready.
+pub const DOCTOR_GALERA_STATUS: &str = "SELECT \
+     CAST(MAX(IF(VARIABLE_NAME = 'WSREP_CLUSTER_STATUS', VARIABLE_VALUE, NULL)) AS CHAR), \
+     CAST(MAX(IF(VARIABLE_NAME = 'WSREP_CLUSTER_SIZE', VARIABLE_VALUE, NULL)) AS CHAR), \
+     CAST(MAX(IF(VARIABLE_NAME = 'WSREP_LOCAL_STATE_COMMENT', VARIABLE_VALUE, NULL)) AS CHAR), \
+     CAST(MAX(IF(VARIABLE_NAME = 'WSREP_READY', VARIABLE_VALUE, NULL)) AS CHAR) \
+     FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN \
+     ('WSREP_CLUSTER_STATUS', 'WSREP_CLUSTER_SIZE', 'WSREP_LOCAL_STATE_COMMENT', 'WSREP_READY')";
+
+/// A Galera node's settings: the server's default `wsrep_sync_wait` and
+/// the provider's options (`evs.suspect_timeout` among them).
+pub const DOCTOR_GALERA_SETTINGS: &str = "SELECT CAST(@@GLOBAL.wsrep_sync_wait AS SIGNED), CAST(@@GLOBAL.wsrep_provider_options AS CHAR)";
+
 /// The session's isolation level on MariaDB (which has no `transaction_isolation` before 11.1).
 pub const DOCTOR_SESSION_ISOLATION_MARIADB: &str = "SELECT CAST(@@SESSION.tx_isolation AS CHAR)";
 

@@ -453,8 +453,11 @@ impl BackendStore for PgStore {
         Ok(Cancelled::of_rows(&rows))
     }
 
-    async fn doctor(&self, clock: super::doctor::HostClock) -> Result<Vec<crate::ops::Check>> {
-        self.run_doctor(clock).await
+    async fn doctor(
+        &self,
+        options: super::doctor::DoctorOptions,
+    ) -> Result<Vec<crate::ops::Check>> {
+        self.run_doctor(options.clock).await
     }
 }
 

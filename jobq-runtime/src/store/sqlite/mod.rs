@@ -531,7 +531,10 @@ impl BackendStore for SqliteStore {
     }
 
     /// No clock to compare: SQLite's times are this host's.
-    async fn doctor(&self, _clock: super::doctor::HostClock) -> Result<Vec<crate::ops::Check>> {
+    async fn doctor(
+        &self,
+        _options: super::doctor::DoctorOptions,
+    ) -> Result<Vec<crate::ops::Check>> {
         self.run_doctor().await
     }
 }

@@ -480,7 +480,10 @@ impl Fleet {
         if !self.urls.is_empty() {
             command.env("JOBQ_CHAOS_URL", &self.urls[self.started % self.urls.len()]);
             // The connect list's moves, for the summary.
-            command.env("JOBQ_CHAOS_LOG", "warn,jobq_runtime::store::mysql::failover=info");
+            command.env(
+                "JOBQ_CHAOS_LOG",
+                "warn,jobq_runtime::store::mysql::failover=info",
+            );
         }
         let child = command
             .stdin(Stdio::piped())

@@ -20,7 +20,9 @@ pub struct Proxy {
 impl Proxy {
     /// Listens on a free loopback port and forwards to `target`.
     pub async fn start(target: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a proxy");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a proxy");
         let port = listener.local_addr().expect("proxy address").port();
         let mut proxy = Self {
             target,

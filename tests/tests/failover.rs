@@ -77,7 +77,9 @@ async fn a_connect_list_starts_on_the_first_node_that_takes_a_connection() {
     let server = host_of(db.url());
     let dead = refusing_port().await;
     let url = with_hosts(db.url(), &[dead.clone(), server.clone()]);
-    let jobq = Jobq::connect(&url).await.expect("connect past a dead first node");
+    let jobq = Jobq::connect(&url)
+        .await
+        .expect("connect past a dead first node");
     assert_eq!(jobq.current_node().as_deref(), Some(server.as_str()));
     let queue = unique_queue("failover-first");
     let id = jobq
@@ -150,15 +152,19 @@ async fn a_node_lost_mid_drain_moves_the_pool_and_every_job_runs_once() {
         .expect("build")
         .start();
 
-    wait_until("a third of the jobs are done", Duration::from_secs(60), || async {
-        done(&jobq, &queue).await.unwrap_or(0) >= n / 3
-    })
+    wait_until(
+        "a third of the jobs are done",
+        Duration::from_secs(60),
+        || async { done(&jobq, &queue).await.unwrap_or(0) >= n / 3 },
+    )
     .await;
     proxy.kill();
     let killed = Instant::now();
-    wait_until("the pool moved to the server", Duration::from_secs(10), || async {
-        jobq.current_node().as_deref() == Some(server.as_str())
-    })
+    wait_until(
+        "the pool moved to the server",
+        Duration::from_secs(10),
+        || async { jobq.current_node().as_deref() == Some(server.as_str()) },
+    )
     .await;
     let moved = killed.elapsed();
     wait_until("every job is done", Duration::from_secs(60), || async {
@@ -190,8 +196,15 @@ async fn a_node_lost_mid_drain_moves_the_pool_and_every_job_runs_once() {
     })
     .await;
     assert_eq!(recorder.runs(id).len(), 1);
-    worker.shutdown(Duration::from_secs(10)).await.expect("shutdown");
+    worker
+        .shutdown(Duration::from_secs(10))
+        .await
+        .expect("shutdown");
     let counts = jobq.counts(&queue).await.expect("counts");
-    assert_eq!(counts.processing + counts.pending + counts.failed, 0, "{counts:?}");
+    assert_eq!(
+        counts.processing + counts.pending + counts.failed,
+        0,
+        "{counts:?}"
+    );
     println!("failover: the pool moved {moved:?} after the node was lost");
 }

@@ -38,7 +38,11 @@ fn connect_list(cluster: &galera::Cluster, first: usize, database: &str) -> Stri
 
 /// Waits until jobq's user has a connection on `node` (a worker's pool
 /// moved back to it); why not after `deadline`.
-fn wait_for_clients(cluster: &galera::Cluster, node: usize, deadline: Duration) -> Result<(), String> {
+fn wait_for_clients(
+    cluster: &galera::Cluster,
+    node: usize,
+    deadline: Duration,
+) -> Result<(), String> {
     let start = std::time::Instant::now();
     loop {
         let clients = cluster.sql(
@@ -110,6 +114,8 @@ async fn a_database_node_killed_mid_drain_loses_no_job_and_settles_none_twice() 
         .status(VICTIM, "wsrep_local_state_comment")
         .expect("the restarted node's state");
     assert_eq!(synced, "Synced");
-    let size = cluster.status(0, "wsrep_cluster_size").expect("cluster size");
+    let size = cluster
+        .status(0, "wsrep_cluster_size")
+        .expect("cluster size");
     assert_eq!(size, cluster.len().to_string());
 }

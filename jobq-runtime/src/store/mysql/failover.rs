@@ -126,7 +126,10 @@ impl Failover {
             });
         };
         for reason in &reasons {
-            tracing::warn!(reason, "database node not ready; trying the next of the list");
+            tracing::warn!(
+                reason,
+                "database node not ready; trying the next of the list"
+            );
         }
         tracing::info!(
             node = nodes[at].host,
@@ -170,7 +173,10 @@ impl Failover {
             return;
         }
         {
-            let mut last = self.last_check.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut last = self
+                .last_check
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             if last.is_some_and(|at| at.elapsed() < CHECK_AT_MOST_EVERY) {
                 return;
             }
@@ -329,7 +335,10 @@ mod tests {
 
     #[test]
     fn a_url_with_one_host_is_no_connect_list() {
-        assert_eq!(connect_list("mysql://u:p@db:3306/app?ssl-mode=disabled"), None);
+        assert_eq!(
+            connect_list("mysql://u:p@db:3306/app?ssl-mode=disabled"),
+            None
+        );
         assert_eq!(connect_list("mysql://db/app"), None);
         assert_eq!(connect_list("mysql://u:p,w@db/app"), None);
     }

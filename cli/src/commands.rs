@@ -188,8 +188,12 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             }
             Outcome::Done
         }
-        Command::Doctor { format } => {
-            let report = jobq.doctor().await.map_err(|e| chain(&e))?;
+        Command::Doctor { lease, format } => {
+            let report = match lease {
+                Some(lease) => jobq.doctor_with_lease(lease).await,
+                None => jobq.doctor().await,
+            }
+            .map_err(|e| chain(&e))?;
             if format.json {
                 println!("{}", output::doctor_json(&report));
             } else {

@@ -148,6 +148,10 @@ enum Command {
     },
     /// Checks the server and jobq's tables for what jobq needs; exits 1 if a check fails.
     Doctor {
+        /// The workers' lease (WorkerBuilder::lease), judged on Galera against
+        /// evs.suspect_timeout (default: the workers' default, 30s).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        lease: Option<Duration>,
         #[command(flatten)]
         format: Format,
     },

@@ -260,11 +260,12 @@ pub struct Config {
     pub outage: Option<Outage>,
     /// Another fault mid-drain (see [`Fault`]); not with `outage`.
     pub fault: Option<Fault>,
-    /// Worker `i` connects to `worker_urls[i % len]` (a connect list with
-    /// its own node first, on a cluster); empty: the database's URL.
-    pub worker_urls: Vec<String>,
     /// The drain must be over by then.
     pub deadline: Duration,
+    /// The database URL of each worker process, in turn (the n-th process
+    /// started gets `urls[n % len]`: workers spread over a cluster's
+    /// nodes); empty, every worker uses the test database's URL.
+    pub urls: Vec<String>,
 }
 
 impl Config {
@@ -286,7 +287,7 @@ impl Config {
             }),
             outage: None,
             fault: None,
-            worker_urls: Vec::new(),
+            urls: Vec::new(),
             deadline: if long {
                 Duration::from_secs(1_800)
             } else {
@@ -457,7 +458,7 @@ struct Proc {
 struct Fleet {
     bin: PathBuf,
     env: Vec<(String, String)>,
-    /// Worker `i`'s `JOBQ_CHAOS_URL` is `urls[i % len]` (none: `env`'s).
+    /// Per worker, in turn, its `JOBQ_CHAOS_URL` ([`Config::urls`]).
     urls: Vec<String>,
     log: PathBuf,
     live: Vec<Proc>,
@@ -694,7 +695,7 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
                 (config.deadline.as_secs() + 60).to_string(),
             ),
         ],
-        urls: config.worker_urls.clone(),
+        urls: config.urls.clone(),
         log: report.logs.clone(),
         live: Vec::new(),
         started: 0,

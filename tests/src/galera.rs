@@ -17,28 +17,32 @@
 //!   `wsrep_local_state_comment = Synced` and `wsrep_cluster_size = N`.
 //! - The user `jobq@'%'` (no password, every privilege) and the database
 //!   `jobq` exist; tests make databases of their own for their tables.
-//! - Each cluster takes a slot (an `flock`ed file under `/tmp/jobq-galera/`),
-//!   which names its directory, its addresses and its processes; a slot left
-//!   by a crashed run is cleaned (processes killed, files removed) when it is
-//!   taken again.
+//! - Each cluster takes a slot (`/tmp/jobq-galera/slot<k>.owner` names the
+//!   process that holds it), which names its directory, its addresses and its
+//!   processes; a slot whose owner is gone is cleaned (every process naming
+//!   its directory killed, files removed) when it is taken again.
 //! - Everything goes when the [`Cluster`] is dropped, and, for the one
 //!   [`shared`] cluster of a test binary (statics are never dropped), when
 //!   the test process exits however it exits: a watchdog process started
 //!   with the cluster waits for the end of its stdin, a pipe only the test
 //!   process holds, and then kills the nodes and removes their files.
 //!
-//! Addresses: each node listens on its own address of the loopback network,
-//! `127.77.<slot>.<node + 1>`, with the standard ports (3306 MySQL, 4567
-//! group communication, 4568 IST, 4444 SST), so clusters of concurrent test
-//! binaries never share a port. Start one by hand with `scripts/galera.sh`.
+//! Addresses: each node runs in a network namespace of its own, a host of
+//! a [`Network`] (`tests/src/net.rs`), and listens on that host's address
+//! with the standard ports (3306 MySQL, 4567 group communication, 4568
+//! IST, 4444 SST); the test process reaches it over the network's bridge,
+//! and [`Cluster::host`] can cut a node off or delay its links. Start one
+//! by hand with `scripts/galera.sh`.
 
 use std::fs::{self, File};
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock, PoisonError};
+
+use crate::net::{Host, Network};
 use std::time::{Duration, Instant};
 
 /// The galera-4 provider Debian's `galera-4` package installs.
@@ -52,6 +56,7 @@ const SYNC_DEADLINE: Duration = Duration::from_secs(90);
 /// Whether this machine can run a Galera cluster: `Ok` or why not. Tests
 /// skip with the reason printed, except under `CI=true`, where they fail.
 pub fn available() -> Result<(), String> {
+    crate::net::available()?;
     for path in [
         MARIADBD,
         PROVIDER,
@@ -108,13 +113,15 @@ pub fn shared() -> &'static Cluster {
 /// A running Galera cluster; dropping it kills its nodes and removes their files.
 #[derive(Debug)]
 pub struct Cluster {
-    slot: u8,
+    /// The nodes' hosts; dropped after the nodes are killed.
+    net: Network,
     dir: PathBuf,
     nodes: Vec<Mutex<Node>>,
     /// Held for the life of the cluster: the slot is ours.
-    _lock: File,
-    /// The watchdog's stdin: its end (this process gone) makes it clean up.
-    _watchdog: Option<ChildStdin>,
+    _owner: SlotOwner,
+    /// The watchdog: the end of its stdin (this process gone) makes it
+    /// clean up; a drop stops it first and cleans up itself.
+    watchdog: Option<Child>,
 }
 
 #[derive(Debug)]
@@ -149,13 +156,12 @@ impl Cluster {
         if !(1..=9).contains(&nodes) {
             return Err(format!("a cluster has 1 to 9 nodes, not {nodes}"));
         }
-        let (slot, lock) = take_slot()?;
+        let (slot, owner) = take_slot()?;
         let dir = Path::new(ROOT).join(format!("slot{slot}"));
         clean_slot(&dir);
         fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-        let ips: Vec<Ipv4Addr> = (0..nodes)
-            .map(|i| Ipv4Addr::new(127, 77, slot, i as u8 + 1))
-            .collect();
+        let net = Network::create(&format!("gal{slot}"), nodes)?;
+        let ips: Vec<Ipv4Addr> = net.hosts().iter().map(|h| h.ip).collect();
         let cluster_address = ips
             .iter()
             .map(Ipv4Addr::to_string)
@@ -184,13 +190,13 @@ impl Cluster {
             list.push(Mutex::new(node));
         }
         let mut cluster = Self {
-            slot,
+            net,
             dir,
             nodes: list,
-            _lock: lock,
-            _watchdog: None,
+            _owner: owner,
+            watchdog: None,
         };
-        cluster._watchdog = Some(cluster.watchdog()?);
+        cluster.watchdog = Some(cluster.watchdog()?);
         cluster.bootstrap()?;
         for i in 1..nodes {
             cluster.spawn(i, false)?;
@@ -209,6 +215,12 @@ impl Cluster {
     /// Whether it has no nodes (never: a cluster has at least one).
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
+    }
+
+    /// Node `node`'s host: its namespace, to cut it off ([`Host::cut`]) or
+    /// delay its links.
+    pub fn host(&self, node: usize) -> &Host {
+        self.net.host(node)
     }
 
     /// The address node `node` listens on (port 3306).
@@ -307,6 +319,11 @@ impl Cluster {
     /// Kills every node and removes the cluster's files (also on drop).
     pub fn stop(self) {}
 
+    /// Node `node`'s whole error log.
+    pub fn log(&self, node: usize) -> String {
+        fs::read_to_string(self.node(node).log()).unwrap_or_default()
+    }
+
     /// The tail of node `node`'s error log, for a failure's message.
     pub fn log_tail(&self, node: usize) -> String {
         let log = fs::read_to_string(self.node(node).log()).unwrap_or_default();
@@ -351,7 +368,7 @@ impl Cluster {
 
     fn spawn(&self, node: usize, new_cluster: bool) -> Result<(), String> {
         let mut n = self.node(node);
-        let mut command = Command::new(MARIADBD);
+        let mut command = self.net.host(node).command(MARIADBD);
         command.arg(format!("--defaults-file={}", n.config().display()));
         if new_cluster {
             command.arg("--wsrep-new-cluster");
@@ -422,29 +439,41 @@ impl Cluster {
     }
 
     /// A process that cleans the slot up once this process is gone.
-    fn watchdog(&self) -> Result<ChildStdin, String> {
+    fn watchdog(&self) -> Result<Child, String> {
+        // The nodes' namespaces too (the network of the shared cluster is
+        // never dropped; their names hold this cluster's slot, so no other
+        // cluster has them). Not the bridge: the network's slot may be
+        // taken again the moment this process is gone (its lock goes with
+        // it), by a network whose bridge has the same name; `net` removes
+        // a stale bridge when it takes the slot.
+        let namespaces: Vec<&str> = self.net.hosts().iter().map(|h| h.name.as_str()).collect();
         let script = format!(
-            "cat >/dev/null; for p in {dir}/node*/pid; do [ -f \"$p\" ] && /bin/kill -9 -- \"-$(cat \"$p\")\" 2>/dev/null; done; rm -rf {dir}",
-            dir = self.dir.display()
+            "cat >/dev/null; for p in {dir}/node*/pid; do [ -f \"$p\" ] && /bin/kill -9 -- \"-$(cat \"$p\")\" 2>/dev/null; done; \
+             for ns in {namespaces}; do ip netns pids $ns 2>/dev/null | xargs -r /bin/kill -9; ip netns del $ns 2>/dev/null; done; \
+             rm -rf {dir}",
+            dir = self.dir.display(),
+            namespaces = namespaces.join(" "),
         );
-        let mut child = Command::new("sh")
+        Command::new("sh")
             .args(["-c", &script])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("start the watchdog: {e}"))?;
-        child.stdin.take().ok_or_else(|| "no watchdog stdin".into())
+            .map_err(|e| format!("start the watchdog: {e}"))
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        if let Some(mut watchdog) = self.watchdog.take() {
+            let _ = watchdog.kill();
+            let _ = watchdog.wait();
+        }
         for i in 0..self.nodes.len() {
             self.kill(i);
         }
         let _ = fs::remove_dir_all(&self.dir);
-        let _ = self.slot;
     }
 }
 
@@ -483,48 +512,68 @@ impl Drop for Database<'_> {
     }
 }
 
-/// The first free slot, locked for as long as the returned file is open.
-fn take_slot() -> Result<(u8, File), String> {
+/// A slot taken: `slot<k>.owner` holds this process's id, removed on drop.
+#[derive(Debug)]
+struct SlotOwner(PathBuf);
+
+impl Drop for SlotOwner {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// The first free slot: no live process owns it (its owner file is
+/// missing, or names a process that is gone) and none runs from its directory.
+fn take_slot() -> Result<(u8, SlotOwner), String> {
     fs::create_dir_all(ROOT).map_err(|e| format!("create {ROOT}: {e}"))?;
     for slot in 0..SLOTS {
-        let path = Path::new(ROOT).join(format!("slot{slot}.lock"));
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| format!("open {}: {e}", path.display()))?;
-        if file.try_lock().is_ok() {
-            let mut file = file;
-            let _ = writeln!(file, "{}", std::process::id());
-            return Ok((slot, file));
+        let owner = Path::new(ROOT).join(format!("slot{slot}.owner"));
+        if let Ok(pid) = fs::read_to_string(&owner) {
+            if Path::new(&format!("/proc/{}", pid.trim())).exists() {
+                continue;
+            }
+            let _ = fs::remove_file(&owner);
+        }
+        let dir = Path::new(ROOT).join(format!("slot{slot}"));
+        if !processes_of(&dir).is_empty() {
+            continue;
+        }
+        let created = File::options().create_new(true).write(true).open(&owner);
+        if let Ok(mut file) = created {
+            writeln!(file, "{}", std::process::id())
+                .map_err(|e| format!("write {}: {e}", owner.display()))?;
+            return Ok((slot, SlotOwner(owner)));
         }
     }
     Err(format!("all {SLOTS} Galera slots under {ROOT} are taken"))
+}
+
+/// The processes (but this one) whose command line names a path under `dir`.
+fn processes_of(dir: &Path) -> Vec<u32> {
+    let mark = format!("{}/", dir.display());
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let cmdline = fs::read(entry.path().join("cmdline")).ok()?;
+            (pid != std::process::id() && String::from_utf8_lossy(&cmdline).contains(&mark))
+                .then_some(pid)
+        })
+        .collect()
 }
 
 /// Kills what a crashed run left in a slot (every process whose command
 /// line names the slot's directory: its nodes, their SST scripts and rsync
 /// daemons) and removes its directory.
 fn clean_slot(dir: &Path) {
-    let mark = format!("{}/", dir.display());
-    if let Ok(entries) = fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|p| p.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            if pid != std::process::id() && String::from_utf8_lossy(&cmdline).contains(&mark) {
-                let _ = Command::new("kill")
-                    .args(["-9", &pid.to_string()])
-                    .stderr(Stdio::null())
-                    .status();
-            }
-        }
+    for pid in processes_of(dir) {
+        let _ = Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .stderr(Stdio::null())
+            .status();
     }
     let _ = fs::remove_dir_all(dir);
 }

@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 pub mod chaos;
 pub mod galera;
 pub mod metrics;
+pub mod net;
 pub mod proxy;
 pub mod scratch;
 pub mod services;
@@ -33,6 +34,11 @@ pub use wait::{eventually, wait_for_done, wait_for_status, wait_until};
 pub struct TestDb {
     backend: Backend,
     url: String,
+    /// On a Galera cluster, the other nodes' URLs: [`url`](Self::url) hands
+    /// them out in turn, so handles a test connects itself (its workers)
+    /// spread over the nodes while [`jobq`](Self::jobq) stays on the first.
+    spread: Vec<String>,
+    turn: std::sync::atomic::AtomicUsize,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -55,6 +61,8 @@ fn from_env(var: &str, backend: Backend) -> Option<TestDb> {
         Ok(url) if !url.is_empty() => Some(TestDb {
             backend,
             url,
+            spread: Vec::new(),
+            turn: Default::default(),
             _dir: None,
         }),
         _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
@@ -96,7 +104,28 @@ impl TestDb {
         Some(Self {
             backend: Backend::Sqlite,
             url,
+            spread: Vec::new(),
+            turn: Default::default(),
             _dir: Some(dir),
+        })
+    }
+
+    /// The database `jobq` of this binary's shared Galera cluster
+    /// ([`galera::shared`]): [`jobq`](Self::jobq) connects to node 0 and
+    /// [`url`](Self::url) names every node in turn. `None` (skipped, said
+    /// on stderr) where Galera cannot run, except under `CI=true`.
+    pub fn galera() -> Option<Self> {
+        init_tracing();
+        if !galera::should_run("this Galera test") {
+            return None;
+        }
+        let cluster = galera::shared();
+        Some(Self {
+            backend: Backend::MySql,
+            url: cluster.url(0),
+            spread: (0..cluster.len()).map(|i| cluster.url(i)).collect(),
+            turn: Default::default(),
+            _dir: None,
         })
     }
 
@@ -105,12 +134,22 @@ impl TestDb {
         self.backend
     }
 
-    /// The connection URL.
+    /// The connection URL; on Galera each call names the next node
+    /// (node 1 first).
     pub fn url(&self) -> &str {
-        &self.url
+        if self.spread.is_empty() {
+            return &self.url;
+        }
+        let turn = self.turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        &self.spread[(turn + 1) % self.spread.len()]
     }
 
-    /// A new handle with its own pool, migrated.
+    /// On Galera, every node's URL, node 0 first; else none.
+    pub fn nodes(&self) -> &[String] {
+        &self.spread
+    }
+
+    /// A new handle with its own pool, migrated (on Galera, on node 0).
     pub async fn jobq(&self) -> Jobq {
         let jobq = Jobq::connect(&self.url).await.expect("connect");
         jobq.migrate().await.expect("migrate");
@@ -293,6 +332,16 @@ impl<K: Eq + std::hash::Hash> Gates<K> {
     }
 }
 
+/// Instantiates each `async fn test(db: TestDb)` of the calling file on a
+/// Galera cluster only, as `galera::test` ([`TestDb::galera`]: the handle
+/// on node 0, the handles a test connects itself on every node in turn).
+#[macro_export]
+macro_rules! on_galera {
+    ($($test:ident),* $(,)?) => {
+        $crate::on_every_backend!(@backend galera, [tokio {}], $($test),*);
+    };
+}
+
 /// Instantiates each `async fn test(db: TestDb)` of the calling file once per
 /// backend, as `mysql::test`, `postgres::test` and `sqlite::test`.
 ///
@@ -317,6 +366,19 @@ macro_rules! on_every_backend {
         $crate::on_every_backend!(@backend mysql, $how, $($test),*);
         $crate::on_every_backend!(@backend postgres, $how, $($test),*);
         $crate::on_every_backend!(@backend sqlite, $how, $($test),*);
+    };
+    (@backend galera, [tokio $setup:tt], $($test:ident),*) => {
+        mod galera {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    $crate::on_every_backend!(@setup $setup);
+                    if let Some(db) = $crate::TestDb::galera() {
+                        super::$test(db).await;
+                    }
+                }
+            )*
+        }
     };
     (@backend $backend:ident, [tokio $setup:tt], $($test:ident),*) => {
         mod $backend {

@@ -14,3 +14,14 @@ async fn killed_workers_lose_no_job_and_repeat_no_effect(db: TestDb) {
 }
 
 jobq_tests::on_every_backend!(killed_workers_lose_no_job_and_repeat_no_effect);
+
+/// The same on a 3-node Galera cluster, the workers spread over the nodes
+/// (round-robin): claims of one queue's head meet at certification, and
+/// killed workers' jobs are reaped and re-run through other nodes.
+async fn killed_workers_on_every_galera_node_lose_no_job_and_repeat_no_effect(db: TestDb) {
+    let mut config = Config::kills("galera-kill");
+    config.urls = db.nodes().to_vec();
+    chaos::run(&db, WORKER, config).await;
+}
+
+jobq_tests::on_galera!(killed_workers_on_every_galera_node_lose_no_job_and_repeat_no_effect);

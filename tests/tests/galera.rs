@@ -416,3 +416,35 @@ async fn doctor_reports_the_cluster_sync_wait_and_the_lease_against_suspect_time
         assert!(report.check("galera_cluster").is_none());
     }
 }
+
+/// 16 enqueuers of one idempotency key spread over the nodes: the unique
+/// key meets at certification (the node that loses retries and then finds
+/// the row), so one row exists and exactly one enqueuer inserted it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn enqueuers_of_one_key_on_every_node_make_one_job() {
+    let Some(cluster) = cluster("galera one key") else {
+        return;
+    };
+    let db = cluster.database("key").unwrap();
+    connect(&db.url(0)).await.migrate().await.unwrap();
+    let handles: Vec<Jobq> = join_all(db.urls().iter().map(|u| connect(u))).await;
+    for round in 0..10 {
+        let key = format!("galera-key-{round}");
+        let results = join_all((0..16).map(|i| {
+            let jobq = &handles[i % handles.len()];
+            let options = Enqueue::new().idempotency_key(key.clone());
+            async move {
+                jobq.enqueue_with(Tagged::new(0, round, i as u64), options)
+                    .await
+            }
+        }))
+        .await;
+        let results: Vec<_> = results.into_iter().map(|r| r.expect("enqueue")).collect();
+        let ids: HashSet<i64> = results.iter().map(|e| e.id).collect();
+        assert_eq!(ids.len(), 1, "round {round}: {results:?}");
+        let inserted = results.iter().filter(|e| !e.duplicate).count();
+        assert_eq!(inserted, 1, "round {round}: {results:?}");
+    }
+    let counts = handles[2].counts("default").await.unwrap();
+    assert_eq!(counts.total(), 10, "{counts:?}");
+}

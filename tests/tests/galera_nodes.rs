@@ -81,7 +81,7 @@ async fn a_database_node_killed_mid_drain_loses_no_job_and_settles_none_twice() 
         config.kill_every = None;
     }
     config.deadline = Duration::from_secs(if long { 900 } else { 150 });
-    config.worker_urls = (0..cluster.len())
+    config.urls = (0..cluster.len())
         .map(|node| connect_list(cluster, node, database))
         .collect();
     let down_for = Duration::from_secs(if long { 10 } else { 3 });

@@ -50,7 +50,7 @@ async fn cancelling_a_running_job_stops_it_without_settling(db: TestDb) {
     assert_eq!(recorder.runs(id).len(), 1);
 }
 
-jobq_tests::on_every_backend!(
+conformance!(
     cancel_stops_a_job_and_retry_revives_it,
     cancelling_a_running_job_stops_it_without_settling,
 );

@@ -154,7 +154,7 @@ async fn a_delayed_job_waits_for_its_run_at(db: TestDb) {
     assert_took(ran_after, window, "the delayed job's wait");
 }
 
-jobq_tests::on_every_backend!(
+conformance!(
     a_worker_drains_enqueued_jobs_to_done,
     eight_workers_drain_every_job_exactly_once,
     claims_follow_priority_then_run_at,

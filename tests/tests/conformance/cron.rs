@@ -66,4 +66,4 @@ async fn a_cron_job_runs_once_per_tick_however_many_workers_schedule_it(db: Test
     assert!(recorder.repeated().is_empty(), "no job ran twice");
 }
 
-jobq_tests::on_every_backend!(a_cron_job_runs_once_per_tick_however_many_workers_schedule_it,);
+conformance!(a_cron_job_runs_once_per_tick_however_many_workers_schedule_it,);

@@ -257,7 +257,7 @@ async fn the_handler_sees_a_stable_idempotency_key(db: TestDb) {
     );
 }
 
-jobq_tests::on_every_backend!(
+conformance!(
     an_existing_idempotency_key_returns_the_existing_job,
     concurrent_enqueuers_of_one_key_create_one_row,
     enqueue_many_returns_ids_in_input_order,

@@ -114,7 +114,7 @@ async fn a_worker_dropped_mid_job_has_it_run_again_within_about_a_lease(db: Test
     );
 }
 
-jobq_tests::on_every_backend!(
+conformance!(
     a_stale_worker_cannot_settle_a_reclaimed_job,
     a_worker_dropped_mid_job_has_it_run_again_within_about_a_lease,
 );

@@ -3,9 +3,21 @@
 //! PostgreSQL and SQLite.
 //!
 //! Tests share a database and run in parallel, so each uses its own queue.
+//! On Galera (`galera::…`) they share the cluster of this binary
+//! (`jobq_tests::galera::shared`).
 //! One module per guarantee area; the jobs and the arrange step they share
 //! (`jobq_tests::fixture`: a handle, a queue of the test's own, a recorder;
 //! [`worker`] on them; [`run_alone`] for one job's outcome) live here.
+
+/// Instantiates each test on every backend, and on a 3-node Galera
+/// cluster (`galera::…`: the test's handle on node 0, the handles it
+/// connects itself, its extra workers, on the nodes in turn).
+macro_rules! conformance {
+    ($($test:ident),* $(,)?) => {
+        jobq_tests::on_every_backend!($($test),*);
+        jobq_tests::on_galera!($($test),*);
+    };
+}
 
 mod cancel;
 mod claims;

@@ -85,4 +85,4 @@ async fn prune_deletes_finished_rows_past_the_retention_and_nothing_else(db: Tes
     assert!(!again.duplicate && again.id != first.id, "{again:?}");
 }
 
-jobq_tests::on_every_backend!(prune_deletes_finished_rows_past_the_retention_and_nothing_else,);
+conformance!(prune_deletes_finished_rows_past_the_retention_and_nothing_else,);

@@ -115,7 +115,7 @@ async fn an_unknown_job_name_is_retried_with_a_clear_error(db: TestDb) {
     );
 }
 
-jobq_tests::on_every_backend!(
+conformance!(
     failed_attempts_retry_on_the_policy_schedule,
     exhausted_attempts_mark_the_job_failed_with_the_last_error,
     snooze_does_not_use_up_an_attempt,

@@ -80,7 +80,7 @@ async fn a_payload_that_does_not_decode_fails_with_a_clear_message(db: TestDb) {
     assert!(recorder.runs(bad).is_empty());
 }
 
-jobq_tests::on_every_backend!(
+conformance!(
     a_permanent_error_fails_after_one_attempt,
     a_panic_is_a_failed_attempt_with_the_panic_message,
     a_timeout_is_a_failed_attempt,

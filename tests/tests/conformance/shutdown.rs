@@ -66,7 +66,7 @@ async fn shutdown_mid_drain_hands_back_jobs_claimed_ahead_uncounted(db: TestDb) 
     }
 }
 
-jobq_tests::on_every_backend!(
+conformance!(
     shutdown_releases_unfinished_jobs_to_pending_by_the_deadline,
     shutdown_mid_drain_hands_back_jobs_claimed_ahead_uncounted,
 );

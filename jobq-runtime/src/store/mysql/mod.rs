@@ -239,20 +239,19 @@ impl BackendStore for MySqlStore {
         let (version, max_packet, autoinc_lock_mode, autoinc_step): (String, u64, i64, i64) =
             sqlx::query_as(SERVER_SETTINGS).fetch_one(&pool).await?;
         let mariadb = version.to_ascii_lowercase().contains("mariadb");
+        // A MariaDB built without wsrep has no such variables: not Galera.
         let galera = mariadb
             && sqlx::query_scalar::<_, i64>(GALERA)
                 .fetch_one(&pool)
-                .await?
-                == 1;
-        let lane = if galera {
+                .await
+                .is_ok_and(|on| on == 1);
+        let lane = if galera && lanes_enabled() {
             let (increment, offset): (i64, i64) =
                 sqlx::query_as(GALERA_LANE).fetch_one(&pool).await?;
-            (increment > 1 && (1..=increment).contains(&offset) && lanes_enabled()).then_some(
-                Lane {
-                    lanes: increment,
-                    lane: offset - 1,
-                },
-            )
+            (increment > 1 && (1..=increment).contains(&offset)).then_some(Lane {
+                lanes: increment,
+                lane: offset - 1,
+            })
         } else {
             None
         };
@@ -695,12 +694,19 @@ impl MySqlStore {
             Ok((batch, Some(error))) => {
                 // The connection goes back through the pool's checks.
                 drop(conn);
-                tracing::warn!(
-                    error = &error as &dyn std::error::Error,
-                    queue,
-                    claimed = batch.jobs.len(),
-                    "topping up a claim failed; running the jobs its first part claimed"
-                );
+                if is_transient(&error) {
+                    // A deadlock, or on Galera a certification conflict
+                    // with another node's claim of the same rows: the next
+                    // claim takes what is left, as a retry would.
+                    super::count_internal_retry(statement::CLAIM, &error, 1);
+                } else {
+                    tracing::warn!(
+                        error = &error as &dyn std::error::Error,
+                        queue,
+                        claimed = batch.jobs.len(),
+                        "topping up a claim failed; running the jobs its first part claimed"
+                    );
+                }
                 batch
             }
             Err(error) => return conn.done(Err(error)),

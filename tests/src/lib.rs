@@ -92,6 +92,8 @@ impl TestDb {
         Self {
             backend,
             url: url.into(),
+            spread: Vec::new(),
+            turn: Default::default(),
             _dir: None,
         }
     }

@@ -217,6 +217,11 @@ impl BackendStore for MySqlStore {
             failover::Failover::connect(nodes, connect.connect_timeout, &shown).await?;
         let retire = Arc::clone(failover.retire());
         let pool = pool_options
+            // sqlx retries a refused connect until the acquire timeout
+            // (30 s by default) without a word: with a list, a call waiting
+            // for a connection to a lost node fails after the connect
+            // timeout instead, and that failure moves the pool.
+            .acquire_timeout(connect.connect_timeout)
             // A connection opened before the pool last moved is closed
             // rather than handed out.
             .before_acquire(move |conn, meta| {

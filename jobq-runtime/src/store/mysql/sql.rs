@@ -67,7 +67,7 @@ pub const CLAIM_SELECT_AFTER: &str = "SELECT id, job_name, payload, attempts, ma
 /// order. A plain read, locking nothing: a locking scan would lock each
 /// entry of the other lanes it passes before checking its lane, and those
 /// locks make the other nodes' writes to them abort it (brute-force
-/// aborts, measured at 0.3 per claim). [`claim_lock`] then locks the rows.
+/// aborts, measured at 0.3 per claim). `claim_lock` then locks the rows.
 pub const CLAIM_PICK_LANE: &str = "SELECT id FROM jobq_jobs \
      WHERE queue = ? AND status = 'pending' AND run_at <= UTC_TIMESTAMP(6) \
        AND (id DIV ?) MOD ? = ? \

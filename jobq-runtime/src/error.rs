@@ -45,6 +45,17 @@ pub enum Error {
         /// How long jobq waited.
         timeout: Duration,
     },
+    /// No node of a connect list (`mysql://user@node1,node2,node3/app`)
+    /// took a connection and answered as ready; each node's reason is
+    /// listed (`node1:3306: error communicating with database: Connection
+    /// refused (os error 111); node2:3306: …`).
+    #[error("no database node of {url} is reachable: {reasons}")]
+    NoNodeReachable {
+        /// The URL, its passwords replaced by `***`.
+        url: String,
+        /// Why each node was passed over, by `host:port`.
+        reasons: String,
+    },
     /// A payload could not be serialized to JSON.
     #[error("payload of job `{job}` could not be serialized to JSON")]
     Serialize {

@@ -245,6 +245,28 @@ pub struct Partition {
     pub cut_for: Duration,
 }
 
+/// A fault other than the local server's outage, run once mid-drain on a
+/// blocking thread (a Galera node killed and later restarted, say);
+/// executions that overlap it are explained by it, as by an outage.
+#[derive(Clone)]
+pub struct Fault {
+    /// Names it in the summary.
+    pub name: String,
+    /// Start it once this fraction of the jobs is done.
+    pub after_done: f64,
+    /// Does it, returning when it is over (or why it failed).
+    pub act: std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+}
+
+impl fmt::Debug for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fault")
+            .field("name", &self.name)
+            .field("after_done", &self.after_done)
+            .finish_non_exhaustive()
+    }
+}
+
 /// One chaos run.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -268,6 +290,8 @@ pub struct Config {
     pub placement: Option<Placement>,
     /// Cut a host of the placement off mid-drain.
     pub partition: Option<Partition>,
+    /// Another fault mid-drain (see [`Fault`]); not with `outage`.
+    pub fault: Option<Fault>,
     /// The drain must be over by then.
     pub deadline: Duration,
     /// The database URL of each worker process, in turn (the n-th process
@@ -294,6 +318,7 @@ impl Config {
                 (Duration::from_millis(500), Duration::from_millis(1000))
             }),
             outage: None,
+            fault: None,
             urls: Vec::new(),
             placement: None,
             partition: None,
@@ -434,6 +459,9 @@ pub struct Report {
     pub fenced_out: usize,
     /// Warnings in workers' logs.
     pub warnings: usize,
+    /// Times a worker's pool moved off a lost node of its connect list, and
+    /// back to an earlier node once it was ready again (workers' logs).
+    pub node_moves: (usize, usize),
     /// From the first worker start to the last job done.
     pub drain: Duration,
     /// What broke a promise (empty when all held).
@@ -478,6 +506,13 @@ impl fmt::Display for Report {
                 self.re_executions_after_partition,
                 self.max_partition_wait,
                 self.leases_lost
+            )?;
+        }
+        if self.node_moves != (0, 0) {
+            writeln!(
+                f,
+                "  worker pools moved off a lost node {} times, back to their first node {} times",
+                self.node_moves.0, self.node_moves.1
             )?;
         }
         if self.violations.is_empty() {
@@ -552,6 +587,11 @@ impl Fleet {
                 command.envs(self.env.iter().map(|(k, v)| (k, v)));
                 if !self.urls.is_empty() {
                     command.env("JOBQ_CHAOS_URL", &self.urls[self.started % self.urls.len()]);
+                    // The connect list's moves, for the summary.
+                    command.env(
+                        "JOBQ_CHAOS_LOG",
+                        "warn,jobq_runtime::store::mysql::failover=info",
+                    );
                 }
                 command
             }
@@ -794,6 +834,17 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
         unexpected: Vec::new(),
     };
     let _restore = config.outage.map(|o| RestoreOnDrop(o.server));
+    // The outage, or the other fault: when it starts, and what it does.
+    type Act = std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+    let fault: Option<(f64, Act)> = match (&config.outage, &config.fault) {
+        (Some(outage), _) => {
+            let outage = *outage;
+            let act: Act = std::sync::Arc::new(move || outage.server.restart(outage.down_for));
+            Some((outage.after_done, act))
+        }
+        (None, Some(fault)) => Some((fault.after_done, std::sync::Arc::clone(&fault.act))),
+        (None, None) => None,
+    };
 
     let start = Instant::now();
     for _ in 0..config.workers {
@@ -827,14 +878,15 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
                 next_kill = Some(Instant::now() + next_kill_after(range));
             }
         }
-        if let Some(outage) = config.outage {
+        if let Some((after_done, act)) = &fault {
             if outage_task.is_none()
                 && outage_window.is_none()
-                && done as f64 >= outage.after_done * config.jobs as f64
+                && done as f64 >= after_done * config.jobs as f64
             {
+                let act = std::sync::Arc::clone(act);
                 outage_task = Some(tokio::task::spawn_blocking(move || {
                     let down = now_us();
-                    outage.server.restart(outage.down_for)?;
+                    act()?;
                     Ok((down, now_us()))
                 }));
             }
@@ -844,7 +896,7 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
                     .unwrap()
                     .await
                     .expect("outage task")
-                    .unwrap_or_else(|e| panic!("restarting {:?} failed: {e}", outage.server));
+                    .unwrap_or_else(|e| panic!("the fault mid-drain failed: {e}"));
                 report
                     .outages
                     .push(Duration::from_micros((window.1 - window.0) as u64));
@@ -880,7 +932,7 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
             if let Ok(counts) = jobq.counts(&queue).await {
                 done = counts.done;
             }
-            let outage_over = config.outage.is_none() || outage_window.is_some();
+            let outage_over = fault.is_none() || outage_window.is_some();
             // Healed two leases ago: the cut host's workers have renewed
             // (and lost) their leases and sent their late settles.
             let partition_over = config.partition.is_none()
@@ -1223,6 +1275,12 @@ fn scan_logs(report: &mut Report) {
         }
         if line.contains("WARN") {
             report.warnings += 1;
+        }
+        if line.contains("the pool moved to the next ready node") {
+            report.node_moves.0 += 1;
+        }
+        if line.contains("the pool moved back") {
+            report.node_moves.1 += 1;
         }
         if line.contains("panicked") {
             report.violations.push(format!("a worker panicked: {line}"));

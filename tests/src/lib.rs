@@ -20,6 +20,7 @@ pub mod chaos;
 pub mod galera;
 pub mod metrics;
 pub mod net;
+pub mod proxy;
 pub mod scratch;
 pub mod services;
 pub mod sql;
@@ -83,6 +84,18 @@ impl TestDb {
     /// PostgreSQL from `JOBQ_POSTGRES_URL`.
     pub fn postgres() -> Option<Self> {
         from_env("JOBQ_POSTGRES_URL", Backend::Postgres)
+    }
+
+    /// The database at `url`, of `backend` (a test cluster's, say).
+    pub fn at(backend: Backend, url: impl Into<String>) -> Self {
+        init_tracing();
+        Self {
+            backend,
+            url: url.into(),
+            spread: Vec::new(),
+            turn: Default::default(),
+            _dir: None,
+        }
     }
 
     /// A fresh SQLite file.

@@ -283,6 +283,26 @@ macro_rules! dispatch {
     };
 }
 
+/// [`dispatch!`] for a call that returns a `Result`: on MySQL/MariaDB the
+/// store also sees the result, so that a connect list can react to a lost
+/// node (`store/mysql/failover.rs`).
+macro_rules! dispatch_seen {
+    ($self:expr, $s:ident => $body:expr) => {
+        match $self {
+            #[cfg(feature = "mysql")]
+            Store::MySql($s) => {
+                let result = $body;
+                $s.seen(&result);
+                result
+            }
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite($s) => $body,
+            #[cfg(feature = "postgres")]
+            Store::Postgres($s) => $body,
+        }
+    };
+}
+
 /// Opens one connection to a server within `timeout` and closes it: what a
 /// pool's first connect does, but failing with the connection's own error
 /// (a refusal, a login, a DNS failure) at once, where the pool retries it
@@ -342,16 +362,16 @@ impl Store {
 
     /// Applies the embedded migrations; safe from many processes at once.
     pub(crate) async fn migrate(&self) -> Result<()> {
-        dispatch!(self, s => s.migrate().await)
+        dispatch_seen!(self, s => s.migrate().await)
     }
 
     pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        dispatch!(self, s => s.enqueue(job).await)
+        dispatch_seen!(self, s => s.enqueue(job).await)
     }
 
     /// Inserts a batch; results are in input order.
     pub(crate) async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        dispatch!(self, s => s.enqueue_many(jobs).await)
+        dispatch_seen!(self, s => s.enqueue_many(jobs).await)
     }
 
     /// Inserts `job` through the caller's connection, which must be of this
@@ -390,19 +410,19 @@ impl Store {
             lease: lease.min(crate::MAX_DELAY),
             worker,
         };
-        dispatch!(self, s => s.claim(claim).await)
+        dispatch_seen!(self, s => s.claim(claim).await)
     }
 
     /// Deletes every row of the `which` kind that finished more than
     /// `older_than` ago, oldest first, [`PRUNE_BATCH`] rows per statement
     /// (each a short transaction); returns how many.
     pub(crate) async fn prune_all(&self, which: Prunable, older_than: Duration) -> Result<u64> {
-        dispatch!(self, s => s.prune(which, older_than).await)
+        dispatch_seen!(self, s => s.prune(which, older_than).await)
     }
 
     /// Marks held jobs `done`; returns how many were still held.
     pub(crate) async fn complete(&self, fences: &[Fence]) -> Result<u64> {
-        dispatch!(self, s => s.complete(fences).await)
+        dispatch_seen!(self, s => s.complete(fences).await)
     }
 
     /// Applies one fenced transition; `false` when the fence no longer matched.
@@ -416,9 +436,9 @@ impl Store {
                 delay: Duration::ZERO,
                 ..t.clone()
             };
-            return dispatch!(self, s => s.transition(&t).await);
+            return dispatch_seen!(self, s => s.transition(&t).await);
         }
-        dispatch!(self, s => s.transition(t).await)
+        dispatch_seen!(self, s => s.transition(t).await)
     }
 
     /// Extends the leases of held jobs; returns the fences that are no longer held.
@@ -426,7 +446,7 @@ impl Store {
     /// is clamped to it: every backend's time arithmetic holds that.
     pub(crate) async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
         let lease = lease.min(crate::MAX_DELAY);
-        dispatch!(self, s => s.heartbeat(fences, lease).await)
+        dispatch_seen!(self, s => s.heartbeat(fences, lease).await)
     }
 
     /// Extends the leases of the held jobs among `fences` whose rows no other
@@ -439,13 +459,13 @@ impl Store {
         lease: Duration,
     ) -> Result<Vec<Fence>> {
         let lease = lease.min(crate::MAX_DELAY);
-        dispatch!(self, s => s.heartbeat_unlocked(fences, lease).await)
+        dispatch_seen!(self, s => s.heartbeat_unlocked(fences, lease).await)
     }
 
     /// Returns up to `limit` expired `processing` rows of `queue` to `pending`
     /// (or `failed` when their attempts are used up); returns how many.
     pub(crate) async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        dispatch!(self, s => s.reap(queue, limit).await)
+        dispatch_seen!(self, s => s.reap(queue, limit).await)
     }
 
     /// Forwards the database's own wake-ups (PostgreSQL NOTIFY) for `queues`
@@ -456,18 +476,18 @@ impl Store {
     }
 
     pub(crate) async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
-        dispatch!(self, s => s.job(id).await)
+        dispatch_seen!(self, s => s.job(id).await)
     }
 
     /// How many jobs of `queue` are in each status.
     pub(crate) async fn counts(&self, queue: &str) -> Result<QueueCounts> {
-        dispatch!(self, s => s.counts(queue).await)
+        dispatch_seen!(self, s => s.counts(queue).await)
     }
 
     /// Cancels one row; `signal` gets the claim it ended (if it was
     /// `processing`) once the change has committed.
     pub(crate) async fn cancel(&self, id: i64, signal: fn(&[Fence])) -> Result<bool> {
-        let cancelled = dispatch!(self, s => s.cancel(id).await)?;
+        let cancelled = dispatch_seen!(self, s => s.cancel(id).await)?;
         signal(&cancelled.held);
         Ok(cancelled.changed == 1)
     }
@@ -485,13 +505,13 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<JobInfo>> {
         let statement = self.statement(Kind::List(order), w, i64::from(limit));
-        dispatch!(self, s => s.list(&statement).await)
+        dispatch_seen!(self, s => s.list(&statement).await)
     }
 
     /// How many rows `w` matches.
     pub(crate) async fn count_where(&self, w: &Where<'_>) -> Result<u64> {
         let statement = self.statement(Kind::Count, w, 0);
-        dispatch!(self, s => s.count_where(&statement).await)
+        dispatch_seen!(self, s => s.count_where(&statement).await)
     }
 
     /// Retries every row `w` matches in batches of [`filter::BULK_BATCH`]
@@ -504,7 +524,7 @@ impl Store {
                 ..w
             };
             let statement = self.statement(Kind::Retry, &w, i64::from(filter::BULK_BATCH));
-            dispatch!(self, s => s.retry_batch(&statement).await)
+            dispatch_seen!(self, s => s.retry_batch(&statement).await)
         })
         .await
     }
@@ -520,7 +540,7 @@ impl Store {
                 ..w
             };
             let statement = self.statement(Kind::Cancel, &w, i64::from(filter::BULK_BATCH));
-            let cancelled = dispatch!(self, s => s.cancel_batch(&statement).await)?;
+            let cancelled = dispatch_seen!(self, s => s.cancel_batch(&statement).await)?;
             signal(&cancelled.held);
             Ok((cancelled.changed, cancelled.last))
         })
@@ -528,7 +548,7 @@ impl Store {
     }
 
     pub(crate) async fn retry(&self, id: i64) -> Result<bool> {
-        dispatch!(self, s => s.retry(id).await)
+        dispatch_seen!(self, s => s.retry(id).await)
     }
 
     /// The figures of every queue (see [`Jobq::stats`](crate::Jobq::stats)):
@@ -553,12 +573,12 @@ impl Store {
 
     /// See [`BackendStore::set_paused`].
     pub(crate) async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
-        dispatch!(self, s => s.set_paused(queue, paused).await)
+        dispatch_seen!(self, s => s.set_paused(queue, paused).await)
     }
 
     /// See [`BackendStore::paused_queues`].
     pub(crate) async fn paused_queues(&self) -> Result<Vec<String>> {
-        dispatch!(self, s => s.paused_queues().await)
+        dispatch_seen!(self, s => s.paused_queues().await)
     }
 }
 
@@ -645,7 +665,7 @@ impl Store {
         &self,
         options: doctor::DoctorOptions,
     ) -> Result<crate::ops::DoctorReport> {
-        let checks = dispatch!(self, s => s.doctor(options).await)?;
+        let checks = dispatch_seen!(self, s => s.doctor(options).await)?;
         Ok(crate::ops::DoctorReport { checks })
     }
 }

@@ -14,9 +14,15 @@
 //! else sharing the pool, jobq's own inspection calls included, waits on a
 //! connection sitting idle in the stash. Connections taken from the pool
 //! after idling are pinged first ([`super::ping_if_idle`]).
+//!
+//! A stash may follow a [`Retire`] mark (the MySQL connect list's, when the
+//! pool moves to another node): connections it took from the pool before the
+//! mark are not stashed again, so jobq's statements leave the old node at
+//! once rather than when a connection happens to idle.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use sqlx::pool::PoolConnection;
@@ -27,6 +33,49 @@ const FRESH: Duration = Duration::from_secs(1);
 
 /// How often the stash looks for stale connections and for an exhausted pool.
 const TICK: Duration = Duration::from_millis(50);
+
+/// A moment after which connections opened (or taken from the pool) before
+/// it are retired: given back to the pool's checks, which close them.
+#[derive(Debug, Default)]
+pub(crate) struct Retire {
+    /// Nanoseconds from [`origin`] to the mark, plus one; 0 for no mark.
+    at: AtomicU64,
+}
+
+/// The instant [`Retire`] marks count from.
+fn origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+impl Retire {
+    /// Retires every connection opened or taken from the pool until now.
+    /// (Marked by the MySQL connect list only.)
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    pub(crate) fn mark_now(&self) {
+        let since = u64::try_from(origin().elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.at.store(since.saturating_add(1), Ordering::Relaxed);
+    }
+
+    /// Whether a connection taken from the pool at `at` is retired.
+    pub(crate) fn retires(&self, at: Instant) -> bool {
+        match self.at.load(Ordering::Relaxed) {
+            0 => false,
+            mark => {
+                let at = u64::try_from(at.saturating_duration_since(origin()).as_nanos())
+                    .unwrap_or(u64::MAX);
+                at < mark
+            }
+        }
+    }
+
+    /// Whether a connection opened `age` ago is retired.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    pub(crate) fn retires_age(&self, age: Duration) -> bool {
+        let now = Instant::now();
+        self.retires(now.checked_sub(age).unwrap_or_else(origin))
+    }
+}
 
 /// A pool with a stash of recently used connections in front of it.
 #[derive(Debug)]
@@ -46,14 +95,23 @@ impl<DB: Database> Clone for Stash<DB> {
 struct Inner<DB: Database> {
     pool: Pool<DB>,
     /// Oldest first; each with the moment its last statement finished.
-    idle: Mutex<Vec<(PoolConnection<DB>, Instant)>>,
+    idle: Mutex<Vec<(PoolConnection<DB>, Instant, Instant)>>,
     /// Most connections kept: the pool's size, less one left for others.
     cap: usize,
+    /// Connections taken from the pool before its mark are not stashed.
+    retire: Option<Arc<Retire>>,
 }
 
 impl<DB: Database> Inner<DB> {
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<(PoolConnection<DB>, Instant)>> {
+    /// Each stashed connection with when its last statement finished and
+    /// when it was taken from the pool.
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<(PoolConnection<DB>, Instant, Instant)>> {
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a connection taken from the pool at `taken` is retired.
+    fn retired(&self, taken: Instant) -> bool {
+        self.retire.as_ref().is_some_and(|r| r.retires(taken))
     }
 
     /// Hands back to the pool the connections unused for [`FRESH`], or all
@@ -65,7 +123,7 @@ impl<DB: Database> Inner<DB> {
             let fresh_from = if exhausted {
                 idle.len()
             } else {
-                idle.partition_point(|(_, at)| now.duration_since(*at) >= FRESH)
+                idle.partition_point(|(_, at, _)| now.duration_since(*at) >= FRESH)
             };
             idle.drain(..fresh_from).collect()
         };
@@ -84,11 +142,17 @@ impl<DB: Database> Stash<DB> {
     /// task that returns unused connections to the pool (every [`TICK`]);
     /// the task ends with the last clone of the stash.
     pub(crate) fn new(pool: Pool<DB>) -> Self {
+        Self::retiring(pool, None)
+    }
+
+    /// [`new`](Self::new), following `retire`'s mark if there is one.
+    pub(crate) fn retiring(pool: Pool<DB>, retire: Option<Arc<Retire>>) -> Self {
         let max = usize::try_from(pool.options().get_max_connections()).unwrap_or(usize::MAX);
         let inner = Arc::new(Inner {
             pool,
             idle: Mutex::new(Vec::new()),
             cap: max.saturating_sub(1),
+            retire,
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(expire_loop(Arc::downgrade(&inner)));
@@ -99,27 +163,35 @@ impl<DB: Database> Stash<DB> {
     /// The most recently used stashed connection, or one from the pool.
     pub(crate) async fn get(&self) -> Result<Stashed<DB>, sqlx::Error> {
         let now = Instant::now();
+        let mut retired = Vec::new();
         let found = {
             let mut idle = self.inner.idle();
-            match idle.pop() {
-                Some((conn, at)) if now.duration_since(at) < FRESH => Some(conn),
-                Some(stale) => {
-                    // The newest is stale, so all are.
-                    idle.push(stale);
-                    None
+            loop {
+                match idle.pop() {
+                    Some(entry) if self.inner.retired(entry.2) => retired.push(entry),
+                    Some((conn, at, taken)) if now.duration_since(at) < FRESH => {
+                        break Some((conn, taken));
+                    }
+                    Some(stale) => {
+                        // The newest is stale, so all are.
+                        idle.push(stale);
+                        break None;
+                    }
+                    None => break None,
                 }
-                None => None,
             }
         };
-        let conn = match found {
-            Some(conn) => conn,
+        drop(retired);
+        let (conn, taken) = match found {
+            Some(found) => found,
             None => {
                 self.inner.expire(now);
-                self.inner.pool.acquire().await?
+                (self.inner.pool.acquire().await?, Instant::now())
             }
         };
         Ok(Stashed {
             conn: Some(conn),
+            taken,
             inner: Arc::clone(&self.inner),
         })
     }
@@ -140,6 +212,8 @@ async fn expire_loop<DB: Database>(inner: Weak<Inner<DB>>) {
 #[derive(Debug)]
 pub(crate) struct Stashed<DB: Database> {
     conn: Option<PoolConnection<DB>>,
+    /// When it was taken from the pool.
+    taken: Instant,
     inner: Arc<Inner<DB>>,
 }
 
@@ -150,11 +224,12 @@ impl<DB: Database> Stashed<DB> {
     pub(crate) fn done<T, E>(mut self, result: Result<T, E>) -> Result<T, E> {
         if result.is_ok()
             && !self.inner.pool_exhausted()
+            && !self.inner.retired(self.taken)
             && let Some(conn) = self.conn.take()
         {
             let mut idle = self.inner.idle();
             if idle.len() < self.inner.cap {
-                idle.push((conn, Instant::now()));
+                idle.push((conn, Instant::now(), self.taken));
             } else {
                 drop(idle);
                 drop(conn);

@@ -33,6 +33,20 @@ impl Jobq {
     }
 }
 
+impl Jobq {
+    /// With a connect list (`mysql://user@node1:3306,node2:3306/app`), the
+    /// `host:port` the pool opens its connections to now: the first node
+    /// of the list that was ready, until it is lost. `None` for a URL of one
+    /// host, a pool given by the caller, or another backend.
+    pub fn current_node(&self) -> Option<String> {
+        #[allow(unreachable_patterns)]
+        match self.store() {
+            Store::MySql(s) => s.current_node(),
+            _ => None,
+        }
+    }
+}
+
 impl sealed::Sealed for &mut MySqlConnection {}
 
 impl<'c> EnqueueConnection<'c> for &'c mut MySqlConnection {

@@ -48,6 +48,7 @@ use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
 mod doctor;
+mod failover;
 mod glue;
 mod position;
 pub mod sql;
@@ -71,6 +72,9 @@ const IN_CHUNK: usize = 1024;
 /// several statements of one transaction. Claims up to this size, all but
 /// the largest workers' claims, stay one statement.
 const CLAIM_CHUNK: usize = 16_384;
+
+/// A lane claim picks this many times the rows it asks for (see [`Lane`]).
+const LANE_PICK_FACTOR: u32 = 4;
 
 /// Text from a column with a binary collation (`utf8mb4_bin`: keys and names
 /// compare byte for byte), which the driver reports as binary and will not
@@ -105,6 +109,17 @@ fn opt_text(row: &sqlx::mysql::MySqlRow, column: &str) -> Result<Option<String>,
     Ok(row.try_get::<Option<Text>, _>(column)?.map(|t| t.0))
 }
 
+/// Whether Galera stores claim in lanes ([`Lane`]): only when the
+/// environment says `JOBQ_GALERA_LANES=1`. An experiment, off by default:
+/// on the 2-core test machine lanes cut jobq's claim retries by a third
+/// (0.25 → 0.14 per claim on 2 nodes, 0.36 → 0.24 on 3) but drained slower
+/// (`docs/scaling-galera-throughput.md`); to be measured again on a quiet
+/// machine or real nodes. Read once.
+fn lanes_enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var("JOBQ_GALERA_LANES").as_deref() == Ok("1"))
+}
+
 /// Deadlock, lock wait timeout, and MariaDB's snapshot-isolation conflict.
 fn is_transient(error: &sqlx::Error) -> bool {
     error
@@ -134,6 +149,31 @@ pub(crate) struct MySqlStore {
     /// Per queue, where the last claim that got all the rows it asked for
     /// ended (see [`CLAIM_SELECT_AFTER`]).
     positions: Arc<Positions>,
+    /// The connect list, if the URL named several hosts (see `failover.rs`).
+    failover: Option<Arc<failover::Failover>>,
+    /// On a Galera cluster of several nodes, the lane this store's claims
+    /// try first (see [`Lane`]).
+    lane: Option<Lane>,
+}
+
+/// A lane of every queue: the rows whose `(id DIV lanes) MOD lanes = lane`.
+///
+/// `SKIP LOCKED` skips only the rows locked on the claimer's own node, so
+/// workers on different Galera nodes claim the same head-of-queue rows and
+/// all but the first to commit fail certification (error 1213) and claim
+/// again. A store connected to node `k` (its `auto_increment_offset`) of
+/// `n` (`auto_increment_increment`) claims first in lane `k - 1` of `n`,
+/// which no other node's workers start with, and tops its claim up from the
+/// whole queue when the lane has fewer rows than it asked for. The lane is
+/// the id divided by `n` (not the id itself, whose remainder is the
+/// inserting node's offset), so rows enqueued through any one node are
+/// spread over every lane. Off unless `JOBQ_GALERA_LANES=1` ([`lanes_enabled`]);
+/// nothing changes on a server that is not Galera
+/// or a cluster of one node.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lane {
+    lanes: i64,
+    lane: i64,
 }
 
 impl BackendStore for MySqlStore {
@@ -145,21 +185,59 @@ impl BackendStore for MySqlStore {
     }
 
     async fn connect(url: &str, connect: &ConnectOptions) -> Result<Self> {
-        let options = MySqlConnectOptions::from_str(&glue::mysql_url(url))?;
-        super::probe(url, &options, connect.connect_timeout).await?;
-        let pool = MySqlPoolOptions::new()
+        let pool_options = MySqlPoolOptions::new()
             .max_connections(connect.max_connections)
             .test_before_acquire(false)
-            .before_acquire(super::ping_if_idle::<sqlx::MySql>)
             .after_connect(|conn, _meta| {
                 Box::pin(async move {
                     conn.execute(SESSION_SETUP).await?;
                     Ok(())
                 })
+            });
+        let Some(list) = failover::connect_list(url) else {
+            let options = MySqlConnectOptions::from_str(&glue::mysql_url(url))?;
+            super::probe(url, &options, connect.connect_timeout).await?;
+            let pool = pool_options
+                .before_acquire(super::ping_if_idle::<sqlx::MySql>)
+                .connect_with(options)
+                .await?;
+            return Self::from_pool(pool).await;
+        };
+        let nodes = list
+            .into_iter()
+            .map(|(url, host)| {
+                Ok(failover::Node {
+                    options: MySqlConnectOptions::from_str(&glue::mysql_url(&url))?,
+                    host,
+                })
             })
-            .connect_with(options)
+            .collect::<Result<Vec<_>>>()?;
+        let shown = crate::handle::redact_url(url);
+        let (failover, at) =
+            failover::Failover::connect(nodes, connect.connect_timeout, &shown).await?;
+        let retire = Arc::clone(failover.retire());
+        let pool = pool_options
+            // sqlx retries a refused connect until the acquire timeout
+            // (30 s by default) without a word: with a list, a call waiting
+            // for a connection to a lost node fails after the connect
+            // timeout instead, and that failure moves the pool.
+            .acquire_timeout(connect.connect_timeout)
+            // A connection opened before the pool last moved is closed
+            // rather than handed out.
+            .before_acquire(move |conn, meta| {
+                if retire.retires_age(meta.age) {
+                    Box::pin(async { Ok(false) })
+                } else {
+                    super::ping_if_idle::<sqlx::MySql>(conn, meta)
+                }
+            })
+            .connect_with(failover.options(at).clone())
             .await?;
-        Self::from_pool(pool).await
+        let failover = Arc::new(failover);
+        let mut store = Self::from_pool(pool).await?;
+        store.conns = Stash::retiring(store.pool.clone(), Some(Arc::clone(failover.retire())));
+        store.failover = Some(failover);
+        Ok(store)
     }
 
     async fn from_pool(pool: MySqlPool) -> Result<Self> {
@@ -172,8 +250,20 @@ impl BackendStore for MySqlStore {
                 .fetch_one(&pool)
                 .await
                 .is_ok_and(|on| on == 1);
+        let lane = if galera && lanes_enabled() {
+            let (increment, offset): (i64, i64) =
+                sqlx::query_as(GALERA_LANE).fetch_one(&pool).await?;
+            (increment > 1 && (1..=increment).contains(&offset)).then_some(Lane {
+                lanes: increment,
+                lane: offset - 1,
+            })
+        } else {
+            None
+        };
         Ok(Self {
             conns: Stash::new(pool.clone()),
+            failover: None,
+            lane,
             pool,
             mariadb,
             galera,
@@ -511,6 +601,20 @@ impl BackendStore for MySqlStore {
 }
 
 impl MySqlStore {
+    /// Passes a call's result on to the connect list, if there is one: a
+    /// failure as of a lost node starts a check of the node (see
+    /// `failover.rs`). Nothing to do on success, nor without a list.
+    pub(crate) fn seen<T>(&self, result: &Result<T>) {
+        if let (Err(error), Some(failover)) = (result, &self.failover) {
+            failover.saw(error, &self.pool);
+        }
+    }
+
+    /// With a connect list, the `host:port` of the node new connections go to.
+    pub(crate) fn current_node(&self) -> Option<String> {
+        self.failover.as_ref().map(|f| f.current_host().to_owned())
+    }
+
     /// `sql`, a read of the handle's (`job`, `counts`, `list`, `stats`), as
     /// it runs here: on Galera behind [`SYNC_WAIT`], so that it sees what
     /// was committed through any node before it (read-your-writes across
@@ -590,7 +694,7 @@ impl MySqlStore {
         let queue = claim.queue;
         let position = self.positions.get(queue);
         let mut conn = self.conns.get().await?;
-        let batch = match claim_from(&mut conn, claim, position).await {
+        let batch = match claim_from(&mut conn, claim, position, self.lane).await {
             Ok((batch, None)) => conn.done(Ok::<_, sqlx::Error>(batch))?,
             Ok((batch, Some(error))) => {
                 // The connection goes back through the pool's checks.
@@ -864,10 +968,33 @@ async fn claim_from(
     conn: &mut MySqlConnection,
     claim: ClaimRequest<'_>,
     position: Option<Position>,
+    lane: Option<Lane>,
 ) -> Result<(Claimed, Option<sqlx::Error>), sqlx::Error> {
     let (queue, limit) = (claim.queue, claim.limit);
-    let mut claimed = claim_on(conn, claim, position).await?;
+    let mut claimed = claim_on(conn, claim, position, lane).await?;
     let got = u32::try_from(claimed.jobs.len()).unwrap_or(u32::MAX);
+    // A lane short of rows: the rest from the whole queue, from the
+    // beginning (its position is the lane's).
+    if lane.is_some() && got < limit {
+        let rest = ClaimRequest {
+            limit: limit - got,
+            ..claim
+        };
+        match claim_on(conn, rest, None, None).await {
+            Ok(rest) => {
+                claimed.jobs.extend(rest.jobs);
+                claimed.end = None;
+                claimed.resumed = false;
+                return Ok((claimed, None));
+            }
+            Err(error) if claimed.jobs.is_empty() => return Err(error),
+            Err(error) => {
+                claimed.end = None;
+                claimed.resumed = false;
+                return Ok((claimed, Some(error)));
+            }
+        }
+    }
     if claimed.resumed && got < limit {
         let rest = match injected_top_up_failure(queue) {
             Some(error) => Err(error),
@@ -876,7 +1003,7 @@ async fn claim_from(
                     limit: limit - got,
                     ..claim
                 };
-                claim_on(conn, rest, None).await
+                claim_on(conn, rest, None, lane).await
             }
         };
         claimed.resumed = false;
@@ -903,25 +1030,80 @@ async fn claim_on(
     conn: &mut MySqlConnection,
     claim: ClaimRequest<'_>,
     position: Option<Position>,
+    lane: Option<Lane>,
 ) -> Result<Claimed, sqlx::Error> {
     let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
     type ClaimRow = (i64, Text, Text, i32, i32, Option<Text>, i16, NaiveDateTime);
     let mut tx = conn.begin_with(BEGIN_RC).await?;
-    let select = match position {
-        None => sqlx::query_as(CLAIM_SELECT).bind(queue),
-        Some(Position {
-            after: (priority, run_at, id),
-            ..
-        }) => sqlx::query_as(CLAIM_SELECT_AFTER)
-            .bind(queue)
-            .bind(priority)
-            .bind(priority)
-            .bind(run_at)
-            .bind(priority)
-            .bind(run_at)
-            .bind(id),
+    let rows: Vec<ClaimRow> = match (position, lane) {
+        (None, None) => {
+            sqlx::query_as(CLAIM_SELECT)
+                .bind(queue)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?
+        }
+        (
+            Some(Position {
+                after: (priority, run_at, id),
+                ..
+            }),
+            None,
+        ) => {
+            sqlx::query_as(CLAIM_SELECT_AFTER)
+                .bind(queue)
+                .bind(priority)
+                .bind(priority)
+                .bind(run_at)
+                .bind(priority)
+                .bind(run_at)
+                .bind(id)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?
+        }
+        (position, Some(Lane { lanes, lane })) => {
+            // Picked without locks, then locked by primary key (see CLAIM_PICK_LANE).
+            let pick = match position {
+                None => sqlx::query_scalar(CLAIM_PICK_LANE).bind(queue),
+                Some(Position {
+                    after: (priority, run_at, id),
+                    ..
+                }) => sqlx::query_scalar(CLAIM_PICK_AFTER_LANE)
+                    .bind(queue)
+                    .bind(priority)
+                    .bind(priority)
+                    .bind(run_at)
+                    .bind(priority)
+                    .bind(run_at)
+                    .bind(id),
+            };
+            // More than it needs: the node's other claimers picked the same
+            // first rows and may hold them (skipped below).
+            let ids: Vec<i64> = pick
+                .bind(lanes)
+                .bind(lanes)
+                .bind(lane)
+                .bind(
+                    limit
+                        .saturating_mul(LANE_PICK_FACTOR)
+                        .min(CLAIM_CHUNK as u32),
+                )
+                .fetch_all(&mut *tx)
+                .await?;
+            if ids.is_empty() {
+                Vec::new()
+            } else {
+                let ids = padded(&ids);
+                let sql = claim_lock(ids.len());
+                let mut lock = sqlx::query_as(&sql);
+                for id in &ids {
+                    lock = lock.bind(id);
+                }
+                lock.bind(limit).fetch_all(&mut *tx).await?
+            }
+        }
     };
-    let rows: Vec<ClaimRow> = select.bind(limit).fetch_all(&mut *tx).await?;
     if rows.is_empty() {
         tx.commit().await?;
         return Ok(Claimed {

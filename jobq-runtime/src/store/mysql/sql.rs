@@ -138,7 +138,7 @@ pub const PRUNE_NEXT_PRIORITY: &str =
 /// too), so a reaper whose transaction stalls (its host cut off, its
 /// process frozen) would hold every live row of the queue and make the
 /// settles and heartbeats of healthy workers wait until their leases ran
-/// out. The candidates are then updated by primary key ([`reap_update`]).
+/// out. The candidates are then updated by primary key (`reap_update`).
 pub const REAP_SELECT: &str = "SELECT id FROM jobq_jobs \
      WHERE queue = ? AND status = 'processing' AND run_at < UTC_TIMESTAMP(6) \
      ORDER BY priority, run_at, id \

@@ -128,6 +128,16 @@ fn is_transient(error: &sqlx::Error) -> bool {
         .is_some_and(|e| matches!(e.number(), 1213 | 1205 | 1020))
 }
 
+/// Error 1317, "Query execution was interrupted": on Galera, what a
+/// statement of one node's `migrate()` gets when another node's migration
+/// (a DDL replicated in total order) aborts it mid-statement.
+fn is_interrupted(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+        .is_some_and(|e| e.number() == 1317)
+}
+
 /// The MySQL/MariaDB store.
 #[derive(Debug, Clone)]
 pub(crate) struct MySqlStore {
@@ -636,7 +646,10 @@ impl MySqlStore {
         let mut attempt = 0u32;
         loop {
             match apply_pending(conn, &self.read(MIGRATIONS_APPLIED)).await {
-                Err(error) if attempt < MIGRATE_RETRIES && is_transient(&error) => {
+                Err(error)
+                    if attempt < MIGRATE_RETRIES
+                        && (is_transient(&error) || self.galera && is_interrupted(&error)) =>
+                {
                     attempt += 1;
                     super::count_internal_retry(statement::MIGRATE, &error, attempt);
                     let pause_ms = rand::random_range(5..=(10u64 << attempt.min(4)));

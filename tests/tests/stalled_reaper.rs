@@ -16,15 +16,12 @@
 //! one statement: the same stalled transaction holds nothing there.
 //!
 //! The fix (MariaDB): the reaper reads its candidates with a plain
-//! (consistent, non-locking) read and reaps those still expired with one
-//! autocommit `UPDATE … WHERE id IN (…) AND status = 'processing' AND
-//! run_at < now`, so no reaper transaction stays open between statements.
-//! By hand (two `mariadb` sessions, MariaDB 10.11) a locking read by primary
-//! key keeps its lock on a row that does not match its `WHERE` too, which
-//! is why the second step is an `UPDATE` (semi-consistent read: a row that
-//! no longer matches is skipped and not locked) rather than a locking
-//! `SELECT` by id. Before the fix the MariaDB instance failed: the live
-//! jobs' settles waited the whole 3 s of the test.
+//! (consistent, non-locking) read and only then, in a short transaction,
+//! locks those still expired by primary key (`SKIP LOCKED`, so a row whose
+//! settle waits on a caller's lock is left alone) and updates them. A
+//! reaper that stalls holds expired rows only, and one that finds nothing
+//! expired takes no lock at all. Before the fix the MariaDB instance
+//! failed: the live jobs' settles waited the whole 3 s of the test.
 
 use std::time::Duration;
 
@@ -75,9 +72,8 @@ async fn a_reaper_stalled_mid_transaction_delays_no_live_jobs_settle(db: TestDb)
                 .execute(&mut conn)
                 .await
                 .expect("begin, read committed");
-            // The reaper's first statement, candidates read without
-            // locks; its second is one autocommit UPDATE of those (none
-            // here), which holds nothing once it returns.
+            // The reaper's first statement: candidates read without locks
+            // (none here, so it locks nothing after it either).
             let expired: Vec<i64> =
                 sqlx::query_scalar(jobq_runtime::__private::sql::mysql::REAP_SELECT)
                     .bind(&queue)

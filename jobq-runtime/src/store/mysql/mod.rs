@@ -872,10 +872,12 @@ impl MySqlStore {
     }
 
     /// Reaps up to `limit` orphans of `queue`: candidates read without
-    /// locks ([`REAP_SELECT`]), then those still expired updated by primary
-    /// key in one autocommit statement ([`reap_update`]). No transaction
-    /// stays open between the two, so a reaper that stalls holds no lock,
-    /// and one that finds nothing expired takes none.
+    /// locks ([`REAP_SELECT`]), then, in one transaction, those still
+    /// expired and not held by another transaction locked by primary key
+    /// ([`reap_lock`], `SKIP LOCKED`: a row whose settle waits on a
+    /// caller's lock is left to that settle) and updated. A reap that finds
+    /// nothing expired takes no lock; one that stalls holds only expired
+    /// rows (and MariaDB's `idle_transaction_timeout` ends it).
     async fn reap_once(&self, queue: &str, limit: u32) -> Result<u64, sqlx::Error> {
         let candidates: Vec<i64> = sqlx::query_scalar(REAP_SELECT)
             .bind(queue)
@@ -885,13 +887,27 @@ impl MySqlStore {
         if candidates.is_empty() {
             return Ok(0);
         }
-        let padded_ids = padded(&candidates);
+        let mut tx = self.pool.begin_with(BEGIN_RC).await?;
+        let padded_candidates = padded(&candidates);
+        let lock_sql = reap_lock(padded_candidates.len());
+        let mut lock = sqlx::query_scalar(&lock_sql);
+        for id in &padded_candidates {
+            lock = lock.bind(id);
+        }
+        let ids: Vec<i64> = lock.fetch_all(&mut *tx).await?;
+        if ids.is_empty() {
+            tx.commit().await?;
+            return Ok(0);
+        }
+        let padded_ids = padded(&ids);
         let sql = reap_update(padded_ids.len());
         let mut update = sqlx::query(&sql);
         for id in &padded_ids {
             update = update.bind(id);
         }
-        Ok(update.execute(&self.pool).await?.rows_affected())
+        update.execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(ids.len() as u64)
     }
 }
 

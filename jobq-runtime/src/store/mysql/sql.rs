@@ -138,7 +138,7 @@ pub const PRUNE_NEXT_PRIORITY: &str =
 /// too), so a reaper whose transaction stalls (its host cut off, its
 /// process frozen) would hold every live row of the queue and make the
 /// settles and heartbeats of healthy workers wait until their leases ran
-/// out. The candidates are then updated by primary key (`reap_update`).
+/// out. The candidates are then locked by primary key ([`reap_lock`]).
 pub const REAP_SELECT: &str = "SELECT id FROM jobq_jobs \
      WHERE queue = ? AND status = 'processing' AND run_at < UTC_TIMESTAMP(6) \
      ORDER BY priority, run_at, id \
@@ -428,11 +428,8 @@ pub(crate) fn held(ids: usize) -> String {
     )
 }
 
-/// Returns those of `ids` ([`REAP_SELECT`]'s candidates) that are still
-/// expired to `pending`, or `failed` when their attempts are used up: one
-/// autocommit statement, so no reaper holds a lock past it, and at READ
-/// COMMITTED a candidate renewed or reaped meanwhile is skipped (InnoDB's
-/// semi-consistent read), not waited for. An orphan keeps its place in
+/// Returns `ids` (locked by [`reap_lock`]) to `pending`, or `failed` when
+/// their attempts are used up. An orphan keeps its place in
 /// line: `run_at` goes back to when the job was enqueued, not to the back of
 /// a backlog, so it runs again about one lease after the crash even when the
 /// queue is deep.
@@ -443,7 +440,19 @@ pub(crate) fn reap_update(ids: usize) -> String {
              finished_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), NULL), \
              status = IF(attempts >= max_attempts, 'failed', 'pending'), \
              run_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), created_at), lease_token = NULL \
-             WHERE id IN ({}) AND status = 'processing' AND run_at < UTC_TIMESTAMP(6)",
+             WHERE id IN ({}) AND status = 'processing'",
+        placeholders(ids)
+    )
+}
+
+/// Locks those of `ids` ([`REAP_SELECT`]'s candidates) that are still
+/// expired, skipping rows another transaction holds (a settle waiting on a
+/// caller's lock, another reaper): primary-key lookups, so a reaper that
+/// stalls holds these rows and no live row of the queue.
+pub fn reap_lock(ids: usize) -> String {
+    format!(
+        "SELECT id FROM jobq_jobs WHERE id IN ({}) \
+         AND status = 'processing' AND run_at < UTC_TIMESTAMP(6) FOR UPDATE SKIP LOCKED",
         placeholders(ids)
     )
 }

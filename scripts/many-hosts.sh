@@ -16,18 +16,6 @@ cd "$(dirname "$0")/.."
 eval "$(scripts/services.sh)"
 . scripts/db.sh
 
-RUN_DB="jobq_many_hosts_$(date +%s)_$$"
-SERVER_MYSQL_URL=$JOBQ_MYSQL_URL
-SERVER_POSTGRES_URL=$JOBQ_POSTGRES_URL
-drop_run_databases() {
-  sql_mysql "$SERVER_MYSQL_URL" "DROP DATABASE IF EXISTS $RUN_DB" || true
-  sql_postgres "$SERVER_POSTGRES_URL" "DROP DATABASE IF EXISTS $RUN_DB WITH (FORCE)" || true
-}
-trap drop_run_databases EXIT
-sql_mysql "$SERVER_MYSQL_URL" "CREATE DATABASE $RUN_DB"
-sql_postgres "$SERVER_POSTGRES_URL" "CREATE DATABASE $RUN_DB"
-export JOBQ_MYSQL_URL JOBQ_POSTGRES_URL
-JOBQ_MYSQL_URL=$(url_with_database "$SERVER_MYSQL_URL" "$RUN_DB")
-JOBQ_POSTGRES_URL=$(url_with_database "$SERVER_POSTGRES_URL" "$RUN_DB")
+use_run_databases jobq_many_hosts
 echo "uptime: $(uptime)"
 cargo test --release -p jobq-tests --test many_hosts -- --ignored --nocapture --test-threads=1 throughput_table "$@"

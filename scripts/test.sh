@@ -16,21 +16,7 @@ cd "$(dirname "$0")/.."
 eval "$(scripts/services.sh)"
 . scripts/db.sh
 
-RUN_DB="jobq_run_$(date +%s)_$$"
-SERVER_MYSQL_URL=$JOBQ_MYSQL_URL
-SERVER_POSTGRES_URL=$JOBQ_POSTGRES_URL
-drop_run_databases() {
-  sql_mysql "$SERVER_MYSQL_URL" "DROP DATABASE IF EXISTS $RUN_DB" \
-    || echo "could not drop $RUN_DB on MariaDB" >&2
-  sql_postgres "$SERVER_POSTGRES_URL" "DROP DATABASE IF EXISTS $RUN_DB WITH (FORCE)" \
-    || echo "could not drop $RUN_DB on PostgreSQL" >&2
-}
-trap drop_run_databases EXIT
-sql_mysql "$SERVER_MYSQL_URL" "CREATE DATABASE $RUN_DB"
-sql_postgres "$SERVER_POSTGRES_URL" "CREATE DATABASE $RUN_DB"
-export JOBQ_MYSQL_URL JOBQ_POSTGRES_URL
-JOBQ_MYSQL_URL=$(url_with_database "$SERVER_MYSQL_URL" "$RUN_DB")
-JOBQ_POSTGRES_URL=$(url_with_database "$SERVER_POSTGRES_URL" "$RUN_DB")
+use_run_databases jobq_run
 
 redact() { sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#'; }
 echo "MySQL/MariaDB: $(echo "$JOBQ_MYSQL_URL" | redact) (dropped at the end)"

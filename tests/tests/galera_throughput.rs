@@ -15,9 +15,7 @@
 //! own retries of the claim (`jobq_internal_retries_total{statement="claim"}`)
 //! and the cluster's certification failures plus brute-force aborts
 //! (`wsrep_local_cert_failures` + `wsrep_local_bf_aborts`, summed over the
-//! nodes), both deltas over the drain. `JOBQ_GALERA_LANES=1` turns on the
-//! experimental lane claim (see `Lane` in jobq-runtime's MySQL store);
-//! `JOBQ_TPUT_LANES=1` prints how many rows each node claimed from each lane.
+//! nodes), both deltas over the drain.
 
 use std::time::{Duration, Instant};
 
@@ -118,18 +116,6 @@ async fn drain(
             .shutdown(Duration::from_secs(10))
             .await
             .expect("shutdown");
-    }
-    if std::env::var_os("JOBQ_TPUT_LANES").is_some() {
-        let lanes = cluster
-            .sql(
-                0,
-                &format!(
-                    "SELECT SUBSTRING_INDEX(claimed_by, '-', 1), (id DIV @@auto_increment_increment) MOD @@auto_increment_increment, COUNT(*) \
-                     FROM {database}.jobq_jobs WHERE queue = '{queue}' GROUP BY 1, 2"
-                ),
-            )
-            .unwrap_or_default();
-        println!("    rows by claiming node and lane:\n{lanes}");
     }
     let claims =
         metrics::histogram(names::CLAIM_SECONDS, &[("queue", queue.as_str())]).len() as u64;

@@ -105,11 +105,22 @@ async fn settle_completions(shared: &Arc<Shared>, batch: &[Fence], stopping: boo
         match result {
             Ok(settled) => {
                 if settled < batch.len() as u64 {
+                    let fenced_out = batch.len() as u64 - settled;
                     quietly(|| {
-                        tracing::warn!(
-                            fenced_out = batch.len() as u64 - settled,
-                            "completed jobs were no longer held (lease expired and re-claimed, or cancelled); their completion was not applied"
-                        );
+                        if failures == 0 {
+                            tracing::warn!(
+                                fenced_out,
+                                "completed jobs were no longer held (lease expired and re-claimed, or cancelled); their completion was not applied"
+                            );
+                        } else {
+                            // A failed try may have committed with only its
+                            // reply lost: those rows are done by this batch.
+                            tracing::warn!(
+                                fenced_out,
+                                failed_tries = failures,
+                                "a retried write of completed jobs found some no longer held: an earlier try committed and only its reply was lost, or their leases expired and they were re-claimed or cancelled; this try changed nothing for them"
+                            );
+                        }
                     });
                 }
                 return false;

@@ -565,10 +565,21 @@ pub(super) async fn apply(shared: &Shared, transition: &Transition) {
             Ok(false) => {
                 shared.metrics.fenced_out(metrics::Settle::Transition, 1);
                 quietly(|| {
-                    tracing::warn!(
-                        job.id = transition.fence.id,
-                        "settle fenced out: the job is no longer held by this attempt (lease expired and re-claimed, or cancelled); nothing changed"
-                    );
+                    if failures == 0 {
+                        tracing::warn!(
+                            job.id = transition.fence.id,
+                            "settle fenced out: the job is no longer held by this attempt (lease expired and re-claimed, or cancelled); nothing changed"
+                        );
+                    } else {
+                        // A failed try may have committed with only its
+                        // reply lost: the row then no longer matches the
+                        // fence because this very settle moved it.
+                        tracing::warn!(
+                            job.id = transition.fence.id,
+                            failed_tries = failures,
+                            "settle retried after an error found the job no longer held by this attempt: an earlier try committed and only its reply was lost, or the lease expired and the job was re-claimed or cancelled; this try changed nothing"
+                        );
+                    }
                 });
                 return;
             }

@@ -73,9 +73,6 @@ const IN_CHUNK: usize = 1024;
 /// the largest workers' claims, stay one statement.
 const CLAIM_CHUNK: usize = 16_384;
 
-/// A lane claim picks this many times the rows it asks for (see [`Lane`]).
-const LANE_PICK_FACTOR: u32 = 4;
-
 /// Text from a column with a binary collation (`utf8mb4_bin`: keys and names
 /// compare byte for byte), which the driver reports as binary and will not
 /// decode as `String`.
@@ -107,17 +104,6 @@ fn text(row: &sqlx::mysql::MySqlRow, column: &str) -> Result<String, sqlx::Error
 
 fn opt_text(row: &sqlx::mysql::MySqlRow, column: &str) -> Result<Option<String>, sqlx::Error> {
     Ok(row.try_get::<Option<Text>, _>(column)?.map(|t| t.0))
-}
-
-/// Whether Galera stores claim in lanes ([`Lane`]): only when the
-/// environment says `JOBQ_GALERA_LANES=1`. An experiment, off by default:
-/// on the 2-core test machine lanes cut jobq's claim retries by a third
-/// (0.25 → 0.14 per claim on 2 nodes, 0.36 → 0.24 on 3) but drained slower
-/// (`docs/scaling-galera-throughput.md`); to be measured again on a quiet
-/// machine or real nodes. Read once.
-fn lanes_enabled() -> bool {
-    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| std::env::var("JOBQ_GALERA_LANES").as_deref() == Ok("1"))
 }
 
 /// Deadlock, lock wait timeout, and MariaDB's snapshot-isolation conflict.
@@ -161,29 +147,6 @@ pub(crate) struct MySqlStore {
     positions: Arc<Positions>,
     /// The connect list, if the URL named several hosts (see `failover.rs`).
     failover: Option<Arc<failover::Failover>>,
-    /// On a Galera cluster of several nodes, the lane this store's claims
-    /// try first (see [`Lane`]).
-    lane: Option<Lane>,
-}
-
-/// A lane of every queue: the rows whose `(id DIV lanes) MOD lanes = lane`.
-///
-/// `SKIP LOCKED` skips only the rows locked on the claimer's own node, so
-/// workers on different Galera nodes claim the same head-of-queue rows and
-/// all but the first to commit fail certification (error 1213) and claim
-/// again. A store connected to node `k` (its `auto_increment_offset`) of
-/// `n` (`auto_increment_increment`) claims first in lane `k - 1` of `n`,
-/// which no other node's workers start with, and tops its claim up from the
-/// whole queue when the lane has fewer rows than it asked for. The lane is
-/// the id divided by `n` (not the id itself, whose remainder is the
-/// inserting node's offset), so rows enqueued through any one node are
-/// spread over every lane. Off unless `JOBQ_GALERA_LANES=1` ([`lanes_enabled`]);
-/// nothing changes on a server that is not Galera
-/// or a cluster of one node.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Lane {
-    lanes: i64,
-    lane: i64,
 }
 
 impl BackendStore for MySqlStore {
@@ -260,20 +223,9 @@ impl BackendStore for MySqlStore {
                 .fetch_one(&pool)
                 .await
                 .is_ok_and(|on| on == 1);
-        let lane = if galera && lanes_enabled() {
-            let (increment, offset): (i64, i64) =
-                sqlx::query_as(GALERA_LANE).fetch_one(&pool).await?;
-            (increment > 1 && (1..=increment).contains(&offset)).then_some(Lane {
-                lanes: increment,
-                lane: offset - 1,
-            })
-        } else {
-            None
-        };
         Ok(Self {
             conns: Stash::new(pool.clone()),
             failover: None,
-            lane,
             pool,
             mariadb,
             galera,
@@ -707,7 +659,7 @@ impl MySqlStore {
         let queue = claim.queue;
         let position = self.positions.get(queue);
         let mut conn = self.conns.get().await?;
-        let batch = match claim_from(&mut conn, claim, position, self.lane).await {
+        let batch = match claim_from(&mut conn, claim, position).await {
             Ok((batch, None)) => conn.done(Ok::<_, sqlx::Error>(batch))?,
             Ok((batch, Some(error))) => {
                 // The connection goes back through the pool's checks.
@@ -997,33 +949,10 @@ async fn claim_from(
     conn: &mut MySqlConnection,
     claim: ClaimRequest<'_>,
     position: Option<Position>,
-    lane: Option<Lane>,
 ) -> Result<(Claimed, Option<sqlx::Error>), sqlx::Error> {
     let (queue, limit) = (claim.queue, claim.limit);
-    let mut claimed = claim_on(conn, claim, position, lane).await?;
+    let mut claimed = claim_on(conn, claim, position).await?;
     let got = u32::try_from(claimed.jobs.len()).unwrap_or(u32::MAX);
-    // A lane short of rows: the rest from the whole queue, from the
-    // beginning (its position is the lane's).
-    if lane.is_some() && got < limit {
-        let rest = ClaimRequest {
-            limit: limit - got,
-            ..claim
-        };
-        match claim_on(conn, rest, None, None).await {
-            Ok(rest) => {
-                claimed.jobs.extend(rest.jobs);
-                claimed.end = None;
-                claimed.resumed = false;
-                return Ok((claimed, None));
-            }
-            Err(error) if claimed.jobs.is_empty() => return Err(error),
-            Err(error) => {
-                claimed.end = None;
-                claimed.resumed = false;
-                return Ok((claimed, Some(error)));
-            }
-        }
-    }
     if claimed.resumed && got < limit {
         let rest = match injected_top_up_failure(queue) {
             Some(error) => Err(error),
@@ -1032,7 +961,7 @@ async fn claim_from(
                     limit: limit - got,
                     ..claim
                 };
-                claim_on(conn, rest, None, lane).await
+                claim_on(conn, rest, None).await
             }
         };
         claimed.resumed = false;
@@ -1059,26 +988,22 @@ async fn claim_on(
     conn: &mut MySqlConnection,
     claim: ClaimRequest<'_>,
     position: Option<Position>,
-    lane: Option<Lane>,
 ) -> Result<Claimed, sqlx::Error> {
     let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
     type ClaimRow = (i64, Text, Text, i32, i32, Option<Text>, i16, NaiveDateTime);
     let mut tx = conn.begin_with(BEGIN_RC).await?;
-    let rows: Vec<ClaimRow> = match (position, lane) {
-        (None, None) => {
+    let rows: Vec<ClaimRow> = match position {
+        None => {
             sqlx::query_as(CLAIM_SELECT)
                 .bind(queue)
                 .bind(limit)
                 .fetch_all(&mut *tx)
                 .await?
         }
-        (
-            Some(Position {
-                after: (priority, run_at, id),
-                ..
-            }),
-            None,
-        ) => {
+        Some(Position {
+            after: (priority, run_at, id),
+            ..
+        }) => {
             sqlx::query_as(CLAIM_SELECT_AFTER)
                 .bind(queue)
                 .bind(priority)
@@ -1090,47 +1015,6 @@ async fn claim_on(
                 .bind(limit)
                 .fetch_all(&mut *tx)
                 .await?
-        }
-        (position, Some(Lane { lanes, lane })) => {
-            // Picked without locks, then locked by primary key (see CLAIM_PICK_LANE).
-            let pick = match position {
-                None => sqlx::query_scalar(CLAIM_PICK_LANE).bind(queue),
-                Some(Position {
-                    after: (priority, run_at, id),
-                    ..
-                }) => sqlx::query_scalar(CLAIM_PICK_AFTER_LANE)
-                    .bind(queue)
-                    .bind(priority)
-                    .bind(priority)
-                    .bind(run_at)
-                    .bind(priority)
-                    .bind(run_at)
-                    .bind(id),
-            };
-            // More than it needs: the node's other claimers picked the same
-            // first rows and may hold them (skipped below).
-            let ids: Vec<i64> = pick
-                .bind(lanes)
-                .bind(lanes)
-                .bind(lane)
-                .bind(
-                    limit
-                        .saturating_mul(LANE_PICK_FACTOR)
-                        .min(CLAIM_CHUNK as u32),
-                )
-                .fetch_all(&mut *tx)
-                .await?;
-            if ids.is_empty() {
-                Vec::new()
-            } else {
-                let ids = padded(&ids);
-                let sql = claim_lock(ids.len());
-                let mut lock = sqlx::query_as(&sql);
-                for id in &ids {
-                    lock = lock.bind(id);
-                }
-                lock.bind(limit).fetch_all(&mut *tx).await?
-            }
         }
     };
     if rows.is_empty() {

@@ -73,34 +73,6 @@ pub const CLAIM_SELECT_AFTER: &str = "SELECT id, job_name, payload, attempts, ma
      ORDER BY priority, run_at, id \
      LIMIT ? FOR UPDATE SKIP LOCKED";
 
-/// The ids of up to `?` due rows of one lane of the queue (Galera, see
-/// `Lane` in `mod.rs`): the rows whose `(id DIV ?) MOD ? = ?`, in claim
-/// order. A plain read, locking nothing: a locking scan would lock each
-/// entry of the other lanes it passes before checking its lane, and those
-/// locks make the other nodes' writes to them abort it (brute-force
-/// aborts, measured at 0.3 per claim). `claim_lock` then locks the rows.
-pub const CLAIM_PICK_LANE: &str = "SELECT id FROM jobq_jobs \
-     WHERE queue = ? AND status = 'pending' AND run_at <= UTC_TIMESTAMP(6) \
-       AND (id DIV ?) MOD ? = ? \
-     ORDER BY priority, run_at, id \
-     LIMIT ?";
-
-/// [`CLAIM_PICK_LANE`] from a position on (as [`CLAIM_SELECT_AFTER`]).
-pub const CLAIM_PICK_AFTER_LANE: &str = "SELECT id FROM jobq_jobs FORCE INDEX (jobq_jobs_claim) \
-     WHERE queue = ? AND run_at <= UTC_TIMESTAMP(6) \
-       AND ((status = 'pending' AND priority > ?) \
-         OR (status = 'pending' AND priority = ? AND run_at > ?) \
-         OR (status = 'pending' AND priority = ? AND run_at = ? AND id > ?)) \
-       AND (id DIV ?) MOD ? = ? \
-     ORDER BY priority, run_at, id \
-     LIMIT ?";
-
-/// A Galera node's place among the cluster's: `auto_increment_increment`
-/// (the cluster's size, with `wsrep_auto_increment_control`) and this
-/// node's `auto_increment_offset` (1 to that size).
-pub const GALERA_LANE: &str =
-    "SELECT CAST(@@auto_increment_increment AS SIGNED), CAST(@@auto_increment_offset AS SIGNED)";
-
 /// `finished_at` is computed from the target status bound again, not from
 /// the `status` column this statement assigns (see the module docs).
 pub const TRANSITION: &str = "UPDATE jobq_jobs SET status = ?, \
@@ -376,19 +348,6 @@ pub(crate) fn claim_update(ids: usize) -> String {
         "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, lease_token = ? + id, \
              run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, claimed_by = ?, claimed_at = UTC_TIMESTAMP(6) \
              WHERE id IN ({})",
-        placeholders(ids)
-    )
-}
-
-/// Locks up to `?` of the rows of `ids` (picked by [`CLAIM_PICK_LANE`])
-/// that are still due and `pending`, by primary key, skipping those another
-/// transaction of this node holds; the columns of [`CLAIM_SELECT`], in
-/// claim order.
-pub(crate) fn claim_lock(ids: usize) -> String {
-    format!(
-        "SELECT id, job_name, payload, attempts, max_attempts, idempotency_key, priority, run_at \
-             FROM jobq_jobs WHERE id IN ({}) AND status = 'pending' AND run_at <= UTC_TIMESTAMP(6) \
-             ORDER BY priority, run_at, id LIMIT ? FOR UPDATE SKIP LOCKED",
         placeholders(ids)
     )
 }

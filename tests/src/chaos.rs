@@ -455,6 +455,10 @@ pub struct Report {
     pub max_orphan_wait: Duration,
     /// Mean of the same.
     pub mean_orphan_wait: Duration,
+    /// How many re-runs those two are over: kills within a lease before an
+    /// outage or two leases after it are not counted (their re-runs wait
+    /// for the database as well).
+    pub orphan_waits: usize,
     /// Settles fenced out (reported by workers' logs).
     pub fenced_out: usize,
     /// Warnings in workers' logs.
@@ -495,8 +499,12 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "  orphan wait (kill → re-run start): max {:.2?}, mean {:.2?}; fenced-out settles {}; worker warnings {}",
-            self.max_orphan_wait, self.mean_orphan_wait, self.fenced_out, self.warnings
+            "  orphan wait (kill → re-run start, over {} re-runs away from an outage): max {:.2?}, mean {:.2?}; fenced-out settles {}; worker warnings {}",
+            self.orphan_waits,
+            self.max_orphan_wait,
+            self.mean_orphan_wait,
+            self.fenced_out,
+            self.warnings
         )?;
         if !self.partitions.is_empty() {
             writeln!(
@@ -1246,6 +1254,7 @@ async fn check(
     if let Some(&max) = partition_waits.iter().max() {
         report.max_partition_wait = Duration::from_micros(max as u64);
     }
+    report.orphan_waits = waits.len();
     if let Some(&max) = waits.iter().max() {
         report.max_orphan_wait = Duration::from_micros(max as u64);
         report.mean_orphan_wait =

@@ -411,3 +411,40 @@ async fn a_transaction_waiting_on_a_jobq_jobs_row_lock_is_reported() {
     waiter.await.unwrap();
     reported(CheckStatus::Ok, Duration::from_secs(10)).await;
 }
+
+/// SQLite plans a statement with the schema its connection last read: an
+/// `EXPLAIN QUERY PLAN` on a connection that has read nothing since another
+/// connection dropped an index still shows the index, and a cached one
+/// shows it for as long as it stays cached. Here every connection of the
+/// handle's pool has read the schema and run the doctor's plans before the
+/// index goes (through a connection of the test's own), so whichever
+/// connection the doctor gets is one that has not seen the drop. (It was a
+/// 1-in-35 flake of `a_missing_claim_index_fails_the_claim_plan_with_advice`,
+/// whose index went through one of the pool's two connections.)
+#[tokio::test]
+async fn sqlite_doctor_sees_an_index_another_connection_dropped() {
+    let Some(db) = TestDb::sqlite() else { return };
+    let own = own_database(&db, "jobq_doctor_idx_other").await;
+    let jobq = own.migrated().await;
+    let pool = jobq.sqlite_pool().expect("a SQLite handle").clone();
+    for _ in 0..3 {
+        // Both connections at once, so that both read the schema.
+        let mut a = pool.acquire().await.unwrap();
+        let mut b = pool.acquire().await.unwrap();
+        for conn in [&mut a, &mut b] {
+            sqlx::query("SELECT COUNT(*) FROM jobq_jobs")
+                .fetch_all(&mut **conn)
+                .await
+                .unwrap();
+        }
+        drop((a, b));
+        let report = jobq.doctor().await.unwrap();
+        assert_check(&report, "plan_claim", CheckStatus::Ok, &[]);
+    }
+    let mut other = sqlx::SqliteConnection::connect(&own.url).await.unwrap();
+    other.execute("DROP INDEX jobq_jobs_claim").await.unwrap();
+    for _ in 0..3 {
+        let report = jobq.doctor().await.unwrap();
+        assert_check(&report, "plan_claim", CheckStatus::Fail, &["jobq migrate"]);
+    }
+}

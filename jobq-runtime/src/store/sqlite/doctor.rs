@@ -94,9 +94,23 @@ impl SqliteStore {
 
     /// The `detail` lines of `EXPLAIN QUERY PLAN` (parameters unbound: the
     /// plan does not depend on their values).
+    ///
+    /// SQLite plans with the schema the connection last read, and an
+    /// `EXPLAIN` reads no table, so it does not notice that another
+    /// connection changed the schema: a pooled connection that has not read
+    /// since an index was dropped elsewhere still plans with the index. So
+    /// the plan runs on one connection right after a read of the schema
+    /// table (which reloads a changed schema), and is not cached (a cached
+    /// `EXPLAIN` keeps the plan it was prepared with).
     async fn plan(&self, rule: &PlanRule, sql: &'static str) -> Result<Check> {
+        let mut conn = self.pool.acquire().await?;
+        sqlx::query(DOCTOR_MIGRATIONS_TABLE)
+            .persistent(false)
+            .fetch_all(&mut *conn)
+            .await?;
         let rows = sqlx::query(&explain_query_plan(sql))
-            .fetch_all(&self.pool)
+            .persistent(false)
+            .fetch_all(&mut *conn)
             .await?;
         let lines = rows
             .iter()

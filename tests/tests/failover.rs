@@ -208,3 +208,52 @@ async fn a_node_lost_mid_drain_moves_the_pool_and_every_job_runs_once() {
     );
     println!("failover: the pool moved {moved:?} after the node was lost");
 }
+
+/// The list's first node is down when the handle connects, so the pool
+/// starts on the second; once the first listens again the pool moves back
+/// to it by itself (no error needed to start looking) and its statements
+/// run there: the second node can go away without a call failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_that_starts_on_a_later_node_moves_back_when_the_first_is_ready() {
+    let Some(db) = TestDb::mysql() else { return };
+    db.jobq().await;
+    let target = server_addr(db.url()).await;
+    let mut first = Proxy::start(target).await;
+    let mut second = Proxy::start(target).await;
+    first.kill();
+    let url = with_hosts(db.url(), &[first.host(), second.host()]);
+    let jobq = Jobq::connect(&url)
+        .await
+        .expect("connect past a down first node");
+    assert_eq!(jobq.current_node(), Some(second.host()));
+    let queue = unique_queue("failover-start-late");
+    jobq.enqueue_with(Record::new(0), on(&queue))
+        .await
+        .expect("enqueue on the second node");
+
+    first.restart().await;
+    let back = eventually(Duration::from_secs(15), || async {
+        jobq.current_node() == Some(first.host())
+    })
+    .await;
+    assert!(
+        back,
+        "the pool moved back to the first node within 15 s of it listening again (it stayed on {:?})",
+        jobq.current_node()
+    );
+    // Its connections are there now: losing the second node fails nothing.
+    second.kill();
+    let started = Instant::now();
+    let id = jobq
+        .enqueue_with(Record::new(1), on(&queue))
+        .await
+        .expect("enqueue on the first node")
+        .id;
+    assert!(jobq.job(id).await.expect("read").is_some());
+    assert_eq!(jobq.counts(&queue).await.expect("counts").pending, 2);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the calls ran on the first node at once, took {:?}",
+        started.elapsed()
+    );
+}

@@ -12,8 +12,10 @@
 //! (`Pool::set_connect_options`, which also redirects connects already
 //! waiting), and the connections opened before the move are retired (not
 //! handed out again, [`Retire`]). While the pool is on a later node than
-//! the first, it looks every [`FAILBACK_EVERY`] for an earlier one that is
-//! ready again and moves back, so a node that rejoins gets its workers back.
+//! the first — because it moved, or because it started there, the nodes
+//! before it down when the handle connected — it looks every
+//! [`FAILBACK_EVERY`] for an earlier one that is ready again and moves back,
+//! so a node that rejoins gets its workers back.
 //!
 //! Nothing of this runs for a URL that names one host, nor on a pool's
 //! hot path: the only cost on success is the branch that sees there is no
@@ -236,7 +238,8 @@ impl Failover {
     /// While the pool is off the list's first node, looks for an earlier
     /// ready node every [`FAILBACK_EVERY`] (one loop at a time; it ends when
     /// the pool is back on the first node, is closed, or the store is gone).
-    fn fail_back_later(self: Arc<Self>, pool: MySqlPool) {
+    /// Started after every check, and when the pool starts on a later node.
+    pub(super) fn fail_back_later(self: Arc<Self>, pool: MySqlPool) {
         if self.current.load(Ordering::Relaxed) == 0
             || self.failing_back.swap(true, Ordering::AcqRel)
         {

@@ -207,6 +207,9 @@ impl BackendStore for MySqlStore {
             .connect_with(failover.options(at).clone())
             .await?;
         let failover = Arc::new(failover);
+        // Started on a later node (the ones before it down): look for the
+        // earlier ones from now on, not only after an error.
+        Arc::clone(&failover).fail_back_later(pool.clone());
         let mut store = Self::from_pool(pool).await?;
         store.conns = Stash::retiring(store.pool.clone(), Some(Arc::clone(failover.retire())));
         store.failover = Some(failover);

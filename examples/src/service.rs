@@ -49,7 +49,11 @@ pub async fn welcome(ctx: JobContext, db: State<SqlitePool>, user_id: i64) -> Re
 pub struct App {
     /// jobq on the service's database.
     pub jobq: Jobq,
-    /// The service's own pool (the same database).
+    /// The service's own pool (the same database). On SQLite it is the one
+    /// jobq opened (`Jobq::sqlite_pool`): one file has one writer at a
+    /// time, so the service and jobq share its connections. On MySQL/MariaDB
+    /// take `Jobq::mysql_pool`, which is a pool of the application's, not
+    /// the one jobq's statements run on (their sessions are set up for jobq).
     pub db: SqlitePool,
     /// Renders the metrics for `GET /metrics`, if the service exposes them.
     pub metrics: Option<PrometheusHandle>,

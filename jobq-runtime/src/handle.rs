@@ -273,6 +273,14 @@ impl Jobq {
     /// `sqlx::Transaction<'_, MySql>`. jobq never retries inside a caller's
     /// transaction: a deadlock is returned to the caller, whose transaction it is.
     ///
+    /// On MySQL/MariaDB, begin such a transaction at READ COMMITTED
+    /// (`pool.begin_with("SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    /// START TRANSACTION")`) if it may enqueue an idempotency key that exists:
+    /// at REPEATABLE READ, the server's default, that duplicate takes a gap
+    /// lock of the key index too, held until the transaction ends, and other
+    /// enqueues whose rows fall in that gap wait for it (or fail with a lock
+    /// wait timeout, 1205).
+    ///
     /// # Cancel safety
     /// Dropping the future before it completes leaves the insert in the
     /// caller's transaction done or not: roll the transaction back (dropping

@@ -212,18 +212,75 @@ async fn a_claim_going_on_from_the_last_one_reads_past_no_entries_claims_left_be
     );
 }
 
+/// A session variable of `conn`'s session and the server's global value,
+/// as text; `None` if the server has no such variable.
+async fn session_and_global(conn: &mut MySqlConnection, name: &str) -> Option<(String, String)> {
+    sqlx::query_as(&format!(
+        "SELECT CAST(@@SESSION.{name} AS CHAR), CAST(@@GLOBAL.{name} AS CHAR)"
+    ))
+    .fetch_one(conn)
+    .await
+    .ok()
+}
+
+/// The pool `Jobq::mysql_pool` hands out is the application's, not the one
+/// jobq's statements run on: a transaction of the application there (an
+/// outbox: its row and `enqueue_in`) may wait between its statements longer
+/// than jobq lets its own wait (MariaDB's `idle_transaction_timeout = 10` on
+/// jobq's sessions) and still commits, and runs at the server's isolation
+/// and lock wait, not jobq's READ COMMITTED and 5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_on_the_pool_jobq_hands_out_keeps_the_servers_session_settings() {
+    let Some(db) = TestDb::mysql() else { return };
+    let jobq = db.jobq().await;
+    let queue = unique_queue("app-pool");
+    let pool = jobq.mysql_pool().expect("a MySQL handle");
+    let mut tx = pool.begin().await.expect("begin");
+    let mut compared = Vec::new();
+    for name in [
+        "tx_isolation",
+        "transaction_isolation",
+        "innodb_lock_wait_timeout",
+        "idle_transaction_timeout",
+    ] {
+        if let Some((session, global)) = session_and_global(&mut tx, name).await {
+            assert_eq!(
+                session, global,
+                "the application's session has jobq's {name}"
+            );
+            compared.push(name);
+        }
+    }
+    assert!(
+        compared.contains(&"innodb_lock_wait_timeout") && compared.len() >= 2,
+        "the isolation and the lock wait were compared: {compared:?}"
+    );
+    let job = jobq
+        .enqueue_in_with(&mut *tx, Noop::new(1), Enqueue::new().queue(&queue))
+        .await
+        .expect("enqueue in the application's transaction");
+    // Idle inside the transaction past jobq's own idle-transaction limit.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    tx.commit()
+        .await
+        .expect("the application's transaction commits after waiting 11 s");
+    assert!(jobq.job(job.id).await.expect("read").is_some());
+}
+
+/// jobq's own pool ([`Jobq::jobq_mysql_pool`], for tests) is the one set up
+/// for jobq's statements.
 #[tokio::test]
 async fn jobq_sessions_run_at_read_committed() {
     let Some(db) = TestDb::mysql() else { return };
     let jobq = db.jobq().await;
     let level: String = sqlx::query_scalar("SELECT CAST(@@SESSION.tx_isolation AS CHAR)")
-        .fetch_one(jobq.mysql_pool().unwrap())
+        .fetch_one(jobq.jobq_mysql_pool().unwrap())
         .await
         .or_else(|_| -> Result<String, sqlx::Error> { Ok(String::new()) })
         .unwrap();
     let level = if level.is_empty() {
         sqlx::query_scalar("SELECT CAST(@@SESSION.transaction_isolation AS CHAR)")
-            .fetch_one(jobq.mysql_pool().unwrap())
+            .fetch_one(jobq.jobq_mysql_pool().unwrap())
             .await
             .unwrap()
     } else {

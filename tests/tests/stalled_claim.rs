@@ -31,7 +31,7 @@ async fn a_claim_stalled_mid_transaction_gives_its_jobs_back_within_the_idle_tim
 
     // Another process's claim, on a connection jobq opened (its session
     // settings): the SELECT has locked the 3 rows, then nothing more comes.
-    let pool = jobq.mysql_pool().expect("a MySQL handle").clone();
+    let pool = jobq.jobq_mysql_pool().expect("a MySQL handle").clone();
     let mut stalled = pool.acquire().await.expect("a connection");
     sqlx::raw_sql(BEGIN_RC)
         .execute(&mut *stalled)

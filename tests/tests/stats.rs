@@ -356,7 +356,7 @@ async fn drop_big_table(db: &TestDb, jobq: Jobq) {
     drop(pool);
     if let Some(pool) = jobq.pg_pool() {
         pool.close().await;
-    } else if let Some(pool) = jobq.mysql_pool() {
+    } else if let Some(pool) = jobq.jobq_mysql_pool() {
         pool.close().await;
     }
     drop(jobq);

@@ -100,6 +100,9 @@ pub(crate) struct Failover {
     retire: Arc<Retire>,
     /// How long a node may take to take a connection.
     timeout: Duration,
+    /// Other pools moved with jobq's (the application's, see
+    /// `MySqlStore::app_pool`).
+    followers: Mutex<Vec<MySqlPool>>,
 }
 
 impl Failover {
@@ -147,6 +150,7 @@ impl Failover {
                 last_check: Mutex::new(None),
                 retire: Arc::default(),
                 timeout,
+                followers: Mutex::default(),
             },
             at,
         ))
@@ -155,6 +159,33 @@ impl Failover {
     /// The node `at`'s connect options.
     pub(super) fn options(&self, at: usize) -> &MySqlConnectOptions {
         &self.nodes[at].options
+    }
+
+    /// Moves `pool` with jobq's pool from now on (its connections opened
+    /// before a move are retired by its own `before_acquire`).
+    pub(super) fn follow(&self, pool: MySqlPool) {
+        self.followers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(pool);
+    }
+
+    /// Points `pool` and every follower's new connections at node `to`, and
+    /// marks the connections opened before retired.
+    fn point_at(&self, to: usize, pool: &MySqlPool) -> usize {
+        let from = self.current.swap(to, Ordering::Relaxed);
+        let options = &self.nodes[to].options;
+        pool.set_connect_options(options.clone());
+        for follower in self
+            .followers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            follower.set_connect_options(options.clone());
+        }
+        self.retire.mark_now();
+        from
     }
 
     /// The mark connections opened before a move are retired by.
@@ -223,9 +254,7 @@ impl Failover {
 
     /// Points the pool's new connections at node `to` and retires the rest.
     fn move_to(&self, to: usize, pool: &MySqlPool, reason: &str, error: &str) {
-        let from = self.current.swap(to, Ordering::Relaxed);
-        pool.set_connect_options(self.nodes[to].options.clone());
-        self.retire.mark_now();
+        let from = self.point_at(to, pool);
         tracing::warn!(
             from = self.nodes[from].host,
             to = self.nodes[to].host,
@@ -263,9 +292,7 @@ impl Failover {
                 }
                 for i in 0..at {
                     if ready(&failover.nodes[i], failover.timeout).await.is_ok() {
-                        let from = failover.current.swap(i, Ordering::Relaxed);
-                        pool.set_connect_options(failover.nodes[i].options.clone());
-                        failover.retire.mark_now();
+                        let from = failover.point_at(i, &pool);
                         tracing::info!(
                             from = failover.nodes[from].host,
                             to = failover.nodes[i].host,

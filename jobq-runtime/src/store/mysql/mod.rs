@@ -147,6 +147,13 @@ pub(crate) struct MySqlStore {
     positions: Arc<Positions>,
     /// The connect list, if the URL named several hosts (see `failover.rs`).
     failover: Option<Arc<failover::Failover>>,
+    /// The pool `Jobq::mysql_pool` hands the application when jobq built
+    /// `pool` itself: jobq's sessions are set up for jobq's statements
+    /// ([`SESSION_SETUP`]), and none of that may reach the application's
+    /// transactions. Same server and size, the server's session defaults,
+    /// no connection until used. `None` for a pool the caller gave, which
+    /// is the application's already.
+    app_pool: Option<MySqlPool>,
 }
 
 impl BackendStore for MySqlStore {
@@ -170,11 +177,16 @@ impl BackendStore for MySqlStore {
         let Some(list) = failover::connect_list(url) else {
             let options = MySqlConnectOptions::from_str(&glue::mysql_url(url))?;
             super::probe(url, &options, connect.connect_timeout).await?;
+            let app_pool = MySqlPoolOptions::new()
+                .max_connections(connect.max_connections)
+                .connect_lazy_with(options.clone());
             let pool = pool_options
                 .before_acquire(super::ping_if_idle::<sqlx::MySql>)
                 .connect_with(options)
                 .await?;
-            return Self::from_pool(pool).await;
+            let mut store = Self::from_pool(pool).await?;
+            store.app_pool = Some(app_pool);
+            return Ok(store);
         };
         let nodes = list
             .into_iter()
@@ -206,6 +218,17 @@ impl BackendStore for MySqlStore {
             })
             .connect_with(failover.options(at).clone())
             .await?;
+        // The application's pool follows jobq's from node to node.
+        let retire = Arc::clone(failover.retire());
+        let app_pool = MySqlPoolOptions::new()
+            .max_connections(connect.max_connections)
+            .acquire_timeout(connect.connect_timeout)
+            .before_acquire(move |_conn, meta| {
+                let keep = !retire.retires_age(meta.age);
+                Box::pin(async move { Ok(keep) })
+            })
+            .connect_lazy_with(failover.options(at).clone());
+        failover.follow(app_pool.clone());
         let failover = Arc::new(failover);
         // Started on a later node (the ones before it down): look for the
         // earlier ones from now on, not only after an error.
@@ -213,6 +236,7 @@ impl BackendStore for MySqlStore {
         let mut store = Self::from_pool(pool).await?;
         store.conns = Stash::retiring(store.pool.clone(), Some(Arc::clone(failover.retire())));
         store.failover = Some(failover);
+        store.app_pool = Some(app_pool);
         Ok(store)
     }
 
@@ -229,6 +253,7 @@ impl BackendStore for MySqlStore {
         Ok(Self {
             conns: Stash::new(pool.clone()),
             failover: None,
+            app_pool: None,
             pool,
             mariadb,
             galera,
@@ -573,6 +598,11 @@ impl MySqlStore {
         if let (Err(error), Some(failover)) = (result, &self.failover) {
             failover.saw(error, &self.pool);
         }
+    }
+
+    /// The pool for the application's own statements (see [`Self::app_pool`]'s field).
+    pub(crate) fn app_pool(&self) -> &MySqlPool {
+        self.app_pool.as_ref().unwrap_or(&self.pool)
     }
 
     /// With a connect list, the `host:port` of the node new connections go to.

@@ -273,13 +273,11 @@ impl Jobq {
     /// `sqlx::Transaction<'_, MySql>`. jobq never retries inside a caller's
     /// transaction: a deadlock is returned to the caller, whose transaction it is.
     ///
-    /// On MySQL/MariaDB, begin such a transaction at READ COMMITTED
-    /// (`pool.begin_with("SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-    /// START TRANSACTION")`) if it may enqueue an idempotency key that exists:
-    /// at REPEATABLE READ, the server's default, that duplicate takes a gap
-    /// lock of the key index too, held until the transaction ends, and other
-    /// enqueues whose rows fall in that gap wait for it (or fail with a lock
-    /// wait timeout, 1205).
+    /// On MySQL/MariaDB, an enqueue of an idempotency key that exists locks
+    /// the existing row and, as InnoDB's duplicate-key check does at every
+    /// isolation level, the gap before that key in the key index, until the
+    /// transaction ends: enqueues of keys that fall in that gap (and of no
+    /// key, if it is the smallest) wait for it. Keep such transactions short.
     ///
     /// # Cancel safety
     /// Dropping the future before it completes leaves the insert in the

@@ -11,13 +11,6 @@ use jobq_runtime::{
 use jobq_tests::{Gates, Recorder, TestDb, unique_queue, wait_for_status, wait_until};
 
 const LEASE: Duration = Duration::from_secs(2);
-
-/// The caller's transaction on MySQL/MariaDB, on the application's pool
-/// (`Jobq::mysql_pool`, the server's session defaults): at READ COMMITTED,
-/// so that its duplicate enqueue locks the row only. At REPEATABLE READ it
-/// would also hold a gap lock of the key index until it ends, which stops
-/// other enqueues into that gap (see `Jobq::enqueue_in`).
-const READ_COMMITTED: &str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
 const LONG: Duration = Duration::from_secs(40);
 
 /// Runs for `ms`, or until its gate opens if `gated`.
@@ -105,8 +98,8 @@ async fn a_row_locked_by_a_callers_transaction_delays_only_its_own_settle(db: Te
     let duplicate = Work { ms: 0, gated: true };
     let options = on().idempotency_key(format!("{queue}:x"));
     macro_rules! hold_duplicate {
-        ($pool:expr, $begin:expr) => {{
-            let mut tx = $pool.begin_with($begin).await.expect("begin");
+        ($pool:expr) => {{
+            let mut tx = $pool.begin().await.expect("begin");
             let enqueued = jobq
                 .enqueue_in_with(&mut *tx, duplicate, options)
                 .await
@@ -140,8 +133,8 @@ async fn a_row_locked_by_a_callers_transaction_delays_only_its_own_settle(db: Te
         }};
     }
     match db.backend() {
-        Backend::MySql => hold_duplicate!(jobq.mysql_pool().expect("pool"), READ_COMMITTED),
-        Backend::Postgres => hold_duplicate!(jobq.pg_pool().expect("pool"), "BEGIN"),
+        Backend::MySql => hold_duplicate!(jobq.mysql_pool().expect("pool")),
+        Backend::Postgres => hold_duplicate!(jobq.pg_pool().expect("pool")),
         _ => unreachable!(),
     }
     wait_for_status(&jobq, x, JobStatus::Done, LONG).await;
@@ -198,8 +191,8 @@ async fn the_rows_settled_in_one_batch_with_a_locked_row_keep_their_leases(db: T
     // open for three leases.
     let hold = 3 * LEASE;
     macro_rules! hold_duplicates {
-        ($pool:expr, $begin:expr) => {{
-            let mut tx = $pool.begin_with($begin).await.expect("begin");
+        ($pool:expr) => {{
+            let mut tx = $pool.begin().await.expect("begin");
             for key in [&key_y, &key_x] {
                 let enqueued = jobq
                     .enqueue_in_with(&mut *tx, BatchWork { gate: 0 }, on().idempotency_key(key))
@@ -237,8 +230,8 @@ async fn the_rows_settled_in_one_batch_with_a_locked_row_keep_their_leases(db: T
         }};
     }
     let waiting = match db.backend() {
-        Backend::MySql => hold_duplicates!(jobq.mysql_pool().expect("pool"), READ_COMMITTED),
-        Backend::Postgres => hold_duplicates!(jobq.pg_pool().expect("pool"), "BEGIN"),
+        Backend::MySql => hold_duplicates!(jobq.mysql_pool().expect("pool")),
+        Backend::Postgres => hold_duplicates!(jobq.pg_pool().expect("pool")),
         _ => unreachable!(),
     };
     let all: Vec<i64> = [x, y].into_iter().chain(others).collect();

@@ -45,6 +45,22 @@ pub enum Error {
         /// How long jobq waited.
         timeout: Duration,
     },
+    /// The database did not finish one of jobq's statements (or short
+    /// transactions), waiting for a connection included, within the
+    /// statement deadline
+    /// ([`ConnectOptions::statement_timeout`](crate::ConnectOptions::statement_timeout)):
+    /// the server is frozen, cut off, or overloaded. jobq closed that
+    /// connection rather than use it again. A write may or may not have
+    /// taken effect.
+    #[error(
+        "the database did not answer within {timeout:?} ({statement}); jobq closed that connection (a write may or may not have taken effect)"
+    )]
+    StatementTimeout {
+        /// What jobq was doing: `claim`, `complete`, `heartbeat`, `enqueue`, `read`, …
+        statement: &'static str,
+        /// The deadline it missed.
+        timeout: Duration,
+    },
     /// No node of a connect list (`mysql://user@node1,node2,node3/app`)
     /// took a connection and answered as ready; each node's reason is
     /// listed (`node1:3306: error communicating with database: Connection

@@ -35,6 +35,11 @@ pub const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 const DEFAULT_MAX_CONNECTIONS: u32 = 10;
 /// How long [`Jobq::connect`] waits for its first connection by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one statement or short transaction of jobq's may take by
+/// default before jobq gives up on it (see [`ConnectOptions::statement_timeout`]).
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(15);
+/// The shortest statement deadline (a zero would fail every statement).
+pub(crate) const MIN_STATEMENT_TIMEOUT: Duration = Duration::from_millis(1);
 
 /// How [`Jobq::connect_with_options`] opens its pool: how many connections,
 /// and how long to wait for the first one.
@@ -65,6 +70,7 @@ pub struct ConnectOptions {
     /// Read by the server backends only (SQLite opens a file).
     #[cfg_attr(not(any(feature = "mysql", feature = "postgres")), allow(dead_code))]
     pub(crate) connect_timeout: Duration,
+    pub(crate) statement_timeout: Duration,
 }
 
 impl Default for ConnectOptions {
@@ -79,6 +85,7 @@ impl ConnectOptions {
         Self {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
         }
     }
 
@@ -92,6 +99,35 @@ impl ConnectOptions {
     /// connection, log it in and answer (default 5 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one statement or short transaction of jobq's may take,
+    /// waiting for a connection included (default
+    /// [`DEFAULT_STATEMENT_TIMEOUT`], 15 s). Past it jobq gives up on it:
+    /// the call returns [`Error::StatementTimeout`], or the worker loop that
+    /// ran it goes on (a claim, renewal or settle is tried again later), and
+    /// the connection is closed rather than used again (on MySQL/MariaDB and
+    /// PostgreSQL). So a database that stops answering with its connections
+    /// open — a frozen server, a silent network cut — costs a call this
+    /// long, not forever; with a connect list the pool then moves to the
+    /// next node.
+    ///
+    /// Keep it above the lock waits of jobq's own statements, so that a
+    /// statement waiting on a row lock normally gets the database's own
+    /// error first: MySQL/MariaDB's `innodb_lock_wait_timeout` (5 s on the
+    /// sessions of the pool `connect` builds; 50 s by default on a pool
+    /// given to [`Jobq::from_mysql_pool`]), SQLite's busy timeout (10 s).
+    /// PostgreSQL's lock waits have no limit of their own: there a wait past
+    /// the deadline ends at the deadline. Not covered: `migrate`, whose
+    /// statements may rewrite a large table (30 minutes once it has its
+    /// connection), and [`Jobq::enqueue_in`], which runs on the caller's
+    /// connection in the caller's transaction.
+    ///
+    /// [`Jobq::with_statement_timeout`] sets it on a handle made otherwise.
+    /// Below 1 ms it is taken as 1 ms.
+    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
+        self.statement_timeout = timeout.max(MIN_STATEMENT_TIMEOUT);
         self
     }
 }
@@ -163,6 +199,22 @@ impl Jobq {
             inner: Arc::new(Inner {
                 store: self.inner.store.clone(),
                 max_payload_bytes,
+                gauges: Arc::clone(&self.inner.gauges),
+            }),
+        }
+    }
+
+    /// The same handle with another statement deadline: how long one
+    /// statement or short transaction of jobq's may take (see
+    /// [`ConnectOptions::statement_timeout`]; the default is
+    /// [`DEFAULT_STATEMENT_TIMEOUT`]). Workers built on the new handle use
+    /// it too.
+    #[must_use]
+    pub fn with_statement_timeout(self, timeout: Duration) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store: self.inner.store.with_deadline(timeout),
+                max_payload_bytes: self.inner.max_payload_bytes,
                 gauges: Arc::clone(&self.inner.gauges),
             }),
         }

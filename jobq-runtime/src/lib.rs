@@ -149,7 +149,8 @@ mod worker;
 pub use error::{ConfigError, Error, InvalidArgument, Result};
 pub use handle::{
     AnyConnection, ConnectOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_PAYLOAD_BYTES,
-    EnqueueConnection, Jobq, MAX_DELAY, MAX_JOB_NAME_LEN, MAX_KEY_LEN, MAX_QUEUE_LEN,
+    DEFAULT_STATEMENT_TIMEOUT, EnqueueConnection, Jobq, MAX_DELAY, MAX_JOB_NAME_LEN, MAX_KEY_LEN,
+    MAX_QUEUE_LEN,
 };
 pub use jobq_core::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, IntoJobResult, Job, JobContext,
@@ -163,7 +164,10 @@ pub use ops::{
 };
 pub use store::internal_retries;
 pub use types::{Backend, Enqueue, Enqueued, JobInfo, JobStatus, QueueCounts};
-pub use worker::{DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_LEASE, Worker, WorkerBuilder, WorkerHandle};
+pub use worker::{
+    DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_LEASE, SHUTDOWN_FINAL_WRITES, Worker, WorkerBuilder,
+    WorkerHandle,
+};
 
 /// The store's operations one call each, and fault injection, for jobq's own
 /// tests (`tests/tests/fencing.rs` interleaves claims, settles, heartbeats

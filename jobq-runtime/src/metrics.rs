@@ -165,7 +165,7 @@ impl Settle {
 }
 
 /// The statement kinds of [`INTERNAL_RETRIES`], given to `retry_transient`
-/// at its call sites.
+/// at its call sites, and named by `Error::StatementTimeout`.
 // Some kinds are used by one backend only.
 #[cfg_attr(
     not(all(feature = "mysql", feature = "postgres", feature = "sqlite")),
@@ -184,6 +184,11 @@ pub(crate) mod statement {
     pub(crate) const MIGRATE: &str = "migrate";
     pub(crate) const RETRY: &str = "retry";
     pub(crate) const PAUSE: &str = "pause";
+    /// Reads of the handle (`job`, `counts`, `list`, `stats`, …).
+    pub(crate) const READ: &str = "read";
+    pub(crate) const DOCTOR: &str = "doctor";
+    /// PostgreSQL's NOTIFY after an enqueue.
+    pub(crate) const NOTIFY: &str = "notify";
 }
 
 /// Gives the recorder each metric's description and unit (Prometheus'

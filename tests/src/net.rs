@@ -386,6 +386,19 @@ fn forward_to(
     Ok(addr)
 }
 
+/// A forwarder on loopback to the server of `url` (a `mysql://` or
+/// `postgres://` URL), run on the current tokio runtime with `delay` (which
+/// can also freeze it), and `url` rewritten to go through it. No namespace
+/// or root needed: for tests of one process against a slow or frozen server.
+pub fn loopback_forward(url: &str, delay: Delay) -> Result<(Proxy, String), String> {
+    let (target, rewrite) = parse_url(url)?;
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    let proxy = Proxy::start(&tokio::runtime::Handle::current(), listen, target, delay)
+        .map_err(|e| format!("a forwarder on loopback to {target}: {e}"))?;
+    let url = rewrite(proxy.addr());
+    Ok((proxy, url))
+}
+
 /// The server a database URL names (host and port, the scheme's default
 /// port if none) and a function writing the URL with another address in
 /// their place (user, password, database and query unchanged).

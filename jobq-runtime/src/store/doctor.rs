@@ -74,13 +74,23 @@ impl Check {
     }
 }
 
-/// Runs one check; an error reading what it needs (a missing table, a
-/// privilege the user lacks) makes it a `fail` saying so, and the report
-/// goes on with the next check.
-pub(crate) async fn guarded<F>(name: &str, check: F) -> Check
+/// Runs one check within `deadline` (the statement deadline: a check reads
+/// a few facts); an error reading what it needs (a missing table, a
+/// privilege the user lacks, no answer in time) makes it a `fail` saying
+/// so, and the report goes on with the next check.
+pub(crate) async fn guarded<F>(name: &str, deadline: std::time::Duration, check: F) -> Check
 where
     F: Future<Output = Result<Check>>,
 {
+    let check = async {
+        match tokio::time::timeout(deadline, check).await {
+            Ok(result) => result,
+            Err(_elapsed) => Err(crate::Error::StatementTimeout {
+                statement: crate::metrics::statement::DOCTOR,
+                timeout: deadline,
+            }),
+        }
+    };
     match check.await {
         Ok(check) => check,
         Err(error) => Check::fail(

@@ -355,6 +355,13 @@ impl Store {
         dispatch!(self, s => s.backend())
     }
 
+    /// The same store with statement deadline `deadline`.
+    pub(crate) fn with_deadline(&self, deadline: Duration) -> Self {
+        let mut store = self.clone();
+        dispatch!(&mut store, s => s.deadline = deadline.max(crate::handle::MIN_STATEMENT_TIMEOUT));
+        store
+    }
+
     /// See [`BackendStore::server_payload_limit`].
     pub(crate) fn server_payload_limit(&self) -> Option<(usize, String)> {
         dispatch!(self, s => s.server_payload_limit())
@@ -679,12 +686,62 @@ pub fn internal_retries() -> u64 {
     INTERNAL_RETRIES.load(Ordering::Relaxed)
 }
 
+/// Runs `work` — one statement or one short transaction of jobq's, getting
+/// its connection included — within `deadline`, or gives up on it:
+/// [`Error::StatementTimeout`] naming `statement` (one of
+/// [`crate::metrics::statement`]'s kinds).
+///
+/// # The statement deadline
+///
+/// Every statement jobq starts on its own connections runs under one (a
+/// tokio timer per statement, no round trip): a server that stops
+/// answering with the connection open (frozen, cut off behind a silent
+/// network, overloaded) would otherwise hold the caller, a worker loop or
+/// a shutdown for as long as TCP takes to give up, which is forever while
+/// the peer's kernel still acknowledges. Giving up drops `work`, and with
+/// it the connection it held: on MySQL/MariaDB and PostgreSQL that
+/// connection is closed rather than handed out again (see
+/// [`stash`](self::stash)), since its state is unknown — a write on it may
+/// or may not have taken effect, which jobq's fences make harmless (a
+/// settle or renewal that committed is found applied, a claim that did is
+/// reaped after its lease).
+///
+/// The deadline ([`DEFAULT_STATEMENT_TIMEOUT`](crate::DEFAULT_STATEMENT_TIMEOUT),
+/// 15 s, or [`ConnectOptions::statement_timeout`](crate::ConnectOptions::statement_timeout))
+/// is longer than the lock waits jobq sets for itself — MySQL/MariaDB's
+/// `innodb_lock_wait_timeout = 5` on jobq's sessions, SQLite's busy timeout
+/// of 10 s — so a statement waiting on a row lock normally gets the
+/// database's own error first, which jobq retries as it always did.
+/// PostgreSQL's lock waits have no limit of their own: there a wait past
+/// the deadline ends at the deadline (the connection closed, the write
+/// retried later as after any error).
+pub(crate) async fn within<T, Fut>(
+    deadline: Duration,
+    statement: &'static str,
+    work: Fut,
+) -> Result<T>
+where
+    Fut: Future<Output = Result<T, sqlx::Error>>,
+{
+    match tokio::time::timeout(deadline, work).await {
+        Ok(result) => Ok(result?),
+        Err(_elapsed) => Err(Error::StatementTimeout {
+            statement,
+            timeout: deadline,
+        }),
+    }
+}
+
 /// Runs `op` again (up to 8 times, with a short jittered pause) while it fails
-/// with an error `transient` accepts. Only for work jobq started itself:
-/// never inside a caller's transaction. Each re-run is counted, in
-/// [`internal_retries`] and in the `jobq_internal_retries_total` metric
-/// under `statement` (one of [`crate::metrics::statement`]'s kinds).
+/// with an error `transient` accepts, each run [`within`] `deadline`. Only
+/// for work jobq started itself: never inside a caller's transaction. Each
+/// re-run is counted, in [`internal_retries`] and in the
+/// `jobq_internal_retries_total` metric under `statement` (one of
+/// [`crate::metrics::statement`]'s kinds). A run past its deadline is not
+/// retried: a database that did not answer in time is not asked again at
+/// once.
 pub(crate) async fn retry_transient<T, F, Fut>(
+    deadline: Duration,
     statement: &'static str,
     transient: fn(&sqlx::Error) -> bool,
     mut op: F,
@@ -695,7 +752,16 @@ where
 {
     let mut attempt = 0u32;
     loop {
-        match op().await {
+        let result = match tokio::time::timeout(deadline, op()).await {
+            Ok(result) => result,
+            Err(_elapsed) => {
+                return Err(Error::StatementTimeout {
+                    statement,
+                    timeout: deadline,
+                });
+            }
+        };
+        match result {
             Ok(value) => return Ok(value),
             Err(error) if attempt < 8 && transient(&error) => {
                 attempt += 1;
@@ -806,6 +872,12 @@ pub(crate) fn new_token_base() -> i64 {
 pub(crate) fn row_token(base: i64, id: i64) -> i64 {
     base + id
 }
+
+/// The deadline of `migrate()` once it has its connection: a migration may
+/// rewrite a table of millions of rows (one copies `jobq_jobs` once, about
+/// 1 s per 100,000 rows on a small machine), and MySQL's waits up to 120 s
+/// for another process's migration first.
+pub(crate) const MIGRATE_DEADLINE: Duration = Duration::from_secs(30 * 60);
 
 /// A pooled connection that sat idle at least this long is pinged before use.
 #[cfg(any(feature = "mysql", feature = "postgres"))]
@@ -991,6 +1063,7 @@ mod tests {
         metrics::with_local_recorder(&recorder, || {
             let mut failures = 2;
             let result: crate::Result<u32> = runtime.block_on(super::retry_transient(
+                std::time::Duration::from_secs(5),
                 crate::metrics::statement::CLAIM,
                 |_| true,
                 || {

@@ -19,6 +19,16 @@
 //! pool moves to another node): connections it took from the pool before the
 //! mark are not stashed again, so jobq's statements leave the old node at
 //! once rather than when a connection happens to idle.
+//!
+//! A connection whose statement was cut short — past its deadline
+//! ([`super::within`]), or its future dropped — is closed, not handed back
+//! (on the server backends, see [`Stash::new`]). Handing it back would
+//! have sqlx ping it first, with no time limit: on a server that stopped
+//! answering that ping waits forever in a task of its own, holding one of
+//! the pool's connections, and a few of those leave the pool nothing to
+//! open new connections with (to a connect list's next node, say). Closing
+//! drops the socket without a word to the server (which rolls back what
+//! was left open when it notices) and lets the pool open a replacement.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -100,6 +110,9 @@ struct Inner<DB: Database> {
     cap: usize,
     /// Connections taken from the pool before its mark are not stashed.
     retire: Option<Arc<Retire>>,
+    /// A connection whose statement was cut short is closed rather than
+    /// given back (see the module docs).
+    close_cut: bool,
 }
 
 impl<DB: Database> Inner<DB> {
@@ -141,23 +154,41 @@ impl<DB: Database> Stash<DB> {
     /// A stash in front of `pool`. Inside a tokio runtime it also starts a
     /// task that returns unused connections to the pool (every [`TICK`]);
     /// the task ends with the last clone of the stash.
-    pub(crate) fn new(pool: Pool<DB>) -> Self {
-        Self::retiring(pool, None)
+    ///
+    /// With `close_cut`, a connection whose statement was cut short is
+    /// closed (see the module docs): for the server backends. Not for
+    /// SQLite, whose statement runs on to its end on the connection's own
+    /// thread anyway (a busy wait ends at the busy timeout) and whose
+    /// in-memory database lives only as long as its one connection.
+    pub(crate) fn new(pool: Pool<DB>, close_cut: bool) -> Self {
+        Self::retiring(pool, None, close_cut)
     }
 
     /// [`new`](Self::new), following `retire`'s mark if there is one.
-    pub(crate) fn retiring(pool: Pool<DB>, retire: Option<Arc<Retire>>) -> Self {
+    pub(crate) fn retiring(pool: Pool<DB>, retire: Option<Arc<Retire>>, close_cut: bool) -> Self {
         let max = usize::try_from(pool.options().get_max_connections()).unwrap_or(usize::MAX);
         let inner = Arc::new(Inner {
             pool,
             idle: Mutex::new(Vec::new()),
             cap: max.saturating_sub(1),
             retire,
+            close_cut,
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(expire_loop(Arc::downgrade(&inner)));
         }
         Self { inner }
+    }
+
+    /// Runs `work` on a connection of the stash: [`get`](Self::get), then
+    /// [`Stashed::done`] with its result.
+    pub(crate) async fn run<T, F>(&self, work: F) -> Result<T, sqlx::Error>
+    where
+        F: AsyncFnOnce(&mut DB::Connection) -> Result<T, sqlx::Error>,
+    {
+        let mut conn = self.get().await?;
+        let result = work(&mut conn).await;
+        conn.done(result)
     }
 
     /// The most recently used stashed connection, or one from the pool.
@@ -193,6 +224,7 @@ impl<DB: Database> Stash<DB> {
             conn: Some(conn),
             taken,
             inner: Arc::clone(&self.inner),
+            finished: false,
         })
     }
 }
@@ -208,20 +240,46 @@ async fn expire_loop<DB: Database>(inner: Weak<Inner<DB>>) {
 }
 
 /// A connection out of the stash or pool. [`done`](Self::done) with a
-/// success puts it back in the stash; any other end returns it to the pool.
+/// success puts it back in the stash, with a failure (or
+/// [`give_back`](Self::give_back)) returns it to the pool; dropped without
+/// either — its statement cut short — it is closed on a stash made to
+/// (see [`Stash::new`]), else returned to the pool.
 #[derive(Debug)]
 pub(crate) struct Stashed<DB: Database> {
     conn: Option<PoolConnection<DB>>,
     /// When it was taken from the pool.
     taken: Instant,
     inner: Arc<Inner<DB>>,
+    /// `done` or `give_back` saw it: its last statement ended.
+    finished: bool,
+}
+
+impl<DB: Database> Drop for Stashed<DB> {
+    fn drop(&mut self) {
+        if !self.finished
+            && self.inner.close_cut
+            && let Some(conn) = self.conn.take()
+        {
+            // Out of the pool's count at once (it may open another), and
+            // the socket closed as the connection drops.
+            drop(conn.detach());
+        }
+    }
 }
 
 impl<DB: Database> Stashed<DB> {
+    /// Returns it to the pool, whose checks discard it if it is broken:
+    /// its statements ended, but not as jobq's next one should find it.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    pub(crate) fn give_back(mut self) {
+        self.finished = true;
+    }
+
     /// Passes `result` through; on success the connection is stashed for
     /// jobq's next statement, on failure it goes back to the pool (which
     /// checks it, and discards it if it is broken).
     pub(crate) fn done<T, E>(mut self, result: Result<T, E>) -> Result<T, E> {
+        self.finished = true;
         if result.is_ok()
             && !self.inner.pool_exhausted()
             && !self.inner.retired(self.taken)
@@ -250,5 +308,44 @@ impl<DB: Database> Deref for Stashed<DB> {
 impl<DB: Database> DerefMut for Stashed<DB> {
     fn deref_mut(&mut self) -> &mut DB::Connection {
         self.conn.as_mut().expect("connection taken only by done")
+    }
+}
+
+/// A connection taken from a pool outside any stash (the PostgreSQL
+/// notifier's own, say) that is closed rather than handed back if dropped
+/// before [`Closing::done`] — its statement cut short (see the module docs).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+#[derive(Debug)]
+pub(crate) struct Closing<DB: Database>(Option<PoolConnection<DB>>);
+
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+impl<DB: Database> Closing<DB> {
+    /// Runs `work` on a connection of `pool`, taken and given back around
+    /// it; if the whole is dropped before it ends (its deadline passed),
+    /// the connection is closed.
+    pub(crate) async fn run<T, F>(pool: &Pool<DB>, work: F) -> Result<T, sqlx::Error>
+    where
+        F: AsyncFnOnce(&mut DB::Connection) -> Result<T, sqlx::Error>,
+    {
+        let mut conn = Self(Some(pool.acquire().await?));
+        let result = match conn.0.as_mut() {
+            Some(raw) => work(raw).await,
+            None => unreachable!("taken only by done and drop"),
+        };
+        conn.done();
+        result
+    }
+
+    /// Gives it back to its pool.
+    fn done(mut self) {
+        drop(self.0.take());
+    }
+}
+
+impl<DB: Database> Drop for Closing<DB> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.0.take() {
+            drop(conn.detach());
+        }
     }
 }

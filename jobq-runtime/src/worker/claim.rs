@@ -11,7 +11,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::run::{self, Pace};
-use super::shared::{QueueSpec, Shared, backoff, panicked, quietly};
+use super::shared::{QueueSpec, Shared, backoff, panicked, quietly, unless};
 use super::{inject, pause};
 use crate::metrics::{Outcome, QueueMetrics};
 use crate::{Result, wakeup};
@@ -186,9 +186,11 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
         }
     }
     // Stopping: a claim in flight may already hold rows; take them, then
-    // hand back everything that did not start.
+    // hand back everything that did not start. A claim still going when
+    // the shutdown's deadline passes is dropped (its connection closed):
+    // rows it may have claimed are reaped after their lease.
     if let Some(in_flight) = claiming
-        && let (Ok(jobs), _) = in_flight.await
+        && let Some((Ok(jobs), _)) = unless(&shared.deadline_passed, in_flight).await
     {
         buffer.extend(jobs);
     }
@@ -232,7 +234,7 @@ fn claim(
         }
         let registered = result.map(|jobs| {
             jobs.into_iter()
-                .map(|job| run::register(&shared, job))
+                .map(|job| run::register(&shared, job, started))
                 .collect::<Vec<_>>()
         });
         if registered.is_ok() && inject::fire(inject::Point::Claimed, &queue).is_some() {

@@ -8,7 +8,7 @@ use futures_util::FutureExt;
 use tokio::sync::mpsc;
 
 use super::inject;
-use super::shared::{Shared, backoff, lock, panicked, quietly};
+use super::shared::{Shared, backoff, lock, panicked, quietly, unless};
 use crate::Result;
 use crate::metrics::Settle;
 use crate::store::Fence;
@@ -55,11 +55,33 @@ pub(super) async fn completer(shared: Arc<Shared>, mut completions: mpsc::Receiv
 }
 
 /// Writes one batch of successes, retrying while the database is unreachable.
-/// Giving up loses nothing: the jobs stay `processing` and run again when
-/// their leases expire (at-least-once). Returns `true` if the write was
-/// stuck on a row lock and handed off to finish beside (which then releases
-/// the batch from the held set).
+/// Giving up (after a few tries, or when a shutdown's deadline passes) loses
+/// nothing: the jobs stay `processing` and run again when their leases
+/// expire (at-least-once). Returns `true` if the write was stuck on a row
+/// lock and handed off to finish beside (which then releases the batch from
+/// the held set).
 async fn settle_completions(shared: &Arc<Shared>, batch: &[Fence], stopping: bool) -> bool {
+    match unless(
+        &shared.deadline_passed,
+        settle_until_done(shared, batch, stopping),
+    )
+    .await
+    {
+        Some(handed_off) => handed_off,
+        None => {
+            quietly(|| {
+                tracing::error!(
+                    jobs = batch.len(),
+                    "the shutdown's deadline passed before completed jobs were settled; they run again when their leases expire"
+                );
+            });
+            false
+        }
+    }
+}
+
+/// [`settle_completions`] without the shutdown's deadline.
+async fn settle_until_done(shared: &Arc<Shared>, batch: &[Fence], stopping: bool) -> bool {
     let give_up_after = if stopping { 3 } else { 20 };
     let mut failures = 0;
     loop {
@@ -82,7 +104,12 @@ async fn settle_completions(shared: &Arc<Shared>, batch: &[Fence], stopping: boo
                     let shared = Arc::clone(shared);
                     let batch = batch.to_vec();
                     shared.clone().beside_writes.spawn(async move {
-                        let result = write.await;
+                        let Some(result) = unless(&shared.deadline_passed, write).await else {
+                            // Past a shutdown's deadline: the rows are reaped.
+                            lock(&shared.stuck).retain(|fence| !batch.contains(fence));
+                            shared.release_held(&batch);
+                            return;
+                        };
                         if let Err(error) = &result {
                             quietly(|| {
                                 tracing::warn!(

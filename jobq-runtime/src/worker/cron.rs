@@ -143,7 +143,13 @@ async fn enqueue_tick(
     let next = entry.cron.find_next_occurrence(&tick, false).ok();
     let mut pause = RETRY_PAUSE;
     loop {
-        match (entry.spec.enqueue)(jobq.clone(), key.clone()).await {
+        let enqueue = (entry.spec.enqueue)(jobq.clone(), key.clone());
+        let enqueued = tokio::select! {
+            biased;
+            () = stop.cancelled() => return false,
+            enqueued = enqueue => enqueued,
+        };
+        match enqueued {
             Ok(enqueued) => {
                 tracing::debug!(
                     job.name = entry.spec.name,

@@ -95,9 +95,19 @@ impl WorkerHandle {
         self.shared.held().len()
     }
 
-    /// Stops claiming, waits up to `deadline` for running jobs, then cancels
-    /// the rest and releases them to `pending` without counting the attempt,
-    /// settles every completed job, and stops.
+    /// Stops claiming, waits for running jobs, then cancels the rest and
+    /// releases them to `pending` without counting the attempt, settles
+    /// every completed job, and stops — returning by `deadline`, whatever
+    /// the database does.
+    ///
+    /// Running jobs get `deadline` less [`SHUTDOWN_FINAL_WRITES`] (or less half the
+    /// deadline, if that is shorter), which is kept for handing back what
+    /// still runs and writing the last settles. A write that has not gone
+    /// through when `deadline` passes — the database is frozen, cut off or
+    /// down — is given up on: those jobs stay `processing` until their
+    /// leases expire, then any worker's reaper returns them and they run
+    /// again (at-least-once; an attempt that had finished runs a second
+    /// time). Nothing is lost.
     ///
     /// Returns [`Error::Panicked`] if a task of the worker panicked (the
     /// worker then stopped claiming at once; see [`WorkerHandle::failed`]).
@@ -171,6 +181,12 @@ impl Running {
     /// and did not start), running jobs (up to `deadline`, then cancelled and
     /// released), the completer, writes stuck on a row lock, the rescuer,
     /// and last the heartbeat and the other background tasks.
+    ///
+    /// It returns by `deadline`: running jobs get it less the time kept for
+    /// the final writes ([`SHUTDOWN_FINAL_WRITES`], at most half of it), and when it
+    /// passes `deadline_passed` fires, which every write still going (a
+    /// claim being taken back, a release, a settle, a write stuck on a row
+    /// lock) gives up on; what is left then ends without the database.
     async fn stop(self, shared: Arc<Shared>, deadline: Duration) -> Result<()> {
         let Self {
             claimers,
@@ -178,27 +194,40 @@ impl Running {
             completer,
             rescuer,
         } = self;
+        let started = tokio::time::Instant::now();
+        let ends = started + deadline;
+        let jobs_end = ends - SHUTDOWN_FINAL_WRITES.min(deadline / 2);
+        let passed = shared.deadline_passed.clone();
+        let timer = tokio::spawn(async move {
+            tokio::time::sleep_until(ends).await;
+            passed.cancel();
+        });
         shared.stop_claiming.cancel();
-        // The claim loops hand back the jobs they claimed and did not start.
-        claimers.wait().await;
-        shared.jobs.close();
-        if tokio::time::timeout(deadline, shared.jobs.wait())
+        // The claim loops hand back the jobs they claimed and did not
+        // start; then the running jobs finish, or are stopped at `jobs_end`.
+        let finished = async {
+            claimers.wait().await;
+            shared.jobs.close();
+            shared.jobs.wait().await;
+        };
+        tokio::pin!(finished);
+        if tokio::time::timeout_at(jobs_end, &mut finished)
             .await
             .is_err()
         {
             quietly(|| {
                 tracing::info!(
                     running = shared.jobs.len(),
-                    "shutdown deadline passed; cancelling running jobs and releasing them to pending"
+                    "shutdown deadline near; cancelling running jobs and releasing them to pending"
                 );
             });
             shared.stop_jobs.cancel();
-            shared.jobs.wait().await;
+            finished.await;
         }
         // Every job task has handed its success to the completer by now.
         shared.stop_completer.cancel();
         let _ = completer.await;
-        // Writes stuck on a row lock get one lease more.
+        // Writes stuck on a row lock get one lease more, within the deadline.
         shared.beside_writes.close();
         let _ = tokio::time::timeout(shared.settings.lease, shared.beside_writes.wait()).await;
         // What dead job tasks owed, now that no job task is left.
@@ -207,12 +236,18 @@ impl Running {
         // Heartbeat and reaper last: held jobs keep their leases until settled.
         shared.stop_background.cancel();
         tasks.wait().await;
+        timer.abort();
         match lock(&shared.failure).take() {
             Some(error) => Err(error),
             None => Ok(()),
         }
     }
 }
+
+/// The end of a shutdown's deadline kept for its final writes (handing back
+/// what still runs, the last settles), or half the deadline if that is
+/// shorter: running jobs get the rest.
+pub const SHUTDOWN_FINAL_WRITES: Duration = Duration::from_secs(1);
 
 /// Runs `f` with `span`'s subscriber as the default: a span or event made
 /// there with `span` as its parent goes to the subscriber that knows it,

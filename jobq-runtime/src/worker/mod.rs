@@ -56,7 +56,7 @@ use tokio_util::task::TaskTracker;
 pub use builder::WorkerBuilder;
 pub(crate) use cancel::stop_cancelled;
 use handle::Running;
-pub use handle::WorkerHandle;
+pub use handle::{SHUTDOWN_FINAL_WRITES, WorkerHandle};
 pub use shared::{DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_LEASE};
 #[cfg(feature = "testing")]
 pub(crate) use shared::{Ended, Observer};
@@ -149,6 +149,7 @@ impl Worker {
             stop_jobs: CancellationToken::new(),
             stop_completer: CancellationToken::new(),
             stop_background: CancellationToken::new(),
+            deadline_passed: CancellationToken::new(),
             queue_names: queues.iter().map(|q| q.name.clone()).collect(),
             pauses: tokio::sync::watch::Sender::new(None),
             queue_metrics,

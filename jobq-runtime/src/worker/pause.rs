@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::time::MissedTickBehavior;
 
-use super::shared::{Shared, backoff, quietly};
+use super::shared::{Shared, backoff, quietly, unless};
 
 /// Reads the paused queues once per poll interval (one query per interval
 /// for the whole worker, whatever the number of queues it serves, and none
@@ -26,7 +26,10 @@ pub(super) async fn pause_loop(shared: Arc<Shared>) {
             () = shared.stop_background.cancelled() => return,
             _ = ticks.tick() => {}
         }
-        match shared.store.paused_queues().await {
+        let Some(read) = unless(&shared.stop_background, shared.store.paused_queues()).await else {
+            return;
+        };
+        match read {
             Ok(paused) => {
                 failures = 0;
                 let served: Vec<String> = paused

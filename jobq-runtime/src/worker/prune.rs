@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::shared::{Shared, jittered_pause};
+use super::shared::{Shared, jittered_pause, unless};
 use crate::store::Prunable;
 
 /// Deletes finished rows past their retention, at jittered intervals.
@@ -17,7 +17,12 @@ pub(super) async fn prune_loop(shared: Arc<Shared>) {
     while jittered_pause(&shared.stop_background, interval).await {
         for (which, retention) in kinds {
             let Some(retention) = retention else { continue };
-            match shared.store.prune_all(which, retention).await {
+            let pruned = unless(
+                &shared.stop_background,
+                shared.store.prune_all(which, retention),
+            );
+            let Some(pruned) = pruned.await else { return };
+            match pruned {
                 Ok(0) => {}
                 Ok(deleted) => tracing::debug!(?which, deleted, "pruned finished jobs"),
                 Err(error) => tracing::warn!(

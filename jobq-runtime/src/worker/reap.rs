@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::shared::{Shared, jittered_pause};
+use super::shared::{Shared, jittered_pause, unless};
 use crate::wakeup;
 
 /// Most expired jobs the reaper returns per statement.
@@ -13,7 +13,12 @@ pub(super) async fn reaper_loop(shared: Arc<Shared>) {
     while jittered_pause(&shared.stop_background, interval).await {
         for (queue, metrics) in shared.queue_names.iter().zip(&shared.queue_metrics) {
             loop {
-                match shared.store.reap(queue, REAP_BATCH).await {
+                let reaped = unless(
+                    &shared.stop_background,
+                    shared.store.reap(queue, REAP_BATCH),
+                );
+                let Some(reaped) = reaped.await else { return };
+                match reaped {
                     Ok(0) => break,
                     Ok(returned) => {
                         metrics.reaped(returned);

@@ -11,11 +11,12 @@ use jobq_core::{
     LeaseExtender, RetryPolicy, error_chain,
 };
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
-use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field};
 
 use super::inject::{self, Point};
-use super::shared::{Ended, Held, Observed, Shared, backoff, panic_message, panicked, quietly};
+use super::shared::{
+    Ended, Held, Observed, Shared, backoff, panic_message, panicked, quietly, unless,
+};
 use crate::MAX_DELAY;
 use crate::metrics::{self, JobMetrics, QueueMetrics};
 use crate::store::{ClaimedJob, Fence, Store, Target, Transition};
@@ -146,7 +147,8 @@ pub(super) async fn rescuer(shared: Arc<Shared>, mut rescues: mpsc::UnboundedRec
             rescue(&shared, &transition).await;
         }
     };
-    let _ = tokio::time::timeout(shared.settings.lease, drain).await;
+    let drain = tokio::time::timeout(shared.settings.lease, drain);
+    let _ = unless(&shared.deadline_passed, drain).await;
 }
 
 async fn rescue(shared: &Shared, transition: &Transition) {
@@ -175,14 +177,19 @@ impl Registered {
     }
 }
 
-/// Registers `job` as held, so heartbeats renew its lease from now on.
-pub(super) fn register(shared: &Shared, job: ClaimedJob) -> Registered {
+/// Registers `job` as held, so heartbeats renew its lease from now on;
+/// `claimed` is when its claim was sent.
+pub(super) fn register(
+    shared: &Shared,
+    job: ClaimedJob,
+    claimed: tokio::time::Instant,
+) -> Registered {
     let settlement = Settlement {
         rescues: shared.rescues.clone(),
         fence: job.fence(),
         attempt: job.attempt,
         max_attempts: job.max_attempts,
-        held: shared.hold(job.fence()),
+        held: shared.hold(job.fence(), claimed),
         owed: Owed::Release,
     };
     Registered { job, settlement }
@@ -235,8 +242,8 @@ pub(super) fn start(
         let started = std::time::Instant::now();
         // Decoding the payload, polling the handler and dropping its
         // future (after a timeout or cancellation) all run in here.
-        let cancel = settlement.held.cancel_token().clone();
-        let attempt = execute(&shared, &queue, &job, cancel).instrument(span.clone());
+        let held = Arc::clone(&settlement.held);
+        let attempt = execute(&shared, &queue, &job, held).instrument(span.clone());
         let outcome = match AssertUnwindSafe(attempt).catch_unwind().await {
             Ok(outcome) => outcome,
             Err(panic) => Outcome::Failed(
@@ -291,9 +298,10 @@ pub(super) async fn release_unstarted(
             apply(shared, &release(registered.job.fence())).await;
         },
     );
-    if tokio::time::timeout(shared.settings.lease, releases)
+    let released = tokio::time::timeout(shared.settings.lease, releases);
+    if unless(&shared.deadline_passed, released)
         .await
-        .is_err()
+        .is_none_or(|released| released.is_err())
     {
         quietly(|| {
             tracing::error!(
@@ -308,12 +316,8 @@ pub(super) async fn release_unstarted(
 /// Releases of unstarted jobs in flight at once.
 const RELEASE_CONCURRENCY: usize = 8;
 
-async fn execute(
-    shared: &Shared,
-    queue: &str,
-    job: &ClaimedJob,
-    cancel: CancellationToken,
-) -> Outcome {
+async fn execute(shared: &Shared, queue: &str, job: &ClaimedJob, held: Arc<Held>) -> Outcome {
+    let cancel = held.cancel_token().clone();
     if let Some(reason) = &job.unreadable {
         return Outcome::Failed(
             JobError::permanent(format!(
@@ -339,6 +343,7 @@ async fn execute(
     let lease: Arc<dyn LeaseExtender> = Arc::new(JobLease {
         store: shared.store.clone(),
         fence: job.fence(),
+        held: Some(held),
     });
     let ctx = JobContext::new(meta, cancel.clone(), Some(lease));
     if inject::fire(Point::Decode, queue).is_some() {
@@ -405,7 +410,10 @@ async fn settle(
                 span.record("job.outcome", "done");
             });
             inject::point!(CompleterSend, queue);
-            if shared.completions.send(fence).await.is_err() {
+            // A completer stuck on a database that does not answer fills
+            // the channel; past the shutdown's deadline nothing waits.
+            let sent = unless(&shared.deadline_passed, shared.completions.send(fence)).await;
+            if !matches!(sent, Some(Ok(()))) {
                 shared.release_held(&[fence]);
             }
             settlement.owed = Owed::Nothing;
@@ -543,18 +551,25 @@ fn plan_error(
 }
 
 /// Writes a transition, retrying while the database is unreachable, for at
-/// most about one lease: after that the reaper owns the job anyway. A panic
-/// in the write (a subscriber panicking on a log line inside the driver)
-/// counts as a failed try.
+/// most about one lease: after that the reaper owns the job anyway — and not
+/// past a shutdown's deadline. A panic in the write (a subscriber panicking
+/// on a log line inside the driver) counts as a failed try.
 pub(super) async fn apply(shared: &Shared, transition: &Transition) {
     let give_up = tokio::time::Instant::now() + shared.settings.lease;
     let mut failures = 0;
     loop {
         let started = tokio::time::Instant::now();
-        let result = AssertUnwindSafe(shared.store.transition(transition))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|panic| Err(panicked("settle", panic.as_ref())));
+        let write = AssertUnwindSafe(shared.store.transition(transition)).catch_unwind();
+        let Some(result) = unless(&shared.deadline_passed, write).await else {
+            quietly(|| {
+                tracing::error!(
+                    job.id = transition.fence.id,
+                    "the shutdown's deadline passed before the attempt was settled; the reaper returns the job when its lease expires"
+                );
+            });
+            return;
+        };
+        let result = result.unwrap_or_else(|panic| Err(panicked("settle", panic.as_ref())));
         if result.is_ok() {
             shared
                 .metrics
@@ -589,7 +604,8 @@ pub(super) async fn apply(shared: &Shared, transition: &Transition) {
                 quietly(|| {
                     tracing::warn!(job.id = transition.fence.id, error = &error as &dyn std::error::Error, retry_in = ?pause, "settling the attempt failed; retrying");
                 });
-                tokio::time::sleep(pause).await;
+                // The next try, if any, sees the deadline passed.
+                let _ = unless(&shared.deadline_passed, tokio::time::sleep(pause)).await;
             }
             Err(error) => {
                 quietly(|| {
@@ -609,13 +625,21 @@ pub(super) async fn apply(shared: &Shared, transition: &Transition) {
 struct JobLease {
     store: Store,
     fence: Fence,
+    /// Its lease by this host's clock, moved by an extension that went through.
+    held: Option<Arc<Held>>,
 }
 
 impl LeaseExtender for JobLease {
     fn extend(&self, by: Duration) -> ExtendFuture<'_> {
         Box::pin(async move {
+            let sent = tokio::time::Instant::now();
             match self.store.heartbeat(&[self.fence], by).await {
-                Ok(lost) if lost.is_empty() => Ok(()),
+                Ok(lost) if lost.is_empty() => {
+                    if let Some(held) = &self.held {
+                        held.renewed(sent, by.min(MAX_DELAY));
+                    }
+                    Ok(())
+                }
                 Ok(_) => Err(LeaseError::Lost),
                 Err(error) => Err(LeaseError::Backend(Box::new(error))),
             }

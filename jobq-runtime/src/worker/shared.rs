@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use jobq_core::{Registry, States};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, Span};
@@ -122,6 +123,8 @@ impl Settings {
 pub(super) struct Held {
     /// Cancels the running attempt.
     cancel: CancellationToken,
+    /// Its lease by this host's clock (see [`Lease`]).
+    lease: Mutex<Lease>,
     /// Set before `cancel` when the lease was lost: the attempt must not settle.
     lease_lost: AtomicBool,
     /// Set when the attempt has ended and its outcome is being settled: a
@@ -130,13 +133,50 @@ pub(super) struct Held {
     ended: AtomicBool,
 }
 
+/// The latest a job's lease can end, by this host's clock: the moment the
+/// last renewal that went through (or the claim) was *sent*, plus the lease
+/// it asked for. The database sets the lease from its own clock when the
+/// statement runs, which is later, so the lease there ends no earlier than
+/// this (two clocks ticking at one rate). A renewal whose answer never came
+/// — an error, or no answer within the statement deadline — moves nothing:
+/// the worker cannot know whether it went through.
+#[derive(Debug, Clone, Copy)]
+struct Lease {
+    /// When the statement that set it was sent.
+    sent: Instant,
+    /// `sent` plus the lease it asked for.
+    ends: Instant,
+}
+
 impl Held {
-    fn new(cancel: CancellationToken) -> Self {
+    fn new(cancel: CancellationToken, claimed: Instant, lease: Duration) -> Self {
         Self {
             cancel,
+            lease: Mutex::new(Lease {
+                sent: claimed,
+                ends: claimed + lease,
+            }),
             lease_lost: AtomicBool::new(false),
             ended: AtomicBool::new(false),
         }
+    }
+
+    /// A renewal sent at `sent`, asking for `lease` from then, went
+    /// through. An older one answering after a newer one changes nothing
+    /// (the database keeps the newer one's, as it ran later).
+    pub(super) fn renewed(&self, sent: Instant, lease: Duration) {
+        let mut held = lock(&self.lease);
+        if sent >= held.sent {
+            *held = Lease {
+                sent,
+                ends: sent + lease,
+            };
+        }
+    }
+
+    /// When its lease can end, by this host's clock.
+    fn lease_ends(&self) -> Instant {
+        lock(&self.lease).ends
     }
 
     /// The token that cancels the running attempt.
@@ -191,6 +231,9 @@ pub(super) struct Shared {
     pub(super) stop_completer: CancellationToken,
     /// Stops heartbeat and reaper, last.
     pub(super) stop_background: CancellationToken,
+    /// Fired when a shutdown's deadline has passed: every write still going
+    /// (a settle, a release, a claim being taken back) is given up on.
+    pub(super) deadline_passed: CancellationToken,
     /// The served queues' names.
     pub(super) queue_names: Vec<String>,
     /// Which served queues are paused, as last read by the pause loop
@@ -280,10 +323,72 @@ impl Shared {
 
     /// Registers a claimed job as held (heartbeats renew its lease from now
     /// on), its attempt cancelled by `stop_jobs`.
-    pub(super) fn hold(&self, fence: Fence) -> Arc<Held> {
-        let held = Arc::new(Held::new(self.stop_jobs.child_token()));
+    ///
+    /// `claimed` is when the claim was sent: its lease runs from then by
+    /// this host's clock (see [`Held::renewed`]).
+    pub(super) fn hold(&self, fence: Fence, claimed: Instant) -> Arc<Held> {
+        let held = Arc::new(Held::new(
+            self.stop_jobs.child_token(),
+            claimed,
+            self.settings.lease,
+        ));
         self.held().insert(fence, Arc::clone(&held));
         held
+    }
+
+    /// How long before its lease can end a worker stops an attempt it could
+    /// not renew (a tenth of the lease): the reaper of another worker may
+    /// take the job the moment the lease has ended, and this worker's clock,
+    /// timers and scheduling are a little late.
+    pub(super) fn lease_margin(&self) -> Duration {
+        self.settings.lease / 10
+    }
+
+    /// The soonest moment a running attempt must stop because its lease
+    /// was not renewed (see [`stop_unrenewed`](Self::stop_unrenewed)); `None`
+    /// while nothing that runs is held.
+    pub(super) fn next_lease_stop(&self) -> Option<Instant> {
+        let margin = self.lease_margin();
+        self.held()
+            .values()
+            .filter(|job| !job.ended())
+            .map(|job| {
+                job.lease_ends()
+                    .checked_sub(margin)
+                    .unwrap_or_else(Instant::now)
+            })
+            .min()
+    }
+
+    /// Stops, as a lost lease does, every attempt whose lease may end within
+    /// [`lease_margin`](Self::lease_margin) because no renewal went through
+    /// (the database did not answer): its cancellation token fires and it
+    /// is not settled, so that it does not run beside the attempt another
+    /// worker starts once the reaper returns the job. Attempts that have
+    /// ended are left to their settle. How many it stopped.
+    pub(super) fn stop_unrenewed(&self) -> usize {
+        let stop_from = Instant::now() + self.lease_margin();
+        let mut held = self.held();
+        let unrenewed: Vec<Fence> = held
+            .iter()
+            .filter(|(_, job)| !job.ended() && job.lease_ends() <= stop_from)
+            .map(|(fence, _)| *fence)
+            .collect();
+        for fence in &unrenewed {
+            if let Some(job) = held.remove(fence) {
+                job.lose_lease();
+            }
+        }
+        drop(held);
+        if !unrenewed.is_empty() {
+            quietly(|| {
+                tracing::warn!(
+                    jobs = unrenewed.len(),
+                    "leases not renewed in time (the database did not answer) may end now; stopping those attempts without settling them, the reaper returns their jobs"
+                );
+            });
+        }
+        unrenewed.len()
     }
 
     /// Stops the worker because `task` failed; `shutdown` returns the first failure.
@@ -347,6 +452,19 @@ pub(super) async fn jittered_pause(stop: &CancellationToken, interval: Duration)
         biased;
         () = stop.cancelled() => false,
         () = tokio::time::sleep(pause) => true,
+    }
+}
+
+/// `work`, unless `stop` fires first: then `None`, and `work` is dropped
+/// (a statement of it cut short, its connection closed).
+pub(super) async fn unless<T>(
+    stop: &CancellationToken,
+    work: impl Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => None,
+        output = work => Some(output),
     }
 }
 

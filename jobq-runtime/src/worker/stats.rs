@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::shared::{Shared, jittered_pause, quietly};
+use super::shared::{Shared, jittered_pause, quietly, unless};
 
 /// Refreshes the gauges every `stats_gauges` interval (jittered) until the
 /// worker's background stops; a failed read is logged and tried at the next one.
@@ -15,7 +15,10 @@ pub(super) async fn stats_loop(shared: Arc<Shared>) {
     let jobq = &shared.jobq;
     loop {
         if jobq.gauges().take_turn(interval) {
-            match jobq.stats().await {
+            let Some(stats) = unless(&shared.stop_background, jobq.stats()).await else {
+                return;
+            };
+            match stats {
                 Ok(stats) => jobq.gauges().set(&stats),
                 Err(error) => quietly(|| {
                     tracing::warn!(

@@ -18,6 +18,12 @@
 //! then about right on average and off by up to ±1 ms (plus the scheduling
 //! latency of a loaded machine), inside the jitter of a realistic setting;
 //! the tests print the round trips they measure.
+//!
+//! A path can also be frozen ([`Delay::freeze`]): its connections stay open
+//! and new ones are accepted, but nothing is delivered either way until it
+//! is thawed — what a client sees of a server that was SIGSTOPped, or of a
+//! forwarder that stopped forwarding. What was read meanwhile is delivered,
+//! in order, after the thaw.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -27,18 +33,46 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 /// The added latency of a path, shared by every connection through it and
-/// changeable while they run (a change applies to the next chunk).
-#[derive(Debug, Clone, Default)]
+/// changeable while they run (a change applies to the next chunk); and
+/// whether the path is frozen.
+#[derive(Debug, Clone)]
 pub struct Delay {
     rtt_jitter: Arc<Mutex<(Duration, Duration)>>,
+    frozen: Arc<watch::Sender<bool>>,
+}
+
+impl Default for Delay {
+    fn default() -> Self {
+        Self {
+            rtt_jitter: Arc::default(),
+            frozen: Arc::new(watch::Sender::new(false)),
+        }
+    }
 }
 
 impl Delay {
+    /// Stops delivering anything either way, on every connection of the
+    /// path, the open ones staying open and new ones accepted, until
+    /// [`thaw`](Self::thaw).
+    pub fn freeze(&self) {
+        self.frozen.send_replace(true);
+    }
+
+    /// Delivers again, starting with what arrived while frozen.
+    pub fn thaw(&self) {
+        self.frozen.send_replace(false);
+    }
+
+    /// Waits while the path is frozen.
+    async fn unfrozen(frozen: &mut watch::Receiver<bool>) {
+        let _ = frozen.wait_for(|frozen| !*frozen).await;
+    }
+
     /// A round trip gains `rtt ± jitter` (each direction `rtt / 2 ± jitter / 2`,
     /// uniformly). `jitter` is capped at `rtt`.
     pub fn set(&self, rtt: Duration, jitter: Duration) {
@@ -168,6 +202,7 @@ async fn direction(
     delay: Delay,
 ) -> std::io::Result<()> {
     let (send, mut receive) = mpsc::channel::<(Instant, Option<Vec<u8>>)>(1024);
+    let mut frozen = delay.frozen.subscribe();
     let reader = async move {
         let mut last = Instant::now();
         let mut buf = vec![0u8; 64 * 1024];
@@ -188,6 +223,7 @@ async fn direction(
             if due > Instant::now() {
                 tokio::time::sleep_until(due).await;
             }
+            Delay::unfrozen(&mut frozen).await;
             match chunk {
                 Some(bytes) => to.write_all(&bytes).await?,
                 None => {
@@ -300,6 +336,44 @@ mod tests {
             got.len(),
             expected.len()
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_frozen_path_delivers_nothing_until_thawed_and_then_everything() {
+        let (target, _echo) = echo().await;
+        let delay = Delay::default();
+        let proxy =
+            Proxy::start(&Handle::current(), localhost(), target, delay.clone()).expect("proxy");
+        let mut stream = TcpStream::connect(proxy.addr()).await.expect("connect");
+        stream.write_all(b"a").await.expect("write");
+        let mut byte = [0u8; 1];
+        stream
+            .read_exact(&mut byte)
+            .await
+            .expect("echo before the freeze");
+        delay.freeze();
+        stream
+            .write_all(b"b")
+            .await
+            .expect("a write still goes out");
+        let waited =
+            tokio::time::timeout(Duration::from_millis(300), stream.read_exact(&mut byte)).await;
+        assert!(waited.is_err(), "nothing comes back while frozen");
+        // A new connection is accepted, and answered only after the thaw.
+        let mut late = TcpStream::connect(proxy.addr())
+            .await
+            .expect("connect while frozen");
+        late.write_all(b"c").await.expect("write");
+        delay.thaw();
+        stream
+            .read_exact(&mut byte)
+            .await
+            .expect("echo after the thaw");
+        assert_eq!(&byte, b"b");
+        late.read_exact(&mut byte)
+            .await
+            .expect("the late connection's echo");
+        assert_eq!(&byte, b"c");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,7 @@ use sqlx::{Connection, MySqlConnection};
 use super::sql::*;
 use super::{MySqlStore, Text, opt_text};
 use crate::Result;
+use crate::metrics::statement;
 use crate::ops::Check;
 use crate::store::doctor::{
     DoctorOptions, PlanRule, VersionNeeds, clock_check, guarded, migrations_check, names,
@@ -88,39 +89,49 @@ const PLANS: [PlanRule; 6] = [
 impl MySqlStore {
     /// Every check, in report order (see `BackendStore::doctor`).
     pub(super) async fn run_doctor(&self, options: DoctorOptions) -> Result<Vec<Check>> {
-        let (version, log_bin, binlog_format): (String, i64, Option<String>) =
-            sqlx::query_as(DOCTOR_SERVER).fetch_one(&self.pool).await?;
+        // A server that does not answer this within the statement deadline
+        // fails the whole report; each check after it has a deadline of its own.
+        let (version, log_bin, binlog_format): (String, i64, Option<String>) = self
+            .run(statement::DOCTOR, async |conn| {
+                sqlx::query_as(DOCTOR_SERVER).fetch_one(conn).await
+            })
+            .await?;
         let mut checks = vec![
             self.version(&version),
-            guarded(names::ISOLATION, self.isolation()).await,
-            guarded(names::STORAGE_ENGINE, self.engine()).await,
+            guarded(names::ISOLATION, self.deadline, self.isolation()).await,
+            guarded(names::STORAGE_ENGINE, self.deadline, self.engine()).await,
             binlog_check(
                 log_bin != 0,
                 binlog_format.as_deref().unwrap_or(""),
                 self.galera,
             ),
-            guarded(names::MIGRATIONS, self.migrations()).await,
-            guarded(names::CLOCK_SKEW, self.clock_skew(options.clock)).await,
+            guarded(names::MIGRATIONS, self.deadline, self.migrations()).await,
+            guarded(
+                names::CLOCK_SKEW,
+                self.deadline,
+                self.clock_skew(options.clock),
+            )
+            .await,
         ];
         if self.galera {
-            checks.push(guarded(names::GALERA_CLUSTER, self.galera_cluster()).await);
+            checks.push(guarded(names::GALERA_CLUSTER, self.deadline, self.galera_cluster()).await);
             checks.push(
-                guarded(names::GALERA_SYNC_WAIT, async {
+                guarded(names::GALERA_SYNC_WAIT, self.deadline, async {
                     Ok(sync_wait_check(self.galera_settings().await?.0))
                 })
                 .await,
             );
             checks.push(
-                guarded(names::GALERA_LEASE, async {
+                guarded(names::GALERA_LEASE, self.deadline, async {
                     Ok(lease_check(options.lease, &self.galera_settings().await?.1))
                 })
                 .await,
             );
         }
         for (rule, sql) in PLANS.iter().zip(plan_statements()) {
-            checks.push(guarded(rule.name, self.plan(rule, sql)).await);
+            checks.push(guarded(rule.name, self.deadline, self.plan(rule, sql)).await);
         }
-        checks.push(guarded(names::LOCK_WAITS, self.lock_waits()).await);
+        checks.push(guarded(names::LOCK_WAITS, self.deadline, self.lock_waits()).await);
         Ok(checks)
     }
 
@@ -144,7 +155,7 @@ impl MySqlStore {
     /// The session default of a pooled connection, and the level a jobq
     /// transaction (`BEGIN_RC`) really runs at, as InnoDB reports it.
     async fn isolation(&self) -> Result<Check> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.conns.get().await?;
         let session_sql = if self.mariadb {
             DOCTOR_SESSION_ISOLATION_MARIADB
         } else {
@@ -153,25 +164,32 @@ impl MySqlStore {
         let session: String = sqlx::query_scalar(session_sql)
             .fetch_one(&mut *conn)
             .await?;
-        let transaction = transaction_isolation(&mut conn).await?;
+        let transaction = transaction_isolation(&mut conn).await;
+        let transaction = conn.done(transaction)?;
         Ok(isolation_check(&session, transaction.as_deref()))
     }
 
     async fn engine(&self) -> Result<Check> {
-        let engine: Option<String> = sqlx::query_scalar(DOCTOR_ENGINE)
-            .fetch_optional(&self.pool)
+        let engine: Option<String> = self
+            .conns
+            .run(async |conn| sqlx::query_scalar(DOCTOR_ENGINE).fetch_optional(conn).await)
             .await?;
         Ok(engine_check(engine.as_deref()))
     }
 
     async fn migrations(&self) -> Result<Check> {
-        let exists: i64 = sqlx::query_scalar(DOCTOR_MIGRATIONS_TABLE)
-            .fetch_one(&self.pool)
+        let exists: i64 = self
+            .conns
+            .run(async |conn| {
+                sqlx::query_scalar(DOCTOR_MIGRATIONS_TABLE)
+                    .fetch_one(conn)
+                    .await
+            })
             .await?;
         let applied: Option<Vec<i64>> = if exists > 0 {
             Some(
-                sqlx::query_scalar(MIGRATIONS_APPLIED)
-                    .fetch_all(&self.pool)
+                self.conns
+                    .run(async |conn| sqlx::query_scalar(MIGRATIONS_APPLIED).fetch_all(conn).await)
                     .await?,
             )
         } else {
@@ -187,8 +205,9 @@ impl MySqlStore {
             Option<String>,
             Option<String>,
         );
-        let (status, size, state, ready): Status = sqlx::query_as(DOCTOR_GALERA_STATUS)
-            .fetch_one(&self.pool)
+        let (status, size, state, ready): Status = self
+            .conns
+            .run(async |conn| sqlx::query_as(DOCTOR_GALERA_STATUS).fetch_one(conn).await)
             .await?;
         Ok(cluster_check(
             status.as_deref().unwrap_or("unknown"),
@@ -200,24 +219,27 @@ impl MySqlStore {
 
     /// The server's default `wsrep_sync_wait` and `wsrep_provider_options`.
     async fn galera_settings(&self) -> Result<(i64, String)> {
-        Ok(sqlx::query_as(DOCTOR_GALERA_SETTINGS)
-            .fetch_one(&self.pool)
+        Ok(self
+            .conns
+            .run(async |conn| sqlx::query_as(DOCTOR_GALERA_SETTINGS).fetch_one(conn).await)
             .await?)
     }
 
     async fn clock_skew(&self, clock: crate::store::doctor::HostClock) -> Result<Check> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.conns.get().await?;
         let before = clock.now();
-        let db: NaiveDateTime = sqlx::query_scalar(DOCTOR_NOW).fetch_one(&mut *conn).await?;
+        let db = sqlx::query_scalar(DOCTOR_NOW).fetch_one(&mut *conn).await;
         let after = clock.now();
+        let db: NaiveDateTime = conn.done(db)?;
         Ok(clock_check(db.and_utc(), before, after))
     }
 
     /// The EXPLAIN of one statement, each row as `type=… key=… extra=…`.
     async fn plan(&self, rule: &PlanRule, sql: &'static str) -> Result<Check> {
         let text = explain(sql);
-        let rows = bind_probe(sql, sqlx::query(&text))
-            .fetch_all(&self.pool)
+        let rows = self
+            .conns
+            .run(async |conn| bind_probe(sql, sqlx::query(&text)).fetch_all(conn).await)
             .await?;
         let lines = rows.iter().map(plan_line).collect::<Result<Vec<_>>>()?;
         Ok(plan_check(rule, &lines.join("\n")))
@@ -231,8 +253,13 @@ impl MySqlStore {
     /// InnoDB refreshes these views only once they went unread for 0.1 s,
     /// so a doctor run right after another may see the same moment.
     async fn lock_waits(&self) -> Result<Check> {
-        let has_innodb_tables: i64 = sqlx::query_scalar(DOCTOR_HAS_INNODB_LOCK_WAITS)
-            .fetch_one(&self.pool)
+        let has_innodb_tables: i64 = self
+            .conns
+            .run(async |conn| {
+                sqlx::query_scalar(DOCTOR_HAS_INNODB_LOCK_WAITS)
+                    .fetch_one(conn)
+                    .await
+            })
             .await?;
         let (sql, source) = if has_innodb_tables > 0 {
             (
@@ -240,8 +267,13 @@ impl MySqlStore {
                 "information_schema.INNODB_LOCK_WAITS",
             )
         } else {
-            let on: i64 = sqlx::query_scalar(DOCTOR_PERFORMANCE_SCHEMA)
-                .fetch_one(&self.pool)
+            let on: i64 = self
+                .conns
+                .run(async |conn| {
+                    sqlx::query_scalar(DOCTOR_PERFORMANCE_SCHEMA)
+                        .fetch_one(conn)
+                        .await
+                })
                 .await?;
             if on == 0 {
                 return Ok(Check::ok(
@@ -254,7 +286,10 @@ impl MySqlStore {
                 "performance_schema.data_lock_waits",
             )
         };
-        let (waits, longest): (i64, i64) = sqlx::query_as(sql).fetch_one(&self.pool).await?;
+        let (waits, longest): (i64, i64) = self
+            .conns
+            .run(async |conn| sqlx::query_as(sql).fetch_one(conn).await)
+            .await?;
         Ok(lock_waits_check(waits, longest, source))
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! The pool (sqlx's, which opens connections to one server) is built on the
 //! first node that takes a connection and answers as ready. When a statement
-//! fails as a lost connection does (an I/O error, a pool timeout, Galera's
+//! fails as a lost connection does (an I/O error, a pool timeout, a
+//! statement past its deadline — a frozen node answers nothing —, Galera's
 //! 1047 "not prepared for application use", a shutdown), one check runs in
 //! the background: if the node the pool is on still takes a connection and
 //! is ready, nothing changes (the error was one connection's); otherwise the
@@ -313,7 +314,12 @@ impl Failover {
 /// connection killed).
 fn is_connection_error(error: &Error) -> bool {
     let (Error::Database(error) | Error::NotMigrated { source: error, .. }) = error else {
-        return matches!(error, Error::ConnectTimeout { .. });
+        // A statement past its deadline: the node may be frozen (its
+        // sockets open, nothing answering), which only this shows.
+        return matches!(
+            error,
+            Error::ConnectTimeout { .. } | Error::StatementTimeout { .. }
+        );
     };
     match error {
         sqlx::Error::Io(_)

@@ -40,7 +40,7 @@ use super::stash::Stash;
 use super::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable,
     QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
-    retry_transient, row_token,
+    retry_transient, row_token, within,
 };
 use crate::handle::ConnectOptions;
 use crate::metrics::statement;
@@ -154,6 +154,9 @@ pub(crate) struct MySqlStore {
     /// no connection until used. `None` for a pool the caller gave, which
     /// is the application's already.
     app_pool: Option<MySqlPool>,
+    /// How long one statement or short transaction may take (see
+    /// [`super::within`]).
+    pub(super) deadline: Duration,
 }
 
 impl BackendStore for MySqlStore {
@@ -186,6 +189,7 @@ impl BackendStore for MySqlStore {
                 .await?;
             let mut store = Self::from_pool(pool).await?;
             store.app_pool = Some(app_pool);
+            store.deadline = connect.statement_timeout;
             return Ok(store);
         };
         let nodes = list
@@ -201,12 +205,31 @@ impl BackendStore for MySqlStore {
         let (failover, at) =
             failover::Failover::connect(nodes, connect.connect_timeout, &shown).await?;
         let retire = Arc::clone(failover.retire());
+        let release_check = connect.connect_timeout;
         let pool = pool_options
             // sqlx retries a refused connect until the acquire timeout
             // (30 s by default) without a word: with a list, a call waiting
             // for a connection to a lost node fails after the connect
             // timeout instead, and that failure moves the pool.
             .acquire_timeout(connect.connect_timeout)
+            // A connection handed back is pinged by sqlx with no time
+            // limit; on a node that stopped answering (frozen: its sockets
+            // open) that ping would hold one of the pool's connections
+            // until the node answered again, and a few would leave the
+            // pool nothing to open connections to the next node with.
+            // Checked first within the connect timeout, it is closed if the
+            // node does not answer.
+            .after_release(move |conn, _meta| {
+                Box::pin(async move {
+                    match tokio::time::timeout(release_check, conn.ping()).await {
+                        Ok(answered) => answered.map(|()| true),
+                        Err(_elapsed) => Err(sqlx::Error::Io(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            "no answer to a ping within the connect timeout",
+                        ))),
+                    }
+                })
+            })
             // A connection opened before the pool last moved is closed
             // rather than handed out.
             .before_acquire(move |conn, meta| {
@@ -234,9 +257,14 @@ impl BackendStore for MySqlStore {
         // earlier ones from now on, not only after an error.
         Arc::clone(&failover).fail_back_later(pool.clone());
         let mut store = Self::from_pool(pool).await?;
-        store.conns = Stash::retiring(store.pool.clone(), Some(Arc::clone(failover.retire())));
+        store.conns = Stash::retiring(
+            store.pool.clone(),
+            Some(Arc::clone(failover.retire())),
+            true,
+        );
         store.failover = Some(failover);
         store.app_pool = Some(app_pool);
+        store.deadline = connect.statement_timeout;
         Ok(store)
     }
 
@@ -251,9 +279,10 @@ impl BackendStore for MySqlStore {
                 .await
                 .is_ok_and(|on| on == 1);
         Ok(Self {
-            conns: Stash::new(pool.clone()),
+            conns: Stash::new(pool.clone(), true),
             failover: None,
             app_pool: None,
+            deadline: crate::DEFAULT_STATEMENT_TIMEOUT,
             pool,
             mariadb,
             galera,
@@ -278,24 +307,34 @@ impl BackendStore for MySqlStore {
         ))
     }
 
+    /// Under `GET_LOCK` (waiting up to 120 s for another migrator), within
+    /// [`MIGRATE_DEADLINE`](super::MIGRATE_DEADLINE).
     async fn migrate(&self) -> Result<()> {
-        let mut conn = self.pool.acquire().await?;
-        let locked: Option<i64> = sqlx::query_scalar(MIGRATE_LOCK)
-            .fetch_one(&mut *conn)
-            .await?;
-        if locked != Some(1) {
-            return Err(Error::MigrationLockTimeout {
-                lock: "jobq_migrate",
-                seconds: 120,
-            });
-        }
-        let applied = self.apply_migrations(&mut conn).await;
-        sqlx::query(MIGRATE_UNLOCK).execute(&mut *conn).await?;
-        Ok(applied?)
+        let conn = within(self.deadline, statement::MIGRATE, self.conns.get()).await?;
+        let run = async move {
+            let mut conn = conn;
+            let result = async {
+                let locked: Option<i64> = sqlx::query_scalar(MIGRATE_LOCK)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                if locked != Some(1) {
+                    return Ok(Err(Error::MigrationLockTimeout {
+                        lock: "jobq_migrate",
+                        seconds: 120,
+                    }));
+                }
+                let applied = self.apply_migrations(&mut conn).await;
+                sqlx::query(MIGRATE_UNLOCK).execute(&mut *conn).await?;
+                Ok(applied.map_err(Error::from))
+            }
+            .await;
+            conn.done(result)
+        };
+        within(super::MIGRATE_DEADLINE, statement::MIGRATE, run).await?
     }
 
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        retry_transient(statement::ENQUEUE, is_transient, || async {
+        retry_transient(self.deadline, statement::ENQUEUE, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = insert(&mut conn, job).await;
             conn.done(result)
@@ -308,7 +347,7 @@ impl BackendStore for MySqlStore {
     /// transaction, so a row the server refuses leaves nothing of the batch.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let chunks = statement_chunks(jobs, self.max_payload_bytes());
-        retry_transient(statement::ENQUEUE, is_transient, || async {
+        retry_transient(self.deadline, statement::ENQUEUE, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = match chunks.as_slice() {
                 [chunk] => self.insert_chunk(&mut conn, chunk, false).await,
@@ -324,13 +363,16 @@ impl BackendStore for MySqlStore {
     }
 
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
-        retry_transient(statement::CLAIM, is_transient, || self.claim_once(claim)).await
+        retry_transient(self.deadline, statement::CLAIM, is_transient, || {
+            self.claim_once(claim)
+        })
+        .await
     }
 
     async fn complete(&self, fences: &[Fence]) -> Result<u64> {
         let mut total = 0;
         for chunk in fences.chunks(IN_CHUNK) {
-            total += retry_transient(statement::COMPLETE, is_transient, || {
+            total += retry_transient(self.deadline, statement::COMPLETE, is_transient, || {
                 self.fenced_update(COMPLETE_SET, None, chunk)
             })
             .await?;
@@ -340,21 +382,26 @@ impl BackendStore for MySqlStore {
 
     async fn transition(&self, t: &Transition) -> Result<bool> {
         let status = t.target.status();
-        let affected = retry_transient(statement::TRANSITION, is_transient, || async {
-            let mut conn = self.conns.get().await?;
-            let result = sqlx::query(TRANSITION)
-                .bind(status)
-                .bind(micros(t.delay))
-                .bind(i32::from(t.refund_attempt))
-                .bind(&t.error)
-                .bind(status)
-                .bind(t.fence.id)
-                .bind(t.fence.token)
-                .execute(&mut *conn)
-                .await
-                .map(|r| r.rows_affected());
-            conn.done(result)
-        })
+        let affected = retry_transient(
+            self.deadline,
+            statement::TRANSITION,
+            is_transient,
+            || async {
+                let mut conn = self.conns.get().await?;
+                let result = sqlx::query(TRANSITION)
+                    .bind(status)
+                    .bind(micros(t.delay))
+                    .bind(i32::from(t.refund_attempt))
+                    .bind(&t.error)
+                    .bind(status)
+                    .bind(t.fence.id)
+                    .bind(t.fence.token)
+                    .execute(&mut *conn)
+                    .await
+                    .map(|r| r.rows_affected());
+                conn.done(result)
+            },
+        )
         .await?;
         Ok(affected == 1)
     }
@@ -362,10 +409,11 @@ impl BackendStore for MySqlStore {
     async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
         let mut lost = Vec::new();
         for chunk in fences.chunks(IN_CHUNK) {
-            let extended = retry_transient(statement::HEARTBEAT, is_transient, || {
-                self.fenced_update(HEARTBEAT_SET, Some(lease), chunk)
-            })
-            .await?;
+            let extended =
+                retry_transient(self.deadline, statement::HEARTBEAT, is_transient, || {
+                    self.fenced_update(HEARTBEAT_SET, Some(lease), chunk)
+                })
+                .await?;
             if extended < chunk.len() as u64 {
                 lost.extend(self.not_held(chunk).await?);
             }
@@ -379,7 +427,7 @@ impl BackendStore for MySqlStore {
     async fn heartbeat_unlocked(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
         let mut renewed = Vec::new();
         for chunk in fences.chunks(IN_CHUNK) {
-            let ids = retry_transient(statement::HEARTBEAT, is_transient, || {
+            let ids = retry_transient(self.deadline, statement::HEARTBEAT, is_transient, || {
                 self.heartbeat_unlocked_once(chunk, lease)
             })
             .await?;
@@ -390,7 +438,7 @@ impl BackendStore for MySqlStore {
     }
 
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        retry_transient(statement::REAP, is_transient, || {
+        retry_transient(self.deadline, statement::REAP, is_transient, || {
             self.reap_once(queue, limit)
         })
         .await
@@ -400,32 +448,40 @@ impl BackendStore for MySqlStore {
     /// `older_than` ago: [`PRUNE`] in batches for each queue, status and
     /// priority that has rows.
     async fn prune(&self, which: Prunable, older_than: Duration) -> Result<u64> {
-        let queues: Vec<Text> = sqlx::query_scalar(PRUNE_QUEUES)
-            .fetch_all(&self.pool)
+        let queues: Vec<Text> = self
+            .run(statement::PRUNE, async |conn| {
+                sqlx::query_scalar(PRUNE_QUEUES).fetch_all(conn).await
+            })
             .await?;
         let mut total = 0;
         for Text(queue) in &queues {
             for status in which.statuses() {
                 let mut after = i32::from(i16::MIN) - 1;
-                while let Some(priority) = sqlx::query_scalar::<_, Option<i16>>(PRUNE_NEXT_PRIORITY)
-                    .bind(queue)
-                    .bind(status)
-                    .bind(after)
-                    .fetch_one(&self.pool)
+                while let Some(priority) = self
+                    .run(statement::PRUNE, async |conn| {
+                        sqlx::query_scalar::<_, Option<i16>>(PRUNE_NEXT_PRIORITY)
+                            .bind(queue)
+                            .bind(status)
+                            .bind(after)
+                            .fetch_one(conn)
+                            .await
+                    })
                     .await?
                 {
                     after = i32::from(priority);
                     total += in_batches(|limit| {
-                        retry_transient(statement::PRUNE, is_transient, move || async move {
-                            sqlx::query(PRUNE)
-                                .bind(queue)
-                                .bind(status)
-                                .bind(priority)
-                                .bind(micros(older_than))
-                                .bind(limit)
-                                .execute(&self.pool)
-                                .await
-                                .map(|r| r.rows_affected())
+                        retry_transient(self.deadline, statement::PRUNE, is_transient, move || {
+                            self.conns.run(async move |conn| {
+                                sqlx::query(PRUNE)
+                                    .bind(queue)
+                                    .bind(status)
+                                    .bind(priority)
+                                    .bind(micros(older_than))
+                                    .bind(limit)
+                                    .execute(conn)
+                                    .await
+                                    .map(|r| r.rows_affected())
+                            })
                         })
                     })
                     .await?;
@@ -439,17 +495,21 @@ impl BackendStore for MySqlStore {
     async fn listen(&self, _queues: &[String], _stop: &CancellationToken) {}
 
     async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
-        let row = sqlx::query(&self.read(JOB_COLUMNS))
-            .bind(id)
-            .fetch_optional(&self.pool)
+        let sql = self.read(JOB_COLUMNS);
+        let row = self
+            .run(statement::READ, async |conn| {
+                sqlx::query(&sql).bind(id).fetch_optional(conn).await
+            })
             .await?;
         row.map(|row| job_info(&row)).transpose()
     }
 
     async fn counts(&self, queue: &str) -> Result<QueueCounts> {
-        let rows = sqlx::query_as(&self.read(COUNTS))
-            .bind(queue)
-            .fetch_all(&self.pool)
+        let sql = self.read(COUNTS);
+        let rows = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_as(&sql).bind(queue).fetch_all(conn).await
+            })
             .await?;
         super::counts(rows)
     }
@@ -457,7 +517,10 @@ impl BackendStore for MySqlStore {
     /// A transaction: the row locked and its token read, then cancelled.
     async fn cancel(&self, id: i64) -> Result<Cancelled> {
         let pick = Statement::fixed(CANCEL_PICK, vec![Bind::Int(id)]);
-        retry_transient(statement::CANCEL, is_transient, || self.cancel_once(&pick)).await
+        retry_transient(self.deadline, statement::CANCEL, is_transient, || {
+            self.cancel_once(&pick)
+        })
+        .await
     }
 
     async fn retry(&self, id: i64) -> Result<bool> {
@@ -465,13 +528,20 @@ impl BackendStore for MySqlStore {
     }
 
     async fn clock(&self) -> Result<DateTime<Utc>> {
-        let now: NaiveDateTime = sqlx::query_scalar(CLOCK).fetch_one(&self.pool).await?;
+        let now: NaiveDateTime = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_scalar(CLOCK).fetch_one(conn).await
+            })
+            .await?;
         Ok(utc(now))
     }
 
     async fn queues_with_rows(&self) -> Result<Vec<String>> {
-        let queues: Vec<Text> = sqlx::query_scalar(&self.read(QUEUES))
-            .fetch_all(&self.pool)
+        let sql = self.read(QUEUES);
+        let queues: Vec<Text> = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_scalar(&sql).fetch_all(conn).await
+            })
             .await?;
         Ok(queues.into_iter().map(|Text(queue)| queue).collect())
     }
@@ -483,17 +553,26 @@ impl BackendStore for MySqlStore {
         let now = window.now.naive_utc();
         let since = window.since.naive_utc();
         type LiveRow = (String, i64, Option<i64>, Option<i64>, Option<NaiveDateTime>);
-        let live: Vec<LiveRow> = sqlx::query_as(&self.read(STATS_LIVE))
-            .bind(now)
-            .bind(now)
-            .bind(queue)
-            .fetch_all(&self.pool)
+        let live_sql = self.read(STATS_LIVE);
+        let live: Vec<LiveRow> = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_as(&live_sql)
+                    .bind(now)
+                    .bind(now)
+                    .bind(queue)
+                    .fetch_all(conn)
+                    .await
+            })
             .await?;
-        let mut finished = sqlx::query_as::<_, (i64, i64, i64)>(STATS_FINISHED);
-        for _ in 0..3 {
-            finished = finished.bind(queue).bind(window.cap);
-        }
-        let (done, failed, cancelled) = finished.fetch_one(&self.pool).await?;
+        let (done, failed, cancelled) = self
+            .run(statement::READ, async |conn| {
+                let mut finished = sqlx::query_as::<_, (i64, i64, i64)>(STATS_FINISHED);
+                for _ in 0..3 {
+                    finished = finished.bind(queue).bind(window.cap);
+                }
+                finished.fetch_one(conn).await
+            })
+            .await?;
         let mut priorities = Vec::new();
         for status in ["done", "failed"] {
             priorities.extend(self.priorities(queue, status).await?);
@@ -505,11 +584,14 @@ impl BackendStore for MySqlStore {
         } else {
             let padded_priorities = padded(&priorities);
             let sql = stats_per_minute(padded_priorities.len());
-            let mut query = sqlx::query_as(&sql).bind(since).bind(queue);
-            for priority in &padded_priorities {
-                query = query.bind(priority);
-            }
-            query.bind(since).fetch_all(&self.pool).await?
+            self.run(statement::READ, async |conn| {
+                let mut query = sqlx::query_as(&sql).bind(since).bind(queue);
+                for priority in &padded_priorities {
+                    query = query.bind(priority);
+                }
+                query.bind(since).fetch_all(conn).await
+            })
+            .await?
         };
         Ok(QueueFigures {
             queue: queue.to_owned(),
@@ -526,8 +608,9 @@ impl BackendStore for MySqlStore {
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
         if paused {
-            retry_transient(statement::PAUSE, is_transient, || async {
-                sqlx::query(QUEUE_ROW).bind(queue).execute(&self.pool).await
+            retry_transient(self.deadline, statement::PAUSE, is_transient, || {
+                self.conns
+                    .run(async |conn| sqlx::query(QUEUE_ROW).bind(queue).execute(conn).await)
             })
             .await?;
         }
@@ -536,7 +619,11 @@ impl BackendStore for MySqlStore {
     }
 
     async fn paused_queues(&self) -> Result<Vec<String>> {
-        let queues: Vec<Text> = sqlx::query_scalar(PAUSED).fetch_all(&self.pool).await?;
+        let queues: Vec<Text> = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_scalar(PAUSED).fetch_all(conn).await
+            })
+            .await?;
         Ok(queues.into_iter().map(|Text(queue)| queue).collect())
     }
 
@@ -545,38 +632,47 @@ impl BackendStore for MySqlStore {
     }
 
     async fn list(&self, statement: &Statement) -> Result<Vec<JobInfo>> {
-        let rows = sqlx::query_with(&self.read(&statement.sql), arguments(&statement.binds)?)
-            .fetch_all(&self.pool)
+        let sql = self.read(&statement.sql);
+        let args = arguments(&statement.binds)?;
+        let rows = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_with(&sql, args).fetch_all(conn).await
+            })
             .await?;
         rows.iter().map(job_info).collect()
     }
 
     async fn count_where(&self, statement: &Statement) -> Result<u64> {
-        let n: i64 =
-            sqlx::query_scalar_with(&self.read(&statement.sql), arguments(&statement.binds)?)
-                .fetch_one(&self.pool)
-                .await?;
+        let sql = self.read(&statement.sql);
+        let args = arguments(&statement.binds)?;
+        let n: i64 = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_scalar_with(&sql, args).fetch_one(conn).await
+            })
+            .await?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
     /// A transaction: the batch locked (`SKIP LOCKED`), then retried by id.
     async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)> {
-        retry_transient(statement::RETRY, is_transient, || async {
-            let mut tx = self.pool.begin_with(BEGIN_RC).await?;
-            let rows: Vec<(i64, Option<i64>)> =
-                sqlx::query_as_with(&statement.sql, arguments(&statement.binds)?)
-                    .fetch_all(&mut *tx)
-                    .await?;
-            let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
-            let changed = update_ids(&mut tx, retry_ids, &ids).await?;
-            tx.commit().await?;
-            Ok((changed, ids.iter().copied().max()))
+        retry_transient(self.deadline, statement::RETRY, is_transient, || {
+            self.conns.run(async |conn| {
+                let mut tx = conn.begin_with(BEGIN_RC).await?;
+                let rows: Vec<(i64, Option<i64>)> =
+                    sqlx::query_as_with(&statement.sql, arguments(&statement.binds)?)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+                let changed = update_ids(&mut tx, retry_ids, &ids).await?;
+                tx.commit().await?;
+                Ok((changed, ids.iter().copied().max()))
+            })
         })
         .await
     }
 
     async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled> {
-        retry_transient(statement::CANCEL, is_transient, || {
+        retry_transient(self.deadline, statement::CANCEL, is_transient, || {
             self.cancel_once(statement)
         })
         .await
@@ -603,6 +699,16 @@ impl MySqlStore {
     /// The pool for the application's own statements (see [`Self::app_pool`]'s field).
     pub(crate) fn app_pool(&self) -> &MySqlPool {
         self.app_pool.as_ref().unwrap_or(&self.pool)
+    }
+
+    /// Runs `work` on one of jobq's connections [`within`] the statement
+    /// deadline: one statement or one short transaction.
+    async fn run<T>(
+        &self,
+        statement: &'static str,
+        work: impl AsyncFnOnce(&mut MySqlConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T> {
+        within(self.deadline, statement, self.conns.run(work)).await
     }
 
     /// With a connect list, the `host:port` of the node new connections go to.
@@ -696,7 +802,7 @@ impl MySqlStore {
             Ok((batch, None)) => conn.done(Ok::<_, sqlx::Error>(batch))?,
             Ok((batch, Some(error))) => {
                 // The connection goes back through the pool's checks.
-                drop(conn);
+                conn.give_back();
                 if is_transient(&error) {
                     // A deadlock, or on Galera a certification conflict
                     // with another node's claim of the same rows: the next
@@ -767,19 +873,23 @@ impl MySqlStore {
         for id in ids.iter().chain(&tokens) {
             select = select.bind(id);
         }
-        let mut tx = self.pool.begin_with(BEGIN_RC).await?;
-        let free: Vec<i64> = select.fetch_all(&mut *tx).await?;
-        if !free.is_empty() {
-            let padded_free = padded(&free);
-            let sql = heartbeat_unlocked_update(padded_free.len());
-            let mut update = sqlx::query(&sql).bind(micros(lease));
-            for id in &padded_free {
-                update = update.bind(id);
-            }
-            update.execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(free)
+        self.conns
+            .run(async |conn| {
+                let mut tx = conn.begin_with(BEGIN_RC).await?;
+                let free: Vec<i64> = select.fetch_all(&mut *tx).await?;
+                if !free.is_empty() {
+                    let padded_free = padded(&free);
+                    let sql = heartbeat_unlocked_update(padded_free.len());
+                    let mut update = sqlx::query(&sql).bind(micros(lease));
+                    for id in &padded_free {
+                        update = update.bind(id);
+                    }
+                    update.execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(free)
+            })
+            .await
     }
 
     /// The fences among `fences` whose row is no longer `processing` under that token.
@@ -790,8 +900,13 @@ impl MySqlStore {
         for id in &ids {
             query = query.bind(id);
         }
-        let held: HashSet<(i64, Option<i64>)> =
-            query.fetch_all(&self.pool).await?.into_iter().collect();
+        let held: HashSet<(i64, Option<i64>)> = self
+            .run(statement::HEARTBEAT, async |conn| {
+                query.fetch_all(conn).await
+            })
+            .await?
+            .into_iter()
+            .collect();
         Ok(fences
             .iter()
             .filter(|f| !held.contains(&(f.id, Some(f.token))))
@@ -804,11 +919,15 @@ impl MySqlStore {
     async fn priorities(&self, queue: &str, status: &str) -> Result<Vec<i16>> {
         let mut found = Vec::new();
         let mut after = i32::from(i16::MIN) - 1;
-        while let Some(priority) = sqlx::query_scalar::<_, Option<i16>>(NEXT_PRIORITY)
-            .bind(queue)
-            .bind(status)
-            .bind(after)
-            .fetch_one(&self.pool)
+        while let Some(priority) = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_scalar::<_, Option<i16>>(NEXT_PRIORITY)
+                    .bind(queue)
+                    .bind(status)
+                    .bind(after)
+                    .fetch_one(conn)
+                    .await
+            })
             .await?
         {
             found.push(priority);
@@ -819,12 +938,14 @@ impl MySqlStore {
 
     /// Runs `sql` with `? = text`; whether it matched a row.
     async fn update_text(&self, sql: &'static str, text: &str) -> Result<bool> {
-        let affected = retry_transient(statement::PAUSE, is_transient, || async {
-            sqlx::query(sql)
-                .bind(text)
-                .execute(&self.pool)
-                .await
-                .map(|r| r.rows_affected())
+        let affected = retry_transient(self.deadline, statement::PAUSE, is_transient, || {
+            self.conns.run(async |conn| {
+                sqlx::query(sql)
+                    .bind(text)
+                    .execute(conn)
+                    .await
+                    .map(|r| r.rows_affected())
+            })
         })
         .await?;
         Ok(affected == 1)
@@ -833,24 +954,31 @@ impl MySqlStore {
     /// One cancel transaction: the rows `pick` locks (with their tokens),
     /// then cancelled by id.
     async fn cancel_once(&self, pick: &Statement) -> Result<Cancelled, sqlx::Error> {
-        let mut tx = self.pool.begin_with(BEGIN_RC).await?;
-        let rows: Vec<(i64, Option<i64>)> = sqlx::query_as_with(&pick.sql, arguments(&pick.binds)?)
-            .fetch_all(&mut *tx)
-            .await?;
-        let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
-        update_ids(&mut tx, cancel_ids, &ids).await?;
-        tx.commit().await?;
-        Ok(Cancelled::of_rows(&rows))
+        self.conns
+            .run(async |conn| {
+                let mut tx = conn.begin_with(BEGIN_RC).await?;
+                let rows: Vec<(i64, Option<i64>)> =
+                    sqlx::query_as_with(&pick.sql, arguments(&pick.binds)?)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+                update_ids(&mut tx, cancel_ids, &ids).await?;
+                tx.commit().await?;
+                Ok(Cancelled::of_rows(&rows))
+            })
+            .await
     }
 
     /// Runs `sql` with `? = id`; whether it changed the row.
     async fn update_one(&self, sql: &'static str, kind: &'static str, id: i64) -> Result<bool> {
-        let affected = retry_transient(kind, is_transient, || async {
-            sqlx::query(sql)
-                .bind(id)
-                .execute(&self.pool)
-                .await
-                .map(|r| r.rows_affected())
+        let affected = retry_transient(self.deadline, kind, is_transient, || {
+            self.conns.run(async |conn| {
+                sqlx::query(sql)
+                    .bind(id)
+                    .execute(conn)
+                    .await
+                    .map(|r| r.rows_affected())
+            })
         })
         .await?;
         Ok(affected == 1)
@@ -864,35 +992,39 @@ impl MySqlStore {
     /// nothing expired takes no lock; one that stalls holds only expired
     /// rows (and MariaDB's `idle_transaction_timeout` ends it).
     async fn reap_once(&self, queue: &str, limit: u32) -> Result<u64, sqlx::Error> {
-        let candidates: Vec<i64> = sqlx::query_scalar(REAP_SELECT)
-            .bind(queue)
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-        if candidates.is_empty() {
-            return Ok(0);
-        }
-        let mut tx = self.pool.begin_with(BEGIN_RC).await?;
-        let padded_candidates = padded(&candidates);
-        let lock_sql = reap_lock(padded_candidates.len());
-        let mut lock = sqlx::query_scalar(&lock_sql);
-        for id in &padded_candidates {
-            lock = lock.bind(id);
-        }
-        let ids: Vec<i64> = lock.fetch_all(&mut *tx).await?;
-        if ids.is_empty() {
-            tx.commit().await?;
-            return Ok(0);
-        }
-        let padded_ids = padded(&ids);
-        let sql = reap_update(padded_ids.len());
-        let mut update = sqlx::query(&sql);
-        for id in &padded_ids {
-            update = update.bind(id);
-        }
-        update.execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(ids.len() as u64)
+        self.conns
+            .run(async |conn| {
+                let candidates: Vec<i64> = sqlx::query_scalar(REAP_SELECT)
+                    .bind(queue)
+                    .bind(limit)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                if candidates.is_empty() {
+                    return Ok(0);
+                }
+                let mut tx = conn.begin_with(BEGIN_RC).await?;
+                let padded_candidates = padded(&candidates);
+                let lock_sql = reap_lock(padded_candidates.len());
+                let mut lock = sqlx::query_scalar(&lock_sql);
+                for id in &padded_candidates {
+                    lock = lock.bind(id);
+                }
+                let ids: Vec<i64> = lock.fetch_all(&mut *tx).await?;
+                if ids.is_empty() {
+                    tx.commit().await?;
+                    return Ok(0);
+                }
+                let padded_ids = padded(&ids);
+                let sql = reap_update(padded_ids.len());
+                let mut update = sqlx::query(&sql);
+                for id in &padded_ids {
+                    update = update.bind(id);
+                }
+                update.execute(&mut *tx).await?;
+                tx.commit().await?;
+                Ok(ids.len() as u64)
+            })
+            .await
     }
 }
 

@@ -4,11 +4,12 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgArguments, Postgres};
-use sqlx::{Executor, Row};
+use sqlx::{Connection, Executor, Row};
 
 use super::PgStore;
 use super::sql::*;
 use crate::Result;
+use crate::metrics::statement;
 use crate::ops::Check;
 use crate::store::doctor::{
     HostClock, PlanRule, VersionNeeds, clock_check, guarded, migrations_check, names, plan_check,
@@ -54,8 +55,13 @@ const PLANS: [PlanRule; 3] = [
 impl PgStore {
     /// Every check, in report order (see `BackendStore::doctor`).
     pub(super) async fn run_doctor(&self, clock: HostClock) -> Result<Vec<Check>> {
-        let (version, _number): (String, i32) =
-            sqlx::query_as(DOCTOR_SERVER).fetch_one(&self.pool).await?;
+        // A server that does not answer this within the statement deadline
+        // fails the whole report; each check after it has a deadline of its own.
+        let (version, _number): (String, i32) = self
+            .run(statement::DOCTOR, async |conn| {
+                sqlx::query_as(DOCTOR_SERVER).fetch_one(conn).await
+            })
+            .await?;
         let needs = VersionNeeds {
             product: "PostgreSQL",
             min: (13, 0, 0),
@@ -63,31 +69,37 @@ impl PgStore {
         };
         let mut checks = vec![
             version_check(&version, &needs),
-            guarded(names::ISOLATION, self.isolation()).await,
-            guarded(names::MIGRATIONS, self.migrations()).await,
-            guarded(names::CLOCK_SKEW, self.clock_skew(clock)).await,
+            guarded(names::ISOLATION, self.deadline, self.isolation()).await,
+            guarded(names::MIGRATIONS, self.deadline, self.migrations()).await,
+            guarded(names::CLOCK_SKEW, self.deadline, self.clock_skew(clock)).await,
         ];
         for (rule, sql) in PLANS.iter().zip([CLAIM, REAP, PRUNE]) {
-            checks.push(guarded(rule.name, self.plan(rule, sql)).await);
+            checks.push(guarded(rule.name, self.deadline, self.plan(rule, sql)).await);
         }
         Ok(checks)
     }
 
     async fn isolation(&self) -> Result<Check> {
-        let level: String = sqlx::query_scalar(DOCTOR_ISOLATION)
-            .fetch_one(&self.pool)
+        let level: String = self
+            .conns
+            .run(async |conn| sqlx::query_scalar(DOCTOR_ISOLATION).fetch_one(conn).await)
             .await?;
         Ok(isolation_check(&level))
     }
 
     async fn migrations(&self) -> Result<Check> {
-        let exists: bool = sqlx::query_scalar(DOCTOR_MIGRATIONS_TABLE)
-            .fetch_one(&self.pool)
+        let exists: bool = self
+            .conns
+            .run(async |conn| {
+                sqlx::query_scalar(DOCTOR_MIGRATIONS_TABLE)
+                    .fetch_one(conn)
+                    .await
+            })
             .await?;
         let applied: Option<Vec<i64>> = if exists {
             Some(
-                sqlx::query_scalar(MIGRATIONS_APPLIED)
-                    .fetch_all(&self.pool)
+                self.conns
+                    .run(async |conn| sqlx::query_scalar(MIGRATIONS_APPLIED).fetch_all(conn).await)
                     .await?,
             )
         } else {
@@ -97,26 +109,33 @@ impl PgStore {
     }
 
     async fn clock_skew(&self, clock: HostClock) -> Result<Check> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.conns.get().await?;
         let before = clock.now();
-        let db: DateTime<Utc> = sqlx::query_scalar(DOCTOR_NOW).fetch_one(&mut *conn).await?;
+        let db = sqlx::query_scalar(DOCTOR_NOW).fetch_one(&mut *conn).await;
         let after = clock.now();
+        let db: DateTime<Utc> = conn.done(db)?;
         Ok(clock_check(db, before, after))
     }
 
     /// The EXPLAIN of one statement in a transaction that is rolled back.
     async fn plan(&self, rule: &PlanRule, sql: &'static str) -> Result<Check> {
         let text = explain(sql);
-        let mut tx = self.pool.begin().await?;
-        tx.execute(DOCTOR_PLAN_SETTINGS).await?;
-        let rows = bind_probe(sql, sqlx::query(&text))
-            .fetch_all(&mut *tx)
+        let lines = self
+            .conns
+            .run(async |conn| {
+                let mut tx = conn.begin().await?;
+                tx.execute(DOCTOR_PLAN_SETTINGS).await?;
+                let rows = bind_probe(sql, sqlx::query(&text))
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let lines = rows
+                    .iter()
+                    .map(|row| row.try_get::<String, _>(0).map(|line| plan_node(&line)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                tx.rollback().await?;
+                Ok(lines)
+            })
             .await?;
-        let lines = rows
-            .iter()
-            .map(|row| row.try_get::<String, _>(0).map(|line| plan_node(&line)))
-            .collect::<Result<Vec<_>, _>>()?;
-        tx.rollback().await?;
         Ok(plan_check(rule, &lines.join("\n")))
     }
 }

@@ -21,7 +21,16 @@ const CHANNEL: &str = "jobq";
 /// one-connection pool of its own (same connect options): parked on the
 /// store's pool it would shrink the pool the claims and settles use, and
 /// starve them in a pool of one.
-pub(super) async fn listen(store: &PgPool, queues: &[String], stop: &CancellationToken) {
+///
+/// Connecting and the LISTEN statement get the statement `deadline`;
+/// waiting for a notification has none (a quiet queue sends nothing), and
+/// ends at `stop`.
+pub(super) async fn listen(
+    store: &PgPool,
+    queues: &[String],
+    stop: &CancellationToken,
+    deadline: Duration,
+) {
     if queues.is_empty() {
         return;
     }
@@ -36,7 +45,7 @@ pub(super) async fn listen(store: &PgPool, queues: &[String], stop: &Cancellatio
         let error = tokio::select! {
             biased;
             () = stop.cancelled() => break,
-            result = forward_notifications(&pool, queues, &mut failures) => match result {
+            result = forward_notifications(&pool, queues, &mut failures, deadline) => match result {
                 Err(error) => error,
             },
         };
@@ -56,7 +65,11 @@ pub(super) async fn listen(store: &PgPool, queues: &[String], stop: &Cancellatio
             () = tokio::time::sleep(pause) => {}
         }
     }
-    pool.close().await;
+    // A listener dropped on a server that stopped answering sends its
+    // UNLISTEN in a task of its own that waits for the server, and the
+    // pool's close waits for that: closed in the background, so that a
+    // worker's shutdown does not wait with it.
+    tokio::spawn(async move { pool.close().await });
 }
 
 /// Listens until the connection fails; returns only with the error.
@@ -64,9 +77,22 @@ async fn forward_notifications(
     pool: &PgPool,
     queues: &[String],
     failures: &mut u32,
+    deadline: Duration,
 ) -> Result<Infallible, sqlx::Error> {
-    let mut listener = PgListener::connect_with(pool).await?;
-    listener.listen(CHANNEL).await?;
+    let connect = async {
+        let mut listener = PgListener::connect_with(pool).await?;
+        listener.listen(CHANNEL).await?;
+        Ok::<_, sqlx::Error>(listener)
+    };
+    let mut listener = match tokio::time::timeout(deadline, connect).await {
+        Ok(listener) => listener?,
+        Err(_elapsed) => {
+            return Err(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no LISTEN within {deadline:?}"),
+            )));
+        }
+    };
     tracing::debug!(channel = CHANNEL, "listening for PostgreSQL notifications");
     *failures = 0;
     wake_all(queues);

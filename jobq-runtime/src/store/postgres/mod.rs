@@ -42,7 +42,7 @@ use super::stash::Stash;
 use super::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable,
     QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
-    retry_transient, row_token,
+    retry_transient, row_token, within,
 };
 use crate::handle::ConnectOptions;
 use crate::metrics::statement;
@@ -89,6 +89,8 @@ pub(crate) struct PgStore {
     /// jobq's own statements take their connections here.
     conns: Stash<sqlx::Postgres>,
     notifier: Arc<Notifier>,
+    /// How long one statement may take (see [`super::within`]).
+    pub(super) deadline: Duration,
 }
 
 impl BackendStore for PgStore {
@@ -108,14 +110,17 @@ impl BackendStore for PgStore {
             .before_acquire(super::ping_if_idle::<sqlx::Postgres>)
             .connect_with(options)
             .await?;
-        Self::from_pool(pool).await
+        let mut store = Self::from_pool(pool).await?;
+        store.deadline = connect.statement_timeout;
+        Ok(store)
     }
 
     async fn from_pool(pool: PgPool) -> Result<Self> {
         Ok(Self {
-            conns: Stash::new(pool.clone()),
+            conns: Stash::new(pool.clone(), true),
             pool,
             notifier: Arc::default(),
+            deadline: crate::DEFAULT_STATEMENT_TIMEOUT,
         })
     }
 
@@ -126,27 +131,21 @@ impl BackendStore for PgStore {
     /// In one transaction under an advisory lock: DDL is transactional here,
     /// so a failed migration leaves nothing half-applied, and concurrent
     /// migrators take turns.
+    ///
+    /// Within [`MIGRATE_DEADLINE`](super::MIGRATE_DEADLINE) once it has its
+    /// connection.
     async fn migrate(&self) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(MIGRATE_LOCK).execute(&mut *tx).await?;
-        tx.execute(MIGRATIONS_TABLE).await?;
-        let applied: Vec<i64> = sqlx::query_scalar(MIGRATIONS_APPLIED)
-            .fetch_all(&mut *tx)
-            .await?;
-        for migration in migrate::pending(migrate::POSTGRES, &applied) {
-            tx.execute(migration.sql).await?;
-            sqlx::query(MIGRATION_RECORD)
-                .bind(migration.version)
-                .bind(migration.description)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        let conn = within(self.deadline, statement::MIGRATE, self.conns.get()).await?;
+        let run = async move {
+            let mut conn = conn;
+            let result = migrate_on(&mut conn).await;
+            conn.done(result)
+        };
+        within(super::MIGRATE_DEADLINE, statement::MIGRATE, run).await
     }
 
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        let enqueued = retry_transient(statement::ENQUEUE, is_transient, || async {
+        let enqueued = retry_transient(self.deadline, statement::ENQUEUE, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let sql = if job.idempotency_key.is_some() {
                 INSERT_QUIET
@@ -157,7 +156,8 @@ impl BackendStore for PgStore {
             conn.done(result)
         })
         .await?;
-        self.notifier.announce(&self.pool, [job.queue.as_str()]);
+        self.notifier
+            .announce(&self.pool, self.deadline, [job.queue.as_str()]);
         Ok(enqueued)
     }
 
@@ -165,7 +165,7 @@ impl BackendStore for PgStore {
     /// runs its statements in one transaction, so a row the server refuses
     /// leaves nothing of the batch.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let out = retry_transient(statement::ENQUEUE, is_transient, || async {
+        let out = retry_transient(self.deadline, statement::ENQUEUE, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = if jobs.len() <= INSERT_CHUNK {
                 insert_chunk(&mut conn, jobs).await
@@ -175,8 +175,11 @@ impl BackendStore for PgStore {
             conn.done(result)
         })
         .await?;
-        self.notifier
-            .announce(&self.pool, jobs.iter().map(|job| job.queue.as_str()));
+        self.notifier.announce(
+            &self.pool,
+            self.deadline,
+            jobs.iter().map(|job| job.queue.as_str()),
+        );
         Ok(out)
     }
 
@@ -187,19 +190,20 @@ impl BackendStore for PgStore {
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
         let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
         let base = new_token_base();
-        let mut rows: Vec<ClaimRow> = retry_transient(statement::CLAIM, is_transient, || async {
-            let mut conn = self.conns.get().await?;
-            let result = sqlx::query_as(CLAIM)
-                .bind(queue)
-                .bind(i64::from(limit))
-                .bind(base)
-                .bind(micros(lease))
-                .bind(worker)
-                .fetch_all(&mut *conn)
-                .await;
-            conn.done(result)
-        })
-        .await?;
+        let mut rows: Vec<ClaimRow> =
+            retry_transient(self.deadline, statement::CLAIM, is_transient, || async {
+                let mut conn = self.conns.get().await?;
+                let result = sqlx::query_as(CLAIM)
+                    .bind(queue)
+                    .bind(i64::from(limit))
+                    .bind(base)
+                    .bind(micros(lease))
+                    .bind(worker)
+                    .fetch_all(&mut *conn)
+                    .await;
+                conn.done(result)
+            })
+            .await?;
         // Handed out in the order they were picked.
         rows.sort_unstable_by_key(|row| (row.6, row.7, row.0));
         Ok(rows
@@ -225,7 +229,7 @@ impl BackendStore for PgStore {
         let mut total = 0;
         for chunk in fences.chunks(FENCE_CHUNK) {
             let (ids, tokens) = fence_arrays(chunk);
-            total += retry_transient(statement::COMPLETE, is_transient, || async {
+            total += retry_transient(self.deadline, statement::COMPLETE, is_transient, || async {
                 let mut conn = self.conns.get().await?;
                 let result = sqlx::query(COMPLETE)
                     .bind(&ids)
@@ -242,20 +246,25 @@ impl BackendStore for PgStore {
 
     async fn transition(&self, t: &Transition) -> Result<bool> {
         let status = t.target.status();
-        let affected = retry_transient(statement::TRANSITION, is_transient, || async {
-            let mut conn = self.conns.get().await?;
-            let result = sqlx::query(TRANSITION)
-                .bind(status)
-                .bind(micros(t.delay))
-                .bind(i32::from(t.refund_attempt))
-                .bind(&t.error)
-                .bind(t.fence.id)
-                .bind(t.fence.token)
-                .execute(&mut *conn)
-                .await
-                .map(|r| r.rows_affected());
-            conn.done(result)
-        })
+        let affected = retry_transient(
+            self.deadline,
+            statement::TRANSITION,
+            is_transient,
+            || async {
+                let mut conn = self.conns.get().await?;
+                let result = sqlx::query(TRANSITION)
+                    .bind(status)
+                    .bind(micros(t.delay))
+                    .bind(i32::from(t.refund_attempt))
+                    .bind(&t.error)
+                    .bind(t.fence.id)
+                    .bind(t.fence.token)
+                    .execute(&mut *conn)
+                    .await
+                    .map(|r| r.rows_affected());
+                conn.done(result)
+            },
+        )
         .await?;
         Ok(affected == 1)
     }
@@ -282,13 +291,15 @@ impl BackendStore for PgStore {
     }
 
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        retry_transient(statement::REAP, is_transient, || async {
-            sqlx::query(REAP)
-                .bind(queue)
-                .bind(i64::from(limit))
-                .execute(&self.pool)
-                .await
-                .map(|r| r.rows_affected())
+        retry_transient(self.deadline, statement::REAP, is_transient, || {
+            self.conns.run(async |conn| {
+                sqlx::query(REAP)
+                    .bind(queue)
+                    .bind(i64::from(limit))
+                    .execute(conn)
+                    .await
+                    .map(|r| r.rows_affected())
+            })
         })
         .await
     }
@@ -297,22 +308,26 @@ impl BackendStore for PgStore {
     /// `older_than` ago: [`PRUNE`] in batches for each queue with finished
     /// rows ([`PRUNE_QUEUES`]) and each status.
     async fn prune(&self, which: Prunable, older_than: Duration) -> Result<u64> {
-        let queues: Vec<String> = sqlx::query_scalar(PRUNE_QUEUES)
-            .fetch_all(&self.pool)
+        let queues: Vec<String> = self
+            .run(statement::PRUNE, async |conn| {
+                sqlx::query_scalar(PRUNE_QUEUES).fetch_all(conn).await
+            })
             .await?;
         let mut total = 0;
         for queue in &queues {
             for status in which.statuses() {
                 total += in_batches(|limit| {
-                    retry_transient(statement::PRUNE, is_transient, move || async move {
-                        sqlx::query(PRUNE)
-                            .bind(queue)
-                            .bind(status)
-                            .bind(micros(older_than))
-                            .bind(i64::from(limit))
-                            .execute(&self.pool)
-                            .await
-                            .map(|r| r.rows_affected())
+                    retry_transient(self.deadline, statement::PRUNE, is_transient, move || {
+                        self.conns.run(async move |conn| {
+                            sqlx::query(PRUNE)
+                                .bind(queue)
+                                .bind(status)
+                                .bind(micros(older_than))
+                                .bind(i64::from(limit))
+                                .execute(conn)
+                                .await
+                                .map(|r| r.rows_affected())
+                        })
                     })
                 })
                 .await?;
@@ -323,18 +338,23 @@ impl BackendStore for PgStore {
 
     /// Forwards NOTIFYs on `jobq` for `queues` (see [`listen::listen`]).
     async fn listen(&self, queues: &[String], stop: &CancellationToken) {
-        listen::listen(&self.pool, queues, stop).await;
+        listen::listen(&self.pool, queues, stop, self.deadline).await;
     }
 
     async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
-        let row = sqlx::query(JOB).bind(id).fetch_optional(&self.pool).await?;
+        let row = self
+            .run(statement::READ, async |conn| {
+                sqlx::query(JOB).bind(id).fetch_optional(conn).await
+            })
+            .await?;
         row.map(|row| job_info(&row)).transpose()
     }
 
     async fn counts(&self, queue: &str) -> Result<QueueCounts> {
-        let rows = sqlx::query_as(COUNTS)
-            .bind(queue)
-            .fetch_all(&self.pool)
+        let rows = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_as(COUNTS).bind(queue).fetch_all(conn).await
+            })
             .await?;
         super::counts(rows)
     }
@@ -349,30 +369,48 @@ impl BackendStore for PgStore {
     }
 
     async fn clock(&self) -> Result<DateTime<Utc>> {
-        Ok(sqlx::query_scalar(CLOCK).fetch_one(&self.pool).await?)
+        self.run(statement::READ, async |conn| {
+            sqlx::query_scalar(CLOCK).fetch_one(conn).await
+        })
+        .await
     }
 
     async fn queues_with_rows(&self) -> Result<Vec<String>> {
-        Ok(sqlx::query_scalar(QUEUES).fetch_all(&self.pool).await?)
+        self.run(statement::READ, async |conn| {
+            sqlx::query_scalar(QUEUES).fetch_all(conn).await
+        })
+        .await
     }
 
     /// [`STATS_LIVE`], [`STATS_FINISHED`] and [`STATS_PER_MINUTE`].
     async fn queue_figures(&self, queue: &str, window: StatsWindow) -> Result<QueueFigures> {
         type LiveRow = (String, i64, i64, i64, Option<DateTime<Utc>>);
-        let live: Vec<LiveRow> = sqlx::query_as(STATS_LIVE)
-            .bind(queue)
-            .bind(window.now)
-            .fetch_all(&self.pool)
+        let live: Vec<LiveRow> = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_as(STATS_LIVE)
+                    .bind(queue)
+                    .bind(window.now)
+                    .fetch_all(conn)
+                    .await
+            })
             .await?;
-        let (done, failed, cancelled) = sqlx::query_as::<_, (i64, i64, i64)>(STATS_FINISHED)
-            .bind(queue)
-            .bind(window.cap)
-            .fetch_one(&self.pool)
+        let (done, failed, cancelled) = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_as::<_, (i64, i64, i64)>(STATS_FINISHED)
+                    .bind(queue)
+                    .bind(window.cap)
+                    .fetch_one(conn)
+                    .await
+            })
             .await?;
-        let per_minute = sqlx::query_as(STATS_PER_MINUTE)
-            .bind(queue)
-            .bind(window.since)
-            .fetch_all(&self.pool)
+        let per_minute = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_as(STATS_PER_MINUTE)
+                    .bind(queue)
+                    .bind(window.since)
+                    .fetch_all(conn)
+                    .await
+            })
             .await?;
         Ok(QueueFigures {
             queue: queue.to_owned(),
@@ -389,25 +427,31 @@ impl BackendStore for PgStore {
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
         if paused {
-            retry_transient(statement::PAUSE, is_transient, || async {
-                sqlx::query(QUEUE_ROW).bind(queue).execute(&self.pool).await
+            retry_transient(self.deadline, statement::PAUSE, is_transient, || {
+                self.conns
+                    .run(async |conn| sqlx::query(QUEUE_ROW).bind(queue).execute(conn).await)
             })
             .await?;
         }
         let sql = if paused { PAUSE } else { RESUME };
-        let affected = retry_transient(statement::PAUSE, is_transient, || async {
-            sqlx::query(sql)
-                .bind(queue)
-                .execute(&self.pool)
-                .await
-                .map(|r| r.rows_affected())
+        let affected = retry_transient(self.deadline, statement::PAUSE, is_transient, || {
+            self.conns.run(async |conn| {
+                sqlx::query(sql)
+                    .bind(queue)
+                    .execute(conn)
+                    .await
+                    .map(|r| r.rows_affected())
+            })
         })
         .await?;
         Ok(affected == 1)
     }
 
     async fn paused_queues(&self) -> Result<Vec<String>> {
-        Ok(sqlx::query_scalar(PAUSED).fetch_all(&self.pool).await?)
+        self.run(statement::READ, async |conn| {
+            sqlx::query_scalar(PAUSED).fetch_all(conn).await
+        })
+        .await
     }
 
     fn filtered(&self) -> &'static Filtered {
@@ -415,15 +459,23 @@ impl BackendStore for PgStore {
     }
 
     async fn list(&self, statement: &Statement) -> Result<Vec<JobInfo>> {
-        let rows = sqlx::query_with(&statement.sql, arguments(&statement.binds)?)
-            .fetch_all(&self.pool)
+        let args = arguments(&statement.binds)?;
+        let rows = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_with(&statement.sql, args).fetch_all(conn).await
+            })
             .await?;
         rows.iter().map(job_info).collect()
     }
 
     async fn count_where(&self, statement: &Statement) -> Result<u64> {
-        let n: i64 = sqlx::query_scalar_with(&statement.sql, arguments(&statement.binds)?)
-            .fetch_one(&self.pool)
+        let args = arguments(&statement.binds)?;
+        let n: i64 = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_scalar_with(&statement.sql, args)
+                    .fetch_one(conn)
+                    .await
+            })
             .await?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
@@ -431,10 +483,12 @@ impl BackendStore for PgStore {
     /// One statement: the batch picked in id order (`SKIP LOCKED`) and
     /// retried by primary key.
     async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)> {
-        let ids: Vec<i64> = retry_transient(statement::RETRY, is_transient, || async {
-            sqlx::query_scalar_with(&statement.sql, arguments(&statement.binds)?)
-                .fetch_all(&self.pool)
-                .await
+        let ids: Vec<i64> = retry_transient(self.deadline, statement::RETRY, is_transient, || {
+            self.conns.run(async |conn| {
+                sqlx::query_scalar_with(&statement.sql, arguments(&statement.binds)?)
+                    .fetch_all(conn)
+                    .await
+            })
         })
         .await?;
         Ok((ids.len() as u64, ids.iter().copied().max()))
@@ -444,10 +498,12 @@ impl BackendStore for PgStore {
     /// the picked ones it changed, with the tokens they had.
     async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled> {
         let rows: Vec<(i64, Option<i64>)> =
-            retry_transient(statement::CANCEL, is_transient, || async {
-                sqlx::query_as_with(&statement.sql, arguments(&statement.binds)?)
-                    .fetch_all(&self.pool)
-                    .await
+            retry_transient(self.deadline, statement::CANCEL, is_transient, || {
+                self.conns.run(async |conn| {
+                    sqlx::query_as_with(&statement.sql, arguments(&statement.binds)?)
+                        .fetch_all(conn)
+                        .await
+                })
             })
             .await?;
         Ok(Cancelled::of_rows(&rows))
@@ -462,6 +518,16 @@ impl BackendStore for PgStore {
 }
 
 impl PgStore {
+    /// Runs `work` on one of jobq's connections [`within`] the statement
+    /// deadline: one statement.
+    async fn run<T>(
+        &self,
+        statement: &'static str,
+        work: impl AsyncFnOnce(&mut PgConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T> {
+        within(self.deadline, statement, self.conns.run(work)).await
+    }
+
     /// Runs `sql` (a lease renewal returning `id, lease_token` of the rows
     /// it renewed) for one chunk of fences; the fences it renewed.
     async fn renew(
@@ -471,16 +537,21 @@ impl PgStore {
         lease: Duration,
     ) -> Result<Vec<Fence>> {
         let (ids, tokens) = fence_arrays(chunk);
-        let rows: Vec<(i64, i64)> = retry_transient(statement::HEARTBEAT, is_transient, || async {
-            let mut conn = self.conns.get().await?;
-            let result = sqlx::query_as(sql)
-                .bind(&ids)
-                .bind(&tokens)
-                .bind(micros(lease))
-                .fetch_all(&mut *conn)
-                .await;
-            conn.done(result)
-        })
+        let rows: Vec<(i64, i64)> = retry_transient(
+            self.deadline,
+            statement::HEARTBEAT,
+            is_transient,
+            || async {
+                let mut conn = self.conns.get().await?;
+                let result = sqlx::query_as(sql)
+                    .bind(&ids)
+                    .bind(&tokens)
+                    .bind(micros(lease))
+                    .fetch_all(&mut *conn)
+                    .await;
+                conn.done(result)
+            },
+        )
         .await?;
         Ok(rows
             .into_iter()
@@ -490,16 +561,38 @@ impl PgStore {
 
     /// Runs `sql` with `$1 = id`; whether it changed the row.
     async fn update_one(&self, sql: &'static str, kind: &'static str, id: i64) -> Result<bool> {
-        let affected = retry_transient(kind, is_transient, || async {
-            sqlx::query(sql)
-                .bind(id)
-                .execute(&self.pool)
-                .await
-                .map(|r| r.rows_affected())
+        let affected = retry_transient(self.deadline, kind, is_transient, || {
+            self.conns.run(async |conn| {
+                sqlx::query(sql)
+                    .bind(id)
+                    .execute(conn)
+                    .await
+                    .map(|r| r.rows_affected())
+            })
         })
         .await?;
         Ok(affected == 1)
     }
+}
+
+/// The migrations not applied yet, in one transaction on `conn` under an
+/// advisory lock.
+async fn migrate_on(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    sqlx::query(MIGRATE_LOCK).execute(&mut *tx).await?;
+    tx.execute(MIGRATIONS_TABLE).await?;
+    let applied: Vec<i64> = sqlx::query_scalar(MIGRATIONS_APPLIED)
+        .fetch_all(&mut *tx)
+        .await?;
+    for migration in migrate::pending(migrate::POSTGRES, &applied) {
+        tx.execute(migration.sql).await?;
+        sqlx::query(MIGRATION_RECORD)
+            .bind(migration.version)
+            .bind(migration.description)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await
 }
 
 /// The values of a filtered statement.

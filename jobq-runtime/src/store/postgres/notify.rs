@@ -9,6 +9,9 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{Executor, PgPool};
 
 use super::sql::{NOTIFIER_SESSION, NOTIFY};
+use crate::metrics::statement;
+use crate::store::stash::Closing;
+use crate::store::within;
 
 /// Least time between two NOTIFYs of one store: an enqueue after a quiet
 /// spell is announced at once, then at most one NOTIFY per pause. The pause
@@ -68,6 +71,7 @@ impl Notifier {
     pub(super) fn announce<'q>(
         self: &Arc<Self>,
         pool: &PgPool,
+        deadline: Duration,
         queues: impl IntoIterator<Item = &'q str>,
     ) {
         let mut state = self.state();
@@ -99,10 +103,13 @@ impl Notifier {
                     .connect_lazy_with((*pool.connect_options()).clone())
             })
             .clone();
-        tokio::spawn(async move { notifier.send(&pool).await });
+        tokio::spawn(async move { notifier.send(&pool, deadline).await });
     }
 
-    async fn send(&self, pool: &PgPool) {
+    /// Sends until nothing is left to announce, each NOTIFY within
+    /// `deadline` (the store's statement deadline; past it the connection
+    /// is closed and the queues are left to the workers' polling).
+    async fn send(&self, pool: &PgPool, deadline: Duration) {
         let mut pause = NOTIFY_PAUSE;
         loop {
             let queues: Vec<String> = {
@@ -114,7 +121,10 @@ impl Notifier {
                 state.enqueues = 0;
                 std::mem::take(&mut state.queues).into_iter().collect()
             };
-            if let Err(error) = sqlx::query(NOTIFY).bind(&queues).execute(pool).await {
+            let notify = Closing::run(pool, async |conn| {
+                sqlx::query(NOTIFY).bind(&queues).execute(conn).await
+            });
+            if let Err(error) = within(deadline, statement::NOTIFY, notify).await {
                 tracing::warn!(
                     error = &error as &dyn std::error::Error,
                     ?queues,

@@ -8,6 +8,7 @@ use sqlx::Row;
 use super::SqliteStore;
 use super::sql::*;
 use crate::Result;
+use crate::metrics::statement;
 use crate::ops::Check;
 use crate::store::doctor::{
     PlanRule, VersionNeeds, guarded, migrations_check, names, plan_check, version_check,
@@ -46,7 +47,11 @@ const PLANS: [PlanRule; 3] = [
 impl SqliteStore {
     /// Every check, in report order (see `BackendStore::doctor`).
     pub(super) async fn run_doctor(&self) -> Result<Vec<Check>> {
-        let version: String = sqlx::query_scalar(VERSION).fetch_one(&self.pool).await?;
+        let version: String = self
+            .run(statement::DOCTOR, async |conn| {
+                sqlx::query_scalar(VERSION).fetch_one(conn).await
+            })
+            .await?;
         let (major, minor) = super::MIN_VERSION;
         let needs = VersionNeeds {
             product: "SQLite",
@@ -59,31 +64,41 @@ impl SqliteStore {
                 names::ISOLATION,
                 "serializable: one writer at a time, multi-statement writes BEGIN IMMEDIATE",
             ),
-            guarded(names::JOURNAL_MODE, self.journal_mode()).await,
-            guarded(names::MIGRATIONS, self.migrations()).await,
+            guarded(names::JOURNAL_MODE, self.deadline, self.journal_mode()).await,
+            guarded(names::MIGRATIONS, self.deadline, self.migrations()).await,
             Check::ok(names::CLOCK_SKEW, "one clock: SQLite times are this host's"),
         ];
         for (rule, sql) in PLANS.iter().zip([PICK, REAP, PRUNE]) {
-            checks.push(guarded(rule.name, self.plan(rule, sql)).await);
+            checks.push(guarded(rule.name, self.deadline, self.plan(rule, sql)).await);
         }
         Ok(checks)
     }
 
     async fn journal_mode(&self) -> Result<Check> {
-        let mode: String = sqlx::query_scalar(DOCTOR_JOURNAL_MODE)
-            .fetch_one(&self.pool)
+        let mode: String = self
+            .conns
+            .run(async |conn| {
+                sqlx::query_scalar(DOCTOR_JOURNAL_MODE)
+                    .fetch_one(conn)
+                    .await
+            })
             .await?;
         Ok(journal_mode_check(&mode))
     }
 
     async fn migrations(&self) -> Result<Check> {
-        let exists: i64 = sqlx::query_scalar(DOCTOR_MIGRATIONS_TABLE)
-            .fetch_one(&self.pool)
+        let exists: i64 = self
+            .conns
+            .run(async |conn| {
+                sqlx::query_scalar(DOCTOR_MIGRATIONS_TABLE)
+                    .fetch_one(conn)
+                    .await
+            })
             .await?;
         let applied: Option<Vec<i64>> = if exists > 0 {
             Some(
-                sqlx::query_scalar(MIGRATIONS_APPLIED)
-                    .fetch_all(&self.pool)
+                self.conns
+                    .run(async |conn| sqlx::query_scalar(MIGRATIONS_APPLIED).fetch_all(conn).await)
                     .await?,
             )
         } else {

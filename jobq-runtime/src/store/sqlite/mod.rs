@@ -41,7 +41,7 @@ use super::stash::Stash;
 use super::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable,
     QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
-    retry_transient, row_token,
+    retry_transient, row_token, within,
 };
 use crate::handle::ConnectOptions;
 use crate::metrics::statement;
@@ -109,6 +109,9 @@ pub(crate) struct SqliteStore {
     /// Stops the checkpointer task (pools jobq opened on a file) when the
     /// last clone of the store is dropped.
     _checkpointer: Option<Arc<DropGuard>>,
+    /// How long one statement or short transaction may take (see
+    /// [`super::within`]).
+    pub(super) deadline: Duration,
 }
 
 impl BackendStore for SqliteStore {
@@ -156,12 +159,17 @@ impl BackendStore for SqliteStore {
             // Processes opening a new file at once race to switch it to WAL;
             // the loser is told the database is busy without SQLite waiting
             // out the busy timeout, so the connect is tried again.
-            let pool = retry_transient(statement::CONNECT, is_transient, || {
-                SqlitePoolOptions::new()
-                    .test_before_acquire(false)
-                    .max_connections(max_connections)
-                    .connect_with(options.clone())
-            })
+            let pool = retry_transient(
+                connect.statement_timeout,
+                statement::CONNECT,
+                is_transient,
+                || {
+                    SqlitePoolOptions::new()
+                        .test_before_acquire(false)
+                        .max_connections(max_connections)
+                        .connect_with(options.clone())
+                },
+            )
             .await?;
             let mut store = Self::from_pool(pool).await?;
             let stop = CancellationToken::new();
@@ -170,9 +178,12 @@ impl BackendStore for SqliteStore {
                 stop.clone(),
             ));
             store._checkpointer = Some(Arc::new(stop.drop_guard()));
+            store.deadline = connect.statement_timeout;
             return Ok(store);
         };
-        Self::from_pool(pool).await
+        let mut store = Self::from_pool(pool).await?;
+        store.deadline = connect.statement_timeout;
+        Ok(store)
     }
 
     /// Uses the caller's pool; checks that its SQLite has `RETURNING`.
@@ -187,12 +198,13 @@ impl BackendStore for SqliteStore {
             });
         }
         Ok(Self {
-            conns: Stash::new(pool.clone()),
+            conns: Stash::new(pool.clone(), false),
             pool,
             writes: Arc::default(),
             queued: Arc::default(),
             queued_seq: Arc::default(),
             _checkpointer: None,
+            deadline: crate::DEFAULT_STATEMENT_TIMEOUT,
         })
     }
 
@@ -202,23 +214,17 @@ impl BackendStore for SqliteStore {
 
     /// Inside one `BEGIN IMMEDIATE` transaction: processes migrating a new
     /// file at once take turns, and the later ones find everything applied.
+    ///
+    /// Within [`MIGRATE_DEADLINE`](super::MIGRATE_DEADLINE) once it has its
+    /// connection.
     async fn migrate(&self) -> Result<()> {
-        let mut tx = self.pool.begin_with(BEGIN_IMMEDIATE).await?;
-        tx.execute(MIGRATIONS_TABLE).await?;
-        let applied: Vec<i64> = sqlx::query_scalar(MIGRATIONS_APPLIED)
-            .fetch_all(&mut *tx)
-            .await?;
-        for migration in migrate::pending(migrate::SQLITE, &applied) {
-            tx.execute(migration.sql).await?;
-            sqlx::query(MIGRATION_RECORD)
-                .bind(migration.version)
-                .bind(migration.description)
-                .bind(now_micros())
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        let conn = within(self.deadline, statement::MIGRATE, self.conns.get()).await?;
+        let run = async move {
+            let mut conn = conn;
+            let result = migrate_on(&mut conn).await;
+            conn.done(result)
+        };
+        within(super::MIGRATE_DEADLINE, statement::MIGRATE, run).await
     }
 
     /// Concurrent enqueues share a write (see [`shared_write`]).
@@ -232,10 +238,12 @@ impl BackendStore for SqliteStore {
     /// database refuses leaves nothing of the batch behind.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         if jobs.len() <= INSERT_CHUNK {
-            return retry_transient(statement::ENQUEUE, is_transient, || self.insert_each(jobs))
-                .await;
+            return retry_transient(self.deadline, statement::ENQUEUE, is_transient, || {
+                self.insert_each(jobs)
+            })
+            .await;
         }
-        retry_transient(statement::ENQUEUE, is_transient, || async {
+        retry_transient(self.deadline, statement::ENQUEUE, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = insert_chunks(&mut conn, jobs).await;
@@ -256,7 +264,7 @@ impl BackendStore for SqliteStore {
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
         let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
         let base = new_token_base();
-        let jobs = retry_transient(statement::CLAIM, is_transient, || async {
+        let jobs = retry_transient(self.deadline, statement::CLAIM, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = claim_on(&mut conn, queue, limit, lease, worker, base).await;
@@ -289,7 +297,7 @@ impl BackendStore for SqliteStore {
         let mut total = 0;
         for chunk in fences.chunks(IN_CHUNK) {
             let update = Fenced::new(COMPLETE, chunk);
-            total += retry_transient(statement::COMPLETE, is_transient, || async {
+            total += retry_transient(self.deadline, statement::COMPLETE, is_transient, || async {
                 let _turn = self.writes.lock().await;
                 let mut conn = self.conns.get().await?;
                 let result = update.query(now_micros()).execute(&mut *conn).await;
@@ -302,22 +310,27 @@ impl BackendStore for SqliteStore {
 
     async fn transition(&self, t: &Transition) -> Result<bool> {
         let status = t.target.status();
-        let affected = retry_transient(statement::TRANSITION, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let now = now_micros();
-            let result = sqlx::query(TRANSITION)
-                .bind(status)
-                .bind(now.saturating_add(micros(t.delay)))
-                .bind(i32::from(t.refund_attempt))
-                .bind(&t.error)
-                .bind(now)
-                .bind(t.fence.id)
-                .bind(t.fence.token)
-                .execute(&mut *conn)
-                .await;
-            Ok(conn.done(result)?.rows_affected())
-        })
+        let affected = retry_transient(
+            self.deadline,
+            statement::TRANSITION,
+            is_transient,
+            || async {
+                let _turn = self.writes.lock().await;
+                let mut conn = self.conns.get().await?;
+                let now = now_micros();
+                let result = sqlx::query(TRANSITION)
+                    .bind(status)
+                    .bind(now.saturating_add(micros(t.delay)))
+                    .bind(i32::from(t.refund_attempt))
+                    .bind(&t.error)
+                    .bind(now)
+                    .bind(t.fence.id)
+                    .bind(t.fence.token)
+                    .execute(&mut *conn)
+                    .await;
+                Ok(conn.done(result)?.rows_affected())
+            },
+        )
         .await?;
         Ok(affected == 1)
     }
@@ -328,8 +341,11 @@ impl BackendStore for SqliteStore {
         let mut lost = Vec::new();
         for chunk in fences.chunks(IN_CHUNK) {
             let update = Fenced::new(HEARTBEAT, chunk);
-            let held: HashSet<Fence> =
-                retry_transient(statement::HEARTBEAT, is_transient, || async {
+            let held: HashSet<Fence> = retry_transient(
+                self.deadline,
+                statement::HEARTBEAT,
+                is_transient,
+                || async {
                     let _turn = self.writes.lock().await;
                     let mut conn = self.conns.get().await?;
                     let result = update
@@ -345,8 +361,9 @@ impl BackendStore for SqliteStore {
                             })
                         })
                         .collect()
-                })
-                .await?;
+                },
+            )
+            .await?;
             lost.extend(chunk.iter().filter(|f| !held.contains(f)).copied());
         }
         Ok(lost)
@@ -363,7 +380,7 @@ impl BackendStore for SqliteStore {
     }
 
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        retry_transient(statement::REAP, is_transient, || async {
+        retry_transient(self.deadline, statement::REAP, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = sqlx::query(REAP)
@@ -385,14 +402,19 @@ impl BackendStore for SqliteStore {
     async fn listen(&self, _queues: &[String], _stop: &CancellationToken) {}
 
     async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
-        let row = sqlx::query(JOB).bind(id).fetch_optional(&self.pool).await?;
+        let row = self
+            .run(statement::READ, async |conn| {
+                sqlx::query(JOB).bind(id).fetch_optional(conn).await
+            })
+            .await?;
         row.map(|row| job_info(&row)).transpose()
     }
 
     async fn counts(&self, queue: &str) -> Result<QueueCounts> {
-        let rows = sqlx::query_as(COUNTS)
-            .bind(queue)
-            .fetch_all(&self.pool)
+        let rows = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_as(COUNTS).bind(queue).fetch_all(conn).await
+            })
             .await?;
         super::counts(rows)
     }
@@ -412,7 +434,10 @@ impl BackendStore for SqliteStore {
     }
 
     async fn queues_with_rows(&self) -> Result<Vec<String>> {
-        Ok(sqlx::query_scalar(QUEUES).fetch_all(&self.pool).await?)
+        self.run(statement::READ, async |conn| {
+            sqlx::query_scalar(QUEUES).fetch_all(conn).await
+        })
+        .await
     }
 
     /// [`STATS_LIVE`], [`STATS_FINISHED`], then the priorities of the
@@ -422,22 +447,34 @@ impl BackendStore for SqliteStore {
         let now = window.now.timestamp_micros();
         let since = window.since.timestamp_micros();
         type LiveRow = (String, i64, Option<i64>, Option<i64>, Option<i64>);
-        let live: Vec<LiveRow> = sqlx::query_as(STATS_LIVE)
-            .bind(queue)
-            .bind(now)
-            .fetch_all(&self.pool)
+        let live: Vec<LiveRow> = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_as(STATS_LIVE)
+                    .bind(queue)
+                    .bind(now)
+                    .fetch_all(conn)
+                    .await
+            })
             .await?;
-        let (done, failed, cancelled) = sqlx::query_as::<_, (i64, i64, i64)>(STATS_FINISHED)
-            .bind(queue)
-            .bind(window.cap)
-            .fetch_one(&self.pool)
+        let (done, failed, cancelled) = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_as::<_, (i64, i64, i64)>(STATS_FINISHED)
+                    .bind(queue)
+                    .bind(window.cap)
+                    .fetch_one(conn)
+                    .await
+            })
             .await?;
         let mut priorities: Vec<i64> = Vec::new();
         for status in ["done", "failed"] {
-            let found: Vec<i64> = sqlx::query_scalar(PRIORITIES)
-                .bind(queue)
-                .bind(status)
-                .fetch_all(&self.pool)
+            let found: Vec<i64> = self
+                .run(statement::READ, async |conn| {
+                    sqlx::query_scalar(PRIORITIES)
+                        .bind(queue)
+                        .bind(status)
+                        .fetch_all(conn)
+                        .await
+                })
                 .await?;
             priorities.extend(found);
         }
@@ -446,12 +483,15 @@ impl BackendStore for SqliteStore {
         let per_minute = if priorities.is_empty() {
             Vec::new()
         } else {
-            sqlx::query_as(STATS_PER_MINUTE)
-                .bind(since)
-                .bind(queue)
-                .bind(json_list(&priorities))
-                .fetch_all(&self.pool)
-                .await?
+            self.run(statement::READ, async |conn| {
+                sqlx::query_as(STATS_PER_MINUTE)
+                    .bind(since)
+                    .bind(queue)
+                    .bind(json_list(&priorities))
+                    .fetch_all(conn)
+                    .await
+            })
+            .await?
         };
         Ok(QueueFigures {
             queue: queue.to_owned(),
@@ -467,7 +507,7 @@ impl BackendStore for SqliteStore {
     }
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
-        let affected = retry_transient(statement::PAUSE, is_transient, || async {
+        let affected = retry_transient(self.deadline, statement::PAUSE, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = set_paused(&mut conn, queue, paused).await;
@@ -478,7 +518,10 @@ impl BackendStore for SqliteStore {
     }
 
     async fn paused_queues(&self) -> Result<Vec<String>> {
-        Ok(sqlx::query_scalar(PAUSED).fetch_all(&self.pool).await?)
+        self.run(statement::READ, async |conn| {
+            sqlx::query_scalar(PAUSED).fetch_all(conn).await
+        })
+        .await
     }
 
     fn filtered(&self) -> &'static Filtered {
@@ -486,42 +529,51 @@ impl BackendStore for SqliteStore {
     }
 
     async fn list(&self, statement: &Statement) -> Result<Vec<JobInfo>> {
-        let rows = sqlx::query_with(&statement.sql, arguments(None, &statement.binds)?)
-            .fetch_all(&self.pool)
+        let args = arguments(None, &statement.binds)?;
+        let rows = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_with(&statement.sql, args).fetch_all(conn).await
+            })
             .await?;
         rows.iter().map(job_info).collect()
     }
 
     async fn count_where(&self, statement: &Statement) -> Result<u64> {
-        let n: i64 = sqlx::query_scalar_with(&statement.sql, arguments(None, &statement.binds)?)
-            .fetch_one(&self.pool)
+        let args = arguments(None, &statement.binds)?;
+        let n: i64 = self
+            .run(statement::READ, async |conn| {
+                sqlx::query_scalar_with(&statement.sql, args)
+                    .fetch_one(conn)
+                    .await
+            })
             .await?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
     /// One statement (`?1` now): the batch picked and retried.
     async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)> {
-        let ids: Vec<i64> = retry_transient(statement::RETRY, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let result = match arguments(Some(now_micros()), &statement.binds) {
-                Ok(args) => {
-                    sqlx::query_scalar_with(&statement.sql, args)
-                        .fetch_all(&mut *conn)
-                        .await
-                }
-                Err(error) => Err(error),
-            };
-            conn.done(result)
-        })
-        .await?;
+        let ids: Vec<i64> =
+            retry_transient(self.deadline, statement::RETRY, is_transient, || async {
+                let _turn = self.writes.lock().await;
+                let mut conn = self.conns.get().await?;
+                let result = match arguments(Some(now_micros()), &statement.binds) {
+                    Ok(args) => {
+                        sqlx::query_scalar_with(&statement.sql, args)
+                            .fetch_all(&mut *conn)
+                            .await
+                    }
+                    Err(error) => Err(error),
+                };
+                conn.done(result)
+            })
+            .await?;
         Ok((ids.len() as u64, ids.iter().copied().max()))
     }
 
     /// One `BEGIN IMMEDIATE` transaction: the rows `pick` selects, with
     /// their tokens, then cancelled.
     async fn cancel_batch(&self, pick: &Statement) -> Result<Cancelled> {
-        retry_transient(statement::CANCEL, is_transient, || async {
+        retry_transient(self.deadline, statement::CANCEL, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = cancel_picked(&mut conn, pick).await;
@@ -564,6 +616,16 @@ async fn set_paused(
 }
 
 impl SqliteStore {
+    /// Runs `work` on one of jobq's connections [`within`] the statement
+    /// deadline: one statement.
+    async fn run<T>(
+        &self,
+        statement: &'static str,
+        work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T> {
+        within(self.deadline, statement, self.conns.run(work)).await
+    }
+
     /// One INSERT per row in one `BEGIN IMMEDIATE` transaction: results in
     /// input order without relying on the order of a multi-row `RETURNING`.
     async fn insert_each(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
@@ -586,7 +648,7 @@ impl SqliteStore {
 
     /// Runs `sql` with `?1` = now and `?2` = `id`; `true` if it changed the row.
     async fn update_one(&self, sql: &str, kind: &'static str, id: i64) -> Result<bool> {
-        let affected = retry_transient(kind, is_transient, || async {
+        let affected = retry_transient(self.deadline, kind, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = sqlx::query(sql)
@@ -605,7 +667,7 @@ impl SqliteStore {
         // `IN (?2, ?3)`: one status is given twice.
         let statuses = which.statuses();
         let (a, b) = (statuses[0], statuses[statuses.len() - 1]);
-        let deleted = retry_transient(statement::PRUNE, is_transient, || async {
+        let deleted = retry_transient(self.deadline, statement::PRUNE, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = sqlx::query(PRUNE)
@@ -620,6 +682,26 @@ impl SqliteStore {
         .await?;
         Ok(deleted)
     }
+}
+
+/// The migrations not applied yet, in one `BEGIN IMMEDIATE` transaction on
+/// `conn`: processes migrating a new file at once take turns.
+async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
+    tx.execute(MIGRATIONS_TABLE).await?;
+    let applied: Vec<i64> = sqlx::query_scalar(MIGRATIONS_APPLIED)
+        .fetch_all(&mut *tx)
+        .await?;
+    for migration in migrate::pending(migrate::SQLITE, &applied) {
+        tx.execute(migration.sql).await?;
+        sqlx::query(MIGRATION_RECORD)
+            .bind(migration.version)
+            .bind(migration.description)
+            .bind(now_micros())
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await
 }
 
 /// Every chunk of `jobs` in one `BEGIN IMMEDIATE` transaction on `conn`:

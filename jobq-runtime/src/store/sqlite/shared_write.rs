@@ -68,12 +68,13 @@ impl SqliteStore {
             if mine && batch.len() == 1 {
                 // Only this enqueue's own row: written here, with nobody
                 // else's answer riding on this future.
-                let result = retry_transient(statement::ENQUEUE, is_transient, || async {
-                    let mut conn = self.conns.get().await?;
-                    let result = insert_row(&mut conn, job, now_micros()).await;
-                    conn.done(result)
-                })
-                .await;
+                let result =
+                    retry_transient(self.deadline, statement::ENQUEUE, is_transient, || async {
+                        let mut conn = self.conns.get().await?;
+                        let result = insert_row(&mut conn, job, now_micros()).await;
+                        conn.done(result)
+                    })
+                    .await;
                 drop(turn);
                 return result;
             }
@@ -101,7 +102,7 @@ impl SqliteStore {
     async fn write_shared(&self, batch: Vec<Queued>) {
         let jobs: Vec<NewJob> = batch.iter().map(|q| q.job.clone()).collect();
         let keyless = jobs.iter().all(|job| job.idempotency_key.is_none());
-        let together = retry_transient(statement::ENQUEUE, is_transient, || async {
+        let together = retry_transient(self.deadline, statement::ENQUEUE, is_transient, || async {
             let mut conn = self.conns.get().await?;
             let result = if keyless {
                 insert_keyless(&mut conn, &jobs).await
@@ -117,13 +118,26 @@ impl SqliteStore {
                     let _ = queued.reply.send(Ok(result));
                 }
             }
+            // No answer in time: row by row would wait as long for each.
+            Err(Error::StatementTimeout { statement, timeout }) => {
+                for queued in batch {
+                    let _ = queued
+                        .reply
+                        .send(Err(Error::StatementTimeout { statement, timeout }));
+                }
+            }
             Err(_) => {
                 for queued in batch {
-                    let result = retry_transient(statement::ENQUEUE, is_transient, || async {
-                        let mut conn = self.conns.get().await?;
-                        let result = insert_row(&mut conn, &queued.job, now_micros()).await;
-                        conn.done(result)
-                    })
+                    let result = retry_transient(
+                        self.deadline,
+                        statement::ENQUEUE,
+                        is_transient,
+                        || async {
+                            let mut conn = self.conns.get().await?;
+                            let result = insert_row(&mut conn, &queued.job, now_micros()).await;
+                            conn.done(result)
+                        },
+                    )
                     .await;
                     let _ = queued.reply.send(result);
                 }

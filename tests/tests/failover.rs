@@ -230,6 +230,10 @@ async fn a_pool_that_starts_on_a_later_node_moves_back_when_the_first_is_ready()
     jobq.enqueue_with(Record::new(0), on(&queue))
         .await
         .expect("enqueue on the second node");
+    sqlx::query("SELECT 1")
+        .execute(jobq.mysql_pool().expect("a MySQL handle"))
+        .await
+        .expect("the application's pool on the second node");
 
     first.restart().await;
     let back = eventually(Duration::from_secs(15), || async {
@@ -251,6 +255,11 @@ async fn a_pool_that_starts_on_a_later_node_moves_back_when_the_first_is_ready()
         .id;
     assert!(jobq.job(id).await.expect("read").is_some());
     assert_eq!(jobq.counts(&queue).await.expect("counts").pending, 2);
+    // The application's pool (`Jobq::mysql_pool`) moved with jobq's.
+    sqlx::query("SELECT 1")
+        .execute(jobq.mysql_pool().expect("a MySQL handle"))
+        .await
+        .expect("the application's pool on the first node");
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "the calls ran on the first node at once, took {:?}",

@@ -337,11 +337,17 @@ impl Shared {
     }
 
     /// How long before its lease can end a worker stops an attempt it could
-    /// not renew (a tenth of the lease): the reaper of another worker may
+    /// not renew: a tenth of the lease (the reaper of another worker may
     /// take the job the moment the lease has ended, and this worker's clock,
-    /// timers and scheduling are a little late.
+    /// timers and scheduling are a little late), but no more than half the
+    /// time a heartbeat leaves to spare, so that a heartbeat interval close
+    /// to the lease does not stop attempts whose renewal is on its way.
     pub(super) fn lease_margin(&self) -> Duration {
-        self.settings.lease / 10
+        let spare = self
+            .settings
+            .lease
+            .saturating_sub(self.settings.heartbeat_interval());
+        (self.settings.lease / 10).min(spare / 2)
     }
 
     /// The soonest moment a running attempt must stop because its lease

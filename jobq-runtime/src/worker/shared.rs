@@ -386,11 +386,11 @@ impl Shared {
             }
         }
         drop(held);
-        if !unrenewed.is_empty() {
+        for fence in &unrenewed {
             quietly(|| {
                 tracing::warn!(
-                    jobs = unrenewed.len(),
-                    "leases not renewed in time (the database did not answer) may end now; stopping those attempts without settling them, the reaper returns their jobs"
+                    job.id = fence.id,
+                    "lease lost: not renewed in time (the database did not answer) and it may end now; stopping the attempt without settling it, the reaper returns the job"
                 );
             });
         }

@@ -117,12 +117,15 @@ async fn record(ctx: &JobContext, recorder: State<Recorder>, n: u64) {
     tokio::time::sleep(Duration::from_millis(2)).await;
 }
 
-/// When each attempt of a job started and, if it was stopped, when.
+/// An attempt: its number, when it started and, if it was stopped, when.
+type Run = (u32, Instant, Option<Instant>);
+
+/// The attempts of a job, in the order they started.
 #[derive(Debug, Clone, Default)]
-struct Attempts(Arc<Mutex<Vec<(u32, Instant, Option<Instant>)>>>);
+struct Attempts(Arc<Mutex<Vec<Run>>>);
 
 impl Attempts {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u32, Instant, Option<Instant>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Run>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -213,7 +213,11 @@ impl WorkerBuilder {
         self
     }
 
-    /// How long [`Worker::run_until`] lets running jobs finish after the signal (default 30 s).
+    /// The deadline of the shutdown [`Worker::run_until`] starts after its
+    /// signal, and of the one a dropped [`WorkerHandle`](crate::WorkerHandle)
+    /// starts (default 30 s): it returns by then, running jobs getting it
+    /// less [`SHUTDOWN_FINAL_WRITES`](crate::SHUTDOWN_FINAL_WRITES) (see
+    /// [`WorkerHandle::shutdown`](crate::WorkerHandle::shutdown)).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.settings.shutdown_timeout = timeout;
         self

@@ -17,7 +17,8 @@ use crate::{Error, Result};
 /// worker running detached: the drop stops the claim loops at once and
 /// shuts the worker down in the background as `shutdown` would, with the
 /// worker's shutdown timeout ([`WorkerBuilder::shutdown_timeout`](super::WorkerBuilder::shutdown_timeout))
-/// as the deadline: running jobs get that long, the rest are released to
+/// as the deadline: running jobs get that long (less
+/// [`SHUTDOWN_FINAL_WRITES`]), the rest are released to
 /// `pending` without counting the attempt, and completed jobs are settled.
 /// Nothing reports the outcome; call `shutdown` to wait for it.
 ///

@@ -185,9 +185,11 @@ impl Worker {
     }
 
     /// Runs until `signal` completes, then shuts down gracefully: stops
-    /// claiming, lets running jobs finish for up to the shutdown timeout,
-    /// releases the rest to `pending` (not counting the attempt), settles
-    /// everything pending, and returns. No row is left `processing`.
+    /// claiming, lets running jobs finish for up to the shutdown timeout
+    /// (less [`SHUTDOWN_FINAL_WRITES`]), releases the rest to `pending` (not
+    /// counting the attempt), settles everything pending, and returns by
+    /// the shutdown timeout. No row is left `processing` while the database
+    /// answers (see [`WorkerHandle::shutdown`] for when it does not).
     ///
     /// If a task of the worker panics (a claim loop, the completer, a cron
     /// schedule) the worker shuts down the same way at once and this returns

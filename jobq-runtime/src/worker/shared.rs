@@ -100,6 +100,17 @@ impl Settings {
         self.heartbeat.unwrap_or(self.lease / 3)
     }
 
+    /// How long before its lease can end a worker stops an attempt it could
+    /// not renew: a tenth of the lease (the reaper of another worker may
+    /// take the job the moment the lease has ended, and this worker's clock,
+    /// timers and scheduling are a little late), but no more than half the
+    /// time a heartbeat leaves to spare, so that a heartbeat interval close
+    /// to the lease does not stop attempts whose renewal is on its way.
+    pub(super) fn lease_margin(&self) -> Duration {
+        let spare = self.lease.saturating_sub(self.heartbeat_interval());
+        (self.lease / 10).min(spare / 2)
+    }
+
     pub(super) fn reap_interval(&self) -> Duration {
         self.reap.unwrap_or(self.lease / 6)
     }
@@ -336,18 +347,9 @@ impl Shared {
         held
     }
 
-    /// How long before its lease can end a worker stops an attempt it could
-    /// not renew: a tenth of the lease (the reaper of another worker may
-    /// take the job the moment the lease has ended, and this worker's clock,
-    /// timers and scheduling are a little late), but no more than half the
-    /// time a heartbeat leaves to spare, so that a heartbeat interval close
-    /// to the lease does not stop attempts whose renewal is on its way.
+    /// See [`Settings::lease_margin`].
     pub(super) fn lease_margin(&self) -> Duration {
-        let spare = self
-            .settings
-            .lease
-            .saturating_sub(self.settings.heartbeat_interval());
-        (self.settings.lease / 10).min(spare / 2)
+        self.settings.lease_margin()
     }
 
     /// The soonest moment a running attempt must stop because its lease
@@ -496,5 +498,30 @@ pub(super) fn close(span: Span) {
     match span.with_subscriber(|(_, dispatch)| dispatch.clone()) {
         Some(dispatch) => tracing::dispatcher::with_default(&dispatch, move || drop(span)),
         None => drop(span),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Settings;
+
+    fn margin(lease: u64, heartbeat: Option<u64>) -> Duration {
+        Settings {
+            lease: Duration::from_secs(lease),
+            heartbeat: heartbeat.map(Duration::from_secs),
+            ..Settings::default()
+        }
+        .lease_margin()
+    }
+
+    /// A tenth of the lease with the default heartbeat (a third of it);
+    /// half of what is left to spare with a heartbeat close to the lease.
+    #[test]
+    fn an_unrenewed_attempt_stops_a_tenth_of_the_lease_early_or_half_the_spare_time() {
+        assert_eq!(margin(30, None), Duration::from_secs(3));
+        assert_eq!(margin(30, Some(20)), Duration::from_secs(3));
+        assert_eq!(margin(30, Some(29)), Duration::from_millis(500));
     }
 }

@@ -490,7 +490,10 @@ async fn a_node_frozen_mid_drain_moves_the_pool_and_shutdown_returns_by_its_dead
     .await;
     let took = started.elapsed();
     frozen.thaw().await;
-    println!("moved {moved:?} after the freeze; shutdown(2 s) took {took:?}");
+    println!(
+        "moved {moved:?} after the freeze; shutdown(2 s) took {took:?}; {} runs of {n} jobs",
+        recorder.totals().1
+    );
     assert!(
         result.is_ok() && took <= Duration::from_secs(3),
         "shutdown(2 s) returned within 3 s (took {took:?})"

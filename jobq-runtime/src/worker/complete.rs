@@ -104,21 +104,7 @@ async fn settle_until_done(shared: &Arc<Shared>, batch: &[Fence], stopping: bool
                     let shared = Arc::clone(shared);
                     let batch = batch.to_vec();
                     shared.clone().beside_writes.spawn(async move {
-                        let Some(result) = unless(&shared.deadline_passed, write).await else {
-                            // Past a shutdown's deadline: the rows are reaped.
-                            lock(&shared.stuck).retain(|fence| !batch.contains(fence));
-                            shared.release_held(&batch);
-                            return;
-                        };
-                        if let Err(error) = &result {
-                            quietly(|| {
-                                tracing::warn!(
-                                    error = error as &dyn std::error::Error,
-                                    jobs = batch.len(),
-                                    "settling completed jobs that waited on a row lock failed; they will run again when their leases expire"
-                                );
-                            });
-                        }
+                        settle_beside(&shared, write, &batch).await;
                         lock(&shared.stuck).retain(|fence| !batch.contains(fence));
                         shared.release_held(&batch);
                     });
@@ -171,6 +157,63 @@ async fn settle_until_done(shared: &Arc<Shared>, batch: &[Fence], stopping: bool
                 tokio::time::sleep(pause).await;
             }
         }
+    }
+}
+
+/// Finishes the write of a batch that outlasted `STUCK_AFTER` beside the
+/// turn: waiting on a row lock, or on a database that does not answer (the
+/// write then ends at its statement deadline). A failed write is tried
+/// again, with backoff, for one lease from now — long enough for a frozen
+/// database, or a connect list's move to the next node, not to make these
+/// jobs run again — and given up when a shutdown's deadline passes: the
+/// rows are then reaped when their leases expire, and run again.
+async fn settle_beside(
+    shared: &Arc<Shared>,
+    write: impl std::future::Future<Output = Result<u64>>,
+    batch: &[Fence],
+) {
+    let give_up = tokio::time::Instant::now() + shared.settings.lease;
+    let mut result = unless(&shared.deadline_passed, write).await;
+    let mut failures = 0;
+    while let Some(Err(error)) = &result {
+        if tokio::time::Instant::now() >= give_up {
+            break;
+        }
+        failures += 1;
+        let pause = backoff(failures);
+        quietly(|| {
+            tracing::warn!(
+                error = error as &dyn std::error::Error,
+                jobs = batch.len(),
+                retry_in = ?pause,
+                "settling completed jobs that waited on a row lock or on the database failed; retrying"
+            );
+        });
+        if unless(&shared.deadline_passed, tokio::time::sleep(pause))
+            .await
+            .is_none()
+        {
+            result = None;
+            break;
+        }
+        let write = complete_batch(Arc::clone(shared), batch.to_vec());
+        result = unless(&shared.deadline_passed, write).await;
+    }
+    match result {
+        Some(Ok(_)) => {}
+        Some(Err(error)) => quietly(|| {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                jobs = batch.len(),
+                "giving up settling completed jobs that waited on a row lock or on the database; they will run again when their leases expire"
+            );
+        }),
+        None => quietly(|| {
+            tracing::error!(
+                jobs = batch.len(),
+                "the shutdown's deadline passed before completed jobs were settled; they run again when their leases expire"
+            );
+        }),
     }
 }
 

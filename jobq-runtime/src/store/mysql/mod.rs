@@ -269,20 +269,30 @@ impl BackendStore for MySqlStore {
     }
 
     async fn from_pool(pool: MySqlPool) -> Result<Self> {
+        let conns = Stash::new(pool.clone(), true);
+        let deadline = crate::DEFAULT_STATEMENT_TIMEOUT;
         let (version, max_packet, autoinc_lock_mode, autoinc_step): (String, u64, i64, i64) =
-            sqlx::query_as(SERVER_SETTINGS).fetch_one(&pool).await?;
+            within(
+                deadline,
+                statement::READ,
+                conns.run(async |conn| sqlx::query_as(SERVER_SETTINGS).fetch_one(conn).await),
+            )
+            .await?;
         let mariadb = version.to_ascii_lowercase().contains("mariadb");
         // A MariaDB built without wsrep has no such variables: not Galera.
         let galera = mariadb
-            && sqlx::query_scalar::<_, i64>(GALERA)
-                .fetch_one(&pool)
-                .await
-                .is_ok_and(|on| on == 1);
+            && within(
+                deadline,
+                statement::READ,
+                conns.run(async |conn| sqlx::query_scalar::<_, i64>(GALERA).fetch_one(conn).await),
+            )
+            .await
+            .is_ok_and(|on| on == 1);
         Ok(Self {
-            conns: Stash::new(pool.clone(), true),
+            conns,
             failover: None,
             app_pool: None,
-            deadline: crate::DEFAULT_STATEMENT_TIMEOUT,
+            deadline,
             pool,
             mariadb,
             galera,

@@ -188,7 +188,12 @@ impl BackendStore for SqliteStore {
 
     /// Uses the caller's pool; checks that its SQLite has `RETURNING`.
     async fn from_pool(pool: SqlitePool) -> Result<Self> {
-        let version: String = sqlx::query_scalar(VERSION).fetch_one(&pool).await?;
+        let version: String = within(
+            crate::DEFAULT_STATEMENT_TIMEOUT,
+            statement::READ,
+            sqlx::query_scalar(VERSION).fetch_one(&pool),
+        )
+        .await?;
         if !version_at_least(&version, MIN_VERSION) {
             return Err(Error::UnsupportedServerVersion {
                 backend: crate::Backend::Sqlite,

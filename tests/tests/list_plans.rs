@@ -200,10 +200,6 @@ async fn plan(jobq: &Jobq, kind: Kind, filter: &JobFilter, after: Option<(Order,
         Db::Sqlite(pool) => {
             let explain = format!("EXPLAIN QUERY PLAN {sql}");
             let mut query = sqlx::query_as::<_, (i64, i64, i64, String)>(&explain);
-            // The bulk retry's head binds the time of the retry first (`?1`).
-            if kind == Kind::Retry {
-                query = query.bind(0i64);
-            }
             for bind in &binds {
                 query = match bind {
                     Bind::Text(t) => query.bind(t.clone()),

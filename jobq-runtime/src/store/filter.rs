@@ -15,7 +15,12 @@ use crate::types::JobStatus;
 
 /// Ids one batch of `retry_where` / `cancel_where` changes at most: each
 /// batch is a short transaction, so no lock is held for long.
-pub(crate) const BULK_BATCH: u32 = 500;
+pub(crate) const BULK_BATCH: usize = 500;
+
+/// Ids one page of a bulk action's snapshot reads at most (8 bytes each):
+/// the ids it acts on are read, without locks, page by page in id order,
+/// and each page is then acted on in batches of [`BULK_BATCH`].
+pub(crate) const BULK_PAGE: u32 = 100_000;
 
 /// Which statuses a statement matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,8 +110,6 @@ pub(crate) struct Pieces {
 #[derive(Debug)]
 pub(crate) struct Shape {
     pub(crate) head: &'static str,
-    /// Placeholders the head has itself (bound first by the backend).
-    pub(crate) head_params: usize,
     pub(crate) limit: Option<(&'static str, &'static str)>,
 }
 
@@ -125,17 +128,9 @@ pub(crate) struct Filtered {
     pub(crate) list_in_claim_index: Option<&'static str>,
     /// The head of a count of the matching rows.
     pub(crate) count: &'static str,
-    /// One batch of `retry_where`: the statement that picks (and, where it
-    /// is one statement, changes) the batch.
-    pub(crate) retry: Shape,
-    /// One batch of `cancel_where`, as `retry`; it returns each row's id
-    /// and the lease token it had.
-    pub(crate) cancel: Shape,
-    /// Whether batches page by id (`id > last`, in id order) rather than
-    /// start over: where the rows a batch changed stay in the index a
-    /// batch scans until vacuum (PostgreSQL), starting over would read them
-    /// again on every batch.
-    pub(crate) bulk_by_id: bool,
+    /// The head of one page of the ids a bulk action acts on, read without
+    /// locks; the page is in id order, past the previous page's last id.
+    pub(crate) ids: &'static str,
 }
 
 impl Pieces {
@@ -172,9 +167,9 @@ pub enum Kind {
     List(Order),
     /// A count.
     Count,
-    /// One batch of `retry_where`.
+    /// One page of the ids `retry_where` acts on.
     Retry,
-    /// One batch of `cancel_where`.
+    /// One page of the ids `cancel_where` acts on.
     Cancel,
 }
 
@@ -229,7 +224,6 @@ impl Filtered {
                 Some(head) if claim_range => head,
                 _ => self.list,
             },
-            head_params: 0,
             limit: Some((
                 match order {
                     Order::NewestFirst => " ORDER BY id DESC LIMIT ",
@@ -238,20 +232,16 @@ impl Filtered {
                 "",
             )),
         };
-        let listed;
-        let count = Shape {
-            head: self.count,
-            head_params: 0,
-            limit: None,
-        };
         let shape = match kind {
-            Kind::List(order) => {
-                listed = page(order);
-                &listed
-            }
-            Kind::Count => &count,
-            Kind::Retry => &self.retry,
-            Kind::Cancel => &self.cancel,
+            Kind::List(order) => page(order),
+            Kind::Count => Shape {
+                head: self.count,
+                limit: None,
+            },
+            Kind::Retry | Kind::Cancel => Shape {
+                head: self.ids,
+                limit: Some((" ORDER BY id LIMIT ", "")),
+            },
         };
         let p = &self.pieces;
         let mut s = Statement {
@@ -259,18 +249,13 @@ impl Filtered {
             binds: Vec::new(),
             numbered: p.numbered,
             placeholder: p.placeholder,
-            next_param: shape.head_params + 1,
+            next_param: 1,
         };
         let f = w.filter;
         if let Some(queue) = &f.queue {
             s.push(p.queue, Bind::Text(queue.clone()));
         }
-        s.sql.push_str(match w.statuses {
-            Statuses::Any => "",
-            Statuses::One(status) => p.status[status_index(status)],
-            Statuses::Cancellable => p.cancellable,
-            Statuses::Retryable => p.retryable,
-        });
+        s.sql.push_str(self.guard(w.statuses));
         if let Some(name) = &f.job_name {
             s.push(p.job_name, Bind::Text(name.clone()));
         }
@@ -304,6 +289,20 @@ impl Filtered {
             s.sql.push_str(close);
         }
         s
+    }
+}
+
+impl Filtered {
+    /// The condition on `statuses` (empty for any status), ` AND …`: the
+    /// guard a bulk action's batch re-checks on the rows it locks.
+    pub(crate) fn guard(&self, statuses: Statuses) -> &'static str {
+        let p = &self.pieces;
+        match statuses {
+            Statuses::Any => "",
+            Statuses::One(status) => p.status[status_index(status)],
+            Statuses::Cancellable => p.cancellable,
+            Statuses::Retryable => p.retryable,
+        }
     }
 }
 
@@ -376,29 +375,39 @@ pub(crate) fn next_prefix(prefix: &str) -> Option<String> {
     None
 }
 
-/// Runs one batch after another until a batch picks nothing; returns what
-/// they changed. `batch` gets the id the previous one picked up to (when
-/// the backend pages its batches by id) and returns how many it changed
-/// and the highest id it picked.
-pub(crate) async fn until_done<F, Fut>(by_id: bool, mut batch: F) -> crate::Result<u64>
-where
-    F: FnMut(Option<i64>) -> Fut,
-    Fut: std::future::Future<Output = crate::Result<(u64, Option<i64>)>>,
-{
-    let mut total = 0;
-    let mut after = None;
-    loop {
-        let (changed, picked_up_to) = batch(after).await?;
-        total += changed;
-        match picked_up_to {
-            // Without paging by id, a batch that changed nothing would pick
-            // the same rows again.
-            Some(last) if by_id || changed > 0 => {
-                if by_id {
-                    after = Some(last);
-                }
+/// The pages of ids a bulk action acts on: each read without locks, in id
+/// order, past the last id of the page before (keyset), so that a job is in
+/// one page at most however its row changes meanwhile (a row the action
+/// changed, and a worker changed back, is behind the next page's start).
+#[derive(Debug)]
+pub(crate) struct Pages<'a> {
+    w: Where<'a>,
+    kind: Kind,
+    done: bool,
+}
+
+impl<'a> Pages<'a> {
+    /// The pages of the `kind` (`Retry` or `Cancel`) action for `w`.
+    pub(crate) fn new(w: Where<'a>, kind: Kind) -> Self {
+        Self {
+            w,
+            kind,
+            done: false,
+        }
+    }
+
+    /// The statement of the next page, or `None` after the last.
+    pub(crate) fn next_statement(&self, filtered: &Filtered) -> Option<Statement> {
+        (!self.done).then(|| filtered.statement(self.kind, &self.w, i64::from(BULK_PAGE)))
+    }
+
+    /// Notes the ids the page read: a short page was the last.
+    pub(crate) fn read(&mut self, ids: &[i64]) {
+        match ids.last() {
+            Some(&last) if ids.len() >= BULK_PAGE as usize => {
+                self.w.after = Some((Order::OldestFirst, last));
             }
-            _ => return Ok(total),
+            _ => self.done = true,
         }
     }
 }

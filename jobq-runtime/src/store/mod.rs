@@ -211,16 +211,20 @@ pub(crate) trait BackendStore: Sized {
     /// The count of a [`Kind::Count`] statement.
     async fn count_where(&self, statement: &Statement) -> Result<u64>;
 
-    /// One short transaction of `retry_where`: the rows the
-    /// [`Kind::Retry`] statement picks (skipping locked ones), retried with
-    /// the guard of [`retry`](Self::retry); how many it changed, and the
-    /// highest id it picked.
-    async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)>;
+    /// The ids of a [`Kind::Retry`] or [`Kind::Cancel`] statement (one page
+    /// of a bulk action's snapshot), read without locks, in its order.
+    async fn ids(&self, statement: &Statement) -> Result<Vec<i64>>;
+
+    /// One short transaction of `retry_where`: those of `ids` whose rows
+    /// still meet `guard` ([`Filtered::guard`], statuses a retry applies
+    /// to), skipping rows another transaction has locked, retried as
+    /// [`retry`](Self::retry) retries; how many it changed.
+    async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64>;
 
     /// One short transaction of `cancel_where`, as
-    /// [`retry_batch`](Self::retry_batch) with the guard of
-    /// [`cancel`](Self::cancel).
-    async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled>;
+    /// [`retry_batch`](Self::retry_batch), cancelling as
+    /// [`cancel`](Self::cancel) does.
+    async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled>;
 
     /// Checks the server and jobq's tables for what jobq needs, in the
     /// order the report shows them (see [`doctor`]); `options` give this
@@ -239,8 +243,6 @@ pub(crate) struct Cancelled {
     /// The claims of the `processing` rows among them: the attempts whose
     /// workers must stop.
     pub(crate) held: Vec<Fence>,
-    /// The highest id it picked.
-    pub(crate) last: Option<i64>,
 }
 
 impl Cancelled {
@@ -253,7 +255,6 @@ impl Cancelled {
                 .iter()
                 .filter_map(|&(id, token)| token.map(|token| Fence { id, token }))
                 .collect(),
-            last: rows.iter().map(|r| r.0).max(),
         }
     }
 }
@@ -514,37 +515,49 @@ impl Store {
         dispatch_seen!(self, s => s.count_where(&statement).await)
     }
 
-    /// Retries every row `w` matches in batches of [`filter::BULK_BATCH`]
-    /// (`w.statuses` already narrowed to the retryable ones).
+    /// Retries every row `w` matches (`w.statuses` already narrowed to the
+    /// retryable ones) at most once: the ids it matches are read page by
+    /// page ([`filter::Pages`]), then retried in batches of
+    /// [`filter::BULK_BATCH`], each re-checking the statuses on the rows it
+    /// locks. A job a worker fails again meanwhile is not retried again.
     pub(crate) async fn retry_where(&self, w: Where<'_>) -> Result<u64> {
-        let by_id = dispatch!(self, s => s.filtered().bulk_by_id);
-        filter::until_done(by_id, |after| async move {
-            let w = Where {
-                after: after.map(|id| (Order::OldestFirst, id)),
-                ..w
-            };
-            let statement = self.statement(Kind::Retry, &w, i64::from(filter::BULK_BATCH));
-            dispatch_seen!(self, s => s.retry_batch(&statement).await)
-        })
-        .await
+        let guard = dispatch!(self, s => s.filtered().guard(w.statuses));
+        let mut retried = 0;
+        let mut pages = filter::Pages::new(w, Kind::Retry);
+        while let Some(ids) = self.next_page(&mut pages).await? {
+            for batch in ids.chunks(filter::BULK_BATCH) {
+                retried += dispatch_seen!(self, s => s.retry_batch(batch, guard).await)?;
+            }
+        }
+        Ok(retried)
     }
 
-    /// Cancels every row `w` matches in batches of [`filter::BULK_BATCH`]
-    /// (`w.statuses` already narrowed to the cancellable ones); `signal`
-    /// gets the claims each batch ended once it has committed.
+    /// Cancels every row `w` matches (`w.statuses` already narrowed to the
+    /// cancellable ones) at most once, in pages and batches as
+    /// [`retry_where`](Self::retry_where); `signal` gets the claims each
+    /// batch ended once it has committed.
     pub(crate) async fn cancel_where(&self, w: Where<'_>, signal: fn(&[Fence])) -> Result<u64> {
-        let by_id = dispatch!(self, s => s.filtered().bulk_by_id);
-        filter::until_done(by_id, |after| async move {
-            let w = Where {
-                after: after.map(|id| (Order::OldestFirst, id)),
-                ..w
-            };
-            let statement = self.statement(Kind::Cancel, &w, i64::from(filter::BULK_BATCH));
-            let cancelled = dispatch_seen!(self, s => s.cancel_batch(&statement).await)?;
-            signal(&cancelled.held);
-            Ok((cancelled.changed, cancelled.last))
-        })
-        .await
+        let guard = dispatch!(self, s => s.filtered().guard(w.statuses));
+        let mut cancelled = 0;
+        let mut pages = filter::Pages::new(w, Kind::Cancel);
+        while let Some(ids) = self.next_page(&mut pages).await? {
+            for batch in ids.chunks(filter::BULK_BATCH) {
+                let batch = dispatch_seen!(self, s => s.cancel_batch(batch, guard).await)?;
+                signal(&batch.held);
+                cancelled += batch.changed;
+            }
+        }
+        Ok(cancelled)
+    }
+
+    /// The ids of the next page of a bulk action, `None` after the last.
+    async fn next_page(&self, pages: &mut filter::Pages<'_>) -> Result<Option<Vec<i64>>> {
+        let Some(statement) = pages.next_statement(dispatch!(self, s => s.filtered())) else {
+            return Ok(None);
+        };
+        let ids = dispatch_seen!(self, s => s.ids(&statement).await)?;
+        pages.read(&ids);
+        Ok(Some(ids))
     }
 
     pub(crate) async fn retry(&self, id: i64) -> Result<bool> {

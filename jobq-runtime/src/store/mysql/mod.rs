@@ -531,27 +531,37 @@ impl BackendStore for MySqlStore {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    /// A transaction: the batch locked (`SKIP LOCKED`), then retried by id.
-    async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)> {
+    async fn ids(&self, statement: &Statement) -> Result<Vec<i64>> {
+        Ok(
+            sqlx::query_scalar_with(&self.read(&statement.sql), arguments(&statement.binds)?)
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    /// A transaction: the batch locked ([`bulk_pick`], `SKIP LOCKED`),
+    /// then retried by id.
+    async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64> {
+        let pick = bulk_pick_statement(ids, guard);
         retry_transient(statement::RETRY, is_transient, || async {
             let mut tx = self.pool.begin_with(BEGIN_RC).await?;
             let rows: Vec<(i64, Option<i64>)> =
-                sqlx::query_as_with(&statement.sql, arguments(&statement.binds)?)
+                sqlx::query_as_with(&pick.sql, arguments(&pick.binds)?)
                     .fetch_all(&mut *tx)
                     .await?;
             let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
             let changed = update_ids(&mut tx, retry_ids, &ids).await?;
             tx.commit().await?;
-            Ok((changed, ids.iter().copied().max()))
+            Ok(changed)
         })
         .await
     }
 
-    async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled> {
-        retry_transient(statement::CANCEL, is_transient, || {
-            self.cancel_once(statement)
-        })
-        .await
+    /// A transaction: the batch locked ([`bulk_pick`], `SKIP LOCKED`) with
+    /// the tokens it holds, then cancelled by id.
+    async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled> {
+        let pick = bulk_pick_statement(ids, guard);
+        retry_transient(statement::CANCEL, is_transient, || self.cancel_once(&pick)).await
     }
 
     async fn doctor(
@@ -881,6 +891,15 @@ async fn update_ids(
         changed += update.execute(&mut *conn).await?.rows_affected();
     }
     Ok(changed)
+}
+
+/// [`bulk_pick`] of `ids` (padded, see [`padded`]) with their values.
+fn bulk_pick_statement(ids: &[i64], guard: &str) -> Statement {
+    let ids = padded(ids);
+    Statement::fixed(
+        &bulk_pick(ids.len(), guard),
+        ids.into_iter().map(Bind::Int).collect(),
+    )
 }
 
 /// The values of a filtered statement.

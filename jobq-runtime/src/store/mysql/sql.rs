@@ -2,7 +2,7 @@
 //! the store's module docs). IN-lists are built here, from constant pieces, by the
 //! functions at the end; nothing else in the store holds SQL text.
 
-use crate::store::filter::{Filtered, KeyPieces, Pieces, Shape};
+use crate::store::filter::{Filtered, KeyPieces, Pieces};
 
 /// Every jobq transaction starts with this: READ COMMITTED for the one
 /// transaction, whatever the session default (for pools the caller built).
@@ -223,10 +223,10 @@ pub const RETRY: &str = concat!(
 /// is forced, as the optimizer may prefer to walk the primary key. Without a queue, a list
 /// walks the primary key in id order and stops once its page is full;
 /// a key prefix is a range of the unique key index. Job name and created
-/// time have no index: they filter the rows the rest selects. The bulk
-/// batches pick rows in index order (no `ORDER BY`) with
-/// `FOR UPDATE SKIP LOCKED`, so each reads only the rows it locks: a row
-/// it changed leaves the range it reads.
+/// time have no index: they filter the rows the rest selects. A bulk
+/// action reads the ids it acts on without locks, in pages in id order
+/// (`ids`), then locks each batch of them by primary key, skipping locked
+/// rows ([`bulk_pick`]).
 pub(crate) const FILTERED: Filtered = Filtered {
     pieces: Pieces::new(
         "?",
@@ -245,20 +245,21 @@ pub(crate) const FILTERED: Filtered = Filtered {
         " FORCE INDEX (jobq_jobs_claim) WHERE TRUE"
     )),
     count: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
-    retry: Shape {
-        head: "SELECT id, lease_token FROM jobq_jobs WHERE TRUE",
-        head_params: 0,
-        limit: Some((" LIMIT ", " FOR UPDATE SKIP LOCKED")),
-    },
-    cancel: Shape {
-        head: "SELECT id, lease_token FROM jobq_jobs WHERE TRUE",
-        head_params: 0,
-        limit: Some((" LIMIT ", " FOR UPDATE SKIP LOCKED")),
-    },
-    bulk_by_id: false,
+    ids: "SELECT id FROM jobq_jobs WHERE TRUE",
 };
 
-/// Cancels `ids` rows locked by [`CANCEL_PICK`] or [`FILTERED`]'s cancel,
+/// Locks the rows of `ids` ids of a bulk action's batch that still meet
+/// `guard` (a condition of [`FILTERED`]'s pieces), skipping rows another
+/// transaction holds, and reads the lease token each has: primary-key
+/// lookups, so the batch locks no row it does not change.
+pub(crate) fn bulk_pick(ids: usize, guard: &str) -> String {
+    format!(
+        "SELECT id, lease_token FROM jobq_jobs WHERE id IN ({}){guard} FOR UPDATE SKIP LOCKED",
+        placeholders(ids)
+    )
+}
+
+/// Cancels `ids` rows locked by [`CANCEL_PICK`] or [`bulk_pick`],
 /// with the guard of a single cancel.
 pub(crate) fn cancel_ids(ids: usize) -> String {
     format!(
@@ -268,7 +269,7 @@ pub(crate) fn cancel_ids(ids: usize) -> String {
     )
 }
 
-/// Retries `ids` rows locked by [`FILTERED`]'s retry, with the guard of a
+/// Retries `ids` rows locked by [`bulk_pick`], with the guard of a
 /// single retry.
 pub(crate) fn retry_ids(ids: usize) -> String {
     format!(

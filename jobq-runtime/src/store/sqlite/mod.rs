@@ -398,7 +398,7 @@ impl BackendStore for SqliteStore {
     }
 
     async fn cancel(&self, id: i64) -> Result<Cancelled> {
-        self.cancel_batch(&Statement::fixed(CANCEL_PICK, vec![Bind::Int(id)]))
+        self.cancel_picked(&Statement::fixed(CANCEL_PICK, vec![Bind::Int(id)]))
             .await
     }
 
@@ -486,48 +486,52 @@ impl BackendStore for SqliteStore {
     }
 
     async fn list(&self, statement: &Statement) -> Result<Vec<JobInfo>> {
-        let rows = sqlx::query_with(&statement.sql, arguments(None, &statement.binds)?)
+        let rows = sqlx::query_with(&statement.sql, arguments(&statement.binds)?)
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(job_info).collect()
     }
 
     async fn count_where(&self, statement: &Statement) -> Result<u64> {
-        let n: i64 = sqlx::query_scalar_with(&statement.sql, arguments(None, &statement.binds)?)
+        let n: i64 = sqlx::query_scalar_with(&statement.sql, arguments(&statement.binds)?)
             .fetch_one(&self.pool)
             .await?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    /// One statement (`?1` now): the batch picked and retried.
-    async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)> {
-        let ids: Vec<i64> = retry_transient(statement::RETRY, is_transient, || async {
+    async fn ids(&self, statement: &Statement) -> Result<Vec<i64>> {
+        Ok(
+            sqlx::query_scalar_with(&statement.sql, arguments(&statement.binds)?)
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    /// One statement ([`bulk_retry`]): the batch's rows that still meet
+    /// `guard`, retried.
+    async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64> {
+        let sql = bulk_retry(guard);
+        let ids = json_list(ids);
+        let retried: Vec<i64> = retry_transient(statement::RETRY, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
-            let result = match arguments(Some(now_micros()), &statement.binds) {
-                Ok(args) => {
-                    sqlx::query_scalar_with(&statement.sql, args)
-                        .fetch_all(&mut *conn)
-                        .await
-                }
-                Err(error) => Err(error),
-            };
+            let result = sqlx::query_scalar(&sql)
+                .bind(now_micros())
+                .bind(ids.as_str())
+                .fetch_all(&mut *conn)
+                .await;
             conn.done(result)
         })
         .await?;
-        Ok((ids.len() as u64, ids.iter().copied().max()))
+        Ok(retried.len() as u64)
     }
 
-    /// One `BEGIN IMMEDIATE` transaction: the rows `pick` selects, with
-    /// their tokens, then cancelled.
-    async fn cancel_batch(&self, pick: &Statement) -> Result<Cancelled> {
-        retry_transient(statement::CANCEL, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let result = cancel_picked(&mut conn, pick).await;
-            conn.done(result)
-        })
-        .await
+    /// One `BEGIN IMMEDIATE` transaction ([`bulk_cancel_pick`]): the
+    /// batch's rows that still meet `guard`, with their tokens, then
+    /// cancelled.
+    async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled> {
+        let pick = Statement::fixed(&bulk_cancel_pick(guard), vec![Bind::Text(json_list(ids))]);
+        self.cancel_picked(&pick).await
     }
 
     /// No clock to compare: SQLite's times are this host's.
@@ -564,6 +568,18 @@ async fn set_paused(
 }
 
 impl SqliteStore {
+    /// Cancels the rows `pick` selects (one `BEGIN IMMEDIATE` transaction,
+    /// [`cancel_picked`]), holding the write turn.
+    async fn cancel_picked(&self, pick: &Statement) -> Result<Cancelled> {
+        retry_transient(statement::CANCEL, is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = cancel_picked(&mut conn, pick).await;
+            conn.done(result)
+        })
+        .await
+    }
+
     /// One INSERT per row in one `BEGIN IMMEDIATE` transaction: results in
     /// input order without relying on the order of a multi-row `RETURNING`.
     async fn insert_each(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
@@ -827,10 +843,9 @@ async fn cancel_picked(
     pick: &Statement,
 ) -> Result<Cancelled, sqlx::Error> {
     let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
-    let rows: Vec<(i64, Option<i64>)> =
-        sqlx::query_as_with(&pick.sql, arguments(None, &pick.binds)?)
-            .fetch_all(&mut *tx)
-            .await?;
+    let rows: Vec<(i64, Option<i64>)> = sqlx::query_as_with(&pick.sql, arguments(&pick.binds)?)
+        .fetch_all(&mut *tx)
+        .await?;
     if !rows.is_empty() {
         let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
         sqlx::query(CANCEL_IDS)
@@ -843,13 +858,9 @@ async fn cancel_picked(
     Ok(Cancelled::of_rows(&rows))
 }
 
-/// The values of a filtered statement, after `first` (the head's own `?1`,
-/// if it has one). Times as unix microseconds.
-fn arguments(first: Option<i64>, binds: &[Bind]) -> Result<SqliteArguments<'static>, sqlx::Error> {
+/// The values of a filtered statement; times as unix microseconds.
+fn arguments(binds: &[Bind]) -> Result<SqliteArguments<'static>, sqlx::Error> {
     let mut args = SqliteArguments::default();
-    if let Some(first) = first {
-        args.add(first).map_err(sqlx::Error::Encode)?;
-    }
     for bind in binds {
         let added = match bind {
             Bind::Text(text) => args.add(text.clone()),

@@ -17,9 +17,11 @@ use crate::types::JobStatus;
 /// batch is a short transaction, so no lock is held for long.
 pub(crate) const BULK_BATCH: usize = 500;
 
-/// Ids one page of a bulk action's snapshot reads at most (8 bytes each):
-/// the ids it acts on are read, without locks, page by page in id order,
-/// and each page is then acted on in batches of [`BULK_BATCH`].
+/// Ids one page of a bulk action reads at most (8 bytes each), where the
+/// backend sorts a page of a filter its indexes serve in another order
+/// (see [`Filtered::ids_page`]): the ids it acts on are read, without
+/// locks, page by page in id order, and each page is then acted on in
+/// batches of [`BULK_BATCH`].
 pub(crate) const BULK_PAGE: u32 = 100_000;
 
 /// Which statuses a statement matches.
@@ -105,32 +107,56 @@ pub(crate) struct Pieces {
     pub(crate) id_above: &'static str,
 }
 
-/// One statement: its head (ending in a `WHERE` the conditions extend with
-/// `AND`), and the pieces around its limit's placeholder, if it has one.
+/// One statement: its head (`SELECT … FROM jobq_jobs`, an index hint and a
+/// `WHERE` follow, which the conditions extend with `AND`), and the pieces
+/// around its limit's placeholder, if it has one.
 #[derive(Debug)]
-pub(crate) struct Shape {
-    pub(crate) head: &'static str,
-    pub(crate) limit: Option<(&'static str, &'static str)>,
+struct Shape {
+    head: &'static str,
+    limit: Option<(&'static str, &'static str)>,
+}
+
+/// Index hints, for an optimizer whose estimates assume that the rows a
+/// filter matches are spread evenly over the ids (MySQL/MariaDB): it then
+/// walks the primary key for a page in id order, expecting matches every
+/// few rows, when they lie together far along it (the jobs of one status
+/// behind a million finished ones, the jobs of a day long ago, of a job
+/// name no longer enqueued). Each is ` FORCE INDEX (…)`, placed before the
+/// `WHERE`.
+#[derive(Debug)]
+pub(crate) struct Hints {
+    /// A page of one queue and one status: the claim index (every matching
+    /// entry, sorted).
+    pub(crate) claim: &'static str,
+    /// A read of a filter with a job name or an enqueue-time bound, and a
+    /// count or a bulk action's ids of any filter: the filter's secondary
+    /// indexes (the optimizer takes the best one), never a walk of the
+    /// primary key or a scan of the table.
+    pub(crate) secondary: &'static str,
 }
 
 /// A backend's filtered statements.
 #[derive(Debug)]
 pub(crate) struct Filtered {
     pub(crate) pieces: Pieces,
-    /// The head of a page: every column `Jobq::job` reads, ending in a
-    /// `WHERE`; the page is in id order, newest or oldest first.
+    /// The head of a page: every column `Jobq::job` reads, `FROM
+    /// jobq_jobs`; the page is in id order, newest or oldest first.
     pub(crate) list: &'static str,
-    /// The head of a page of one queue and one status read through the
-    /// claim index (every matching row, sorted), where the optimizer would
-    /// otherwise walk the primary key past every row that does not match
-    /// (MySQL, whose estimate assumes matching rows spread evenly over the
-    /// ids); `None`: `list` serves it.
-    pub(crate) list_in_claim_index: Option<&'static str>,
     /// The head of a count of the matching rows.
     pub(crate) count: &'static str,
     /// The head of one page of the ids a bulk action acts on, read without
     /// locks; the page is in id order, past the previous page's last id.
     pub(crate) ids: &'static str,
+    /// Its index hints, if its optimizer needs them.
+    pub(crate) hints: Option<Hints>,
+    /// Ids per page. Where a filter's index is in another order than id
+    /// (the claim index), each page reads all its matching entries and
+    /// sorts them: pages of [`BULK_PAGE`] keep that to a few reads of them
+    /// (MySQL, SQLite). PostgreSQL's planner walks the primary key for a
+    /// small page and stops once it is full (each page goes on where the
+    /// last stopped, so a call reads the table once at most), but takes a
+    /// page of 100,000 `failed` rows by a scan of the table.
+    pub(crate) ids_page: u32,
 }
 
 impl Pieces {
@@ -218,12 +244,8 @@ pub(crate) struct Statement {
 impl Filtered {
     /// The `kind` statement for `w`, with `limit` bound to its limit (if it has one).
     pub(crate) fn statement(&self, kind: Kind, w: &Where<'_>, limit: i64) -> Statement {
-        let claim_range = w.filter.queue.is_some() && matches!(w.statuses, Statuses::One(_));
         let page = |order| Shape {
-            head: match self.list_in_claim_index {
-                Some(head) if claim_range => head,
-                _ => self.list,
-            },
+            head: self.list,
             limit: Some((
                 match order {
                     Order::NewestFirst => " ORDER BY id DESC LIMIT ",
@@ -245,7 +267,7 @@ impl Filtered {
         };
         let p = &self.pieces;
         let mut s = Statement {
-            sql: String::from(shape.head),
+            sql: format!("{}{} WHERE TRUE", shape.head, self.hint(kind, w)),
             binds: Vec::new(),
             numbered: p.numbered,
             placeholder: p.placeholder,
@@ -293,6 +315,28 @@ impl Filtered {
 }
 
 impl Filtered {
+    /// The index hint of the `kind` statement for `w` (see [`Hints`]), or
+    /// none.
+    fn hint(&self, kind: Kind, w: &Where<'_>) -> &'static str {
+        let Some(hints) = &self.hints else {
+            return "";
+        };
+        let f = w.filter;
+        let spread = f.job_name.is_some() || f.created_from.is_some() || f.created_before.is_some();
+        let indexed = spread || f.queue.is_some() || f.key_prefix.is_some();
+        let reads_every_match = matches!(kind, Kind::Count | Kind::Retry | Kind::Cancel);
+        if spread || (reads_every_match && indexed) {
+            hints.secondary
+        } else if matches!(kind, Kind::List(_))
+            && f.queue.is_some()
+            && matches!(w.statuses, Statuses::One(_))
+        {
+            hints.claim
+        } else {
+            ""
+        }
+    }
+
     /// The condition on `statuses` (empty for any status), ` AND …`: the
     /// guard a bulk action's batch re-checks on the rows it locks.
     pub(crate) fn guard(&self, statuses: Statuses) -> &'static str {
@@ -398,13 +442,14 @@ impl<'a> Pages<'a> {
 
     /// The statement of the next page, or `None` after the last.
     pub(crate) fn next_statement(&self, filtered: &Filtered) -> Option<Statement> {
-        (!self.done).then(|| filtered.statement(self.kind, &self.w, i64::from(BULK_PAGE)))
+        let page = i64::from(filtered.ids_page);
+        (!self.done).then(|| filtered.statement(self.kind, &self.w, page))
     }
 
-    /// Notes the ids the page read: a short page was the last.
-    pub(crate) fn read(&mut self, ids: &[i64]) {
+    /// Notes the ids the page of `filtered` read: a short page was the last.
+    pub(crate) fn read(&mut self, filtered: &Filtered, ids: &[i64]) {
         match ids.last() {
-            Some(&last) if ids.len() >= BULK_PAGE as usize => {
+            Some(&last) if ids.len() >= filtered.ids_page as usize => {
                 self.w.after = Some((Order::OldestFirst, last));
             }
             _ => self.done = true,

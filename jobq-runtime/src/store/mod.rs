@@ -493,6 +493,11 @@ impl Store {
         Ok(cancelled.changed == 1)
     }
 
+    /// Ids one page of a bulk action reads at most here.
+    pub(crate) fn bulk_page(&self) -> u32 {
+        dispatch!(self, s => s.filtered().ids_page)
+    }
+
     /// The `kind` statement of this backend for `w`.
     pub(crate) fn statement(&self, kind: Kind, w: &Where<'_>, limit: i64) -> Statement {
         dispatch!(self, s => s.filtered().statement(kind, w, limit))
@@ -552,11 +557,12 @@ impl Store {
 
     /// The ids of the next page of a bulk action, `None` after the last.
     async fn next_page(&self, pages: &mut filter::Pages<'_>) -> Result<Option<Vec<i64>>> {
-        let Some(statement) = pages.next_statement(dispatch!(self, s => s.filtered())) else {
+        let filtered = dispatch!(self, s => s.filtered());
+        let Some(statement) = pages.next_statement(filtered) else {
             return Ok(None);
         };
         let ids = dispatch_seen!(self, s => s.ids(&statement).await)?;
-        pages.read(&ids);
+        pages.read(filtered, &ids);
         Ok(Some(ids))
     }
 

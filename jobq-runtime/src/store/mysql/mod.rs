@@ -114,6 +114,17 @@ fn is_transient(error: &sqlx::Error) -> bool {
         .is_some_and(|e| matches!(e.number(), 1213 | 1205 | 1020))
 }
 
+/// Error 1061, "Duplicate key name": on Galera, what a migration that adds
+/// an index gets when another node's run of it (`GET_LOCK` is per node)
+/// added the index between its check and its `ALTER`; run again, the check
+/// finds the index there.
+fn is_duplicate_index(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.try_downcast_ref::<MySqlDatabaseError>())
+        .is_some_and(|e| e.number() == 1061)
+}
+
 /// Error 1317, "Query execution was interrupted": on Galera, what a
 /// statement of one node's `migrate()` gets when another node's migration
 /// (a DDL replicated in total order) aborts it mid-statement.
@@ -610,7 +621,9 @@ impl MySqlStore {
             match apply_pending(conn, &self.read(MIGRATIONS_APPLIED)).await {
                 Err(error)
                     if attempt < MIGRATE_RETRIES
-                        && (is_transient(&error) || self.galera && is_interrupted(&error)) =>
+                        && (is_transient(&error)
+                            || self.galera
+                                && (is_interrupted(&error) || is_duplicate_index(&error))) =>
                 {
                     attempt += 1;
                     super::count_internal_retry(statement::MIGRATE, &error, attempt);

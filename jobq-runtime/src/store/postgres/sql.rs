@@ -338,7 +338,11 @@ pub const RETRY: &str = concat!(
 /// no index by queue (one would be written at every settle). A key prefix
 /// is matched with `starts_with`, byte for byte but without an index: the
 /// unique key index is in the database's collation, whose order is not
-/// byte order. A bulk action reads the ids it acts on without locks, in
+/// byte order. No index by job name or enqueue time either: none of jobq's
+/// updates of a row is HOT (they change columns of the partial indexes), so
+/// every index gets an entry at each claim, heartbeat and settle; a page of
+/// such a filter walks the primary key until it is full, and a count of it
+/// reads the table. A bulk action reads the ids it acts on without locks, in
 /// pages in id order (`ids`), then changes each batch of them by primary
 /// key, skipping locked rows ([`bulk_retry`], [`bulk_cancel`]).
 pub(crate) const FILTERED: Filtered = Filtered {
@@ -354,10 +358,11 @@ pub(crate) const FILTERED: Filtered = Filtered {
             },
         )
     },
-    list: concat!(job_columns!(), " WHERE TRUE"),
-    list_in_claim_index: None,
-    count: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
-    ids: "SELECT id FROM jobq_jobs WHERE TRUE",
+    list: job_columns!(),
+    count: "SELECT COUNT(*) FROM jobq_jobs",
+    ids: "SELECT id FROM jobq_jobs",
+    hints: None,
+    ids_page: 1_000,
 };
 
 /// `$1` the ids of a bulk retry's batch: retries those whose rows still

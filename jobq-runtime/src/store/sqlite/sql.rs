@@ -1,6 +1,6 @@
 //! Every statement the SQLite store runs (see the facts in the store's module docs).
 
-use crate::store::filter::{Filtered, KeyPieces, Pieces};
+use crate::store::filter::{BULK_PAGE, Filtered, KeyPieces, Pieces};
 
 /// Every column `Jobq::job` reports, text columns as bytes (decoded lossily:
 /// any row can be inspected).
@@ -112,8 +112,9 @@ pub const RETRY: &str = concat!(
 /// page reads the matching entries and sorts them (a temporary B-tree of
 /// the matching rows, not of the table); without a queue a list walks the
 /// primary key in id order until its page is full; a key prefix is a
-/// range of the unique key index (BINARY collation: byte order). Job name
-/// and created time have no index. A bulk action reads the ids it acts on
+/// range of the unique key index (BINARY collation: byte order); a job
+/// name a range of `jobq_jobs_job_name` (in id order), an enqueue time one
+/// of `jobq_jobs_created`. A bulk action reads the ids it acts on
 /// in pages in id order (`ids`); a batch of them is one statement (retry,
 /// [`bulk_retry`]) or one `BEGIN IMMEDIATE` transaction (cancel, which
 /// reads the tokens first, [`bulk_cancel_pick`]), by primary key.
@@ -126,10 +127,11 @@ pub(crate) const FILTERED: Filtered = Filtered {
             before: " AND idempotency_key < ",
         },
     ),
-    list: concat!(job_columns!(), " WHERE TRUE"),
-    list_in_claim_index: None,
-    count: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
-    ids: "SELECT id FROM jobq_jobs WHERE TRUE",
+    list: job_columns!(),
+    count: "SELECT COUNT(*) FROM jobq_jobs",
+    ids: "SELECT id FROM jobq_jobs",
+    hints: None,
+    ids_page: BULK_PAGE,
 };
 
 /// `?1` now, `?2` the ids of a bulk retry's batch as a JSON array: retries

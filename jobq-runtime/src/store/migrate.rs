@@ -57,3 +57,49 @@ pub(crate) fn pending<'a>(
 ) -> impl Iterator<Item = &'a Migration> {
     all.iter().filter(move |m| !applied.contains(&m.version))
 }
+
+/// What of `all` `applied` lacks, as [`Error::MigrationsPending`] names it
+/// (`migration 20261204000001 (jobq_jobs_name_created)`, `migrations …`),
+/// or `None` when nothing. Versions applied that `all` does not know (a
+/// newer jobq migrated the database) are not this jobq's concern.
+///
+/// [`Error::MigrationsPending`]: crate::Error::MigrationsPending
+pub(crate) fn missing(all: &[Migration], applied: &[i64]) -> Option<String> {
+    let missing: Vec<String> = pending(all, applied)
+        .map(|m| format!("{} ({})", m.version, m.description))
+        .collect();
+    match missing.as_slice() {
+        [] => None,
+        [one] => Some(format!("migration {one}")),
+        many => Some(format!("migrations {}", many.join(", "))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: &[Migration] = &[
+        Migration {
+            version: 1,
+            description: "one",
+            sql: "",
+        },
+        Migration {
+            version: 2,
+            description: "two",
+            sql: "",
+        },
+    ];
+
+    #[test]
+    fn what_is_missing_is_named_by_version_and_description() {
+        assert_eq!(missing(ALL, &[1, 2]), None);
+        assert_eq!(missing(ALL, &[1, 2, 3]), None, "a newer jobq's version");
+        assert_eq!(missing(ALL, &[1]).as_deref(), Some("migration 2 (two)"));
+        assert_eq!(
+            missing(ALL, &[]).as_deref(),
+            Some("migrations 1 (one), 2 (two)")
+        );
+    }
+}

@@ -72,7 +72,7 @@ use crate::{Backend, Error, Result};
 
 pub(crate) mod doctor;
 pub(crate) mod filter;
-mod migrate;
+pub(crate) mod migrate;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
 #[cfg(feature = "postgres")]
@@ -123,6 +123,13 @@ pub(crate) trait BackendStore: Sized {
 
     /// Applies the embedded migrations; safe from many processes at once.
     async fn migrate(&self) -> Result<()>;
+
+    /// The embedded migrations.
+    fn migrations(&self) -> &'static [migrate::Migration];
+
+    /// The versions `jobq_migrations` records (an error if it does not
+    /// exist: [`Error::NotMigrated`]).
+    async fn applied_migrations(&self) -> Result<Vec<i64>>;
 
     /// Inserts one row (or finds the row of its idempotency key).
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued>;
@@ -364,6 +371,17 @@ impl Store {
     /// Applies the embedded migrations; safe from many processes at once.
     pub(crate) async fn migrate(&self) -> Result<()> {
         dispatch_seen!(self, s => s.migrate().await)
+    }
+
+    /// Whether every embedded migration is applied: [`Error::NotMigrated`]
+    /// for a database never migrated, [`Error::MigrationsPending`] for one
+    /// an older jobq migrated. One read of `jobq_migrations`.
+    pub(crate) async fn check_migrated(&self) -> Result<()> {
+        let applied = dispatch_seen!(self, s => s.applied_migrations().await)?;
+        match migrate::missing(dispatch!(self, s => s.migrations()), &applied) {
+            None => Ok(()),
+            Some(what) => Err(Error::MigrationsPending { what, source: None }),
+        }
     }
 
     pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {

@@ -261,6 +261,16 @@ impl BackendStore for MySqlStore {
         ))
     }
 
+    fn migrations(&self) -> &'static [migrate::Migration] {
+        migrate::MYSQL
+    }
+
+    async fn applied_migrations(&self) -> Result<Vec<i64>> {
+        Ok(sqlx::query_scalar(&self.read(MIGRATIONS_APPLIED))
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
     async fn migrate(&self) -> Result<()> {
         let mut conn = self.pool.acquire().await?;
         let locked: Option<i64> = sqlx::query_scalar(MIGRATE_LOCK)

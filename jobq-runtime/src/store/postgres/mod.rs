@@ -126,6 +126,16 @@ impl BackendStore for PgStore {
     /// In one transaction under an advisory lock: DDL is transactional here,
     /// so a failed migration leaves nothing half-applied, and concurrent
     /// migrators take turns.
+    fn migrations(&self) -> &'static [migrate::Migration] {
+        migrate::POSTGRES
+    }
+
+    async fn applied_migrations(&self) -> Result<Vec<i64>> {
+        Ok(sqlx::query_scalar(MIGRATIONS_APPLIED)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
     async fn migrate(&self) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(MIGRATE_LOCK).execute(&mut *tx).await?;

@@ -202,6 +202,16 @@ impl BackendStore for SqliteStore {
 
     /// Inside one `BEGIN IMMEDIATE` transaction: processes migrating a new
     /// file at once take turns, and the later ones find everything applied.
+    fn migrations(&self) -> &'static [migrate::Migration] {
+        migrate::SQLITE
+    }
+
+    async fn applied_migrations(&self) -> Result<Vec<i64>> {
+        Ok(sqlx::query_scalar(MIGRATIONS_APPLIED)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
     async fn migrate(&self) -> Result<()> {
         let mut tx = self.pool.begin_with(BEGIN_IMMEDIATE).await?;
         tx.execute(MIGRATIONS_TABLE).await?;

@@ -1,6 +1,6 @@
 //! The plans of listing and bulk statements against a table that really
 //! holds 100,000 pending and 1,000,000 finished rows (in a database of this
-//! test's own: `jobq_plan_list` on MariaDB and PostgreSQL, a temporary file
+//! test's own: `{database}_plan_list` on MariaDB and PostgreSQL, a temporary file
 //! on SQLite): every filter an index serves is read through it (no full
 //! scan), and each list and count answers in bounded time.
 //!
@@ -18,7 +18,10 @@ use sqlx::Row;
 const PENDING: i64 = 100_000;
 const FINISHED: i64 = 1_000_000;
 const QUEUE: &str = "plan_q";
-const DB_NAME: &str = "jobq_plan_list";
+/// This test's own database (see `jobq_tests::scratch::scoped`).
+fn db_name(db: &TestDb) -> String {
+    jobq_tests::scratch::scoped(db.url(), "plan_list")
+}
 
 /// Generous: most pages and counts take milliseconds through an index (the
 /// worst, a page of 800,000 `done` rows sorted by id, about 2.6 s on SQLite);
@@ -30,10 +33,11 @@ async fn plan_db(db: &TestDb) -> Jobq {
     let url = match db.backend() {
         Backend::Sqlite => db.url().to_owned(),
         _ => {
+            let name = db_name(db);
             let admin = db.jobq().await;
             match Db::of(&admin) {
                 Db::MySql(pool) => {
-                    sqlx::query(&format!("CREATE DATABASE IF NOT EXISTS {DB_NAME}"))
+                    sqlx::query(&format!("CREATE DATABASE IF NOT EXISTS {name}"))
                         .execute(&pool)
                         .await
                         .unwrap();
@@ -41,13 +45,13 @@ async fn plan_db(db: &TestDb) -> Jobq {
                 Db::Postgres(pool) => {
                     let exists: Option<i32> =
                         sqlx::query_scalar("SELECT 1 FROM pg_database WHERE datname = $1")
-                            .bind(DB_NAME)
+                            .bind(&name)
                             .fetch_optional(&pool)
                             .await
                             .unwrap();
                     if exists.is_none() {
                         // Two runs at once: the loser's "already exists" is fine.
-                        let _ = sqlx::query(&format!("CREATE DATABASE {DB_NAME}"))
+                        let _ = sqlx::query(&format!("CREATE DATABASE {name}"))
                             .execute(&pool)
                             .await;
                     }
@@ -55,7 +59,7 @@ async fn plan_db(db: &TestDb) -> Jobq {
                 Db::Sqlite(_) => unreachable!(),
             }
             let (base, _) = db.url().rsplit_once('/').expect("a database in the URL");
-            format!("{base}/{DB_NAME}")
+            format!("{base}/{name}")
         }
     };
     let jobq = Jobq::connect_with(&url, 2).await.expect("connect");
@@ -540,7 +544,7 @@ async fn list_and_bulk_statements_read_through_an_index(db: TestDb) {
         drop(rows);
         drop(jobq);
         if backend != Backend::Sqlite {
-            jobq_tests::scratch::drop_database(backend, db.url(), DB_NAME).await;
+            jobq_tests::scratch::drop_database(backend, db.url(), &db_name(&db)).await;
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));

@@ -520,6 +520,10 @@ pub const DOCTOR_LOCK_WAITS_MARIADB: &str = "SELECT COUNT(*), CAST(COALESCE(MAX(
      JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.requested_lock_id \
      WHERE l.lock_table = CONCAT('`', DATABASE(), '`.`jobq_jobs`')";
 
+/// The account the server took this session for (`name@host`), named in
+/// the grant `lock_waits` advises when it lacks one.
+pub const DOCTOR_CURRENT_USER: &str = "SELECT CAST(CURRENT_USER() AS CHAR)";
+
 /// Whether `performance_schema` is on (MySQL 8 reports lock waits there).
 pub const DOCTOR_PERFORMANCE_SCHEMA: &str = "SELECT CAST(@@performance_schema AS SIGNED)";
 

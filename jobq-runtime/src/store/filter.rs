@@ -459,7 +459,49 @@ impl<'a> Pages<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::next_prefix;
+    use super::*;
+
+    /// SQLite's statements with pages of 3 ids.
+    #[cfg(feature = "sqlite")]
+    const SMALL_PAGES: Filtered = Filtered {
+        ids_page: 3,
+        ..crate::store::sqlite::sql::FILTERED
+    };
+
+    #[cfg(feature = "sqlite")]
+    #[test]
+    fn each_page_of_a_bulk_action_starts_past_the_last_id_of_the_one_before() {
+        let filter = JobFilter::new().queue("q");
+        let w = Where {
+            statuses: Statuses::Retryable,
+            ..Where::new(&filter)
+        };
+        let mut pages = Pages::new(w, Kind::Retry);
+        let first = pages.next_statement(&SMALL_PAGES).expect("a first page");
+        assert!(
+            first.sql.ends_with(
+                " WHERE TRUE AND queue = ?1 AND status IN ('failed', 'cancelled') ORDER BY id LIMIT ?2"
+            ),
+            "{}",
+            first.sql
+        );
+        assert_eq!(first.binds, [Bind::Text("q".into()), Bind::Int(3)]);
+        pages.read(&SMALL_PAGES, &[4, 9, 12]);
+        let second = pages
+            .next_statement(&SMALL_PAGES)
+            .expect("a full page has a next");
+        assert!(
+            second.sql.ends_with(" AND id > ?2 ORDER BY id LIMIT ?3"),
+            "{}",
+            second.sql
+        );
+        assert_eq!(second.binds[1..], [Bind::Int(12), Bind::Int(3)]);
+        pages.read(&SMALL_PAGES, &[13]);
+        assert!(
+            pages.next_statement(&SMALL_PAGES).is_none(),
+            "a short page is the last"
+        );
+    }
 
     #[test]
     fn the_next_prefix_bounds_exactly_the_strings_that_start_with_it() {

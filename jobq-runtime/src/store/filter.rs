@@ -22,6 +22,7 @@ pub(crate) const BULK_BATCH: usize = 500;
 /// (see [`Filtered::ids_page`]): the ids it acts on are read, without
 /// locks, page by page in id order, and each page is then acted on in
 /// batches of [`BULK_BATCH`].
+#[cfg_attr(not(any(feature = "mysql", feature = "sqlite")), allow(dead_code))]
 pub(crate) const BULK_PAGE: u32 = 100_000;
 
 /// Which statuses a statement matches.
@@ -352,6 +353,7 @@ impl Filtered {
 
 impl Statement {
     /// A constant statement with its values (`?` placeholders, or numbered ones).
+    #[cfg_attr(not(any(feature = "mysql", feature = "sqlite")), allow(dead_code))]
     pub(crate) fn fixed(sql: &str, binds: Vec<Bind>) -> Self {
         Self {
             sql: sql.to_owned(),

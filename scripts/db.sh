@@ -1,9 +1,12 @@
 # Shell helpers on the database URLs the tests read (sourced, not run):
 #   sql_mysql URL SQL    runs SQL on the MySQL/MariaDB server of URL (no database selected)
+#   sql_mysql_in URL     the same with the SQL on stdin
 #   sql_postgres URL SQL runs SQL on the PostgreSQL server of URL, in its database
 #   url_with_database URL NAME   URL with its database replaced by NAME
 #   use_run_databases PREFIX     a database PREFIX_<time>_<pid> on each server,
-#                                dropped on exit; JOBQ_*_URL point at it
+#                                dropped on exit; JOBQ_*_URL point at it, on
+#                                MySQL/MariaDB as a user of this run's own
+#                                with privileges on its databases only
 # Passwords go through the environment (MYSQL_PWD, PGPASSWORD), never argv.
 
 # Splits a mysql://user:password@host:port/db URL into MY_USER, MY_PASSWORD,
@@ -25,9 +28,14 @@ parse_mysql_url() {
 }
 
 sql_mysql() { # url sql
+  printf '%s\n' "$2" | sql_mysql_in "$1"
+}
+
+# Runs the SQL on stdin (a statement that holds a password stays out of argv).
+sql_mysql_in() { # url
   parse_mysql_url "$1"
   MYSQL_PWD=$MY_PASSWORD "$(command -v mariadb || command -v mysql)" \
-    -h"$MY_HOST" -P"$MY_PORT" -u"$MY_USER" --batch --skip-column-names -e "$2"
+    -h"$MY_HOST" -P"$MY_PORT" -u"$MY_USER" --batch --skip-column-names
 }
 
 sql_postgres() { # url sql
@@ -46,6 +54,16 @@ url_with_database() { # url name
 # servers of JOBQ_MYSQL_URL and JOBQ_POSTGRES_URL, drops both when the
 # shell exits (also on failure or interrupt: it sets the EXIT trap), and
 # points the two URLs (exported) at them.
+#
+# On MySQL/MariaDB the tests run as a user of this run's own, RUN_DB, with
+# a random password and every privilege on the databases whose names start
+# with RUN_DB (the run's, and those tests make for themselves, which are
+# named after it) and none beyond: no PROCESS, no SUPER, nothing on other
+# databases, as an application's own user has. So nothing jobq does, and
+# no test, silently needs more. The user is dropped at the end with the
+# databases. JOBQ_MYSQL_ADMIN_URL keeps the server's URL (with RUN_DB) for
+# the few tests that need more, and say so: the doctor test that makes a
+# user of its own, the lock-wait report (PROCESS), the outage tests.
 use_run_databases() { # prefix
   RUN_DB="$1_$(date +%s)_$$"
   SERVER_MYSQL_URL=$JOBQ_MYSQL_URL
@@ -53,14 +71,37 @@ use_run_databases() { # prefix
   trap drop_run_databases EXIT
   sql_mysql "$SERVER_MYSQL_URL" "CREATE DATABASE $RUN_DB"
   sql_postgres "$SERVER_POSTGRES_URL" "CREATE DATABASE $RUN_DB"
-  export JOBQ_MYSQL_URL JOBQ_POSTGRES_URL
-  JOBQ_MYSQL_URL=$(url_with_database "$SERVER_MYSQL_URL" "$RUN_DB")
+  local password
+  password=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+  # `_` is a wildcard in a database grant: escaped, the pattern is the
+  # name as written, then anything.
+  sql_mysql_in "$SERVER_MYSQL_URL" <<SQL
+CREATE USER '$RUN_DB'@'%' IDENTIFIED BY '$password';
+GRANT ALL PRIVILEGES ON \`${RUN_DB//_/\\_}%\`.* TO '$RUN_DB'@'%';
+SQL
+  export JOBQ_MYSQL_URL JOBQ_POSTGRES_URL JOBQ_MYSQL_ADMIN_URL
+  JOBQ_MYSQL_ADMIN_URL=$(url_with_database "$SERVER_MYSQL_URL" "$RUN_DB")
+  JOBQ_MYSQL_URL=$(url_with_user "$JOBQ_MYSQL_ADMIN_URL" "$RUN_DB" "$password")
   JOBQ_POSTGRES_URL=$(url_with_database "$SERVER_POSTGRES_URL" "$RUN_DB")
 }
 
+# URL with its userinfo replaced by USER:PASSWORD (hex: nothing to escape).
+url_with_user() { # url user password
+  local scheme=${1%%://*} rest=${1#*://}
+  echo "$scheme://$2:$3@${rest#*@}"
+}
+
 drop_run_databases() {
-  sql_mysql "$SERVER_MYSQL_URL" "DROP DATABASE IF EXISTS $RUN_DB" \
-    || echo "could not drop $RUN_DB on MariaDB" >&2
+  # The run's databases, and any a test made after it and left behind.
+  local databases
+  databases=$(sql_mysql "$SERVER_MYSQL_URL" "SELECT schema_name FROM information_schema.schemata
+    WHERE schema_name LIKE '${RUN_DB//_/\\_}%'") || databases=$RUN_DB
+  for db in $databases; do
+    sql_mysql "$SERVER_MYSQL_URL" "DROP DATABASE IF EXISTS \`$db\`" \
+      || echo "could not drop $db on MariaDB" >&2
+  done
+  sql_mysql "$SERVER_MYSQL_URL" "DROP USER IF EXISTS '$RUN_DB'@'%'" \
+    || echo "could not drop the user $RUN_DB on MariaDB" >&2
   sql_postgres "$SERVER_POSTGRES_URL" "DROP DATABASE IF EXISTS $RUN_DB WITH (FORCE)" \
     || echo "could not drop $RUN_DB on PostgreSQL" >&2
 }

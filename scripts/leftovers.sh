@@ -2,6 +2,7 @@
 # What the databases the tests are pointed at hold: every database on the
 # MariaDB and PostgreSQL servers (but the servers' own) and the row count of
 # each of their tables, one line each:
+#   mysql     user      jobq_run_1733300000_4242@%
 #   mysql     database  test
 #   mysql     rows      test.jobq_jobs  1234
 #   postgres  database  test
@@ -14,6 +15,9 @@ cd "$(dirname "$0")/.."
 eval "$(scripts/services.sh 2>/dev/null)"
 . scripts/db.sh
 
+# The users test.sh makes per run (jobq_run_*) and tests make (jobq_doctor_*).
+sql_mysql "$JOBQ_MYSQL_URL" "SELECT CONCAT(user, '@', host) FROM mysql.user
+  WHERE user LIKE 'jobq\\_%' ORDER BY 1" | sed 's/^/mysql     user      /'
 sql_mysql "$JOBQ_MYSQL_URL" "SELECT schema_name FROM information_schema.schemata
   WHERE schema_name NOT IN ('mysql','information_schema','performance_schema','sys')
   ORDER BY schema_name" | sed 's/^/mysql     database  /'

@@ -40,9 +40,14 @@ CREATE USER IF NOT EXISTS 'jobq'@'127.0.0.1' IDENTIFIED BY 'jobq';
 CREATE USER IF NOT EXISTS 'jobq'@'localhost' IDENTIFIED BY 'jobq';
 GRANT ALL ON jobq_test.* TO 'jobq'@'127.0.0.1';
 GRANT ALL ON jobq_test.* TO 'jobq'@'localhost';
--- The databases test.sh makes per run (jobq_run_*) and tests make their own.
-GRANT ALL ON `jobq\_%`.* TO 'jobq'@'127.0.0.1';
-GRANT ALL ON `jobq\_%`.* TO 'jobq'@'localhost';
+-- The databases test.sh makes per run (jobq_run_*) and tests make their
+-- own; test.sh also makes a user per run with privileges on its databases
+-- only (CREATE USER, and GRANT OPTION to hand those on), and a few tests
+-- read other sessions' lock waits (PROCESS).
+GRANT ALL ON `jobq\_%`.* TO 'jobq'@'127.0.0.1' WITH GRANT OPTION;
+GRANT ALL ON `jobq\_%`.* TO 'jobq'@'localhost' WITH GRANT OPTION;
+GRANT CREATE USER, PROCESS ON *.* TO 'jobq'@'127.0.0.1';
+GRANT CREATE USER, PROCESS ON *.* TO 'jobq'@'localhost';
 FLUSH PRIVILEGES;
 SQL
   MYSQL_URL="mysql://jobq:jobq@127.0.0.1:3306/jobq_test"

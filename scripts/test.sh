@@ -5,9 +5,14 @@
 # It leaves nothing behind: the tests run in a database made for this run
 # on each server (jobq_run_<time>_<pid>, in place of the URLs' own), which
 # is dropped at the end, also when a test fails or the run is interrupted;
-# tests that need a database of their own make it and drop it. SQLite
-# databases are temporary files. `scripts/leftovers.sh` shows what the
-# servers hold (run it before and after to check).
+# tests that need a database of their own make it (named after the run's)
+# and drop it. SQLite databases are temporary files. `scripts/leftovers.sh`
+# shows what the servers hold (run it before and after to check).
+#
+# On MySQL/MariaDB the tests run as a user made for this run, with every
+# privilege on the run's databases and none beyond (as an application's
+# own user): whatever needs more fails here first. The few tests that need
+# more use JOBQ_MYSQL_ADMIN_URL, the server's own account (see scripts/db.sh).
 #
 # The outage tests, which stop and restart the machine's MariaDB and
 # PostgreSQL, run only with JOBQ_OUTAGE_TESTS=1 (.ci/run sets it).

@@ -349,7 +349,10 @@ fn a_refused_connection_prints_the_servers_cause() {
     assert!(text.contains("Access denied"), "the cause: {text}");
     assert!(!text.contains("N0tThePassword"), "{text}");
 
-    let missing_database = format!("{scheme}://{userinfo}@{host}/jobq_no_such_database");
+    // A name the tests' user may use (see `jobq_tests::scratch::scoped`): a
+    // database it has no privilege on is refused, not reported missing.
+    let missing = jobq_tests::scratch::scoped(&url, "no_such_database");
+    let missing_database = format!("{scheme}://{userinfo}@{host}/{missing}");
     let output = jobq_cli(&missing_database, &["counts", "q"]);
     assert!(!output.status.success());
     let text = stderr(&output);

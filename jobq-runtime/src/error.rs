@@ -34,6 +34,21 @@ pub enum Error {
         #[source]
         source: sqlx::Error,
     },
+    /// The database lacks migrations (or an index one of them creates) this
+    /// jobq needs: it was migrated by an older jobq, or not fully. A worker
+    /// checks at its start and fails with this at once
+    /// (`the database lacks jobq's migration 20261204000001 (jobq_jobs_name_created) …`).
+    #[error(
+        "the database lacks jobq's {what} (it was migrated by an older jobq, or not fully): run Jobq::migrate() (or `jobq migrate`) of this version before using it"
+    )]
+    MigrationsPending {
+        /// What is missing: `migration 20261204000001 (jobq_jobs_name_created)`,
+        /// `migrations …, …`, or `index \`jobq_jobs_job_name\``.
+        what: String,
+        /// The server's error, when a statement found the index missing.
+        #[source]
+        source: Option<sqlx::Error>,
+    },
     /// No connection to the database was made within the connect timeout
     /// ([`ConnectOptions::connect_timeout`](crate::ConnectOptions::connect_timeout)).
     #[error(
@@ -426,14 +441,36 @@ impl From<sqlx::Error> for Error {
     /// exist, [`Error::Database`] otherwise: every statement's error passes
     /// here, so each call site says the same.
     fn from(error: sqlx::Error) -> Self {
-        match missing_jobq_table(&error) {
-            Some(table) => Self::NotMigrated {
+        if let Some(table) = missing_jobq_table(&error) {
+            return Self::NotMigrated {
                 table,
                 source: error,
+            };
+        }
+        match missing_jobq_index(&error) {
+            Some(index) => Self::MigrationsPending {
+                what: format!("index `{index}`"),
+                source: Some(error),
             },
             None => Self::Database(error),
         }
     }
+}
+
+/// The jobq index a MySQL/MariaDB error 1176 (SQLSTATE 42000) names: `Key
+/// 'jobq_jobs_job_name' doesn't exist in table 'jobq_jobs'`, what a
+/// statement that names the index in `FORCE INDEX` gets on a database
+/// migrated by an older jobq.
+fn missing_jobq_index(error: &sqlx::Error) -> Option<String> {
+    let sqlx::Error::Database(db) = error else {
+        return None;
+    };
+    if db.code().as_deref() != Some("42000") {
+        return None;
+    }
+    let (name, rest) = db.message().strip_prefix("Key '")?.split_once('\'')?;
+    (name.starts_with("jobq_") && rest.starts_with(" doesn't exist in table"))
+        .then(|| name.to_owned())
 }
 
 /// The jobq table a "no such table" error of any backend names: SQLite's

@@ -495,13 +495,17 @@ impl Jobq {
     /// matches; how many it sent back to `pending`. Jobs in other statuses
     /// are left alone (a filter on another status retries nothing).
     ///
-    /// In batches of 500, each its own short transaction: the batch's rows
-    /// are locked skipping those another transaction holds (`FOR UPDATE
-    /// SKIP LOCKED` on MySQL/MariaDB and PostgreSQL), then changed by id
-    /// with the guard of a single retry, until a batch finds nothing. A
-    /// row locked by someone else meanwhile may be left out: call again to
-    /// pick it up. Not one transaction: a failure part way leaves the
-    /// batches before it done.
+    /// Each job at most once per call: the ids the filter matches are read
+    /// first, without locks, in pages of up to 100,000 in id order (each
+    /// page starting past the last id of the one before), and each page is
+    /// then retried in batches of 500, each its own short transaction: the
+    /// batch's rows are locked by id skipping those another transaction
+    /// holds (`FOR UPDATE SKIP LOCKED` on MySQL/MariaDB and PostgreSQL),
+    /// and those still `failed` or `cancelled` (and in the filter's status,
+    /// if it has one) are retried. A job that fails again while the call
+    /// runs is not retried again by it, and a row locked by someone else
+    /// meanwhile may be left out: call again for either. Not one
+    /// transaction: a failure part way leaves the batches before it done.
     pub async fn retry_where(&self, filter: &JobFilter) -> Result<u64> {
         validate_filter(filter)?;
         let Some(statuses) = Statuses::of_action(Statuses::Retryable, filter.status) else {
@@ -519,8 +523,8 @@ impl Jobq {
     }
 
     /// [`cancel`](Self::cancel) for every `pending` or `processing` job
-    /// `filter` matches, in batches as [`retry_where`](Self::retry_where);
-    /// how many it cancelled. Running attempts are stopped as `cancel`
+    /// `filter` matches, each at most once per call, in pages and batches
+    /// as [`retry_where`](Self::retry_where); how many it cancelled. Running attempts are stopped as `cancel`
     /// stops them: at once in this process, after each batch commits, and
     /// at the next heartbeat elsewhere.
     pub async fn cancel_where(&self, filter: &JobFilter) -> Result<u64> {

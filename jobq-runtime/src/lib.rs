@@ -262,6 +262,12 @@ pub mod __store {
 
     pub use crate::store::filter::{Bind, Kind};
 
+    /// Ids one page of a bulk action reads at most on `jobq`'s backend (the
+    /// limit of its [`Kind::Retry`] and [`Kind::Cancel`] statements).
+    pub fn bulk_page(jobq: &Jobq) -> i64 {
+        i64::from(jobq.store().bulk_page())
+    }
+
     /// The `kind` statement of `jobq`'s backend for `filter` (past the id
     /// `after`, that way, if given), with its values in order, as the store
     /// runs it (for tests that EXPLAIN it); `None` when the action applies

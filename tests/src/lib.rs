@@ -26,7 +26,7 @@ pub mod services;
 pub mod sql;
 mod wait;
 
-pub use scratch::ScratchDb;
+pub use scratch::{ScratchDb, ScratchUser};
 pub use wait::{eventually, wait_for_done, wait_for_status, wait_until};
 
 /// A database for one test.

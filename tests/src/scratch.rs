@@ -31,6 +31,24 @@ pub fn with_database(url: &str, name: &str) -> String {
     format!("{head}/{name}{query}")
 }
 
+/// The database `url` names (its path, without the query).
+pub fn database_of(url: &str) -> &str {
+    let base = url.split_once('?').map_or(url, |(base, _)| base);
+    let host_start = base.find("://").map_or(0, |i| i + 3);
+    base[host_start..]
+        .split_once('/')
+        .map_or("", |(_, database)| database)
+}
+
+/// The name of a database of a test's own on the server of `url`:
+/// `{url's database}_{name}`. `scripts/test.sh` runs the tests as a user
+/// with privileges only on the databases whose names start with the run's
+/// database (`jobq_run_<time>_<pid>`), as an application's user has on its
+/// own; a test makes and drops databases under that name.
+pub fn scoped(url: &str, name: &str) -> String {
+    format!("{}_{name}", database_of(url))
+}
+
 /// Drops the database `name` on the server of `admin_url`; reports a
 /// failure on stderr (a drop that panicked would abort the test run).
 pub async fn drop_database(backend: Backend, admin_url: &str, name: &str) {
@@ -60,10 +78,14 @@ pub async fn drop_database(backend: Backend, admin_url: &str, name: &str) {
 }
 
 impl TestDb {
-    /// A new empty database named `{prefix}_{random}` on this server (a
-    /// fresh file on SQLite), dropped with the returned value.
+    /// A new empty database named `{database}_{prefix}_{random}` on this
+    /// server (see [`scoped`]; a fresh file on SQLite), dropped with the
+    /// returned value.
     pub async fn scratch(&self, prefix: &str) -> ScratchDb {
-        let name = format!("{prefix}_{:08x}", rand::random::<u32>());
+        let name = scoped(
+            self.url(),
+            &format!("{prefix}_{:08x}", rand::random::<u32>()),
+        );
         let backend = self.backend();
         let create = format!("CREATE DATABASE {name}");
         match backend {
@@ -123,6 +145,96 @@ impl Drop for ScratchDb {
         .join();
         if dropped.is_err() {
             eprintln!("dropping a scratch database panicked");
+        }
+    }
+}
+
+/// The URL of `url`'s server as an account that may do more than the
+/// tests' own user (create users, read other sessions' transactions), on
+/// `url`'s database: `JOBQ_MYSQL_ADMIN_URL` (`scripts/test.sh` sets it to
+/// the server's own account, which it runs the tests without) with the
+/// database of `url`, or `url` itself when unset (the tests' user is then
+/// the server's own account). For the few tests that need it, and say so.
+pub fn mysql_admin_url(url: &str) -> String {
+    match std::env::var("JOBQ_MYSQL_ADMIN_URL") {
+        Ok(admin) if !admin.is_empty() => with_database(&admin, database_of(url)),
+        _ => url.to_owned(),
+    }
+}
+
+/// A MySQL/MariaDB user of one test's own with every privilege on one
+/// database and none beyond (an application's own user), made through
+/// [`mysql_admin_url`]; dropped when this is, also when the test panics.
+#[derive(Debug)]
+pub struct ScratchUser {
+    url: String,
+    admin_url: String,
+    user: String,
+}
+
+impl ScratchUser {
+    /// A new user `{prefix}_{random}`@`%` with a random password and every
+    /// privilege on the database of `url` only.
+    pub async fn on_database_of(url: &str, prefix: &str) -> Self {
+        let admin_url = mysql_admin_url(url);
+        let user = format!("{prefix}_{:08x}", rand::random::<u32>());
+        let password = format!("{:032x}", rand::random::<u128>());
+        // `_` is a wildcard in a database grant.
+        let database = database_of(url).replace('_', "\\_");
+        let mut admin = sqlx::MySqlConnection::connect(&admin_url).await.unwrap();
+        admin
+            .execute(
+                format!(
+                    "CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'; \
+                     GRANT ALL PRIVILEGES ON `{database}`.* TO '{user}'@'%'"
+                )
+                .as_str(),
+            )
+            .await
+            .unwrap();
+        let (scheme, rest) = url.split_once("://").expect("a URL");
+        let host_db = rest.rsplit_once('@').map_or(rest, |(_, host_db)| host_db);
+        Self {
+            url: format!("{scheme}://{user}:{password}@{host_db}"),
+            admin_url,
+            user,
+        }
+    }
+
+    /// The URL of the database as this user.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The user's name.
+    pub fn name(&self) -> &str {
+        &self.user
+    }
+}
+
+impl Drop for ScratchUser {
+    fn drop(&mut self) {
+        let (admin_url, user) = (self.admin_url.clone(), self.user.clone());
+        // As ScratchDb's drop: a thread and runtime of its own.
+        let dropped = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(async {
+                    let sql = format!("DROP USER IF EXISTS '{user}'@'%'");
+                    let result = match sqlx::MySqlConnection::connect(&admin_url).await {
+                        Ok(mut admin) => admin.execute(sql.as_str()).await.map(drop),
+                        Err(error) => Err(error),
+                    };
+                    if let Err(error) = result {
+                        eprintln!("could not drop the scratch user {user}: {error}");
+                    }
+                });
+        })
+        .join();
+        if dropped.is_err() {
+            eprintln!("dropping a scratch user panicked");
         }
     }
 }

@@ -2,11 +2,15 @@
 //! their filter matches in the statuses they apply to, in batches, and
 //! leave every other job alone.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use jobq_runtime::__store;
-use jobq_runtime::{JobFilter, JobStatus, Jobq, QueueCounts, job};
-use jobq_tests::{TestDb, enqueue_ids, on, unique_queue};
+use jobq_runtime::{
+    JobContext, JobError, JobFilter, JobStatus, Jobq, QueueCounts, State, Worker, job,
+};
+use jobq_tests::{Recorder, TestDb, enqueue_ids, on, unique_queue, wait_until};
 
 #[job(name = "bulk_a")]
 async fn bulk_a(n: u64) {
@@ -16,6 +20,14 @@ async fn bulk_a(n: u64) {
 #[job(name = "bulk_b")]
 async fn bulk_b(n: u64) {
     let _ = n;
+}
+
+/// Fails for good at every attempt, at once.
+#[job(name = "bulk_fails")]
+async fn bulk_fails(ctx: &JobContext, recorder: State<Recorder>, n: u64) -> Result<(), JobError> {
+    let _ = n;
+    recorder.record(ctx.id(), ctx.attempt());
+    Err(JobError::permanent("fails again"))
 }
 
 /// Pending, processing, done, failed, cancelled.
@@ -104,7 +116,105 @@ async fn bulk_actions_run_past_one_batch(db: TestDb) {
     assert_eq!(jobq.count_where(&pending).await.unwrap(), 1234);
 }
 
+/// Jobs a bulk action sees fail again.
+const AGAIN: u64 = 2_000;
+
+/// `AGAIN` jobs of a queue of their own, failed once each by a worker that
+/// keeps running (64 slots, polling every 10 ms): whatever `retry_where`
+/// sends back to `pending` fails again at once.
+async fn failing_jobs(db: &TestDb) -> (Jobq, String, Recorder, jobq_runtime::WorkerHandle) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("bulk-again");
+    let recorder = Recorder::default();
+    let jobs = (0..AGAIN).map(|n| (BulkFails::new(n), on(&queue).max_attempts(1)));
+    enqueue_ids(&jobq, jobs).await;
+    let worker = Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 64)
+        .state(recorder.clone())
+        .poll_interval(Duration::from_millis(10))
+        .build()
+        .expect("build")
+        .start();
+    wait_until(
+        "every job failed once",
+        Duration::from_secs(120),
+        || async { jobq.counts(&queue).await.unwrap().failed == AGAIN },
+    )
+    .await;
+    (jobq, queue, recorder, worker)
+}
+
+/// The issue's case: one `retry_where` over jobs a running worker fails
+/// again at once. A call acts on each job it matches at most once: it
+/// retries each of the `AGAIN` jobs once (none is left out: nothing else
+/// holds a lock on a failed row), so each job runs exactly twice in all.
+/// Before the fix, on MySQL and SQLite, the batches went on picking the
+/// rows the worker had failed again (one call retried 63,301 times).
+async fn retry_where_retries_each_job_at_most_once_while_a_worker_fails_them_again(db: TestDb) {
+    let (jobq, queue, recorder, worker) = failing_jobs(&db).await;
+    let filter = JobFilter::new().queue(&queue);
+    let retried = jobq.retry_where(&filter).await.unwrap();
+    assert_eq!(retried, AGAIN, "each failed job retried once");
+    wait_until(
+        "every job failed again",
+        Duration::from_secs(120),
+        || async { jobq.counts(&queue).await.unwrap().failed == AGAIN },
+    )
+    .await;
+    worker.shutdown(Duration::from_secs(10)).await.unwrap();
+    let (jobs, runs) = recorder.totals();
+    assert_eq!(jobs as u64, AGAIN);
+    assert_eq!(
+        runs as u64,
+        2 * AGAIN,
+        "each job ran once, then once after the retry"
+    );
+}
+
+/// `cancel_where` while another task keeps sending what it cancels back to
+/// `pending` (`retry`, one job after another, up to ten times each): each
+/// job is cancelled at most once by the call. Before the fix, on MySQL and
+/// SQLite, its batches picked the rows sent back again and again, for as
+/// long as the retries went on.
+async fn cancel_where_cancels_each_job_at_most_once_while_they_are_retried(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("bulk-cancel-again");
+    let jobs = (0..AGAIN).map(|n| (BulkFails::new(n), on(&queue)));
+    let ids = enqueue_ids(&jobq, jobs).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let retrier = tokio::spawn({
+        let (jobq, stop) = (jobq.clone(), Arc::clone(&stop));
+        async move {
+            let mut retried = 0u64;
+            while !stop.load(Ordering::Relaxed) && retried < 10 * AGAIN {
+                for &id in &ids {
+                    if jobq.retry(id).await.unwrap() {
+                        retried += 1;
+                    }
+                }
+                tokio::task::yield_now().await;
+            }
+            retried
+        }
+    });
+    let filter = JobFilter::new().queue(&queue);
+    let cancelled = jobq.cancel_where(&filter).await.unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let retried = retrier.await.unwrap();
+    assert!(
+        cancelled > AGAIN / 2,
+        "cancelled only {cancelled} of {AGAIN}"
+    );
+    assert!(
+        cancelled <= AGAIN,
+        "one call cancelled {cancelled} times, more than the {AGAIN} jobs \
+         ({retried} retries ran meanwhile)"
+    );
+}
+
 jobq_tests::on_every_backend!(
+    retry_where_retries_each_job_at_most_once_while_a_worker_fails_them_again,
+    cancel_where_cancels_each_job_at_most_once_while_they_are_retried,
     retry_where_retries_failed_and_cancelled_jobs_only,
     retry_where_applies_the_status_of_its_filter,
     cancel_where_cancels_pending_and_processing_jobs_only,

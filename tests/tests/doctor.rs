@@ -14,12 +14,41 @@ use std::time::Duration;
 
 use jobq_runtime::{Backend, Check, CheckStatus, DoctorReport, Enqueue, Jobq, job};
 use jobq_tests::sql::Db;
-use jobq_tests::{ScratchDb, TestDb, assert_contains, eventually, unique_queue};
+use jobq_tests::{ScratchDb, ScratchUser, TestDb, assert_contains, eventually, unique_queue};
 use sqlx::{Connection, Executor};
 
 #[job(name = "doctor_probe")]
 async fn probe(n: u64) {
     let _ = n;
+}
+
+/// `doctor` as an application's own user: every privilege on its database
+/// and none beyond (no PROCESS, which reading other sessions' transactions
+/// and lock waits needs): nothing fails, the isolation of jobq's sessions
+/// is read without any privilege, and the lock-wait check warns, naming the
+/// grant it would need. Before the fix `isolation` and `lock_waits` failed
+/// ("Access denied; you need (at least one of) the PROCESS privilege(s)")
+/// and `jobq doctor` exited 1 on a healthy server.
+#[tokio::test]
+async fn doctor_passes_for_a_user_with_privileges_on_its_database_only() {
+    let Some(db) = TestDb::mysql() else { return };
+    let own = own_database(&db, "jobq_doctor_user").await;
+    own.migrated().await;
+    let user = ScratchUser::on_database_of(&own.url, "jobq_doctor").await;
+    let jobq = Jobq::connect_with(user.url(), 2).await.unwrap();
+    let report = jobq.doctor().await.unwrap();
+    for name in expected_checks(db.backend()) {
+        if name != "lock_waits" {
+            assert_check(&report, name, CheckStatus::Ok, &[]);
+        }
+    }
+    let grant = format!("GRANT PROCESS ON *.* TO '{}'@'%'", user.name());
+    assert_check(&report, "lock_waits", CheckStatus::Warn, &[&grant]);
+    assert_contains(
+        &check(&report, "lock_waits").found,
+        &["not visible", "PROCESS"],
+    );
+    assert_eq!(report.worst(), CheckStatus::Warn, "{report:#?}");
 }
 
 /// A database of one test's own (`{name}_{random}`) on the server of `db`
@@ -92,9 +121,20 @@ fn expected_checks(backend: Backend) -> Vec<&'static str> {
     names
 }
 
+/// On MySQL/MariaDB the doctor reads as the server's own account here
+/// (`JOBQ_MYSQL_ADMIN_URL`): `lock_waits` needs the PROCESS privilege the
+/// tests' user does not have (what it reports without it:
+/// `doctor_passes_for_a_user_with_privileges_on_its_database_only`).
 async fn every_check_passes_on_a_migrated_database(db: TestDb) {
     let own = own_database(&db, "jobq_doctor_ok").await;
     let jobq = own.migrated().await;
+    let jobq = match db.backend() {
+        Backend::MySql => {
+            let admin = jobq_tests::scratch::mysql_admin_url(&own.url);
+            Jobq::connect_with(&admin, 2).await.unwrap()
+        }
+        _ => jobq,
+    };
     let report = jobq.doctor().await.unwrap();
     for name in expected_checks(db.backend()) {
         assert_check(&report, name, CheckStatus::Ok, &[]);
@@ -352,12 +392,16 @@ async fn a_jobq_jobs_table_that_is_not_innodb_fails_the_storage_engine_check() {
 }
 
 /// One session holds a row lock; another waits on it: the doctor reports
-/// the wait once it has lasted, and nothing once the holder lets go.
+/// the wait once it has lasted, and nothing once the holder lets go. The
+/// doctor reads as the server's own account (`JOBQ_MYSQL_ADMIN_URL`):
+/// other sessions' lock waits need the PROCESS privilege.
 #[tokio::test]
 async fn a_transaction_waiting_on_a_jobq_jobs_row_lock_is_reported() {
     let Some(db) = TestDb::mysql() else { return };
     let own = own_database(&db, "jobq_doctor_locks").await;
-    let jobq = own.migrated().await;
+    own.migrated().await;
+    let admin = jobq_tests::scratch::mysql_admin_url(&own.url);
+    let jobq = Jobq::connect_with(&admin, 2).await.unwrap();
     let id = jobq
         .enqueue_with(Probe::new(1), Enqueue::new().queue(unique_queue("locks")))
         .await

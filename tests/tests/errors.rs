@@ -60,10 +60,10 @@ async fn an_unmigrated_database_says_to_run_migrate(db: TestDb) {
 }
 
 async fn a_refused_login_or_a_missing_database_shows_the_servers_cause(db: TestDb) {
-    let cases: Vec<(String, &str, &str)> = match db.backend() {
+    let cases: Vec<(String, String, &str)> = match db.backend() {
         Backend::Sqlite => vec![(
             "sqlite:///jobq-no-such-directory/jobs.db".to_owned(),
-            "unable to open database file",
+            "unable to open database file".to_owned(),
             "",
         )],
         backend => {
@@ -71,25 +71,25 @@ async fn a_refused_login_or_a_missing_database_shows_the_servers_cause(db: TestD
             let (userinfo, host_db) = rest.rsplit_once('@').unwrap();
             let user = userinfo.split(':').next().unwrap();
             let wrong = format!("{scheme}://{user}:N0tThePassword@{host_db}");
+            // A name the tests' user may use (see `scoped`): a database
+            // it has no privilege on is refused ("Access denied … to
+            // database"), not reported missing.
+            let missing_db = jobq_tests::scratch::scoped(db.url(), "no_such_database");
             let (denied, missing) = match backend {
                 Backend::MySql => (
-                    "Access denied for user",
-                    "Unknown database 'jobq_no_such_database'",
+                    "Access denied for user".to_owned(),
+                    format!("Unknown database '{missing_db}'"),
                 ),
                 _ => (
                     // Trust authentication takes any password: then the
                     // login succeeds and only the missing database fails.
-                    "",
-                    "database \"jobq_no_such_database\" does not exist",
+                    String::new(),
+                    format!("database \"{missing_db}\" does not exist"),
                 ),
             };
             vec![
                 (wrong, denied, "N0tThePassword"),
-                (
-                    with_database(db.url(), "jobq_no_such_database"),
-                    missing,
-                    "",
-                ),
+                (with_database(db.url(), &missing_db), missing, ""),
             ]
         }
     };
@@ -101,7 +101,7 @@ async fn a_refused_login_or_a_missing_database_shows_the_servers_cause(db: TestD
         assert!(matches!(error, Error::Database(_)), "{error:?}");
         let text = error.to_string();
         assert!(text.starts_with("database error: "), "{text}");
-        assert!(text.contains(cause), "{text}");
+        assert!(text.contains(&cause), "{text}");
         assert!(
             secret.is_empty() || !format!("{text} {error:?}").contains(secret),
             "{text}"
@@ -165,7 +165,152 @@ async fn a_server_that_does_not_answer_fails_after_the_connect_timeout(db: TestD
     silent.abort();
 }
 
+/// The hint of [`Error::NotMigrated`] for `table`.
+fn not_migrated(table: &str) -> String {
+    format!(
+        "the database has no table `{table}`: jobq's tables are not created yet; run Jobq::migrate() (or `jobq migrate`) once before using it"
+    )
+}
+
+/// A worker gets this long to fail; it fails at its first statement (the
+/// bound only keeps a worker that idles from hanging the test).
+const FAILS_WITHIN: Duration = Duration::from_secs(30);
+
+/// `run_until` on a database never migrated returns the migrate hint at
+/// once, and so does `shutdown` of a started worker, whose `failed()`
+/// completes; the worker claims nothing. Before the fix, `run_until` idled
+/// (logging `reading the paused queues failed (has Jobq::migrate run?)`
+/// twice a second) until its signal.
+async fn a_worker_on_an_unmigrated_database_fails_at_once_saying_to_run_migrate(db: TestDb) {
+    let scratch = db.scratch("jobq_errors_worker").await;
+    let jobq = scratch.jobq(2).await;
+    let queue = unique_queue("fresh-worker");
+    let worker = || {
+        jobq_runtime::Worker::builder(jobq.clone())
+            .queue_unchecked(&queue, 2)
+            .build()
+            .expect("build: it reads nothing from the database")
+    };
+
+    let start = Instant::now();
+    let ran = tokio::time::timeout(FAILS_WITHIN, worker().run_until(std::future::pending())).await;
+    let error = ran
+        .unwrap_or_else(|_| panic!("run_until still running after {FAILS_WITHIN:?}"))
+        .expect_err("run_until on an unmigrated database");
+    assert!(matches!(&error, Error::NotMigrated { .. }), "{error:?}");
+    assert_eq!(error.to_string(), not_migrated("jobq_migrations"));
+    println!("run_until failed after {:?}", start.elapsed());
+
+    let handle = worker().start();
+    let failed = tokio::time::timeout(FAILS_WITHIN, handle.failed()).await;
+    assert!(failed.is_ok(), "the started worker did not fail");
+    let error = handle
+        .shutdown(Duration::from_secs(10))
+        .await
+        .expect_err("shutdown of a worker that failed");
+    assert_eq!(error.to_string(), not_migrated("jobq_migrations"));
+}
+
+/// A database migrated by an older jobq (its newest migration not applied):
+/// a worker fails at once naming what is missing and what to do.
+async fn a_worker_on_a_database_of_an_older_jobq_fails_at_once_naming_the_migrations(db: TestDb) {
+    let scratch = db.scratch("jobq_errors_older").await;
+    let jobq = scratch.jobq(2).await;
+    jobq.migrate().await.unwrap();
+    let sql = jobq_tests::sql::Db::of(&jobq);
+    let newest: Vec<(i64, String)> = sql
+        .fetch_all(
+            "SELECT version, description FROM jobq_migrations ORDER BY version DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (version, description) = newest[0].clone();
+    sql.execute(
+        "DELETE FROM jobq_migrations WHERE version = ?",
+        &[version.into()],
+    )
+    .await
+    .unwrap();
+    // What that migration made, gone too where it made indexes (an older
+    // jobq's table).
+    let drops: &[&str] = match db.backend() {
+        Backend::MySql => {
+            &["ALTER TABLE jobq_jobs DROP INDEX jobq_jobs_job_name, DROP INDEX jobq_jobs_created"]
+        }
+        Backend::Sqlite => &[
+            "DROP INDEX jobq_jobs_job_name",
+            "DROP INDEX jobq_jobs_created",
+        ],
+        _ => &[],
+    };
+    for drop in drops {
+        sql.execute(drop, &[]).await.unwrap();
+    }
+    let by_name = jobq_runtime::JobFilter::new().job_name("errors_probe");
+    let listed = jobq.list(&by_name, jobq_runtime::Page::first(10)).await;
+    if db.backend() == Backend::MySql {
+        // The list names an index it reads through (the server names one
+        // of the two missing): the same advice.
+        let error = listed.expect_err("a list that needs the missing index");
+        assert!(
+            matches!(&error, Error::MigrationsPending { .. }),
+            "{error:?}"
+        );
+        let advice = |index| {
+            format!(
+                "the database lacks jobq's index `{index}` (it was migrated by an older jobq, or not fully): run Jobq::migrate() (or `jobq migrate`) of this version before using it"
+            )
+        };
+        let message = error.to_string();
+        assert!(
+            message == advice("jobq_jobs_job_name") || message == advice("jobq_jobs_created"),
+            "{message}"
+        );
+    } else {
+        listed.expect("a list without the index reads the table");
+    }
+    let queue = unique_queue("older-worker");
+    let worker = jobq_runtime::Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 2)
+        .build()
+        .unwrap();
+    let ran = tokio::time::timeout(FAILS_WITHIN, worker.run_until(std::future::pending())).await;
+    let error = ran
+        .unwrap_or_else(|_| panic!("run_until still running after {FAILS_WITHIN:?}"))
+        .expect_err("run_until on a database of an older jobq");
+    assert!(
+        matches!(&error, Error::MigrationsPending { .. }),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "the database lacks jobq's migration {version} ({description}) (it was migrated by an older jobq, or not fully): run Jobq::migrate() (or `jobq migrate`) of this version before using it"
+        )
+    );
+    // Migrating again applies it (every migration can run again) and the
+    // worker runs.
+    jobq.migrate().await.unwrap();
+    jobq.list(&by_name, jobq_runtime::Page::first(10))
+        .await
+        .expect("a list after migrate");
+    let worker = jobq_runtime::Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 2)
+        .build()
+        .unwrap()
+        .start();
+    let probe = jobq
+        .enqueue_with(Probe::new(2), jobq_runtime::Enqueue::new().queue(&queue))
+        .await
+        .unwrap();
+    jobq_tests::wait_for_status(&jobq, probe.id, jobq_runtime::JobStatus::Done, FAILS_WITHIN).await;
+    worker.shutdown(Duration::from_secs(10)).await.unwrap();
+}
+
 jobq_tests::on_every_backend!(
+    a_worker_on_an_unmigrated_database_fails_at_once_saying_to_run_migrate,
+    a_worker_on_a_database_of_an_older_jobq_fails_at_once_naming_the_migrations,
     an_unmigrated_database_says_to_run_migrate,
     a_refused_login_or_a_missing_database_shows_the_servers_cause,
     a_refused_connection_fails_at_once_with_its_cause,

@@ -231,7 +231,10 @@ fn own_database(url: &str, name: &str) -> String {
     out
 }
 
-const PLAN_DB: &str = "jobq_plan_stats";
+/// This test's own database (see `jobq_tests::scratch::scoped`).
+fn plan_db_name(db: &TestDb) -> String {
+    jobq_tests::scratch::scoped(db.url(), "plan_stats")
+}
 const PENDING: i64 = 100_000;
 const FINISHED: i64 = 1_000_000;
 /// The queues of the big table: pending and finished rows are spread over them.
@@ -249,6 +252,7 @@ async fn big_table(db: &TestDb) -> (Jobq, Option<tempfile::TempDir>) {
             (url, Some(dir))
         }
         _ => {
+            let plan_db = plan_db_name(db);
             let test = Db::of(&db.jobq().await);
             let exists: Vec<(i64,)> = test
                 .fetch_all(
@@ -257,15 +261,15 @@ async fn big_table(db: &TestDb) -> (Jobq, Option<tempfile::TempDir>) {
                         "SELECT COUNT(*) FROM pg_database WHERE datname = ?",
                         "",
                     ),
-                    &[PLAN_DB.into()],
+                    &[plan_db.as_str().into()],
                 )
                 .await
                 .unwrap();
             if exists[0].0 == 0 {
-                let create = format!("CREATE DATABASE {PLAN_DB}");
+                let create = format!("CREATE DATABASE {plan_db}");
                 test.execute(&create, &[]).await.unwrap();
             }
-            (own_database(db.url(), PLAN_DB), None)
+            (own_database(db.url(), &plan_db), None)
         }
     };
     let jobq = Jobq::connect(&url).await.unwrap();
@@ -365,7 +369,7 @@ async fn drop_big_table(db: &TestDb, jobq: Jobq) {
         let test = Db::of(&test);
         // PostgreSQL: the handle's listener may still be connected.
         let force = test.pick("", " WITH (FORCE)", "");
-        let drop_sql = format!("DROP DATABASE IF EXISTS {PLAN_DB}{force}");
+        let drop_sql = format!("DROP DATABASE IF EXISTS {}{force}", plan_db_name(db));
         test.execute(&drop_sql, &[]).await.unwrap();
     }
 }

@@ -15,7 +15,15 @@ use crate::types::JobStatus;
 
 /// Ids one batch of `retry_where` / `cancel_where` changes at most: each
 /// batch is a short transaction, so no lock is held for long.
-pub(crate) const BULK_BATCH: u32 = 500;
+pub(crate) const BULK_BATCH: usize = 500;
+
+/// Ids one page of a bulk action reads at most (8 bytes each), where the
+/// backend sorts a page of a filter its indexes serve in another order
+/// (see [`Filtered::ids_page`]): the ids it acts on are read, without
+/// locks, page by page in id order, and each page is then acted on in
+/// batches of [`BULK_BATCH`].
+#[cfg_attr(not(any(feature = "mysql", feature = "sqlite")), allow(dead_code))]
+pub(crate) const BULK_PAGE: u32 = 100_000;
 
 /// Which statuses a statement matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,42 +108,56 @@ pub(crate) struct Pieces {
     pub(crate) id_above: &'static str,
 }
 
-/// One statement: its head (ending in a `WHERE` the conditions extend with
-/// `AND`), and the pieces around its limit's placeholder, if it has one.
+/// One statement: its head (`SELECT … FROM jobq_jobs`, an index hint and a
+/// `WHERE` follow, which the conditions extend with `AND`), and the pieces
+/// around its limit's placeholder, if it has one.
 #[derive(Debug)]
-pub(crate) struct Shape {
-    pub(crate) head: &'static str,
-    /// Placeholders the head has itself (bound first by the backend).
-    pub(crate) head_params: usize,
-    pub(crate) limit: Option<(&'static str, &'static str)>,
+struct Shape {
+    head: &'static str,
+    limit: Option<(&'static str, &'static str)>,
+}
+
+/// Index hints, for an optimizer whose estimates assume that the rows a
+/// filter matches are spread evenly over the ids (MySQL/MariaDB): it then
+/// walks the primary key for a page in id order, expecting matches every
+/// few rows, when they lie together far along it (the jobs of one status
+/// behind a million finished ones, the jobs of a day long ago, of a job
+/// name no longer enqueued). Each is ` FORCE INDEX (…)`, placed before the
+/// `WHERE`.
+#[derive(Debug)]
+pub(crate) struct Hints {
+    /// A page of one queue and one status: the claim index (every matching
+    /// entry, sorted).
+    pub(crate) claim: &'static str,
+    /// A read of a filter with a job name or an enqueue-time bound, and a
+    /// count or a bulk action's ids of any filter: the filter's secondary
+    /// indexes (the optimizer takes the best one), never a walk of the
+    /// primary key or a scan of the table.
+    pub(crate) secondary: &'static str,
 }
 
 /// A backend's filtered statements.
 #[derive(Debug)]
 pub(crate) struct Filtered {
     pub(crate) pieces: Pieces,
-    /// The head of a page: every column `Jobq::job` reads, ending in a
-    /// `WHERE`; the page is in id order, newest or oldest first.
+    /// The head of a page: every column `Jobq::job` reads, `FROM
+    /// jobq_jobs`; the page is in id order, newest or oldest first.
     pub(crate) list: &'static str,
-    /// The head of a page of one queue and one status read through the
-    /// claim index (every matching row, sorted), where the optimizer would
-    /// otherwise walk the primary key past every row that does not match
-    /// (MySQL, whose estimate assumes matching rows spread evenly over the
-    /// ids); `None`: `list` serves it.
-    pub(crate) list_in_claim_index: Option<&'static str>,
     /// The head of a count of the matching rows.
     pub(crate) count: &'static str,
-    /// One batch of `retry_where`: the statement that picks (and, where it
-    /// is one statement, changes) the batch.
-    pub(crate) retry: Shape,
-    /// One batch of `cancel_where`, as `retry`; it returns each row's id
-    /// and the lease token it had.
-    pub(crate) cancel: Shape,
-    /// Whether batches page by id (`id > last`, in id order) rather than
-    /// start over: where the rows a batch changed stay in the index a
-    /// batch scans until vacuum (PostgreSQL), starting over would read them
-    /// again on every batch.
-    pub(crate) bulk_by_id: bool,
+    /// The head of one page of the ids a bulk action acts on, read without
+    /// locks; the page is in id order, past the previous page's last id.
+    pub(crate) ids: &'static str,
+    /// Its index hints, if its optimizer needs them.
+    pub(crate) hints: Option<Hints>,
+    /// Ids per page. Where a filter's index is in another order than id
+    /// (the claim index), each page reads all its matching entries and
+    /// sorts them: pages of [`BULK_PAGE`] keep that to a few reads of them
+    /// (MySQL, SQLite). PostgreSQL's planner walks the primary key for a
+    /// small page and stops once it is full (each page goes on where the
+    /// last stopped, so a call reads the table once at most), but takes a
+    /// page of 100,000 `failed` rows by a scan of the table.
+    pub(crate) ids_page: u32,
 }
 
 impl Pieces {
@@ -172,9 +194,9 @@ pub enum Kind {
     List(Order),
     /// A count.
     Count,
-    /// One batch of `retry_where`.
+    /// One page of the ids `retry_where` acts on.
     Retry,
-    /// One batch of `cancel_where`.
+    /// One page of the ids `cancel_where` acts on.
     Cancel,
 }
 
@@ -223,13 +245,8 @@ pub(crate) struct Statement {
 impl Filtered {
     /// The `kind` statement for `w`, with `limit` bound to its limit (if it has one).
     pub(crate) fn statement(&self, kind: Kind, w: &Where<'_>, limit: i64) -> Statement {
-        let claim_range = w.filter.queue.is_some() && matches!(w.statuses, Statuses::One(_));
         let page = |order| Shape {
-            head: match self.list_in_claim_index {
-                Some(head) if claim_range => head,
-                _ => self.list,
-            },
-            head_params: 0,
+            head: self.list,
             limit: Some((
                 match order {
                     Order::NewestFirst => " ORDER BY id DESC LIMIT ",
@@ -238,39 +255,30 @@ impl Filtered {
                 "",
             )),
         };
-        let listed;
-        let count = Shape {
-            head: self.count,
-            head_params: 0,
-            limit: None,
-        };
         let shape = match kind {
-            Kind::List(order) => {
-                listed = page(order);
-                &listed
-            }
-            Kind::Count => &count,
-            Kind::Retry => &self.retry,
-            Kind::Cancel => &self.cancel,
+            Kind::List(order) => page(order),
+            Kind::Count => Shape {
+                head: self.count,
+                limit: None,
+            },
+            Kind::Retry | Kind::Cancel => Shape {
+                head: self.ids,
+                limit: Some((" ORDER BY id LIMIT ", "")),
+            },
         };
         let p = &self.pieces;
         let mut s = Statement {
-            sql: String::from(shape.head),
+            sql: format!("{}{} WHERE TRUE", shape.head, self.hint(kind, w)),
             binds: Vec::new(),
             numbered: p.numbered,
             placeholder: p.placeholder,
-            next_param: shape.head_params + 1,
+            next_param: 1,
         };
         let f = w.filter;
         if let Some(queue) = &f.queue {
             s.push(p.queue, Bind::Text(queue.clone()));
         }
-        s.sql.push_str(match w.statuses {
-            Statuses::Any => "",
-            Statuses::One(status) => p.status[status_index(status)],
-            Statuses::Cancellable => p.cancellable,
-            Statuses::Retryable => p.retryable,
-        });
+        s.sql.push_str(self.guard(w.statuses));
         if let Some(name) = &f.job_name {
             s.push(p.job_name, Bind::Text(name.clone()));
         }
@@ -307,8 +315,45 @@ impl Filtered {
     }
 }
 
+impl Filtered {
+    /// The index hint of the `kind` statement for `w` (see [`Hints`]), or
+    /// none.
+    fn hint(&self, kind: Kind, w: &Where<'_>) -> &'static str {
+        let Some(hints) = &self.hints else {
+            return "";
+        };
+        let f = w.filter;
+        let spread = f.job_name.is_some() || f.created_from.is_some() || f.created_before.is_some();
+        let indexed = spread || f.queue.is_some() || f.key_prefix.is_some();
+        let reads_every_match = matches!(kind, Kind::Count | Kind::Retry | Kind::Cancel);
+        if spread || (reads_every_match && indexed) {
+            hints.secondary
+        } else if matches!(kind, Kind::List(_))
+            && f.queue.is_some()
+            && matches!(w.statuses, Statuses::One(_))
+        {
+            hints.claim
+        } else {
+            ""
+        }
+    }
+
+    /// The condition on `statuses` (empty for any status), ` AND …`: the
+    /// guard a bulk action's batch re-checks on the rows it locks.
+    pub(crate) fn guard(&self, statuses: Statuses) -> &'static str {
+        let p = &self.pieces;
+        match statuses {
+            Statuses::Any => "",
+            Statuses::One(status) => p.status[status_index(status)],
+            Statuses::Cancellable => p.cancellable,
+            Statuses::Retryable => p.retryable,
+        }
+    }
+}
+
 impl Statement {
     /// A constant statement with its values (`?` placeholders, or numbered ones).
+    #[cfg_attr(not(any(feature = "mysql", feature = "sqlite")), allow(dead_code))]
     pub(crate) fn fixed(sql: &str, binds: Vec<Bind>) -> Self {
         Self {
             sql: sql.to_owned(),
@@ -376,36 +421,89 @@ pub(crate) fn next_prefix(prefix: &str) -> Option<String> {
     None
 }
 
-/// Runs one batch after another until a batch picks nothing; returns what
-/// they changed. `batch` gets the id the previous one picked up to (when
-/// the backend pages its batches by id) and returns how many it changed
-/// and the highest id it picked.
-pub(crate) async fn until_done<F, Fut>(by_id: bool, mut batch: F) -> crate::Result<u64>
-where
-    F: FnMut(Option<i64>) -> Fut,
-    Fut: std::future::Future<Output = crate::Result<(u64, Option<i64>)>>,
-{
-    let mut total = 0;
-    let mut after = None;
-    loop {
-        let (changed, picked_up_to) = batch(after).await?;
-        total += changed;
-        match picked_up_to {
-            // Without paging by id, a batch that changed nothing would pick
-            // the same rows again.
-            Some(last) if by_id || changed > 0 => {
-                if by_id {
-                    after = Some(last);
-                }
+/// The pages of ids a bulk action acts on: each read without locks, in id
+/// order, past the last id of the page before (keyset), so that a job is in
+/// one page at most however its row changes meanwhile (a row the action
+/// changed, and a worker changed back, is behind the next page's start).
+#[derive(Debug)]
+pub(crate) struct Pages<'a> {
+    w: Where<'a>,
+    kind: Kind,
+    done: bool,
+}
+
+impl<'a> Pages<'a> {
+    /// The pages of the `kind` (`Retry` or `Cancel`) action for `w`.
+    pub(crate) fn new(w: Where<'a>, kind: Kind) -> Self {
+        Self {
+            w,
+            kind,
+            done: false,
+        }
+    }
+
+    /// The statement of the next page, or `None` after the last.
+    pub(crate) fn next_statement(&self, filtered: &Filtered) -> Option<Statement> {
+        let page = i64::from(filtered.ids_page);
+        (!self.done).then(|| filtered.statement(self.kind, &self.w, page))
+    }
+
+    /// Notes the ids the page of `filtered` read: a short page was the last.
+    pub(crate) fn read(&mut self, filtered: &Filtered, ids: &[i64]) {
+        match ids.last() {
+            Some(&last) if ids.len() >= filtered.ids_page as usize => {
+                self.w.after = Some((Order::OldestFirst, last));
             }
-            _ => return Ok(total),
+            _ => self.done = true,
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::next_prefix;
+    use super::*;
+
+    /// SQLite's statements with pages of 3 ids.
+    #[cfg(feature = "sqlite")]
+    const SMALL_PAGES: Filtered = Filtered {
+        ids_page: 3,
+        ..crate::store::sqlite::sql::FILTERED
+    };
+
+    #[cfg(feature = "sqlite")]
+    #[test]
+    fn each_page_of_a_bulk_action_starts_past_the_last_id_of_the_one_before() {
+        let filter = JobFilter::new().queue("q");
+        let w = Where {
+            statuses: Statuses::Retryable,
+            ..Where::new(&filter)
+        };
+        let mut pages = Pages::new(w, Kind::Retry);
+        let first = pages.next_statement(&SMALL_PAGES).expect("a first page");
+        assert!(
+            first.sql.ends_with(
+                " WHERE TRUE AND queue = ?1 AND status IN ('failed', 'cancelled') ORDER BY id LIMIT ?2"
+            ),
+            "{}",
+            first.sql
+        );
+        assert_eq!(first.binds, [Bind::Text("q".into()), Bind::Int(3)]);
+        pages.read(&SMALL_PAGES, &[4, 9, 12]);
+        let second = pages
+            .next_statement(&SMALL_PAGES)
+            .expect("a full page has a next");
+        assert!(
+            second.sql.ends_with(" AND id > ?2 ORDER BY id LIMIT ?3"),
+            "{}",
+            second.sql
+        );
+        assert_eq!(second.binds[1..], [Bind::Int(12), Bind::Int(3)]);
+        pages.read(&SMALL_PAGES, &[13]);
+        assert!(
+            pages.next_statement(&SMALL_PAGES).is_none(),
+            "a short page is the last"
+        );
+    }
 
     #[test]
     fn the_next_prefix_bounds_exactly_the_strings_that_start_with_it() {

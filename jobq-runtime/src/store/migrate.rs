@@ -33,12 +33,14 @@ pub(crate) const MYSQL: &[Migration] = migrations!("mysql":
     20261129000001 "jobq_jobs",
     20261201000001 "jobq_jobs_bytes",
     20261201170001 "jobq_queues",
+    20261204000001 "jobq_jobs_name_created",
 );
 #[cfg(feature = "sqlite")]
 pub(crate) const SQLITE: &[Migration] = migrations!("sqlite":
     20261129000001 "jobq_jobs",
     20261130000001 "jobq_jobs_finished",
     20261201170001 "jobq_queues",
+    20261204000001 "jobq_jobs_name_created",
 );
 #[cfg(feature = "postgres")]
 pub(crate) const POSTGRES: &[Migration] = migrations!("postgres":
@@ -54,4 +56,50 @@ pub(crate) fn pending<'a>(
     applied: &[i64],
 ) -> impl Iterator<Item = &'a Migration> {
     all.iter().filter(move |m| !applied.contains(&m.version))
+}
+
+/// What of `all` `applied` lacks, as [`Error::MigrationsPending`] names it
+/// (`migration 20261204000001 (jobq_jobs_name_created)`, `migrations …`),
+/// or `None` when nothing. Versions applied that `all` does not know (a
+/// newer jobq migrated the database) are not this jobq's concern.
+///
+/// [`Error::MigrationsPending`]: crate::Error::MigrationsPending
+pub(crate) fn missing(all: &[Migration], applied: &[i64]) -> Option<String> {
+    let missing: Vec<String> = pending(all, applied)
+        .map(|m| format!("{} ({})", m.version, m.description))
+        .collect();
+    match missing.as_slice() {
+        [] => None,
+        [one] => Some(format!("migration {one}")),
+        many => Some(format!("migrations {}", many.join(", "))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: &[Migration] = &[
+        Migration {
+            version: 1,
+            description: "one",
+            sql: "",
+        },
+        Migration {
+            version: 2,
+            description: "two",
+            sql: "",
+        },
+    ];
+
+    #[test]
+    fn what_is_missing_is_named_by_version_and_description() {
+        assert_eq!(missing(ALL, &[1, 2]), None);
+        assert_eq!(missing(ALL, &[1, 2, 3]), None, "a newer jobq's version");
+        assert_eq!(missing(ALL, &[1]).as_deref(), Some("migration 2 (two)"));
+        assert_eq!(
+            missing(ALL, &[]).as_deref(),
+            Some("migrations 1 (one), 2 (two)")
+        );
+    }
 }

@@ -72,7 +72,7 @@ use crate::{Backend, Error, Result};
 
 pub(crate) mod doctor;
 pub(crate) mod filter;
-mod migrate;
+pub(crate) mod migrate;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
 #[cfg(feature = "postgres")]
@@ -123,6 +123,13 @@ pub(crate) trait BackendStore: Sized {
 
     /// Applies the embedded migrations; safe from many processes at once.
     async fn migrate(&self) -> Result<()>;
+
+    /// The embedded migrations.
+    fn migrations(&self) -> &'static [migrate::Migration];
+
+    /// The versions `jobq_migrations` records (an error if it does not
+    /// exist: [`Error::NotMigrated`]).
+    async fn applied_migrations(&self) -> Result<Vec<i64>>;
 
     /// Inserts one row (or finds the row of its idempotency key).
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued>;
@@ -211,16 +218,20 @@ pub(crate) trait BackendStore: Sized {
     /// The count of a [`Kind::Count`] statement.
     async fn count_where(&self, statement: &Statement) -> Result<u64>;
 
-    /// One short transaction of `retry_where`: the rows the
-    /// [`Kind::Retry`] statement picks (skipping locked ones), retried with
-    /// the guard of [`retry`](Self::retry); how many it changed, and the
-    /// highest id it picked.
-    async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)>;
+    /// The ids of a [`Kind::Retry`] or [`Kind::Cancel`] statement (one page
+    /// of a bulk action's snapshot), read without locks, in its order.
+    async fn ids(&self, statement: &Statement) -> Result<Vec<i64>>;
+
+    /// One short transaction of `retry_where`: those of `ids` whose rows
+    /// still meet `guard` ([`Filtered::guard`], statuses a retry applies
+    /// to), skipping rows another transaction has locked, retried as
+    /// [`retry`](Self::retry) retries; how many it changed.
+    async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64>;
 
     /// One short transaction of `cancel_where`, as
-    /// [`retry_batch`](Self::retry_batch) with the guard of
-    /// [`cancel`](Self::cancel).
-    async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled>;
+    /// [`retry_batch`](Self::retry_batch), cancelling as
+    /// [`cancel`](Self::cancel) does.
+    async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled>;
 
     /// Checks the server and jobq's tables for what jobq needs, in the
     /// order the report shows them (see [`doctor`]); `options` give this
@@ -239,8 +250,6 @@ pub(crate) struct Cancelled {
     /// The claims of the `processing` rows among them: the attempts whose
     /// workers must stop.
     pub(crate) held: Vec<Fence>,
-    /// The highest id it picked.
-    pub(crate) last: Option<i64>,
 }
 
 impl Cancelled {
@@ -253,7 +262,6 @@ impl Cancelled {
                 .iter()
                 .filter_map(|&(id, token)| token.map(|token| Fence { id, token }))
                 .collect(),
-            last: rows.iter().map(|r| r.0).max(),
         }
     }
 }
@@ -370,6 +378,17 @@ impl Store {
     /// Applies the embedded migrations; safe from many processes at once.
     pub(crate) async fn migrate(&self) -> Result<()> {
         dispatch_seen!(self, s => s.migrate().await)
+    }
+
+    /// Whether every embedded migration is applied: [`Error::NotMigrated`]
+    /// for a database never migrated, [`Error::MigrationsPending`] for one
+    /// an older jobq migrated. One read of `jobq_migrations`.
+    pub(crate) async fn check_migrated(&self) -> Result<()> {
+        let applied = dispatch_seen!(self, s => s.applied_migrations().await)?;
+        match migrate::missing(dispatch!(self, s => s.migrations()), &applied) {
+            None => Ok(()),
+            Some(what) => Err(Error::MigrationsPending { what, source: None }),
+        }
     }
 
     pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
@@ -499,6 +518,11 @@ impl Store {
         Ok(cancelled.changed == 1)
     }
 
+    /// Ids one page of a bulk action reads at most here.
+    pub(crate) fn bulk_page(&self) -> u32 {
+        dispatch!(self, s => s.filtered().ids_page)
+    }
+
     /// The `kind` statement of this backend for `w`.
     pub(crate) fn statement(&self, kind: Kind, w: &Where<'_>, limit: i64) -> Statement {
         dispatch!(self, s => s.filtered().statement(kind, w, limit))
@@ -521,37 +545,50 @@ impl Store {
         dispatch_seen!(self, s => s.count_where(&statement).await)
     }
 
-    /// Retries every row `w` matches in batches of [`filter::BULK_BATCH`]
-    /// (`w.statuses` already narrowed to the retryable ones).
+    /// Retries every row `w` matches (`w.statuses` already narrowed to the
+    /// retryable ones) at most once: the ids it matches are read page by
+    /// page ([`filter::Pages`]), then retried in batches of
+    /// [`filter::BULK_BATCH`], each re-checking the statuses on the rows it
+    /// locks. A job a worker fails again meanwhile is not retried again.
     pub(crate) async fn retry_where(&self, w: Where<'_>) -> Result<u64> {
-        let by_id = dispatch!(self, s => s.filtered().bulk_by_id);
-        filter::until_done(by_id, |after| async move {
-            let w = Where {
-                after: after.map(|id| (Order::OldestFirst, id)),
-                ..w
-            };
-            let statement = self.statement(Kind::Retry, &w, i64::from(filter::BULK_BATCH));
-            dispatch_seen!(self, s => s.retry_batch(&statement).await)
-        })
-        .await
+        let guard = dispatch!(self, s => s.filtered().guard(w.statuses));
+        let mut retried = 0;
+        let mut pages = filter::Pages::new(w, Kind::Retry);
+        while let Some(ids) = self.next_page(&mut pages).await? {
+            for batch in ids.chunks(filter::BULK_BATCH) {
+                retried += dispatch_seen!(self, s => s.retry_batch(batch, guard).await)?;
+            }
+        }
+        Ok(retried)
     }
 
-    /// Cancels every row `w` matches in batches of [`filter::BULK_BATCH`]
-    /// (`w.statuses` already narrowed to the cancellable ones); `signal`
-    /// gets the claims each batch ended once it has committed.
+    /// Cancels every row `w` matches (`w.statuses` already narrowed to the
+    /// cancellable ones) at most once, in pages and batches as
+    /// [`retry_where`](Self::retry_where); `signal` gets the claims each
+    /// batch ended once it has committed.
     pub(crate) async fn cancel_where(&self, w: Where<'_>, signal: fn(&[Fence])) -> Result<u64> {
-        let by_id = dispatch!(self, s => s.filtered().bulk_by_id);
-        filter::until_done(by_id, |after| async move {
-            let w = Where {
-                after: after.map(|id| (Order::OldestFirst, id)),
-                ..w
-            };
-            let statement = self.statement(Kind::Cancel, &w, i64::from(filter::BULK_BATCH));
-            let cancelled = dispatch_seen!(self, s => s.cancel_batch(&statement).await)?;
-            signal(&cancelled.held);
-            Ok((cancelled.changed, cancelled.last))
-        })
-        .await
+        let guard = dispatch!(self, s => s.filtered().guard(w.statuses));
+        let mut cancelled = 0;
+        let mut pages = filter::Pages::new(w, Kind::Cancel);
+        while let Some(ids) = self.next_page(&mut pages).await? {
+            for batch in ids.chunks(filter::BULK_BATCH) {
+                let batch = dispatch_seen!(self, s => s.cancel_batch(batch, guard).await)?;
+                signal(&batch.held);
+                cancelled += batch.changed;
+            }
+        }
+        Ok(cancelled)
+    }
+
+    /// The ids of the next page of a bulk action, `None` after the last.
+    async fn next_page(&self, pages: &mut filter::Pages<'_>) -> Result<Option<Vec<i64>>> {
+        let filtered = dispatch!(self, s => s.filtered());
+        let Some(statement) = pages.next_statement(filtered) else {
+            return Ok(None);
+        };
+        let ids = dispatch_seen!(self, s => s.ids(&statement).await)?;
+        pages.read(filtered, &ids);
+        Ok(Some(ids))
     }
 
     pub(crate) async fn retry(&self, id: i64) -> Result<bool> {

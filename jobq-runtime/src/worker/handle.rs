@@ -110,8 +110,10 @@ impl WorkerHandle {
     /// again (at-least-once; an attempt that had finished runs a second
     /// time). Nothing is lost.
     ///
-    /// Returns [`Error::Panicked`] if a task of the worker panicked (the
-    /// worker then stopped claiming at once; see [`WorkerHandle::failed`]).
+    /// Returns [`Error::Panicked`] if a task of the worker panicked, and
+    /// [`Error::NotMigrated`] or [`Error::MigrationsPending`] if it found the
+    /// database not migrated (the worker then stopped claiming at once; see
+    /// [`WorkerHandle::failed`]).
     ///
     /// # Cancel safety
     /// The shutdown runs in a task of its own: dropping this future (a
@@ -132,8 +134,10 @@ impl WorkerHandle {
         }
     }
 
-    /// Completes when a task of the worker panicked and the worker stopped
-    /// claiming; [`shutdown`](Self::shutdown) then returns the error.
+    /// Completes when a task of the worker panicked, or the worker found
+    /// the database not migrated (or migrated by an older jobq), and the
+    /// worker stopped claiming; [`shutdown`](Self::shutdown) then returns
+    /// the error.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping it changes nothing.

@@ -5,17 +5,22 @@ use std::sync::Arc;
 
 use tokio::time::MissedTickBehavior;
 
-use super::shared::{Shared, backoff, quietly, unless};
+use super::shared::{Shared, backoff, jittered_pause, quietly, unless};
+use crate::Error;
 
-/// Reads the paused queues once per poll interval (one query per interval
-/// for the whole worker, whatever the number of queues it serves, and none
-/// per claim or job) and publishes those this worker serves to its claim
-/// loops, which claim nothing from a paused queue and nothing at all
-/// before the first read has succeeded: a worker started while its queue is
-/// paused claims nothing from it. When a read fails, the last set read
-/// stays in force and the next read comes after a backoff (at most one
-/// poll interval).
+/// First checks that the database has every migration this jobq needs
+/// ([`migrated`]), then reads the paused queues once per poll interval (one
+/// query per interval for the whole worker, whatever the number of queues
+/// it serves, and none per claim or job) and publishes those this worker
+/// serves to its claim loops, which claim nothing from a paused queue and
+/// nothing at all before the first read has succeeded: a worker started
+/// while its queue is paused claims nothing from it. When a read fails,
+/// the last set read stays in force and the next read comes after a
+/// backoff (at most one poll interval).
 pub(super) async fn pause_loop(shared: Arc<Shared>) {
+    if !migrated(&shared).await {
+        return;
+    }
     let poll = shared.settings.poll;
     let mut ticks = tokio::time::interval(poll);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -59,11 +64,45 @@ pub(super) async fn pause_loop(shared: Arc<Shared>) {
                 quietly(|| {
                     tracing::warn!(
                         error = &error as &dyn std::error::Error,
-                        "reading the paused queues failed (has Jobq::migrate run?); the last ones read stay in force"
+                        "reading the paused queues failed; the last ones read stay in force"
                     );
                 });
                 let pause = backoff(failures).min(poll);
                 ticks.reset_after(pause);
+            }
+        }
+    }
+}
+
+/// Whether the database has every migration this jobq needs, read once at
+/// the worker's start, before its claim loops may claim anything. A
+/// database never migrated, or migrated by an older jobq, fails the worker
+/// at once with [`Error::NotMigrated`] or [`Error::MigrationsPending`] (its
+/// `run_until` and `shutdown` return it; `false` once the worker stops);
+/// another error (the database unreachable) is tried again after a backoff
+/// of at most one poll interval, claiming nothing meanwhile.
+async fn migrated(shared: &Shared) -> bool {
+    let mut failures = 0u32;
+    loop {
+        match shared.store.check_migrated().await {
+            Ok(()) => return true,
+            Err(error @ (Error::NotMigrated { .. } | Error::MigrationsPending { .. })) => {
+                shared.fail(error);
+                shared.stop_background.cancelled().await;
+                return false;
+            }
+            Err(error) => {
+                failures += 1;
+                quietly(|| {
+                    tracing::warn!(
+                        error = &error as &dyn std::error::Error,
+                        "reading the migrations applied failed; nothing is claimed until it succeeds"
+                    );
+                });
+                let pause = backoff(failures).min(shared.settings.poll);
+                if !jittered_pause(&shared.stop_background, pause).await {
+                    return false;
+                }
             }
         }
     }

@@ -11,7 +11,6 @@ use sqlx::{Connection, MySqlConnection};
 
 use super::sql::*;
 use super::{MySqlStore, Text, opt_text};
-use crate::Result;
 use crate::metrics::statement;
 use crate::ops::Check;
 use crate::store::doctor::{
@@ -19,6 +18,7 @@ use crate::store::doctor::{
     plan_check, version_check,
 };
 use crate::store::migrate;
+use crate::{Error, Result};
 
 type Query<'q> = sqlx::query::Query<'q, MySql, MySqlArguments>;
 
@@ -166,7 +166,7 @@ impl MySqlStore {
             .await?;
         let transaction = transaction_isolation(&mut conn).await;
         let transaction = conn.done(transaction)?;
-        Ok(isolation_check(&session, transaction.as_deref()))
+        Ok(isolation_check(&session, &transaction))
     }
 
     async fn engine(&self) -> Result<Check> {
@@ -252,7 +252,28 @@ impl MySqlStore {
     /// here: MySQL 8 cannot be installed on the machine jobq is built on.
     /// InnoDB refreshes these views only once they went unread for 0.1 s,
     /// so a doctor run right after another may see the same moment.
+    ///
+    /// Those views need the PROCESS privilege (MySQL 8's also SELECT on
+    /// `performance_schema`): a user without it gets a warning naming the
+    /// grant, as jobq itself needs neither.
     async fn lock_waits(&self) -> Result<Check> {
+        match self.read_lock_waits().await {
+            Err(Error::Database(error)) if lacks_privilege(&error) => {
+                let Text(user) = self
+                    .conns
+                    .run(async |conn| {
+                        sqlx::query_scalar::<_, Text>(DOCTOR_CURRENT_USER)
+                            .fetch_one(conn)
+                            .await
+                    })
+                    .await?;
+                Ok(no_lock_waits_privilege(&user, &error))
+            }
+            result => result,
+        }
+    }
+
+    async fn read_lock_waits(&self) -> Result<Check> {
         let has_innodb_tables: i64 = self
             .conns
             .run(async |conn| {
@@ -348,10 +369,21 @@ fn plan_line(row: &MySqlRow) -> Result<String> {
     ))
 }
 
+/// What InnoDB reports of a transaction begun as jobq begins its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TransactionLevel {
+    /// Its isolation level (`READ COMMITTED`).
+    Read(String),
+    /// `INNODB_TRX` did not list it in time (a snapshot lags up to 0.1 s).
+    NotListed,
+    /// Reading `INNODB_TRX` needs the PROCESS privilege, which this user
+    /// lacks (the server refuses the read).
+    NoPrivilege,
+}
+
 /// The isolation level InnoDB reports for a transaction begun as jobq
-/// begins its own (`BEGIN_RC`); `None` when it cannot be read (no PROCESS
-/// privilege shows nothing in `INNODB_TRX`). Rolled back.
-async fn transaction_isolation(conn: &mut MySqlConnection) -> Result<Option<String>> {
+/// begins its own (`BEGIN_RC`). Rolled back.
+async fn transaction_isolation(conn: &mut MySqlConnection) -> Result<TransactionLevel> {
     let mut tx = conn.begin_with(BEGIN_RC).await?;
     sqlx::query_scalar::<_, i64>(DOCTOR_TOUCH)
         .fetch_one(&mut *tx)
@@ -359,15 +391,23 @@ async fn transaction_isolation(conn: &mut MySqlConnection) -> Result<Option<Stri
     // A snapshot taken before this statement ran shows an earlier
     // transaction of the connection (the migration's, at another level):
     // read again once the snapshot has aged out.
-    let mut level = None;
+    let mut level = TransactionLevel::NotListed;
     for _ in 0..TRX_SNAPSHOT_READS {
-        let row: Option<(Text, Option<Text>)> = sqlx::query_as(DOCTOR_TRX_ISOLATION)
+        let row: Option<(Text, Option<Text>)> = match sqlx::query_as(DOCTOR_TRX_ISOLATION)
             .fetch_optional(&mut *tx)
-            .await?;
+            .await
+        {
+            Ok(row) => row,
+            Err(error) if lacks_privilege(&error) => {
+                level = TransactionLevel::NoPrivilege;
+                break;
+            }
+            Err(error) => return Err(error.into()),
+        };
         if let Some((found, query)) = row
             && query.is_some_and(|q| q.0 == DOCTOR_TRX_ISOLATION)
         {
-            level = Some(found.0);
+            level = TransactionLevel::Read(found.0);
             break;
         }
         tokio::time::sleep(TRX_SNAPSHOT_AGE).await;
@@ -376,19 +416,33 @@ async fn transaction_isolation(conn: &mut MySqlConnection) -> Result<Option<Stri
     Ok(level)
 }
 
+/// Whether the server refused a read for a privilege this user lacks:
+/// 1227 (a global privilege such as PROCESS), 1142 (a table's, such as
+/// `performance_schema`'s), 1044 (a database's).
+fn lacks_privilege(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+        .is_some_and(|e| matches!(e.number(), 1227 | 1142 | 1044))
+}
+
 /// How often `INNODB_TRX` is read for the open transaction, and how long
 /// its snapshot lives (0.1 s in InnoDB, plus a margin).
 const TRX_SNAPSHOT_READS: usize = 4;
 const TRX_SNAPSHOT_AGE: std::time::Duration = std::time::Duration::from_millis(120);
 
 /// `session` as `@@tx_isolation` spells it (`REPEATABLE-READ`), and
-/// `transaction` as `INNODB_TRX` does (`REPEATABLE READ`).
-fn isolation_check(session: &str, transaction: Option<&str>) -> Check {
+/// `transaction` as `INNODB_TRX` does (`REPEATABLE READ`). The session's
+/// level needs no privilege to read; confirming a transaction's needs
+/// PROCESS, and without it the check goes by the session's (jobq sets READ
+/// COMMITTED for each of its transactions itself).
+fn isolation_check(session: &str, transaction: &TransactionLevel) -> Check {
     let name = names::ISOLATION;
     let normal = |level: &str| level.to_ascii_uppercase().replace('-', " ");
     let session = normal(session);
-    let txn = match transaction.map(normal) {
-        Some(level) if level != "READ COMMITTED" => {
+    let txn = match transaction {
+        TransactionLevel::Read(level) if normal(level) != "READ COMMITTED" => {
+            let level = normal(level);
             return Check::fail(
                 name,
                 format!(
@@ -397,9 +451,12 @@ fn isolation_check(session: &str, transaction: Option<&str>) -> Check {
                 "something overrides SET TRANSACTION ISOLATION LEVEL READ COMMITTED on this server (a proxy?): claims at this level take gap locks that block enqueues and deadlock",
             );
         }
-        Some(_) => "jobq's transactions run at READ COMMITTED",
-        None => {
-            "jobq's transactions set READ COMMITTED (not confirmed: INNODB_TRX did not list the transaction; it lags up to 0.1 s behind, more while others read it, and shows nothing without the PROCESS privilege)"
+        TransactionLevel::Read(_) => "jobq's transactions run at READ COMMITTED",
+        TransactionLevel::NotListed => {
+            "jobq's transactions set READ COMMITTED (not confirmed: INNODB_TRX did not list the transaction; it lags up to 0.1 s behind, more while others read it)"
+        }
+        TransactionLevel::NoPrivilege => {
+            "jobq's transactions set READ COMMITTED (confirming it in INNODB_TRX needs the PROCESS privilege, which this user does not have and jobq does not need)"
         }
     };
     match session.as_str() {
@@ -596,6 +653,24 @@ fn iso8601_duration(text: &str) -> Option<Duration> {
     number.is_empty().then(|| Duration::from_secs_f64(total))
 }
 
+/// The lock waits cannot be read as `user` (`name@host`, as
+/// `CURRENT_USER()` reports it): `error` says what the server refused.
+fn no_lock_waits_privilege(user: &str, error: &sqlx::Error) -> Check {
+    let (name, host) = user.rsplit_once('@').unwrap_or((user, "%"));
+    let server = error
+        .as_database_error()
+        .map_or_else(|| error.to_string(), |e| e.message().to_owned());
+    Check::warn(
+        names::LOCK_WAITS,
+        format!(
+            "not visible to this user: {server} (reading other sessions' lock waits needs the PROCESS privilege; jobq itself does not)"
+        ),
+        format!(
+            "to see lock waits here, GRANT PROCESS ON *.* TO '{name}'@'{host}' (MySQL 8 also: GRANT SELECT ON performance_schema.* TO '{name}'@'{host}'), or run `jobq doctor` as a user that has it"
+        ),
+    )
+}
+
 fn lock_waits_check(waits: i64, longest_secs: i64, source: &str) -> Check {
     let name = names::LOCK_WAITS;
     if waits == 0 {
@@ -641,12 +716,22 @@ mod tests {
 
     #[test]
     fn a_repeatable_read_session_warns_and_a_repeatable_read_transaction_fails() {
-        let rr = isolation_check("REPEATABLE-READ", Some("READ COMMITTED"));
+        let read = |level: &str| TransactionLevel::Read(level.to_owned());
+        let rr = isolation_check("REPEATABLE-READ", &read("READ COMMITTED"));
         assert_eq!(rr.status, CheckStatus::Warn);
-        let rc = isolation_check("READ-COMMITTED", Some("READ COMMITTED"));
+        let rc = isolation_check("READ-COMMITTED", &read("READ COMMITTED"));
         assert_eq!(rc.status, CheckStatus::Ok);
-        let overridden = isolation_check("READ-COMMITTED", Some("REPEATABLE READ"));
+        let overridden = isolation_check("READ-COMMITTED", &read("REPEATABLE READ"));
         assert_eq!(overridden.status, CheckStatus::Fail);
+    }
+
+    #[test]
+    fn without_the_process_privilege_the_sessions_level_decides() {
+        let rc = isolation_check("READ-COMMITTED", &TransactionLevel::NoPrivilege);
+        assert_eq!(rc.status, CheckStatus::Ok);
+        assert!(rc.found.contains("PROCESS"), "{}", rc.found);
+        let rr = isolation_check("REPEATABLE-READ", &TransactionLevel::NoPrivilege);
+        assert_eq!(rr.status, CheckStatus::Warn);
     }
 
     #[test]

@@ -114,6 +114,17 @@ fn is_transient(error: &sqlx::Error) -> bool {
         .is_some_and(|e| matches!(e.number(), 1213 | 1205 | 1020))
 }
 
+/// Error 1061, "Duplicate key name": on Galera, what a migration that adds
+/// an index gets when another node's run of it (`GET_LOCK` is per node)
+/// added the index between its check and its `ALTER`; run again, the check
+/// finds the index there.
+fn is_duplicate_index(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.try_downcast_ref::<MySqlDatabaseError>())
+        .is_some_and(|e| e.number() == 1061)
+}
+
 /// Error 1317, "Query execution was interrupted": on Galera, what a
 /// statement of one node's `migrate()` gets when another node's migration
 /// (a DDL replicated in total order) aborts it mid-statement.
@@ -315,6 +326,18 @@ impl BackendStore for MySqlStore {
             self.max_payload_bytes(),
             format!("max_allowed_packet = {} bytes", self.max_packet),
         ))
+    }
+
+    fn migrations(&self) -> &'static [migrate::Migration] {
+        migrate::MYSQL
+    }
+
+    async fn applied_migrations(&self) -> Result<Vec<i64>> {
+        let sql = self.read(MIGRATIONS_APPLIED);
+        self.run(statement::READ, async |conn| {
+            sqlx::query_scalar(&sql).fetch_all(conn).await
+        })
+        .await
     }
 
     /// Under `GET_LOCK` (waiting up to 120 s for another migrator), within
@@ -663,27 +686,41 @@ impl BackendStore for MySqlStore {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    /// A transaction: the batch locked (`SKIP LOCKED`), then retried by id.
-    async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)> {
+    async fn ids(&self, statement: &Statement) -> Result<Vec<i64>> {
+        let sql = self.read(&statement.sql);
+        let args = arguments(&statement.binds)?;
+        self.run(statement::READ, async |conn| {
+            sqlx::query_scalar_with(&sql, args).fetch_all(conn).await
+        })
+        .await
+    }
+
+    /// A transaction: the batch locked ([`bulk_pick`], `SKIP LOCKED`),
+    /// then retried by id.
+    async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64> {
+        let pick = bulk_pick_statement(ids, guard);
         retry_transient(self.deadline, statement::RETRY, is_transient, || {
             self.conns.run(async |conn| {
                 let mut tx = conn.begin_with(BEGIN_RC).await?;
                 let rows: Vec<(i64, Option<i64>)> =
-                    sqlx::query_as_with(&statement.sql, arguments(&statement.binds)?)
+                    sqlx::query_as_with(&pick.sql, arguments(&pick.binds)?)
                         .fetch_all(&mut *tx)
                         .await?;
                 let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
                 let changed = update_ids(&mut tx, retry_ids, &ids).await?;
                 tx.commit().await?;
-                Ok((changed, ids.iter().copied().max()))
+                Ok(changed)
             })
         })
         .await
     }
 
-    async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled> {
+    /// A transaction: the batch locked ([`bulk_pick`], `SKIP LOCKED`) with
+    /// the tokens it holds, then cancelled by id.
+    async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled> {
+        let pick = bulk_pick_statement(ids, guard);
         retry_transient(self.deadline, statement::CANCEL, is_transient, || {
-            self.cancel_once(statement)
+            self.cancel_once(&pick)
         })
         .await
     }
@@ -749,7 +786,9 @@ impl MySqlStore {
             match apply_pending(conn, &self.read(MIGRATIONS_APPLIED)).await {
                 Err(error)
                     if attempt < MIGRATE_RETRIES
-                        && (is_transient(&error) || self.galera && is_interrupted(&error)) =>
+                        && (is_transient(&error)
+                            || self.galera
+                                && (is_interrupted(&error) || is_duplicate_index(&error))) =>
                 {
                     attempt += 1;
                     super::count_internal_retry(statement::MIGRATE, &error, attempt);
@@ -1056,6 +1095,15 @@ async fn update_ids(
         changed += update.execute(&mut *conn).await?.rows_affected();
     }
     Ok(changed)
+}
+
+/// [`bulk_pick`] of `ids` (padded, see [`padded`]) with their values.
+fn bulk_pick_statement(ids: &[i64], guard: &str) -> Statement {
+    let ids = padded(ids);
+    Statement::fixed(
+        &bulk_pick(ids.len(), guard),
+        ids.into_iter().map(Bind::Int).collect(),
+    )
 }
 
 /// The values of a filtered statement.

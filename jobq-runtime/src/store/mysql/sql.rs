@@ -2,7 +2,7 @@
 //! the store's module docs). IN-lists are built here, from constant pieces, by the
 //! functions at the end; nothing else in the store holds SQL text.
 
-use crate::store::filter::{Filtered, KeyPieces, Pieces, Shape};
+use crate::store::filter::{BULK_PAGE, Filtered, Hints, KeyPieces, Pieces};
 
 /// Every jobq transaction starts with this: READ COMMITTED for the one
 /// transaction, whatever the session default (for pools the caller built).
@@ -222,11 +222,14 @@ pub const RETRY: &str = concat!(
 /// the matching rows only, never of the table); with one status the index
 /// is forced, as the optimizer may prefer to walk the primary key. Without a queue, a list
 /// walks the primary key in id order and stops once its page is full;
-/// a key prefix is a range of the unique key index. Job name and created
-/// time have no index: they filter the rows the rest selects. The bulk
-/// batches pick rows in index order (no `ORDER BY`) with
-/// `FOR UPDATE SKIP LOCKED`, so each reads only the rows it locks: a row
-/// it changed leaves the range it reads.
+/// a key prefix is a range of the unique key index; a job name is a range
+/// of `jobq_jobs_job_name` `(job_name, id)`, in id order, and an enqueue
+/// time one of `jobq_jobs_created` `(created_at, id)`. A filter with a
+/// job name or a time, and every count and bulk read of a filter, is held
+/// to these secondary indexes (see `Hints`; the optimizer picks among them
+/// for a filter on several). A bulk action reads the ids it acts on
+/// without locks, in pages in id order (`ids`), then locks each batch of
+/// them by primary key, skipping locked rows ([`bulk_pick`]).
 pub(crate) const FILTERED: Filtered = Filtered {
     pieces: Pieces::new(
         "?",
@@ -236,29 +239,33 @@ pub(crate) const FILTERED: Filtered = Filtered {
             before: " AND idempotency_key < ",
         },
     ),
-    list: concat!(job_columns!(), " WHERE TRUE"),
+    list: job_columns!(),
+    count: "SELECT COUNT(*) FROM jobq_jobs",
+    ids: "SELECT id FROM jobq_jobs",
     // Left to itself, the optimizer walks the primary key for a page of
     // `pending` rows of a queue whose ids lie behind a million finished
-    // ones (2.6 s in the plan test); the claim index reads only them.
-    list_in_claim_index: Some(concat!(
-        job_columns!(),
-        " FORCE INDEX (jobq_jobs_claim) WHERE TRUE"
-    )),
-    count: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
-    retry: Shape {
-        head: "SELECT id, lease_token FROM jobq_jobs WHERE TRUE",
-        head_params: 0,
-        limit: Some((" LIMIT ", " FOR UPDATE SKIP LOCKED")),
-    },
-    cancel: Shape {
-        head: "SELECT id, lease_token FROM jobq_jobs WHERE TRUE",
-        head_params: 0,
-        limit: Some((" LIMIT ", " FOR UPDATE SKIP LOCKED")),
-    },
-    bulk_by_id: false,
+    // ones (2.6 s in the plan test), for a page of the jobs enqueued on one
+    // day long ago (0.67 s), and scans the table for a count of one queue's
+    // failed jobs of one job name (0.6 s); the indexes read only them.
+    hints: Some(Hints {
+        claim: " FORCE INDEX (jobq_jobs_claim)",
+        secondary: " FORCE INDEX (jobq_jobs_claim, jobq_jobs_job_name, jobq_jobs_created, jobq_jobs_idempotency_key)",
+    }),
+    ids_page: BULK_PAGE,
 };
 
-/// Cancels `ids` rows locked by [`CANCEL_PICK`] or [`FILTERED`]'s cancel,
+/// Locks the rows of `ids` ids of a bulk action's batch that still meet
+/// `guard` (a condition of [`FILTERED`]'s pieces), skipping rows another
+/// transaction holds, and reads the lease token each has: primary-key
+/// lookups, so the batch locks no row it does not change.
+pub(crate) fn bulk_pick(ids: usize, guard: &str) -> String {
+    format!(
+        "SELECT id, lease_token FROM jobq_jobs WHERE id IN ({}){guard} FOR UPDATE SKIP LOCKED",
+        placeholders(ids)
+    )
+}
+
+/// Cancels `ids` rows locked by [`CANCEL_PICK`] or [`bulk_pick`],
 /// with the guard of a single cancel.
 pub(crate) fn cancel_ids(ids: usize) -> String {
     format!(
@@ -268,7 +275,7 @@ pub(crate) fn cancel_ids(ids: usize) -> String {
     )
 }
 
-/// Retries `ids` rows locked by [`FILTERED`]'s retry, with the guard of a
+/// Retries `ids` rows locked by [`bulk_pick`], with the guard of a
 /// single retry.
 pub(crate) fn retry_ids(ids: usize) -> String {
     format!(
@@ -512,6 +519,10 @@ pub const DOCTOR_LOCK_WAITS_MARIADB: &str = "SELECT COUNT(*), CAST(COALESCE(MAX(
      JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id \
      JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.requested_lock_id \
      WHERE l.lock_table = CONCAT('`', DATABASE(), '`.`jobq_jobs`')";
+
+/// The account the server took this session for (`name@host`), named in
+/// the grant `lock_waits` advises when it lacks one.
+pub const DOCTOR_CURRENT_USER: &str = "SELECT CAST(CURRENT_USER() AS CHAR)";
 
 /// Whether `performance_schema` is on (MySQL 8 reports lock waits there).
 pub const DOCTOR_PERFORMANCE_SCHEMA: &str = "SELECT CAST(@@performance_schema AS SIGNED)";

@@ -128,6 +128,17 @@ impl BackendStore for PgStore {
         &self.pool
     }
 
+    fn migrations(&self) -> &'static [migrate::Migration] {
+        migrate::POSTGRES
+    }
+
+    async fn applied_migrations(&self) -> Result<Vec<i64>> {
+        self.run(statement::READ, async |conn| {
+            sqlx::query_scalar(MIGRATIONS_APPLIED).fetch_all(conn).await
+        })
+        .await
+    }
+
     /// In one transaction under an advisory lock: DDL is transactional here,
     /// so a failed migration leaves nothing half-applied, and concurrent
     /// migrators take turns.
@@ -360,8 +371,13 @@ impl BackendStore for PgStore {
     }
 
     async fn cancel(&self, id: i64) -> Result<Cancelled> {
-        self.cancel_batch(&Statement::fixed(CANCEL, vec![Bind::Int(id)]))
-            .await
+        let rows: Vec<(i64, Option<i64>)> =
+            retry_transient(self.deadline, statement::CANCEL, is_transient, || {
+                self.conns
+                    .run(async |conn| sqlx::query_as(CANCEL).bind(id).fetch_all(conn).await)
+            })
+            .await?;
+        Ok(Cancelled::of_rows(&rows))
     }
 
     async fn retry(&self, id: i64) -> Result<bool> {
@@ -480,30 +496,35 @@ impl BackendStore for PgStore {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    /// One statement: the batch picked in id order (`SKIP LOCKED`) and
-    /// retried by primary key.
-    async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)> {
-        let ids: Vec<i64> = retry_transient(self.deadline, statement::RETRY, is_transient, || {
-            self.conns.run(async |conn| {
-                sqlx::query_scalar_with(&statement.sql, arguments(&statement.binds)?)
-                    .fetch_all(conn)
-                    .await
-            })
+    async fn ids(&self, statement: &Statement) -> Result<Vec<i64>> {
+        let args = arguments(&statement.binds)?;
+        self.run(statement::READ, async |conn| {
+            sqlx::query_scalar_with(&statement.sql, args)
+                .fetch_all(conn)
+                .await
         })
-        .await?;
-        Ok((ids.len() as u64, ids.iter().copied().max()))
+        .await
     }
 
-    /// One statement, as [`retry_batch`](Self::retry_batch); its rows are
-    /// the picked ones it changed, with the tokens they had.
-    async fn cancel_batch(&self, statement: &Statement) -> Result<Cancelled> {
+    /// One statement ([`bulk_retry`]): the batch's rows that still meet
+    /// `guard` locked (`SKIP LOCKED`) and retried by primary key.
+    async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64> {
+        let sql = bulk_retry(guard);
+        let retried: Vec<i64> = retry_transient(self.deadline, statement::RETRY, is_transient, || {
+            self.conns.run(async |conn| sqlx::query_scalar(&sql).bind(ids).fetch_all(conn).await)
+        })
+        .await?;
+        Ok(retried.len() as u64)
+    }
+
+    /// One statement ([`bulk_cancel`]), as [`retry_batch`](Self::retry_batch);
+    /// its rows are the ones it changed, with the tokens they had.
+    async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled> {
+        let sql = bulk_cancel(guard);
         let rows: Vec<(i64, Option<i64>)> =
             retry_transient(self.deadline, statement::CANCEL, is_transient, || {
-                self.conns.run(async |conn| {
-                    sqlx::query_as_with(&statement.sql, arguments(&statement.binds)?)
-                        .fetch_all(conn)
-                        .await
-                })
+                self.conns
+                    .run(async |conn| sqlx::query_as(&sql).bind(ids).fetch_all(conn).await)
             })
             .await?;
         Ok(Cancelled::of_rows(&rows))

@@ -1,6 +1,6 @@
 //! Every statement the PostgreSQL store runs (see the facts in the store's module docs).
 
-use crate::store::filter::{Filtered, KeyPieces, Pieces, Shape};
+use crate::store::filter::{Filtered, KeyPieces, Pieces};
 
 /// What follows the picked rows of a cancel: the UPDATE by primary key
 /// (`= ANY (ARRAY(…))`, as the claim, for the reason in the module docs)
@@ -338,9 +338,13 @@ pub const RETRY: &str = concat!(
 /// no index by queue (one would be written at every settle). A key prefix
 /// is matched with `starts_with`, byte for byte but without an index: the
 /// unique key index is in the database's collation, whose order is not
-/// byte order. The bulk batches page by id (`id > last`, in id order): the
-/// rows a batch changed stay in the indexes until vacuum, and a batch that
-/// started over would read them again.
+/// byte order. No index by job name or enqueue time either: none of jobq's
+/// updates of a row is HOT (they change columns of the partial indexes), so
+/// every index gets an entry at each claim, heartbeat and settle; a page of
+/// such a filter walks the primary key until it is full, and a count of it
+/// reads the table. A bulk action reads the ids it acts on without locks, in
+/// pages in id order (`ids`), then changes each batch of them by primary
+/// key, skipping locked rows ([`bulk_retry`], [`bulk_cancel`]).
 pub(crate) const FILTERED: Filtered = Filtered {
     pieces: Pieces {
         // Two arms, each of which proves one partial index's predicate.
@@ -354,31 +358,33 @@ pub(crate) const FILTERED: Filtered = Filtered {
             },
         )
     },
-    list: concat!(job_columns!(), " WHERE TRUE"),
-    list_in_claim_index: None,
-    count: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
-    retry: Shape {
-        head: "WITH picked AS (SELECT id FROM jobq_jobs WHERE TRUE",
-        head_params: 0,
-        limit: Some((
-            " ORDER BY id LIMIT ",
-            concat!(
-                " FOR UPDATE SKIP LOCKED)\n",
-                retry_set!(),
-                " WHERE id = ANY (ARRAY(SELECT id FROM picked)) AND status IN ('failed', 'cancelled')\nRETURNING id"
-            ),
-        )),
-    },
-    cancel: Shape {
-        head: "WITH picked AS (SELECT id, lease_token FROM jobq_jobs WHERE TRUE",
-        head_params: 0,
-        limit: Some((
-            " ORDER BY id LIMIT ",
-            concat!(" FOR UPDATE SKIP LOCKED", cancel_tail!()),
-        )),
-    },
-    bulk_by_id: true,
+    list: job_columns!(),
+    count: "SELECT COUNT(*) FROM jobq_jobs",
+    ids: "SELECT id FROM jobq_jobs",
+    hints: None,
+    ids_page: 1_000,
 };
+
+/// `$1` the ids of a bulk retry's batch: retries those whose rows still
+/// meet `guard` (a condition of [`FILTERED`]'s pieces), skipping rows
+/// another transaction holds; returns their ids.
+pub(crate) fn bulk_retry(guard: &str) -> String {
+    format!(
+        "WITH picked AS (SELECT id FROM jobq_jobs WHERE id = ANY ($1){guard} FOR UPDATE SKIP LOCKED)\n{} \
+         WHERE id = ANY (ARRAY(SELECT id FROM picked)) AND status IN ('failed', 'cancelled')\nRETURNING id",
+        retry_set!()
+    )
+}
+
+/// `$1` the ids of a bulk cancel's batch: cancels those whose rows still
+/// meet `guard`, skipping rows another transaction holds; returns each
+/// one's id and the lease token it had.
+pub(crate) fn bulk_cancel(guard: &str) -> String {
+    format!(
+        "WITH picked AS (SELECT id, lease_token FROM jobq_jobs WHERE id = ANY ($1){guard} FOR UPDATE SKIP LOCKED{}",
+        cancel_tail!()
+    )
+}
 
 /// One row, every column `Jobq::job` reports.
 pub const JOB: &str = concat!(job_columns!(), " WHERE id = $1");

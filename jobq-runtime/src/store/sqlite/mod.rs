@@ -217,6 +217,17 @@ impl BackendStore for SqliteStore {
         &self.pool
     }
 
+    fn migrations(&self) -> &'static [migrate::Migration] {
+        migrate::SQLITE
+    }
+
+    async fn applied_migrations(&self) -> Result<Vec<i64>> {
+        self.run(statement::READ, async |conn| {
+            sqlx::query_scalar(MIGRATIONS_APPLIED).fetch_all(conn).await
+        })
+        .await
+    }
+
     /// Inside one `BEGIN IMMEDIATE` transaction: processes migrating a new
     /// file at once take turns, and the later ones find everything applied.
     ///
@@ -425,7 +436,7 @@ impl BackendStore for SqliteStore {
     }
 
     async fn cancel(&self, id: i64) -> Result<Cancelled> {
-        self.cancel_batch(&Statement::fixed(CANCEL_PICK, vec![Bind::Int(id)]))
+        self.cancel_picked(&Statement::fixed(CANCEL_PICK, vec![Bind::Int(id)]))
             .await
     }
 
@@ -534,7 +545,7 @@ impl BackendStore for SqliteStore {
     }
 
     async fn list(&self, statement: &Statement) -> Result<Vec<JobInfo>> {
-        let args = arguments(None, &statement.binds)?;
+        let args = arguments(&statement.binds)?;
         let rows = self
             .run(statement::READ, async |conn| {
                 sqlx::query_with(&statement.sql, args).fetch_all(conn).await
@@ -544,7 +555,7 @@ impl BackendStore for SqliteStore {
     }
 
     async fn count_where(&self, statement: &Statement) -> Result<u64> {
-        let args = arguments(None, &statement.binds)?;
+        let args = arguments(&statement.binds)?;
         let n: i64 = self
             .run(statement::READ, async |conn| {
                 sqlx::query_scalar_with(&statement.sql, args)
@@ -555,36 +566,42 @@ impl BackendStore for SqliteStore {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    /// One statement (`?1` now): the batch picked and retried.
-    async fn retry_batch(&self, statement: &Statement) -> Result<(u64, Option<i64>)> {
-        let ids: Vec<i64> =
+    async fn ids(&self, statement: &Statement) -> Result<Vec<i64>> {
+        let args = arguments(&statement.binds)?;
+        self.run(statement::READ, async |conn| {
+            sqlx::query_scalar_with(&statement.sql, args)
+                .fetch_all(conn)
+                .await
+        })
+        .await
+    }
+
+    /// One statement ([`bulk_retry`]): the batch's rows that still meet
+    /// `guard`, retried.
+    async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64> {
+        let sql = bulk_retry(guard);
+        let ids = json_list(ids);
+        let retried: Vec<i64> =
             retry_transient(self.deadline, statement::RETRY, is_transient, || async {
                 let _turn = self.writes.lock().await;
                 let mut conn = self.conns.get().await?;
-                let result = match arguments(Some(now_micros()), &statement.binds) {
-                    Ok(args) => {
-                        sqlx::query_scalar_with(&statement.sql, args)
-                            .fetch_all(&mut *conn)
-                            .await
-                    }
-                    Err(error) => Err(error),
-                };
+                let result = sqlx::query_scalar(&sql)
+                    .bind(now_micros())
+                    .bind(ids.as_str())
+                    .fetch_all(&mut *conn)
+                    .await;
                 conn.done(result)
             })
             .await?;
-        Ok((ids.len() as u64, ids.iter().copied().max()))
+        Ok(retried.len() as u64)
     }
 
-    /// One `BEGIN IMMEDIATE` transaction: the rows `pick` selects, with
-    /// their tokens, then cancelled.
-    async fn cancel_batch(&self, pick: &Statement) -> Result<Cancelled> {
-        retry_transient(self.deadline, statement::CANCEL, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let result = cancel_picked(&mut conn, pick).await;
-            conn.done(result)
-        })
-        .await
+    /// One `BEGIN IMMEDIATE` transaction ([`bulk_cancel_pick`]): the
+    /// batch's rows that still meet `guard`, with their tokens, then
+    /// cancelled.
+    async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled> {
+        let pick = Statement::fixed(&bulk_cancel_pick(guard), vec![Bind::Text(json_list(ids))]);
+        self.cancel_picked(&pick).await
     }
 
     /// No clock to compare: SQLite's times are this host's.
@@ -629,6 +646,18 @@ impl SqliteStore {
         work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T, sqlx::Error>,
     ) -> Result<T> {
         within(self.deadline, statement, self.conns.run(work)).await
+    }
+
+    /// Cancels the rows `pick` selects (one `BEGIN IMMEDIATE` transaction,
+    /// [`cancel_picked`]), holding the write turn.
+    async fn cancel_picked(&self, pick: &Statement) -> Result<Cancelled> {
+        retry_transient(self.deadline, statement::CANCEL, is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = cancel_picked(&mut conn, pick).await;
+            conn.done(result)
+        })
+        .await
     }
 
     /// One INSERT per row in one `BEGIN IMMEDIATE` transaction: results in
@@ -914,10 +943,9 @@ async fn cancel_picked(
     pick: &Statement,
 ) -> Result<Cancelled, sqlx::Error> {
     let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
-    let rows: Vec<(i64, Option<i64>)> =
-        sqlx::query_as_with(&pick.sql, arguments(None, &pick.binds)?)
-            .fetch_all(&mut *tx)
-            .await?;
+    let rows: Vec<(i64, Option<i64>)> = sqlx::query_as_with(&pick.sql, arguments(&pick.binds)?)
+        .fetch_all(&mut *tx)
+        .await?;
     if !rows.is_empty() {
         let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
         sqlx::query(CANCEL_IDS)
@@ -930,13 +958,9 @@ async fn cancel_picked(
     Ok(Cancelled::of_rows(&rows))
 }
 
-/// The values of a filtered statement, after `first` (the head's own `?1`,
-/// if it has one). Times as unix microseconds.
-fn arguments(first: Option<i64>, binds: &[Bind]) -> Result<SqliteArguments<'static>, sqlx::Error> {
+/// The values of a filtered statement; times as unix microseconds.
+fn arguments(binds: &[Bind]) -> Result<SqliteArguments<'static>, sqlx::Error> {
     let mut args = SqliteArguments::default();
-    if let Some(first) = first {
-        args.add(first).map_err(sqlx::Error::Encode)?;
-    }
     for bind in binds {
         let added = match bind {
             Bind::Text(text) => args.add(text.clone()),

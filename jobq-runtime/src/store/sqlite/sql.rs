@@ -1,6 +1,6 @@
 //! Every statement the SQLite store runs (see the facts in the store's module docs).
 
-use crate::store::filter::{Filtered, KeyPieces, Pieces, Shape};
+use crate::store::filter::{BULK_PAGE, Filtered, KeyPieces, Pieces};
 
 /// Every column `Jobq::job` reports, text columns as bytes (decoded lossily:
 /// any row can be inspected).
@@ -112,11 +112,12 @@ pub const RETRY: &str = concat!(
 /// page reads the matching entries and sorts them (a temporary B-tree of
 /// the matching rows, not of the table); without a queue a list walks the
 /// primary key in id order until its page is full; a key prefix is a
-/// range of the unique key index (BINARY collation: byte order). Job name
-/// and created time have no index. A bulk batch is one statement (retry)
-/// or one `BEGIN IMMEDIATE` transaction (cancel, which reads the tokens
-/// first); it picks rows in index order, and the rows it changed leave the
-/// range the next one reads.
+/// range of the unique key index (BINARY collation: byte order); a job
+/// name a range of `jobq_jobs_job_name` (in id order), an enqueue time one
+/// of `jobq_jobs_created`. A bulk action reads the ids it acts on
+/// in pages in id order (`ids`); a batch of them is one statement (retry,
+/// [`bulk_retry`]) or one `BEGIN IMMEDIATE` transaction (cancel, which
+/// reads the tokens first, [`bulk_cancel_pick`]), by primary key.
 pub(crate) const FILTERED: Filtered = Filtered {
     pieces: Pieces::new(
         "?",
@@ -126,24 +127,31 @@ pub(crate) const FILTERED: Filtered = Filtered {
             before: " AND idempotency_key < ",
         },
     ),
-    list: concat!(job_columns!(), " WHERE TRUE"),
-    list_in_claim_index: None,
-    count: "SELECT COUNT(*) FROM jobq_jobs WHERE TRUE",
-    retry: Shape {
-        head: concat!(
-            retry_set!(),
-            " WHERE status IN ('failed', 'cancelled') AND id IN (SELECT id FROM jobq_jobs WHERE TRUE"
-        ),
-        head_params: 1,
-        limit: Some((" LIMIT ", ") RETURNING id")),
-    },
-    cancel: Shape {
-        head: "SELECT id, lease_token FROM jobq_jobs WHERE TRUE",
-        head_params: 0,
-        limit: Some((" LIMIT ", "")),
-    },
-    bulk_by_id: false,
+    list: job_columns!(),
+    count: "SELECT COUNT(*) FROM jobq_jobs",
+    ids: "SELECT id FROM jobq_jobs",
+    hints: None,
+    ids_page: BULK_PAGE,
 };
+
+/// `?1` now, `?2` the ids of a bulk retry's batch as a JSON array: retries
+/// those whose rows still meet `guard` (a condition of [`FILTERED`]'s
+/// pieces); returns their ids.
+pub(crate) fn bulk_retry(guard: &str) -> String {
+    format!(
+        "{} WHERE id IN (SELECT value FROM json_each(?2)){guard} RETURNING id",
+        retry_set!()
+    )
+}
+
+/// `?1` the ids of a bulk cancel's batch as a JSON array: those whose rows
+/// still meet `guard`, with their lease tokens (then cancelled by
+/// [`CANCEL_IDS`] in the same transaction).
+pub(crate) fn bulk_cancel_pick(guard: &str) -> String {
+    format!(
+        "SELECT id, lease_token FROM jobq_jobs WHERE id IN (SELECT value FROM json_each(?1)){guard}"
+    )
+}
 
 /// `?1` finished_at.
 pub const COMPLETE: &str = "UPDATE jobq_jobs SET status = 'done', finished_at = ?1, run_at = ?1, lease_token = NULL \

@@ -203,6 +203,15 @@ fn job_impl(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
         }
     });
 
+    let key_template = model.key.as_ref().map(|key| {
+        let template = &key.template;
+        quote! {
+            const KEY_TEMPLATE: ::core::option::Option<&'static str> =
+                ::core::option::Option::Some(#template);
+        }
+    });
+    let payload_fields = payload_fields(model);
+
     quote! {
         #(#cfgs)*
         impl #private::Job for #payload {
@@ -211,10 +220,52 @@ fn job_impl(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
             #priority
             #max_attempts
             #timeout
+            #key_template
             #retry_policy
             #idempotency_key
+            #payload_fields
         }
     }
+}
+
+/// `fn payload_fields()`: each payload field's name (as serde names it in
+/// the JSON), its type as written, and whether it may be missing.
+fn payload_fields(model: &Model) -> TokenStream {
+    let private = {
+        let krate = &model.krate;
+        quote!(#krate::__private)
+    };
+    let fields = model.fields().map(|(ident, ty)| {
+        let name = ident.unraw().to_string();
+        let written = type_as_written(ty);
+        quote!(#private::FieldSpec::of::<#ty>(#name, #written))
+    });
+    quote! {
+        fn payload_fields() -> ::core::option::Option<::std::vec::Vec<#private::FieldSpec>> {
+            ::core::option::Option::Some(::std::vec![#(#fields),*])
+        }
+    }
+}
+
+/// `ty` as a person writes it: `Option<String>`, `&'static str`, `(u8, bool)`
+/// (the tokens without the spaces `to_string` puts between them, but one
+/// between two words and after a comma or semicolon).
+fn type_as_written(ty: &Type) -> String {
+    let text = ty.to_token_stream().to_string();
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ' ' {
+            let prev = out.chars().next_back();
+            if (word(prev) && word(chars.peek().copied())) || matches!(prev, Some(',' | ';')) {
+                out.push(' ');
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// `::core::time::Duration::new(secs, nanos)`: const, exact.

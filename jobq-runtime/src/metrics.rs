@@ -184,6 +184,7 @@ pub(crate) mod statement {
     pub(crate) const MIGRATE: &str = "migrate";
     pub(crate) const RETRY: &str = "retry";
     pub(crate) const PAUSE: &str = "pause";
+    pub(crate) const WORKERS: &str = "workers";
 }
 
 /// Gives the recorder each metric's description and unit (Prometheus'

@@ -207,6 +207,8 @@ impl Running {
         // Heartbeat and reaper last: held jobs keep their leases until settled.
         shared.stop_background.cancel();
         tasks.wait().await;
+        // Gone from the live workers; the presence loop has stopped.
+        super::presence::unregister(&shared).await;
         match lock(&shared.failure).take() {
             Some(error) => Err(error),
             None => Ok(()),

@@ -41,8 +41,8 @@ use super::filter::{Bind, Filtered, Statement};
 use super::stash::Stash;
 use super::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable,
-    QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
-    retry_transient, row_token,
+    QueueFigures, StatsWindow, Transition, WorkerRecord, WorkerRow, in_batches, micros, migrate,
+    new_token_base, retry_transient, row_token,
 };
 use crate::handle::ConnectOptions;
 use crate::metrics::statement;
@@ -408,6 +408,79 @@ impl BackendStore for PgStore {
 
     async fn paused_queues(&self) -> Result<Vec<String>> {
         Ok(sqlx::query_scalar(PAUSED).fetch_all(&self.pool).await?)
+    }
+
+    async fn register_worker(&self, row: &WorkerRow<'_>) -> Result<()> {
+        retry_transient(statement::WORKERS, is_transient, || async {
+            sqlx::query(WORKER_REGISTER)
+                .bind(row.id)
+                .bind(row.worker_id)
+                .bind(row.host)
+                .bind(row.pid)
+                .bind(row.version)
+                .bind(row.queues)
+                .bind(row.jobs)
+                .bind(row.running)
+                .bind(micros(row.ttl))
+                .execute(&self.pool)
+                .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn refresh_worker(&self, id: i64, running: i64, ttl: Duration) -> Result<bool> {
+        let matched = retry_transient(statement::WORKERS, is_transient, || async {
+            sqlx::query(WORKER_REFRESH)
+                .bind(running)
+                .bind(micros(ttl))
+                .bind(id)
+                .execute(&self.pool)
+                .await
+                .map(|r| r.rows_affected())
+        })
+        .await?;
+        Ok(matched == 1)
+    }
+
+    async fn unregister_worker(&self, id: i64) -> Result<()> {
+        retry_transient(statement::WORKERS, is_transient, || async {
+            sqlx::query(WORKER_UNREGISTER)
+                .bind(id)
+                .execute(&self.pool)
+                .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn prune_workers(&self) -> Result<u64> {
+        Ok(retry_transient(statement::WORKERS, is_transient, || async {
+            sqlx::query(WORKERS_PRUNE)
+                .execute(&self.pool)
+                .await
+                .map(|r| r.rows_affected())
+        })
+        .await?)
+    }
+
+    async fn live_workers(&self) -> Result<Vec<WorkerRecord>> {
+        let rows = sqlx::query(WORKERS_LIVE).fetch_all(&self.pool).await?;
+        let record = |row: &PgRow| -> Result<WorkerRecord, sqlx::Error> {
+            Ok(WorkerRecord {
+                worker_id: row.try_get("worker_id")?,
+                host: row.try_get("host")?,
+                pid: row.try_get("pid")?,
+                version: row.try_get("version")?,
+                queues: row.try_get("queues")?,
+                jobs: row.try_get("jobs")?,
+                running: row.try_get("running")?,
+                started_at: row.try_get("started_at")?,
+                last_seen: row.try_get("last_seen")?,
+                expires_at: row.try_get("expires_at")?,
+            })
+        };
+        Ok(rows.iter().map(record).collect::<Result<_, _>>()?)
     }
 
     fn filtered(&self) -> &'static Filtered {

@@ -554,9 +554,18 @@ mod tests {
             queue: "a".into(),
             ..QueueFigures::default()
         };
-        let stats = assemble(window, vec![figures, only_paused], &paused, &[]);
+        let served = ["b".to_owned(), "a".to_owned(), "b".to_owned()];
+        let stats = assemble(window, vec![figures, only_paused], &paused, &served);
         assert_eq!(stats.queues[0].queue, "a");
         assert!(stats.queues[0].paused);
+        // Paused wins over the worker serving it.
+        assert_eq!(stats.queues[0].state(), super::QueueState::Paused);
+        assert_eq!(stats.queues[0].state().to_string(), "paused");
+        assert_eq!(stats.queue("b").unwrap().workers, 2);
+        assert_eq!(
+            stats.queue("b").unwrap().state().to_string(),
+            "served by 2 workers"
+        );
         assert_eq!(stats.queues[0].pending(), 0);
         let b = stats.queue("b").unwrap();
         assert!(!b.paused);
@@ -585,7 +594,8 @@ mod tests {
             )],
             ..QueueFigures::default()
         };
-        let stats = assemble(window, vec![figures], &[]);
+        let stats = assemble(window, vec![figures], &[], &[]);
+        assert_eq!(stats.queues[0].state().to_string(), "no worker");
         assert_eq!(stats.queues[0].oldest_available_age, None);
         assert_eq!(stats.queues[0].scheduled, 1);
     }

@@ -163,6 +163,7 @@ impl Dashboard {
             .route("/job/{id}/{action}", post(routes::act_on_job))
             .route("/queues", get(routes::queues))
             .route("/queues/{action}", post(routes::act_on_queue))
+            .route("/workers", get(routes::workers))
             .route("/assets/style.css", get(assets::css))
             .route("/assets/app.js", get(assets::js))
             .with_state(state);

@@ -221,9 +221,7 @@ pub(crate) fn workers_text(workers: &[WorkerInfo], jobs: &[PublishedJob]) -> Str
             .iter()
             .map(|j| {
                 let k = &j.kind;
-                let timeout = k
-                    .timeout
-                    .map_or_else(|| "-".to_owned(), |t| age(Some(t)));
+                let timeout = k.timeout.map_or_else(|| "-".to_owned(), |t| age(Some(t)));
                 let note = if j.disagreeing.is_empty() {
                     String::new()
                 } else {

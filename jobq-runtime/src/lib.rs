@@ -153,9 +153,9 @@ pub use handle::{
     EnqueueConnection, Jobq, MAX_DELAY, MAX_JOB_NAME_LEN, MAX_KEY_LEN, MAX_QUEUE_LEN,
 };
 pub use jobq_core::{
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, IntoJobResult, Job, JobContext,
-    JobError, JobErrorKind, JobMeta, JobRegistration, LeaseError, Registry, RegistryError,
-    RetryPolicy, State, StateRequirement, States, retry,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, FieldSpec, IntoJobResult, Job,
+    JobContext, JobError, JobErrorKind, JobMeta, JobRegistration, LeaseError, Registry,
+    RegistryError, RetryPolicy, State, StateRequirement, States, retry,
 };
 pub use jobq_macros::job;
 pub use ops::{

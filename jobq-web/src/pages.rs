@@ -657,7 +657,11 @@ pub(crate) fn queues<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
     }
 }
 
-pub(crate) fn workers<'a>(ctx: &Ctx<'a>, workers: &[WorkerInfo], jobs: &[PublishedJob]) -> Page<'a> {
+pub(crate) fn workers<'a>(
+    ctx: &Ctx<'a>,
+    workers: &[WorkerInfo],
+    jobs: &[PublishedJob],
+) -> Page<'a> {
     let now = workers.first().map(|w| w.taken_at);
     let live = html! {
         section.panel {

@@ -702,7 +702,7 @@ pub(crate) fn workers<'a>(
         }
         section.panel {
             h2 { "Jobs the workers run" }
-            p.small { "As the live workers publish them: what `jobq enqueue` and this dashboard take as a job's defaults. Where workers define a job differently (a rolling deploy), the one that started last wins." }
+            p.small { "As the live workers publish them: what " code { "jobq enqueue" } " takes as a job's defaults, and the fields it checks a payload against. Where workers define a job differently (a rolling deploy), the one that started last wins." }
             @if jobs.is_empty() {
                 p.empty { "No job published." }
             } @else {

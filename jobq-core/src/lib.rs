@@ -25,7 +25,7 @@ mod state;
 
 pub use context::{ExtendFuture, JobContext, JobMeta, LeaseError, LeaseExtender};
 pub use error::{DispatchError, IntoJobResult, JobError, JobErrorKind, error_chain};
-pub use field::{FieldSpec, may_be_missing};
+pub use field::FieldSpec;
 pub use job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job};
 pub use registry::{Definition, JobFuture, JobRegistration, Registry, RegistryError, RunFn};
 pub use retry::RetryPolicy;

@@ -229,22 +229,56 @@ fn job_impl(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
 }
 
 /// `fn payload_fields()`: each payload field's name (as serde names it in
-/// the JSON), its type as written, and whether it may be missing.
+/// the JSON), its type as written, and whether it may be missing (its type
+/// is written `Option<…>`). Built from tokens only: no bound on the field's
+/// type, so a type that is not storable is reported once, by
+/// [`payload_checks`], not again here.
 fn payload_fields(model: &Model) -> TokenStream {
-    let private = {
-        let krate = &model.krate;
-        quote!(#krate::__private)
-    };
+    let krate = &model.krate;
     let fields = model.fields().map(|(ident, ty)| {
         let name = ident.unraw().to_string();
         let written = type_as_written(ty);
-        quote!(#private::FieldSpec::of::<#ty>(#name, #written))
+        let required = !is_option(ty);
+        quote! {
+            #krate::__private::FieldSpec {
+                name: #name,
+                type_name: #written,
+                required: #required,
+            }
+        }
     });
     quote! {
-        fn payload_fields() -> ::core::option::Option<::std::vec::Vec<#private::FieldSpec>> {
+        fn payload_fields() -> ::core::option::Option<::std::vec::Vec<#krate::__private::FieldSpec>> {
             ::core::option::Option::Some(::std::vec![#(#fields),*])
         }
     }
+}
+
+/// Whether `ty` is written as an `Option<…>` (`Option`, `std::option::Option`,
+/// `core::option::Option`, with or without a leading `::`).
+fn is_option(ty: &Type) -> bool {
+    let Type::Path(path) = ty else {
+        return false;
+    };
+    if path.qself.is_some() {
+        return false;
+    }
+    let segments: Vec<String> = path
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    let last = path.path.segments.last();
+    let generic = last.is_some_and(
+        |s| matches!(&s.arguments, syn::PathArguments::AngleBracketed(a) if a.args.len() == 1),
+    );
+    let names: Vec<&str> = segments.iter().map(String::as_str).collect();
+    generic
+        && matches!(
+            names.as_slice(),
+            ["Option"] | ["std" | "core", "option", "Option"]
+        )
 }
 
 /// `ty` as a person writes it: `Option<String>`, `&'static str`, `(u8, bool)`

@@ -494,7 +494,7 @@ async fn the_newest_worker_wins_a_disagreement_and_the_other_is_named(db: TestDb
         ),
         ("new-queue", new.as_str(), 2)
     );
-    assert_eq!(job.disagreeing, [old.clone()]);
+    assert_eq!(job.disagreeing, std::slice::from_ref(&old));
     // A minimal published kind: no fields published, nothing checked.
     assert!(job.kind.fields.is_none());
     let enqueued = jobq

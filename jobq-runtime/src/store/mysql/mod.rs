@@ -557,13 +557,13 @@ impl BackendStore for MySqlStore {
     }
 
     async fn prune_workers(&self) -> Result<u64> {
-        Ok(retry_transient(statement::WORKERS, is_transient, || async {
+        retry_transient(statement::WORKERS, is_transient, || async {
             sqlx::query(WORKERS_PRUNE)
                 .execute(&self.pool)
                 .await
                 .map(|r| r.rows_affected())
         })
-        .await?)
+        .await
     }
 
     async fn live_workers(&self) -> Result<Vec<WorkerRecord>> {

@@ -538,7 +538,7 @@ impl BackendStore for SqliteStore {
     }
 
     async fn prune_workers(&self) -> Result<u64> {
-        Ok(retry_transient(statement::WORKERS, is_transient, || async {
+        retry_transient(statement::WORKERS, is_transient, || async {
             let _turn = self.writes.lock().await;
             let mut conn = self.conns.get().await?;
             let result = sqlx::query(WORKERS_PRUNE)
@@ -547,7 +547,7 @@ impl BackendStore for SqliteStore {
                 .await;
             Ok(conn.done(result)?.rows_affected())
         })
-        .await?)
+        .await
     }
 
     async fn live_workers(&self) -> Result<Vec<WorkerRecord>> {

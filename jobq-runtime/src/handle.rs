@@ -349,9 +349,11 @@ impl Jobq {
     }
 
     /// The figures of every queue, in one call: counts by status, queue
-    /// lag, expired leases, throughput over the last hour, pauses. Each is
-    /// read through an index, so it is cheap enough to scrape every few
-    /// seconds whatever the history kept.
+    /// lag, expired leases, throughput over the last hour, pauses, and how
+    /// many live workers serve it ([`QueueStats::state`](crate::QueueStats::state):
+    /// paused, served by N workers, or no worker). Each is read through an
+    /// index (the live workers from their small table, `jobq_workers`), so
+    /// it is cheap enough to scrape every few seconds whatever the history kept.
     ///
     /// One statement finds the queues (skipping from queue to queue in an
     /// index), then a few per queue read its figures; finished rows are

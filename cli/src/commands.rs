@@ -128,6 +128,16 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             }
             Outcome::Done
         }
+        Command::Workers { format } => {
+            let workers = jobq.workers().await.map_err(|e| chain(&e))?;
+            let jobs = jobq.job_kinds().await.map_err(|e| chain(&e))?;
+            if format.json {
+                println!("{}", output::workers_json(&workers, &jobs));
+            } else {
+                print!("{}", output::workers_text(&workers, &jobs));
+            }
+            Outcome::Done
+        }
         Command::Enqueue {
             name,
             payload,
@@ -153,6 +163,20 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             }
             if let Some(max_attempts) = max_attempts {
                 options = options.max_attempts(max_attempts);
+            }
+            // Say so when live workers define the job differently: the
+            // newest one's defaults are used.
+            if let Ok(kinds) = jobq.job_kinds().await {
+                if let Some(job) = kinds
+                    .iter()
+                    .find(|j| j.kind.name == name && !j.disagreeing.is_empty())
+                {
+                    eprintln!(
+                        "jobq: note: live workers define `{name}` differently; using the defaults of {} (started last), not those of {}",
+                        job.published_by,
+                        job.disagreeing.join(", ")
+                    );
+                }
             }
             let enqueued = jobq
                 .enqueue_json(&name, &payload, options)

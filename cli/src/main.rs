@@ -9,7 +9,8 @@
 //! jobq --url … cancel --queue mail --name send_welcome --yes
 //! jobq --url … pause mail                      # every worker stops claiming from it
 //! jobq --url … resume mail
-//! jobq --url … enqueue send_welcome '{"user_id":42}' --queue mail --delay 10m
+//! jobq --url … workers                        # live workers, and the jobs they publish
+//! jobq --url … enqueue send_welcome '{"user_id":42}' --delay 10m
 //! jobq --url … prune --finished 7d --failed 30d
 //! jobq --url … doctor
 //! jobq --url … web --listen 127.0.0.1:8080      # the dashboard; JOBQ_WEB_PASSWORD: basic auth
@@ -113,13 +114,24 @@ enum Command {
         /// The queue.
         queue: String,
     },
-    /// Stores a job by name with a JSON payload.
+    /// The workers running now (host, pid, queues, running jobs, last seen),
+    /// and the jobs they publish with their defaults.
+    Workers {
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Stores a job by name with a JSON payload. The job's defaults (queue,
+    /// priority, attempts, key template) and fields are those the live
+    /// workers publish (see `jobq workers`); the payload is checked against
+    /// its fields. A job no live worker publishes is refused unless --queue
+    /// is given.
     Enqueue {
         /// The registered job name.
         name: String,
         /// The payload, as JSON (`'{"user_id": 42}'`).
         payload: String,
-        /// The queue (default: the job's own, or `default`).
+        /// The queue (default: the job's own, as its workers publish it;
+        /// required for a job no live worker publishes).
         #[arg(long)]
         queue: Option<String>,
         /// Smaller runs first.
@@ -128,10 +140,11 @@ enum Command {
         /// Run no sooner than this from now (`10m`, `2h`).
         #[arg(long, value_parser = humantime::parse_duration)]
         delay: Option<Duration>,
-        /// An idempotency key: a job with this key already stored is not stored again.
+        /// An idempotency key: a job with this key already stored is not
+        /// stored again (default: the job's key template applied to the payload).
         #[arg(long)]
         key: Option<String>,
-        /// Attempts before it fails for good.
+        /// Attempts before it fails for good (default: the job's own).
         #[arg(long)]
         max_attempts: Option<u32>,
         #[command(flatten)]

@@ -5,8 +5,8 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use jobq_runtime::{
-    Check, CheckStatus, DoctorReport, JobInfo, JobPage, JobStatus, QueueCounts, QueueStats,
-    STATS_FINISHED_CAP, Stats,
+    Check, CheckStatus, DoctorReport, JobInfo, JobKind, JobPage, JobStatus, PublishedJob,
+    QueueCounts, QueueState, QueueStats, STATS_FINISHED_CAP, Stats, WorkerInfo,
 };
 use serde_json::{Value, json};
 
@@ -108,13 +108,15 @@ pub(crate) fn stats_table(stats: &Stats) -> String {
         .iter()
         .map(|q| {
             let lagging = q.oldest_available_age.is_some_and(|a| a.as_secs() >= 60);
+            let state = q.state();
+            let colour = match state {
+                QueueState::Paused => Some(Colour::Yellow),
+                QueueState::NoWorker => Some(Colour::Red),
+                _ => None,
+            };
             vec![
                 (q.queue.clone(), None),
-                alert(
-                    if q.paused { "paused" } else { "-" }.into(),
-                    q.paused,
-                    Colour::Yellow,
-                ),
+                (state.to_string(), colour),
                 (q.available.to_string(), None),
                 (q.scheduled.to_string(), None),
                 (q.processing.to_string(), None),
@@ -140,7 +142,7 @@ pub(crate) fn stats_table(stats: &Stats) -> String {
     table(
         &[
             "QUEUE",
-            "PAUSED",
+            "STATE",
             "AVAILABLE",
             "SCHEDULED",
             "PROCESSING",
@@ -161,6 +163,8 @@ fn queue_json(q: &QueueStats) -> Value {
     json!({
         "queue": q.queue,
         "paused": q.paused,
+        "workers": q.workers,
+        "state": q.state().to_string(),
         "available": q.available,
         "scheduled": q.scheduled,
         "pending": q.pending(),
@@ -176,6 +180,115 @@ fn queue_json(q: &QueueStats) -> Value {
         "failed_last_hour": q.failed_last_hour(),
         "succeeded_per_minute": q.succeeded_per_minute,
         "failed_per_minute": q.failed_per_minute,
+    })
+}
+
+/// The live workers, one line each, then the jobs they publish.
+pub(crate) fn workers_text(workers: &[WorkerInfo], jobs: &[PublishedJob]) -> String {
+    if workers.is_empty() {
+        return "no live worker (none has refreshed its row within its expiry)\n".into();
+    }
+    let rows: Vec<_> = workers
+        .iter()
+        .map(|w| {
+            let queues = w
+                .queues
+                .iter()
+                .map(|q| format!("{}×{}", q.name, q.concurrency))
+                .collect::<Vec<_>>()
+                .join(",");
+            vec![
+                (w.worker_id.clone(), None),
+                (w.host.clone(), None),
+                (w.pid.to_string(), None),
+                (w.version.clone(), None),
+                (queues, None),
+                (w.running.to_string(), None),
+                (when(w.started_at), None),
+                (format!("{} ago", age(Some(w.last_seen_age()))), None),
+            ]
+        })
+        .collect();
+    let mut text = table(
+        &[
+            "WORKER", "HOST", "PID", "VERSION", "QUEUES", "RUNNING", "STARTED", "SEEN",
+        ],
+        &rows,
+    );
+    if !jobs.is_empty() {
+        text.push('\n');
+        let rows: Vec<_> = jobs
+            .iter()
+            .map(|j| {
+                let k = &j.kind;
+                let timeout = k.timeout.map_or_else(|| "-".to_owned(), |t| age(Some(t)));
+                let note = if j.disagreeing.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (defaults of {}, the newest; differ on {})",
+                        j.published_by,
+                        j.disagreeing.join(", ")
+                    )
+                };
+                vec![
+                    (k.name.clone(), None),
+                    (k.queue.clone(), None),
+                    (k.max_attempts.to_string(), None),
+                    (timeout, None),
+                    (k.key_template.clone().unwrap_or_else(|| "-".into()), None),
+                    alert(
+                        format!("{}{note}", k.fields_text()),
+                        !j.disagreeing.is_empty(),
+                        Colour::Yellow,
+                    ),
+                ]
+            })
+            .collect();
+        text.push_str(&table(
+            &["JOB", "QUEUE", "ATTEMPTS", "TIMEOUT", "KEY", "FIELDS"],
+            &rows,
+        ));
+    }
+    text
+}
+
+/// The live workers and the jobs they publish, as one JSON document.
+pub(crate) fn workers_json(workers: &[WorkerInfo], jobs: &[PublishedJob]) -> Value {
+    let kind = |k: &JobKind| {
+        json!({
+            "name": k.name,
+            "queue": k.queue,
+            "priority": k.priority,
+            "max_attempts": k.max_attempts,
+            "timeout_seconds": k.timeout.map(|t| t.as_secs_f64()),
+            "key_template": k.key_template,
+            "fields": k.fields.as_ref().map(|fields| fields
+                .iter()
+                .map(|f| json!({"name": f.name, "type": f.type_name, "required": f.required}))
+                .collect::<Vec<_>>()),
+        })
+    };
+    json!({
+        "workers": workers.iter().map(|w| json!({
+            "worker_id": w.worker_id,
+            "host": w.host,
+            "pid": w.pid,
+            "version": w.version,
+            "queues": w.queues.iter().map(|q| json!({"name": q.name, "concurrency": q.concurrency})).collect::<Vec<_>>(),
+            "running": w.running,
+            "started_at": w.started_at.to_rfc3339(),
+            "last_seen": w.last_seen.to_rfc3339(),
+            "expires_at": w.expires_at.to_rfc3339(),
+            "jobs": w.jobs.iter().map(|k| k.name.clone()).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "jobs": jobs.iter().map(|j| {
+            let mut value = kind(&j.kind);
+            value["published_by"] = json!(j.published_by);
+            value["workers"] = json!(j.workers);
+            value["disagreeing"] = json!(j.disagreeing);
+            value
+        }).collect::<Vec<_>>(),
     })
 }
 

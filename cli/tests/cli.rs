@@ -248,7 +248,177 @@ async fn every_command_does_what_it_says_and_exits_accordingly(db: TestDb) {
     jobq.cancel(a).await.unwrap();
 }
 
-jobq_tests::on_every_backend!(every_command_does_what_it_says_and_exits_accordingly);
+/// Welcomes a user: published by the worker of the test below, and not
+/// linked into the `jobq` binary.
+#[job(
+    name = "cli_send_welcome",
+    queue = "cli-mail",
+    max_attempts = 5,
+    key = "welcome:{user_id}"
+)]
+async fn send_welcome(user_id: u64, locale: Option<String>) {
+    let _ = (user_id, locale);
+}
+
+/// `jobq workers` lists a live worker and the jobs it publishes; `jobq
+/// enqueue` of such a job without flags takes its queue, attempts and key
+/// (it went to `default` with 20 attempts and no key before), checks the
+/// JSON against its fields, and refuses a name no worker publishes unless
+/// `--queue` is given; `stats` says who serves the queue.
+async fn workers_lists_live_workers_and_enqueue_takes_their_defaults(db: TestDb) {
+    let url = db.url().to_owned();
+    let jobq = db.jobq().await;
+    let queue = unique_queue("cli-served");
+    let q = queue.as_str();
+    let worker = jobq_runtime::Worker::builder(jobq.clone())
+        .queue_unchecked(q, 2)
+        .presence_interval(std::time::Duration::from_millis(200))
+        .build()
+        .unwrap()
+        .start();
+    let id = worker.id().to_owned();
+    jobq_tests::wait_until(
+        "the worker is listed",
+        std::time::Duration::from_secs(30),
+        || async {
+            jobq.workers()
+                .await
+                .unwrap()
+                .iter()
+                .any(|w| w.worker_id == id)
+        },
+    )
+    .await;
+
+    let text = ok(&url, &["workers"]);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("no line for {id}: {text}"));
+    assert!(line.contains(&format!("{q}×2")), "{line}");
+    let job_line = text
+        .lines()
+        .find(|l| l.starts_with("cli_send_welcome "))
+        .unwrap_or_else(|| panic!("no job line: {text}"));
+    for part in [
+        "cli-mail",
+        " 5 ",
+        "welcome:{user_id}",
+        "user_id: u64, locale?: Option<String>",
+    ] {
+        assert!(job_line.contains(part), "{part}: {job_line}");
+    }
+    let doc = json(&url, &["workers", "--json"]);
+    let mine = doc["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["worker_id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{id} not in {doc}"))
+        .clone();
+    assert_eq!(
+        mine["queues"],
+        serde_json::json!([{"name": q, "concurrency": 2}])
+    );
+    assert_eq!(mine["pid"], i64::from(std::process::id()));
+    let kind = doc["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == "cli_send_welcome")
+        .unwrap_or_else(|| panic!("no job in {doc}"))
+        .clone();
+    assert_eq!(
+        (
+            kind["queue"].clone(),
+            kind["max_attempts"].clone(),
+            kind["key_template"].clone()
+        ),
+        ("cli-mail".into(), 5.into(), "welcome:{user_id}".into())
+    );
+    assert_eq!(
+        kind["fields"][0],
+        serde_json::json!({"name": "user_id", "type": "u64", "required": true})
+    );
+
+    // The job's own queue, attempts and key, from what its worker publishes.
+    // A user id no other run of this test used: the key is unique.
+    let user = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        % 1_000_000_000_000;
+    let payload = format!(r#"{{"user_id":{user}}}"#);
+    let stored = enqueued_id(&ok(&url, &["enqueue", "cli_send_welcome", &payload]));
+    let stored = jobq.job(stored).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            stored.queue.as_str(),
+            stored.max_attempts,
+            stored.idempotency_key.clone()
+        ),
+        ("cli-mail", 5, Some(format!("welcome:{user}")))
+    );
+    let again = ok(&url, &["enqueue", "cli_send_welcome", &payload]);
+    assert!(again.contains("already stored"), "{again}");
+
+    // The JSON is checked against the published fields.
+    let bad = jobq_cli(&url, &["enqueue", "cli_send_welcome", r#"{"usr":1}"#]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("unknown field `usr`"), "{bad:?}");
+
+    // A name no live worker publishes: refused, naming the known ones.
+    let unknown = jobq_cli(&url, &["enqueue", "cli_no_such_job", "{}"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    let said = stderr(&unknown);
+    assert!(
+        said.contains("no job named `cli_no_such_job`")
+            && said.contains("cli_send_welcome")
+            && said.contains("--queue"),
+        "{said}"
+    );
+
+    // stats: who serves the queue.
+    let table = ok(&url, &["stats"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(q) && l.contains("served by 1 worker")),
+        "{table}"
+    );
+    let stats = json(&url, &["stats", "--json"]);
+    let row = stats["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["queue"] == q)
+        .unwrap_or_else(|| panic!("{q} not in {stats}"))
+        .clone();
+    assert_eq!(
+        (row["workers"].clone(), row["state"].clone()),
+        (1.into(), "served by 1 worker".into())
+    );
+
+    worker
+        .shutdown(std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+    let doc = json(&url, &["workers", "--json"]);
+    assert!(
+        doc["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["worker_id"] != id.as_str()),
+        "{doc}"
+    );
+    jobq.cancel(stored.id).await.unwrap();
+}
+
+jobq_tests::on_every_backend!(
+    every_command_does_what_it_says_and_exits_accordingly,
+    workers_lists_live_workers_and_enqueue_takes_their_defaults,
+);
 
 #[test]
 fn a_refused_connection_fails_at_once_and_says_so() {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::RetryPolicy;
+use crate::{FieldSpec, RetryPolicy};
 
 /// The queue a job goes to when it names none.
 pub const DEFAULT_QUEUE: &str = "default";
@@ -29,6 +29,17 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     const MAX_ATTEMPTS: u32 = DEFAULT_MAX_ATTEMPTS;
     /// How long one attempt may run; `None` lets it run as long as its lease is renewed.
     const TIMEOUT: Option<Duration> = None;
+
+    /// The idempotency key template of `#[job(key = "…")]` as written
+    /// (`"welcome:{user_id}"`), published so that tools enqueueing by name
+    /// can compute the same key; `None` when the job has none.
+    const KEY_TEMPLATE: Option<&'static str> = None;
+
+    /// The payload's fields, published so that tools enqueueing by name
+    /// can check a JSON payload; `None` when unknown (a hand-written `Job`).
+    fn payload_fields() -> Option<Vec<FieldSpec>> {
+        None
+    }
 
     /// When a failed attempt runs again.
     fn retry_policy() -> RetryPolicy {

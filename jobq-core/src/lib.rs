@@ -17,6 +17,7 @@
 
 mod context;
 mod error;
+mod field;
 mod job;
 mod registry;
 pub mod retry;
@@ -24,6 +25,7 @@ mod state;
 
 pub use context::{ExtendFuture, JobContext, JobMeta, LeaseError, LeaseExtender};
 pub use error::{DispatchError, IntoJobResult, JobError, JobErrorKind, error_chain};
+pub use field::FieldSpec;
 pub use job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job};
 pub use registry::{Definition, JobFuture, JobRegistration, Registry, RegistryError, RunFn};
 pub use retry::RetryPolicy;
@@ -40,8 +42,8 @@ pub mod __private {
     pub use ::serde_json;
 
     pub use crate::{
-        Definition, DispatchError, IntoJobResult, Job, JobContext, JobFuture, JobRegistration,
-        RetryPolicy, StateRequirement, States,
+        Definition, DispatchError, FieldSpec, IntoJobResult, Job, JobContext, JobFuture,
+        JobRegistration, RetryPolicy, StateRequirement, States,
     };
 
     /// What a payload field's type must be; `#[job]` asserts it on each

@@ -11,7 +11,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::{DispatchError, Job, JobContext, JobError, RetryPolicy, StateRequirement, States};
+use crate::{
+    DispatchError, FieldSpec, Job, JobContext, JobError, RetryPolicy, StateRequirement, States,
+};
 
 /// A running attempt, boxed.
 pub type JobFuture = Pin<Box<dyn Future<Output = Result<(), JobError>> + Send + 'static>>;
@@ -55,6 +57,10 @@ pub struct JobRegistration {
     pub max_attempts: u32,
     /// Per-attempt timeout.
     pub timeout: Option<Duration>,
+    /// The idempotency key template, as written ([`Job::KEY_TEMPLATE`]).
+    pub key_template: Option<&'static str>,
+    /// The payload's fields ([`Job::payload_fields`]).
+    pub payload_fields: fn() -> Option<Vec<FieldSpec>>,
     /// The retry policy.
     pub retry_policy: fn() -> RetryPolicy,
     /// The `State<T>`s the handler takes.
@@ -78,6 +84,8 @@ impl JobRegistration {
             priority: J::PRIORITY,
             max_attempts: J::MAX_ATTEMPTS,
             timeout: J::TIMEOUT,
+            key_template: J::KEY_TEMPLATE,
+            payload_fields: J::payload_fields,
             retry_policy: J::retry_policy,
             states,
             run,
@@ -94,6 +102,7 @@ impl fmt::Debug for JobRegistration {
             .field("priority", &self.priority)
             .field("max_attempts", &self.max_attempts)
             .field("timeout", &self.timeout)
+            .field("key_template", &self.key_template)
             .field("definition", &self.definition)
             .finish_non_exhaustive()
     }

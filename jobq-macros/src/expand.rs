@@ -203,6 +203,15 @@ fn job_impl(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
         }
     });
 
+    let key_template = model.key.as_ref().map(|key| {
+        let template = &key.template;
+        quote! {
+            const KEY_TEMPLATE: ::core::option::Option<&'static str> =
+                ::core::option::Option::Some(#template);
+        }
+    });
+    let payload_fields = payload_fields(model);
+
     quote! {
         #(#cfgs)*
         impl #private::Job for #payload {
@@ -211,10 +220,86 @@ fn job_impl(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
             #priority
             #max_attempts
             #timeout
+            #key_template
             #retry_policy
             #idempotency_key
+            #payload_fields
         }
     }
+}
+
+/// `fn payload_fields()`: each payload field's name (as serde names it in
+/// the JSON), its type as written, and whether it may be missing (its type
+/// is written `Option<…>`). Built from tokens only: no bound on the field's
+/// type, so a type that is not storable is reported once, by
+/// [`payload_checks`], not again here.
+fn payload_fields(model: &Model) -> TokenStream {
+    let krate = &model.krate;
+    let fields = model.fields().map(|(ident, ty)| {
+        let name = ident.unraw().to_string();
+        let written = type_as_written(ty);
+        let required = !is_option(ty);
+        quote! {
+            #krate::__private::FieldSpec {
+                name: #name,
+                type_name: #written,
+                required: #required,
+            }
+        }
+    });
+    quote! {
+        fn payload_fields() -> ::core::option::Option<::std::vec::Vec<#krate::__private::FieldSpec>> {
+            ::core::option::Option::Some(::std::vec![#(#fields),*])
+        }
+    }
+}
+
+/// Whether `ty` is written as an `Option<…>` (`Option`, `std::option::Option`,
+/// `core::option::Option`, with or without a leading `::`).
+fn is_option(ty: &Type) -> bool {
+    let Type::Path(path) = ty else {
+        return false;
+    };
+    if path.qself.is_some() {
+        return false;
+    }
+    let segments: Vec<String> = path
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    let last = path.path.segments.last();
+    let generic = last.is_some_and(
+        |s| matches!(&s.arguments, syn::PathArguments::AngleBracketed(a) if a.args.len() == 1),
+    );
+    let names: Vec<&str> = segments.iter().map(String::as_str).collect();
+    generic
+        && matches!(
+            names.as_slice(),
+            ["Option"] | ["std" | "core", "option", "Option"]
+        )
+}
+
+/// `ty` as a person writes it: `Option<String>`, `&'static str`, `(u8, bool)`
+/// (the tokens without the spaces `to_string` puts between them, but one
+/// between two words and after a comma or semicolon).
+fn type_as_written(ty: &Type) -> String {
+    let text = ty.to_token_stream().to_string();
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ' ' {
+            let prev = out.chars().next_back();
+            if (word(prev) && word(chars.peek().copied())) || matches!(prev, Some(',' | ';')) {
+                out.push(' ');
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// `::core::time::Duration::new(secs, nanos)`: const, exact.

@@ -89,6 +89,8 @@ pub(crate) struct KeyTemplate {
     pub(crate) format: LitStr,
     /// The payload fields the placeholders name, in order.
     pub(crate) args: Vec<Ident>,
+    /// The template as the user wrote it, published with the job.
+    pub(crate) template: String,
 }
 
 /// Problems found so far, reported together.
@@ -761,6 +763,7 @@ fn parse_key_template(lit: &LitStr, fields: &[&Ident], errors: &mut Errors) -> O
     ok.then(|| KeyTemplate {
         format: LitStr::new(&format, lit.span()),
         args,
+        template,
     })
 }
 

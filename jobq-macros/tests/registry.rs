@@ -85,7 +85,15 @@ fn every_job_is_registered_under_its_name() {
         .iter()
         .map(|registration| registration.name)
         .collect();
-    assert_eq!(names, ["count_by", "reports.nightly", "send_welcome"]);
+    assert_eq!(
+        names,
+        [
+            "count_by",
+            "fields.publish",
+            "reports.nightly",
+            "send_welcome"
+        ]
+    );
 }
 
 #[test]
@@ -104,6 +112,53 @@ fn the_attribute_keys_become_the_registered_settings() {
     assert_eq!(welcome.definition.module_path, "registry");
     let states: Vec<_> = (welcome.states)().iter().map(|s| s.type_name).collect();
     assert_eq!(states, [std::any::type_name::<Mailbox>()]);
+}
+
+/// A payload with an optional field and a raw identifier.
+#[job(name = "fields.publish", key = "{type}-{ n }")]
+async fn publish(n: u64, r#type: String, note: Option<Vec<u8>>, pair: (u8, bool)) {
+    let _ = (n, r#type, note, pair);
+}
+
+/// The key template as written and each payload field (its JSON name, its
+/// type as written, whether it may be missing) are registered, for tools
+/// that enqueue by name and JSON.
+#[test]
+fn the_key_template_and_the_payload_fields_are_registered() {
+    let registry = Registry::from_inventory().unwrap();
+    let publish = registry.get("fields.publish").unwrap();
+    assert_eq!(publish.key_template, Some("{type}-{ n }"));
+    assert_eq!(Publish::KEY_TEMPLATE, publish.key_template);
+    let fields: Vec<(&str, &str, bool)> = (publish.payload_fields)()
+        .unwrap()
+        .iter()
+        .map(|f| (f.name, f.type_name, f.required))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            ("n", "u64", true),
+            ("type", "String", true),
+            ("note", "Option<Vec<u8>>", false),
+            ("pair", "(u8, bool)", true),
+        ]
+    );
+    // The names are those serde stores.
+    let json = serde_json::to_value(Publish::new(1, "t".into(), None, (2, true))).unwrap();
+    let keys: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for (name, ..) in &fields {
+        assert!(keys.contains(name), "{name} not in {keys:?}");
+    }
+    let welcome = registry.get("send_welcome").unwrap();
+    assert_eq!(welcome.key_template, Some("welcome:{user_id}:{{{locale}}}"));
+    let nightly = registry.get("reports.nightly").unwrap();
+    assert_eq!(nightly.key_template, None);
+    assert_eq!((nightly.payload_fields)(), Some(Vec::new()));
 }
 
 #[test]

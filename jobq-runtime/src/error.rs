@@ -170,6 +170,15 @@ pub enum Error {
     },
 }
 
+/// `known jobs: a, b` or `no job is known`, for [`InvalidArgument::UnknownJob`].
+fn known_jobs(known: &[String]) -> String {
+    if known.is_empty() {
+        "no job is known: no live worker has registered".to_owned()
+    } else {
+        format!("known jobs: {}", known.join(", "))
+    }
+}
+
 /// `Result<T, jobq_runtime::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -197,6 +206,45 @@ pub enum InvalidArgument {
         job: String,
         /// What the JSON parser said.
         message: String,
+    },
+    /// A job given by name ([`Jobq::enqueue_json`](crate::Jobq::enqueue_json))
+    /// that neither this process nor any live worker registers, with no
+    /// queue given: it would land in a queue no worker may serve.
+    #[error(
+        "no job named `{job}` is registered by this process or published by a live worker ({known}); start a worker that registers it, or name the queue to store it anyway (`--queue`, Enqueue::queue)",
+        known = known_jobs(known)
+    )]
+    UnknownJob {
+        /// The job name.
+        job: String,
+        /// The job names that are known, sorted.
+        known: Vec<String>,
+    },
+    /// A JSON payload ([`Jobq::enqueue_json`](crate::Jobq::enqueue_json))
+    /// does not fit the fields its job published: not an object, a field
+    /// the job does not have, or a required field missing.
+    #[error("payload of job `{job}` does not fit its fields ({fields}): {problem}")]
+    PayloadFields {
+        /// The job name.
+        job: String,
+        /// What is wrong.
+        problem: String,
+        /// The job's fields, as `name: type` (`?` after an optional one's name).
+        fields: String,
+    },
+    /// The idempotency key of a job given by name and JSON cannot be
+    /// computed from the template the job published as the job itself
+    /// would compute it.
+    #[error(
+        "the idempotency key of job `{job}` cannot be computed from its template {template:?}: {problem}; give the key (`--key`, Enqueue::idempotency_key)"
+    )]
+    KeyTemplate {
+        /// The job name.
+        job: String,
+        /// The template.
+        template: String,
+        /// Why not.
+        problem: String,
     },
     /// The payload's JSON is over what the server takes in one statement.
     #[error(

@@ -12,6 +12,7 @@ use sqlx::PgConnection;
 use sqlx::SqliteConnection;
 
 use crate::ops::{Cursor, DoctorReport, JobFilter, JobPage, MAX_PAGE_LEN, Page, Stats};
+use crate::roster::{self, JobKind, PublishedJob, WorkerInfo};
 use crate::store::filter::{Statuses, Where};
 use crate::store::{self, NewJob, Prunable, Store};
 use crate::types::{Enqueue, Enqueued, JobInfo, QueueCounts, RunAt};
@@ -406,9 +407,11 @@ impl Jobq {
     }
 
     /// The figures of every queue, in one call: counts by status, queue
-    /// lag, expired leases, throughput over the last hour, pauses. Each is
-    /// read through an index, so it is cheap enough to scrape every few
-    /// seconds whatever the history kept.
+    /// lag, expired leases, throughput over the last hour, pauses, and how
+    /// many live workers serve it ([`QueueStats::state`](crate::QueueStats::state):
+    /// paused, served by N workers, or no worker). Each is read through an
+    /// index (the live workers from their small table, `jobq_workers`), so
+    /// it is cheap enough to scrape every few seconds whatever the history kept.
     ///
     /// One statement finds the queues (skipping from queue to queue in an
     /// index), then a few per queue read its figures; finished rows are
@@ -602,13 +605,24 @@ impl Jobq {
     }
 
     /// Stores a job given by name and JSON payload, for tools that do not
-    /// link the job's Rust type (the `jobq enqueue` command). The payload
-    /// must be valid JSON; whether it decodes into the job's payload struct
-    /// is known only when a worker runs it (a payload that does not fails
-    /// that attempt for good, as a bad row does). Defaults (queue, priority,
-    /// attempts) are those of the job's `#[job]` when it is linked into this
-    /// process, else [`DEFAULT_QUEUE`](jobq_core::DEFAULT_QUEUE), 0 and
-    /// [`DEFAULT_MAX_ATTEMPTS`](jobq_core::DEFAULT_MAX_ATTEMPTS).
+    /// link the job's Rust type (the `jobq enqueue` command).
+    ///
+    /// The job is looked up in this process's own `#[job]`s, else among
+    /// the jobs the live workers publish ([`job_kinds`](Self::job_kinds)).
+    /// A job found either way gives the defaults that `options` does not
+    /// override (queue, priority, attempts, and the idempotency key from
+    /// its `key` template, computed from the JSON as the job's `format!`
+    /// would, or refused when that cannot be known for sure), and its
+    /// published fields check the payload: a JSON object, with no field
+    /// the job does not have and every field that is not an `Option`.
+    /// Field types are not checked: a payload that does not decode fails
+    /// its attempt for good, as a bad row does.
+    ///
+    /// A job found nowhere is refused with [`InvalidArgument::UnknownJob`]
+    /// naming the known ones, unless `options` names a queue: then it is
+    /// stored there with priority 0,
+    /// [`DEFAULT_MAX_ATTEMPTS`](jobq_core::DEFAULT_MAX_ATTEMPTS) and no
+    /// key, unchecked (a job whose workers have not started yet).
     ///
     /// # Cancel safety
     /// As [`enqueue`](Self::enqueue)'s.
@@ -618,29 +632,63 @@ impl Jobq {
         payload: &str,
         options: Enqueue,
     ) -> Result<Enqueued> {
-        if let Err(source) = serde_json::from_str::<serde::de::IgnoredAny>(payload) {
-            return Err(InvalidArgument::PayloadNotJson {
-                job: job_name.to_owned(),
-                message: source.to_string(),
+        let value = match serde_json::from_str::<serde_json::Value>(payload) {
+            Ok(value) => value,
+            Err(source) => {
+                return Err(InvalidArgument::PayloadNotJson {
+                    job: job_name.to_owned(),
+                    message: source.to_string(),
+                }
+                .into());
             }
-            .into());
-        }
+        };
         let registration = jobq_core::__private::inventory::iter::<jobq_core::JobRegistration>
             .into_iter()
             .find(|r| r.name == job_name);
-        let defaults = registration.map_or(
-            Defaults {
-                queue: jobq_core::DEFAULT_QUEUE,
-                priority: 0,
-                max_attempts: jobq_core::DEFAULT_MAX_ATTEMPTS,
-            },
-            |r| Defaults {
-                queue: r.queue,
-                priority: r.priority,
-                max_attempts: r.max_attempts,
-            },
-        );
-        let row = self.row_of(job_name, payload.to_owned(), None, defaults, options)?;
+        let kind = match registration {
+            Some(registration) => Some(JobKind::of(registration)),
+            None => {
+                self.published_kind(job_name, options.queue.is_some())
+                    .await?
+            }
+        };
+        let (defaults, key) = match &kind {
+            Some(kind) => {
+                kind.check(&value)
+                    .map_err(|problem| InvalidArgument::PayloadFields {
+                        job: job_name.to_owned(),
+                        problem,
+                        fields: kind.fields_text(),
+                    })?;
+                let key = match (&kind.key_template, &options.idempotency_key) {
+                    (Some(template), None) => {
+                        Some(roster::render_key(template, &value).map_err(|problem| {
+                            InvalidArgument::KeyTemplate {
+                                job: job_name.to_owned(),
+                                template: template.clone(),
+                                problem,
+                            }
+                        })?)
+                    }
+                    _ => None,
+                };
+                let defaults = Defaults {
+                    queue: kind.queue.clone(),
+                    priority: kind.priority,
+                    max_attempts: kind.max_attempts,
+                };
+                (defaults, key)
+            }
+            None => (
+                Defaults {
+                    queue: jobq_core::DEFAULT_QUEUE.to_owned(),
+                    priority: 0,
+                    max_attempts: jobq_core::DEFAULT_MAX_ATTEMPTS,
+                },
+                None,
+            ),
+        };
+        let row = self.row_of(job_name, payload.to_owned(), key, defaults, options)?;
         let enqueued = self.store().enqueue(&row).await?;
         if !enqueued.duplicate {
             // A name no job of this process registers is labelled as such:
@@ -652,6 +700,59 @@ impl Jobq {
         Ok(enqueued)
     }
 
+    /// The job `job_name` as the live workers publish it; `None` if none
+    /// does and `queue_given`, else [`InvalidArgument::UnknownJob`].
+    async fn published_kind(&self, job_name: &str, queue_given: bool) -> Result<Option<JobKind>> {
+        let published = self.job_kinds().await?;
+        if let Some(job) = published.iter().find(|job| job.kind.name == job_name) {
+            return Ok(Some(job.kind.clone()));
+        }
+        if queue_given {
+            return Ok(None);
+        }
+        let mut known: Vec<String> = published.into_iter().map(|job| job.kind.name).collect();
+        known.extend(
+            jobq_core::__private::inventory::iter::<jobq_core::JobRegistration>
+                .into_iter()
+                .map(|r| r.name.to_owned()),
+        );
+        known.sort_unstable();
+        known.dedup();
+        Err(InvalidArgument::UnknownJob {
+            job: job_name.to_owned(),
+            known,
+        }
+        .into())
+    }
+
+    /// The workers running now, in any process on any host, oldest first:
+    /// each [`Worker`](crate::Worker) registers itself in `jobq_workers`
+    /// when it starts (host, pid, jobq's version, queues and concurrency,
+    /// the jobs it can run), refreshes its row every presence interval
+    /// ([`WorkerBuilder::presence_interval`](crate::WorkerBuilder::presence_interval),
+    /// 10 s by default, with its running count) and deletes it when it
+    /// shuts down. A worker that stopped refreshing (killed, frozen, cut
+    /// off from the database) is left out once its row expires, three
+    /// presence intervals after its last refresh; any worker deletes such
+    /// rows. One read of a small table.
+    pub async fn workers(&self) -> Result<Vec<WorkerInfo>> {
+        let (now, records) = self.store().live_workers().await?;
+        Ok(records
+            .into_iter()
+            .map(|record| roster::worker_info(record, now))
+            .collect())
+    }
+
+    /// Every job the live workers publish, by name, with its defaults
+    /// (queue, priority, attempts, timeout, key template) and payload
+    /// fields: what tools that do not link the application's jobs (the
+    /// `jobq` command, the dashboard) know of them. Where live workers
+    /// define a job differently (a rolling deploy), the one that started
+    /// last wins, and [`PublishedJob::disagreeing`] names the others.
+    pub async fn job_kinds(&self) -> Result<Vec<PublishedJob>> {
+        Ok(roster::published_jobs(&self.workers().await?))
+    }
+
     /// Validates and serializes one job into a row.
     fn row<J: Job>(&self, job: &J, options: Enqueue) -> Result<NewJob> {
         let payload = serde_json::to_string(job).map_err(|source| Error::Serialize {
@@ -659,7 +760,7 @@ impl Jobq {
             source,
         })?;
         let defaults = Defaults {
-            queue: J::QUEUE,
+            queue: J::QUEUE.to_owned(),
             priority: J::PRIORITY,
             max_attempts: J::MAX_ATTEMPTS,
         };
@@ -697,7 +798,7 @@ impl Jobq {
             }
         }
         validate_job_name(job_name)?;
-        let queue = options.queue.unwrap_or_else(|| defaults.queue.to_owned());
+        let queue = options.queue.unwrap_or(defaults.queue);
         validate_queue(&queue)?;
         let idempotency_key = options.idempotency_key.or(key);
         if let Some(key) = &idempotency_key {
@@ -798,9 +899,9 @@ fn count_enqueued<J: Job>(queue: &str, enqueued: &[Enqueued]) {
 }
 
 /// A job's defaults, from its `Job` impl or its registration.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Defaults {
-    queue: &'static str,
+    queue: String,
     priority: i16,
     max_attempts: u32,
 }

@@ -139,6 +139,7 @@ mod error;
 mod handle;
 pub mod metrics;
 mod ops;
+mod roster;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -153,20 +154,21 @@ pub use handle::{
     MAX_QUEUE_LEN,
 };
 pub use jobq_core::{
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, IntoJobResult, Job, JobContext,
-    JobError, JobErrorKind, JobMeta, JobRegistration, LeaseError, Registry, RegistryError,
-    RetryPolicy, State, StateRequirement, States, retry,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, FieldSpec, IntoJobResult, Job,
+    JobContext, JobError, JobErrorKind, JobMeta, JobRegistration, LeaseError, Registry,
+    RegistryError, RetryPolicy, State, StateRequirement, States, retry,
 };
 pub use jobq_macros::job;
 pub use ops::{
     Check, CheckStatus, Cursor, DoctorReport, JobFilter, JobPage, MAX_PAGE_LEN, Order, Page,
-    QueueStats, STATS_FINISHED_CAP, STATS_MINUTES, Stats,
+    QueueState, QueueStats, STATS_FINISHED_CAP, STATS_MINUTES, Stats,
 };
+pub use roster::{JobKind, KindField, PublishedJob, ServedQueue, WorkerInfo};
 pub use store::internal_retries;
 pub use types::{Backend, Enqueue, Enqueued, JobInfo, JobStatus, QueueCounts};
 pub use worker::{
-    DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_LEASE, SHUTDOWN_FINAL_WRITES, Worker, WorkerBuilder,
-    WorkerHandle,
+    DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_LEASE, DEFAULT_PRESENCE_INTERVAL, SHUTDOWN_FINAL_WRITES,
+    Worker, WorkerBuilder, WorkerHandle,
 };
 
 /// The store's operations one call each, and fault injection, for jobq's own

@@ -189,6 +189,8 @@ pub(crate) mod statement {
     pub(crate) const DOCTOR: &str = "doctor";
     /// PostgreSQL's NOTIFY after an enqueue.
     pub(crate) const NOTIFY: &str = "notify";
+    /// The live-worker registry (`jobq_workers`).
+    pub(crate) const WORKERS: &str = "workers";
 }
 
 /// Gives the recorder each metric's description and unit (Prometheus'

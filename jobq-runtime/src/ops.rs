@@ -56,7 +56,8 @@ pub struct Stats {
     /// When they were read, by the database's clock (the application's on SQLite).
     pub taken_at: DateTime<Utc>,
     /// Every queue with a pending or processing job, a job finished in the
-    /// last hour, finished rows of any age, or a pause; by name.
+    /// last hour, finished rows of any age, a pause, or a live worker
+    /// serving it; by name.
     pub queues: Vec<QueueStats>,
 }
 
@@ -78,6 +79,8 @@ pub struct QueueStats {
     pub queue: String,
     /// Whether workers are told not to claim from it ([`Jobq::pause`](crate::Jobq::pause)).
     pub paused: bool,
+    /// How many live workers serve it ([`Jobq::workers`](crate::Jobq::workers)).
+    pub workers: usize,
     /// `pending` jobs that are due: runnable now.
     pub available: u64,
     /// `pending` jobs due later (delayed, or waiting out a retry backoff).
@@ -105,6 +108,18 @@ pub struct QueueStats {
 }
 
 impl QueueStats {
+    /// Whether it is paused, served by live workers (how many), or served
+    /// by none: jobs enqueued to it wait.
+    pub fn state(&self) -> QueueState {
+        if self.paused {
+            QueueState::Paused
+        } else if self.workers > 0 {
+            QueueState::Served(self.workers)
+        } else {
+            QueueState::NoWorker
+        }
+    }
+
     /// All `pending` jobs, due or not.
     pub fn pending(&self) -> u64 {
         self.available + self.scheduled
@@ -123,6 +138,30 @@ impl QueueStats {
     /// Jobs that failed for good in the last hour.
     pub fn failed_last_hour(&self) -> u64 {
         self.failed_per_minute.iter().sum()
+    }
+}
+
+/// Who serves a queue now ([`QueueStats::state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QueueState {
+    /// Paused ([`Jobq::pause`](crate::Jobq::pause)): no worker claims from it.
+    Paused,
+    /// Served by this many live workers.
+    Served(usize),
+    /// No live worker serves it: its jobs wait.
+    NoWorker,
+}
+
+impl fmt::Display for QueueState {
+    /// `paused`, `served by 1 worker`, `served by 3 workers`, `no worker`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Paused => f.write_str("paused"),
+            Self::Served(1) => f.write_str("served by 1 worker"),
+            Self::Served(n) => write!(f, "served by {n} workers"),
+            Self::NoWorker => f.write_str("no worker"),
+        }
     }
 }
 
@@ -399,16 +438,25 @@ impl CheckStatus {
 }
 
 /// The [`Stats`] of one call from what the backend read: one
-/// [`QueueStats`] per queue of `figures` (sorted by name), `paused` marked.
-/// The one place rows become figures, whatever the backend.
+/// [`QueueStats`] per queue of `figures` (sorted by name), `paused` marked,
+/// each with how many of the `served` queue names (one per live worker
+/// serving it) are its own. The one place rows become figures, whatever
+/// the backend.
 pub(crate) fn assemble(
     window: StatsWindow,
     figures: Vec<QueueFigures>,
     paused: &[String],
+    served: &[String],
 ) -> Stats {
     let mut queues: Vec<QueueStats> = figures
         .into_iter()
-        .map(|f| queue_stats(window, f, paused))
+        .map(|f| {
+            let workers = served.iter().filter(|q| **q == f.queue).count();
+            QueueStats {
+                workers,
+                ..queue_stats(window, f, paused)
+            }
+        })
         .collect();
     queues.sort_by(|a, b| a.queue.cmp(&b.queue));
     Stats {
@@ -506,9 +554,18 @@ mod tests {
             queue: "a".into(),
             ..QueueFigures::default()
         };
-        let stats = assemble(window, vec![figures, only_paused], &paused);
+        let served = ["b".to_owned(), "a".to_owned(), "b".to_owned()];
+        let stats = assemble(window, vec![figures, only_paused], &paused, &served);
         assert_eq!(stats.queues[0].queue, "a");
         assert!(stats.queues[0].paused);
+        // Paused wins over the worker serving it.
+        assert_eq!(stats.queues[0].state(), super::QueueState::Paused);
+        assert_eq!(stats.queues[0].state().to_string(), "paused");
+        assert_eq!(stats.queue("b").unwrap().workers, 2);
+        assert_eq!(
+            stats.queue("b").unwrap().state().to_string(),
+            "served by 2 workers"
+        );
         assert_eq!(stats.queues[0].pending(), 0);
         let b = stats.queue("b").unwrap();
         assert!(!b.paused);
@@ -537,7 +594,8 @@ mod tests {
             )],
             ..QueueFigures::default()
         };
-        let stats = assemble(window, vec![figures], &[]);
+        let stats = assemble(window, vec![figures], &[], &[]);
+        assert_eq!(stats.queues[0].state().to_string(), "no worker");
         assert_eq!(stats.queues[0].oldest_available_age, None);
         assert_eq!(stats.queues[0].scheduled, 1);
     }

@@ -21,7 +21,8 @@
 //! # Pages
 //! - **Overview** (`/`): every queue's available, scheduled, processing and
 //!   failed jobs, its lag (how long the oldest due job has waited), expired
-//!   leases, pause, and its throughput over the last hour as an SVG chart.
+//!   leases, state (`paused`, `served by N workers` or `no worker`, from the
+//!   live workers' rows), and its throughput over the last hour as an SVG chart.
 //!   The three figures to alert on (processing, lag, expired leases) stand
 //!   out when they are not zero.
 //! - **Jobs** (`/list`): filtered by queue, status, job name, key prefix and
@@ -30,7 +31,12 @@
 //!   how many that is.
 //! - **Job** (`/job/{id}`): every column, the payload pretty-printed, the last
 //!   error in full; retry or cancel when its state allows.
-//! - **Queues** (`/queues`): pause and resume.
+//! - **Queues** (`/queues`): each queue's state; pause and resume.
+//! - **Workers** (`/workers`): the live workers (host, pid, jobq version,
+//!   queues and concurrency, running jobs, started, last seen) and the jobs
+//!   they publish with their defaults (queue, priority, attempts, timeout,
+//!   key template, payload fields), a job that live workers define
+//!   differently marked with whose definition wins (the newest worker's).
 //!
 //! Pages refresh themselves every few seconds (a button pauses that): a few
 //! lines of JavaScript fetch the page's live part and swap it in. Without
@@ -38,7 +44,8 @@
 //!
 //! # What it reads and does
 //! Only the public API of [`Jobq`]: [`Jobq::stats`], [`Jobq::list`],
-//! [`Jobq::count_where`], [`Jobq::job`], and for actions [`Jobq::retry`],
+//! [`Jobq::count_where`], [`Jobq::job`], [`Jobq::workers`],
+//! [`Jobq::job_kinds`], and for actions [`Jobq::retry`],
 //! [`Jobq::cancel`], [`Jobq::retry_where`], [`Jobq::cancel_where`],
 //! [`Jobq::pause`], [`Jobq::resume`]. It runs no SQL of its own.
 //!
@@ -163,6 +170,7 @@ impl Dashboard {
             .route("/job/{id}/{action}", post(routes::act_on_job))
             .route("/queues", get(routes::queues))
             .route("/queues/{action}", post(routes::act_on_queue))
+            .route("/workers", get(routes::workers))
             .route("/assets/style.css", get(assets::css))
             .route("/assets/app.js", get(assets::js))
             .with_state(state);

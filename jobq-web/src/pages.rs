@@ -2,7 +2,9 @@
 
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use jobq_runtime::{JobInfo, JobPage, JobStatus, QueueStats, Stats};
+use jobq_runtime::{
+    JobInfo, JobPage, JobStatus, PublishedJob, QueueState, QueueStats, Stats, WorkerInfo,
+};
 use maud::{DOCTYPE, Markup, html};
 
 use crate::format;
@@ -24,6 +26,7 @@ pub(crate) enum Nav {
     Overview,
     Jobs,
     Queues,
+    Workers,
 }
 
 /// A page: its title, what comes above the live part (the list's filter
@@ -72,6 +75,7 @@ pub(crate) fn layout(page: Page<'_>) -> Markup {
                         (link(Nav::Overview, overview, "Overview"))
                         (link(Nav::Jobs, "/list", "Jobs"))
                         (link(Nav::Queues, "/queues", "Queues"))
+                        (link(Nav::Workers, "/workers", "Workers"))
                     }
                     div.tools {
                         @if page.ctx.read_only { span.badge.ro { "read-only" } }
@@ -181,6 +185,19 @@ fn chart(succeeded: &[u64], failed: &[u64], width: u32, height: u32, class: &str
     }
 }
 
+/// A queue's state: `paused`, `served by N workers` or `no worker`.
+fn state_badge(q: &QueueStats) -> Markup {
+    let state = q.state();
+    let class = match state {
+        QueueState::Paused => "paused",
+        QueueState::NoWorker => "noworker",
+        _ => "served",
+    };
+    html! {
+        span class={ "badge " (class) } data-workers=(q.workers) { (state) }
+    }
+}
+
 fn card(figure: &str, label: &str, value: &str, hot: bool, hint: &str) -> Markup {
     html! {
         div.card.hot[hot] data-figure=(figure) {
@@ -249,7 +266,7 @@ pub(crate) fn overview<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
                             @for q in queues {
                                 tr data-queue=(q.queue) {
                                     td { a href=(list_link(ctx, &[("queue", &q.queue)])) { (q.queue) } }
-                                    td { @if q.paused { span.badge.paused { "paused" } } @else { span.badge.running { "running" } } }
+                                    td { (state_badge(q)) }
                                     td.num data-figure="available" { (q.available) }
                                     td.num data-figure="scheduled" { (q.scheduled) }
                                     td.num.hot[q.processing > 0] data-figure="processing" { (q.processing) }
@@ -600,7 +617,7 @@ pub(crate) fn queues<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
                             @for q in &stats.queues {
                                 tr data-queue=(q.queue) {
                                     td { a href=(list_link(ctx, &[("queue", &q.queue)])) { (q.queue) } }
-                                    td { @if q.paused { span.badge.paused { "paused" } } @else { span.badge.running { "running" } } }
+                                    td { (state_badge(q)) }
                                     td.num { (q.pending()) }
                                     td.num { (q.processing) }
                                     td.actions {
@@ -635,6 +652,103 @@ pub(crate) fn queues<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
         title: "Queues".into(),
         nav: Nav::Queues,
         before,
+        live,
+        refresh: true,
+    }
+}
+
+pub(crate) fn workers<'a>(
+    ctx: &Ctx<'a>,
+    workers: &[WorkerInfo],
+    jobs: &[PublishedJob],
+) -> Page<'a> {
+    let now = workers.first().map(|w| w.taken_at);
+    let live = html! {
+        section.panel {
+            h2 { "Live workers" }
+            p.small { "Each worker registers itself when it starts, refreshes its row every presence interval (10 s by default) and removes it when it shuts down; a worker that stopped refreshing (killed, frozen, cut off) drops out three intervals after its last refresh." }
+            @if workers.is_empty() {
+                p.empty { "No live worker: jobs enqueued now wait until one starts." }
+            } @else {
+                div.scroll {
+                    table.workers {
+                        thead { tr {
+                            th { "Worker" } th { "Host" } th.num { "Pid" } th { "Version" }
+                            th { "Queues" } th.num { "Running" } th { "Started" } th { "Last seen" }
+                        } }
+                        tbody {
+                            @for w in workers {
+                                tr data-worker=(w.worker_id) {
+                                    td.mono { (w.worker_id) }
+                                    td { (w.host) }
+                                    td.num { (w.pid) }
+                                    td { (w.version) }
+                                    td {
+                                        @for (i, q) in w.queues.iter().enumerate() {
+                                            @if i > 0 { ", " }
+                                            a href=(list_link(ctx, &[("queue", &q.name)])) data-queue=(q.name) { (q.name) }
+                                            " ×" (q.concurrency)
+                                        }
+                                    }
+                                    td.num data-figure="running" { (w.running) }
+                                    td title=(format::time(w.started_at)) { (format::relative(w.started_at, w.taken_at)) }
+                                    td title=(format::time(w.last_seen)) data-figure="seen" { (format::relative(w.last_seen, w.taken_at)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        section.panel {
+            h2 { "Jobs the workers run" }
+            p.small { "As the live workers publish them: what " code { "jobq enqueue" } " takes as a job's defaults, and the fields it checks a payload against. Where workers define a job differently (a rolling deploy), the one that started last wins." }
+            @if jobs.is_empty() {
+                p.empty { "No job published." }
+            } @else {
+                div.scroll {
+                    table.kinds {
+                        thead { tr {
+                            th { "Job" } th { "Queue" } th.num { "Priority" } th.num { "Attempts" }
+                            th { "Timeout" } th { "Key" } th { "Fields" } th.num { "Workers" }
+                        } }
+                        tbody {
+                            @for j in jobs {
+                                @let k = &j.kind;
+                                tr data-job=(k.name) {
+                                    td.mono { (k.name) }
+                                    td { (k.queue) }
+                                    td.num { (k.priority) }
+                                    td.num { (k.max_attempts) }
+                                    td { (k.timeout.map_or("–".into(), format::duration)) }
+                                    td.mono { (k.key_template.as_deref().unwrap_or("–")) }
+                                    td.mono { (k.fields_text()) }
+                                    td.num { (j.workers) }
+                                }
+                                @if !j.disagreeing.is_empty() {
+                                    tr.disagree data-job=(k.name) {
+                                        td colspan="8" {
+                                            span.badge.paused { "differs" } " "
+                                            "Defaults of " span.mono { (j.published_by) } " (started last) are used; "
+                                            span.mono { (j.disagreeing.join(", ")) } " define it differently."
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if let Some(now) = now {
+                p.footnote { "Read " (format::time(now)) "." }
+            }
+        }
+    };
+    Page {
+        ctx: *ctx,
+        title: "Workers".into(),
+        nav: Nav::Workers,
+        before: None,
         live,
         refresh: true,
     }

@@ -437,6 +437,16 @@ pub(crate) async fn queues(State(shared): AppState, req: Req) -> Result<Response
     Ok(respond(&req, pages::queues(&shared.ctx(&req), &stats)))
 }
 
+/// `GET /workers`: the live workers and the jobs they publish.
+pub(crate) async fn workers(State(shared): AppState, req: Req) -> Result<Response, Failure> {
+    let workers = shared.jobq.workers().await?;
+    let jobs = shared.jobq.job_kinds().await?;
+    Ok(respond(
+        &req,
+        pages::workers(&shared.ctx(&req), &workers, &jobs),
+    ))
+}
+
 /// What a queue's button asks for (the last part of its path).
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(rename_all = "lowercase")]

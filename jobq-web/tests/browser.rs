@@ -4,12 +4,13 @@
 //! its own auto-refresh), filtering to failed jobs and retrying them all
 //! makes them run, a job's page shows its error, pause stops claiming and
 //! resume restarts it, a `<script>` payload is text, and a form whose token
-//! was removed is refused.
+//! was removed is refused; the Workers page lists a live worker and the
+//! jobs it publishes, and each queue says who serves it.
 //!
 //! Needs `/usr/bin/chromium` and `chromedriver` (Debian's `chromium`,
 //! `chromium-driver`): missing, the test is skipped, or fails under
 //! `CI=true`. With `JOBQ_WEB_SCREENSHOTS=1` the SQLite run writes
-//! `docs/dashboard/{overview,jobs,job}.png`, 1280 px wide.
+//! `docs/dashboard/{overview,jobs,job,workers}.png`, 1280 px wide.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -374,11 +375,96 @@ async fn the_dashboard_follows_and_steers_a_live_worker(db: TestDb) {
     browser.stop().await;
 }
 
+/// Whether `css` finds an element now.
+async fn present(client: &Client, css: &str) -> bool {
+    client.find(Locator::Css(css)).await.is_ok()
+}
+
+/// The Workers page lists a live worker (its queue, running count) and
+/// the jobs it publishes, and drops it when it shuts down; a queue's badge
+/// says `no worker` until a worker serves it, then `served by 1 worker`
+/// (it said `running` whether or not any worker served the queue).
+async fn the_workers_page_lists_live_workers_and_queues_say_who_serves_them(db: TestDb) {
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let jobq = db.jobq().await;
+    let queue = unique_queue("served");
+    let base = format!("http://{}/ops/jobs", serve(&jobq).await);
+    let c = &browser.client;
+    let badge = format!("tr[data-queue=\"{queue}\"] .badge");
+    let later = Enqueue::new().queue(&queue).delay(Duration::from_secs(600));
+    jobq.enqueue_with(Flaky::new(1), later).await.unwrap();
+
+    c.goto(&base).await.unwrap();
+    wait_for_text(c, &badge, "no worker").await;
+    let worker = Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 3)
+        .state(Failing::default())
+        .poll_interval(POLL)
+        .presence_interval(Duration::from_millis(200))
+        .build()
+        .expect("build")
+        .start();
+    let id = worker.id().to_owned();
+    // The overview's own refresh picks the worker up.
+    wait_for_text(c, &badge, "served by 1 worker").await;
+
+    c.goto(&format!("{base}/workers")).await.unwrap();
+    let row = format!("tr[data-worker=\"{id}\"]");
+    wait_until("the worker is listed", WAIT, || async {
+        present(c, &row).await
+    })
+    .await;
+    assert_eq!(
+        text(c, &format!("{row} a[data-queue]")).await.as_deref(),
+        Some(queue.as_str())
+    );
+    assert!(
+        text(c, &row)
+            .await
+            .unwrap()
+            .contains(&format!("{queue} ×3")),
+        "{:?}",
+        text(c, &row).await
+    );
+    assert_eq!(
+        text(c, &format!("{row} td[data-figure=running]"))
+            .await
+            .as_deref(),
+        Some("0")
+    );
+    let kind = text(c, "tr[data-job=web_browser_flaky]").await.unwrap();
+    assert!(kind.contains("n: u64"), "{kind}");
+    screenshot(c, &db, "workers").await;
+
+    // Shut down, it drops out of the page (its own refresh) and the queue
+    // has no worker again.
+    worker.shutdown(Duration::from_secs(10)).await.unwrap();
+    wait_until("the worker drops out of the page", WAIT, || async {
+        !present(c, &row).await
+    })
+    .await;
+    c.goto(&base).await.unwrap();
+    wait_for_text(c, &badge, "no worker").await;
+    jobq.cancel_where(&JobFilter::new().queue(&queue))
+        .await
+        .unwrap();
+    browser.stop().await;
+}
+
 mod sqlite {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_dashboard_follows_and_steers_a_live_worker() {
         if let Some(db) = jobq_tests::TestDb::sqlite() {
             super::the_dashboard_follows_and_steers_a_live_worker(db).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_workers_page_lists_live_workers_and_queues_say_who_serves_them() {
+        if let Some(db) = jobq_tests::TestDb::sqlite() {
+            super::the_workers_page_lists_live_workers_and_queues_say_who_serves_them(db).await;
         }
     }
 }
@@ -388,6 +474,22 @@ mod mariadb {
     async fn the_dashboard_follows_and_steers_a_live_worker() {
         if let Some(db) = jobq_tests::TestDb::mysql() {
             super::the_dashboard_follows_and_steers_a_live_worker(db).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_workers_page_lists_live_workers_and_queues_say_who_serves_them() {
+        if let Some(db) = jobq_tests::TestDb::mysql() {
+            super::the_workers_page_lists_live_workers_and_queues_say_who_serves_them(db).await;
+        }
+    }
+}
+
+mod postgres {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_workers_page_lists_live_workers_and_queues_say_who_serves_them() {
+        if let Some(db) = jobq_tests::TestDb::postgres() {
+            super::the_workers_page_lists_live_workers_and_queues_say_who_serves_them(db).await;
         }
     }
 }

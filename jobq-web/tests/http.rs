@@ -264,6 +264,10 @@ async fn every_page_renders_with_data_and_empty(db: TestDb) {
         assert!(list.body.contains("No jobs yet"), "{}", list.body);
         let queues = get(&router, "/queues").await;
         assert!(queues.body.contains("No queues yet"));
+        let workers = get(&router, "/workers").await;
+        assert_eq!(workers.status, StatusCode::OK);
+        assert!(workers.body.contains("No live worker"), "{}", workers.body);
+        assert!(workers.body.contains("No job published."));
     }
     let empty = get(&router, &format!("/list?queue={queue}&status=failed")).await;
     assert_eq!(empty.status, StatusCode::OK);
@@ -309,6 +313,17 @@ async fn every_page_renders_with_data_and_empty(db: TestDb) {
     assert!(queues.body.contains(&format!("data-queue=\"{queue}\"")));
     assert!(queues.body.contains("Resume"));
     jobq.resume(&queue).await.unwrap();
+    // Resumed, with no worker serving it: said so, not "running".
+    let overview = get(&router, "/").await;
+    let row = &overview.body[overview
+        .body
+        .find(&format!("data-queue=\"{queue}\""))
+        .unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.contains(">no worker<") && !row.contains("running"),
+        "{row}"
+    );
 
     // The live part alone, for the auto-refresh.
     let fragment = Request::get("/")

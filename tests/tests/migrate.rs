@@ -33,7 +33,8 @@ async fn jobq_and_the_applications_sqlx_migrations_coexist() {
             20_261_129_000_001,
             20_261_130_000_001,
             20_261_201_170_001,
-            20_261_204_000_001
+            20_261_204_000_001,
+            20_261_204_000_002
         ]
     );
     let app_versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")

@@ -67,6 +67,27 @@ async fn a_poll_interval_of_zero_or_over_an_hour_is_refused() {
 }
 
 #[tokio::test]
+async fn a_presence_interval_under_10ms_or_over_an_hour_is_refused() {
+    let values = [
+        Duration::ZERO,
+        Duration::from_millis(9),
+        Duration::from_secs(3601),
+        Duration::MAX,
+    ];
+    refuses(
+        WorkerBuilder::presence_interval,
+        &values,
+        &["presence interval", "10ms to 3600s"],
+    )
+    .await;
+    builder()
+        .await
+        .presence_interval(Duration::from_millis(10))
+        .build()
+        .expect("10 ms is allowed");
+}
+
+#[tokio::test]
 async fn a_reap_interval_of_zero_or_over_a_day_is_refused() {
     let values = [Duration::ZERO, DAY + Duration::from_secs(1), Duration::MAX];
     refuses(

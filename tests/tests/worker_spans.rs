@@ -123,6 +123,7 @@ async fn every_worker_task_runs_in_a_child_span_of_the_worker_span() {
         "jobq.heartbeat",
         "jobq.reaper",
         "jobq.pauses",
+        "jobq.presence",
         "jobq.pruner",
         "jobq.cron",
         "jobq.listener",

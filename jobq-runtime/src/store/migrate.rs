@@ -34,6 +34,7 @@ pub(crate) const MYSQL: &[Migration] = migrations!("mysql":
     20261201000001 "jobq_jobs_bytes",
     20261201170001 "jobq_queues",
     20261204000001 "jobq_jobs_name_created",
+    20261204000002 "jobq_workers",
 );
 #[cfg(feature = "sqlite")]
 pub(crate) const SQLITE: &[Migration] = migrations!("sqlite":
@@ -41,6 +42,7 @@ pub(crate) const SQLITE: &[Migration] = migrations!("sqlite":
     20261130000001 "jobq_jobs_finished",
     20261201170001 "jobq_queues",
     20261204000001 "jobq_jobs_name_created",
+    20261204000002 "jobq_workers",
 );
 #[cfg(feature = "postgres")]
 pub(crate) const POSTGRES: &[Migration] = migrations!("postgres":
@@ -48,6 +50,7 @@ pub(crate) const POSTGRES: &[Migration] = migrations!("postgres":
     20261130000001 "jobq_jobs_finished",
     20261201170001 "jobq_queues",
     20261201170002 "jobq_jobs_finished_by_queue",
+    20261204000002 "jobq_workers",
 );
 
 /// The migrations of `all` whose version is not in `applied`, in order.

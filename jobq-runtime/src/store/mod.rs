@@ -9,7 +9,8 @@
 //! heartbeat_unlocked), reap, prune; listen for the database's own wake-ups;
 //! inspect (job, counts, the figures of `stats`); check the server
 //! (doctor); cancel, retry; pause
-//! and resume queues; list, count and the batches of bulk retry and
+//! and resume queues; the live workers' rows (register, refresh,
+//! unregister, prune the expired, read); list, count and the batches of bulk retry and
 //! cancel, whose statements each backend declares as the constant pieces
 //! of a [`filter::Filtered`] (see `filter.rs`). Each method documents what
 //! it promises; the backends' module docs say how their SQL keeps it.
@@ -207,6 +208,23 @@ pub(crate) trait BackendStore: Sized {
 
     /// The queues paused now, by name.
     async fn paused_queues(&self) -> Result<Vec<String>>;
+
+    /// Inserts the row of a worker starting (or starting over after its
+    /// row was deleted as expired); it expires `row.ttl` from now.
+    async fn register_worker(&self, row: &WorkerRow<'_>) -> Result<()>;
+
+    /// Refreshes worker `id`'s row: `running` jobs now, expiring `ttl` from
+    /// now; `false` if the row is gone (deleted as expired).
+    async fn refresh_worker(&self, id: i64, running: i64, ttl: Duration) -> Result<bool>;
+
+    /// Deletes worker `id`'s row (its clean shutdown).
+    async fn unregister_worker(&self, id: i64) -> Result<()>;
+
+    /// Deletes the rows of every worker whose row has expired; how many.
+    async fn prune_workers(&self) -> Result<u64>;
+
+    /// The rows of the workers whose rows have not expired, oldest first.
+    async fn live_workers(&self) -> Result<Vec<WorkerRecord>>;
 
     /// Its filtered statements (listing and bulk actions), from the
     /// constant pieces of its `sql.rs`.
@@ -596,22 +614,31 @@ impl Store {
     }
 
     /// The figures of every queue (see [`Jobq::stats`](crate::Jobq::stats)):
-    /// the clock, the queues with rows and the paused ones, then each
+    /// the clock, the queues with rows, the paused ones and those live
+    /// workers serve, then each
     /// queue's figures, put together by [`crate::ops::assemble`].
     pub(crate) async fn stats(&self) -> Result<Stats> {
         dispatch!(self, s => {
             let now = s.clock().await?;
             let window = StatsWindow::ending(now);
             let paused = s.paused_queues().await?;
+            // One name per live worker serving a queue.
+            let served: Vec<String> = s
+                .live_workers()
+                .await?
+                .iter()
+                .flat_map(|w| crate::roster::served_queue_names(&w.queues))
+                .collect();
             let mut queues = s.queues_with_rows().await?;
             queues.extend(paused.iter().cloned());
+            queues.extend(served.iter().cloned());
             queues.sort_unstable();
             queues.dedup();
             let mut figures = Vec::with_capacity(queues.len());
             for queue in &queues {
                 figures.push(s.queue_figures(queue, window).await?);
             }
-            Ok(crate::ops::assemble(window, figures, &paused))
+            Ok(crate::ops::assemble(window, figures, &paused, &served))
         })
     }
 
@@ -624,6 +651,81 @@ impl Store {
     pub(crate) async fn paused_queues(&self) -> Result<Vec<String>> {
         dispatch_seen!(self, s => s.paused_queues().await)
     }
+
+    /// See [`BackendStore::register_worker`].
+    pub(crate) async fn register_worker(&self, row: &WorkerRow<'_>) -> Result<()> {
+        let row = WorkerRow {
+            ttl: row.ttl.min(crate::MAX_DELAY),
+            ..*row
+        };
+        dispatch_seen!(self, s => s.register_worker(&row).await)
+    }
+
+    /// See [`BackendStore::refresh_worker`].
+    pub(crate) async fn refresh_worker(
+        &self,
+        id: i64,
+        running: i64,
+        ttl: Duration,
+    ) -> Result<bool> {
+        let ttl = ttl.min(crate::MAX_DELAY);
+        dispatch_seen!(self, s => s.refresh_worker(id, running, ttl).await)
+    }
+
+    /// See [`BackendStore::unregister_worker`].
+    pub(crate) async fn unregister_worker(&self, id: i64) -> Result<()> {
+        dispatch_seen!(self, s => s.unregister_worker(id).await)
+    }
+
+    /// See [`BackendStore::prune_workers`].
+    pub(crate) async fn prune_workers(&self) -> Result<u64> {
+        dispatch_seen!(self, s => s.prune_workers().await)
+    }
+
+    /// The live workers' rows and the clock they were read at.
+    pub(crate) async fn live_workers(&self) -> Result<(DateTime<Utc>, Vec<WorkerRecord>)> {
+        dispatch_seen!(self, s => {
+            match s.live_workers().await {
+                Ok(rows) => s.clock().await.map(|now| (now, rows)),
+                Err(error) => Err(error),
+            }
+        })
+    }
+}
+
+/// The row of a worker registering (see [`BackendStore::register_worker`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WorkerRow<'a> {
+    /// Random, new at each start: the row's key.
+    pub(crate) id: i64,
+    /// Its `claimed_by`.
+    pub(crate) worker_id: &'a str,
+    pub(crate) host: &'a str,
+    pub(crate) pid: i64,
+    /// jobq's version.
+    pub(crate) version: &'a str,
+    /// The served queues, JSON.
+    pub(crate) queues: &'a str,
+    /// The job kinds it can run, JSON.
+    pub(crate) jobs: &'a str,
+    pub(crate) running: i64,
+    /// How long the row lives without a refresh.
+    pub(crate) ttl: Duration,
+}
+
+/// A live worker's row as read (see [`BackendStore::live_workers`]).
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerRecord {
+    pub(crate) worker_id: String,
+    pub(crate) host: String,
+    pub(crate) pid: i64,
+    pub(crate) version: String,
+    pub(crate) queues: String,
+    pub(crate) jobs: String,
+    pub(crate) running: i64,
+    pub(crate) started_at: DateTime<Utc>,
+    pub(crate) last_seen: DateTime<Utc>,
+    pub(crate) expires_at: DateTime<Utc>,
 }
 
 /// The moment one `stats` call reads its figures at, and where its per-minute

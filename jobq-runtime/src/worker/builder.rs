@@ -247,6 +247,18 @@ impl WorkerBuilder {
         self
     }
 
+    /// How often this worker refreshes its row in `jobq_workers` (default
+    /// [`DEFAULT_PRESENCE_INTERVAL`](crate::DEFAULT_PRESENCE_INTERVAL),
+    /// 10 s; 10 ms to 1 hour): its running count and last-seen time, as
+    /// [`Jobq::workers`] reports them. The row expires three intervals
+    /// after the last refresh: a worker killed without a shutdown drops
+    /// out of [`Jobq::workers`] within that. One UPDATE and one DELETE (of
+    /// expired rows) per interval per worker; nothing per job.
+    pub fn presence_interval(mut self, interval: Duration) -> Self {
+        self.settings.presence = interval;
+        self
+    }
+
     /// Reports how each attempt ended to `observer` (`testing`'s drain).
     #[cfg(feature = "testing")]
     pub(crate) fn observer(mut self, observer: super::Observer) -> Self {
@@ -272,7 +284,8 @@ impl WorkerBuilder {
     /// Fails when a duration is out of its range (lease 100 ms to 1 day;
     /// heartbeat interval 1 ms to under the lease; poll interval 1 ms to
     /// 1 hour; reap interval 1 ms to 1 day; shutdown timeout up to 1 day;
-    /// retentions up to 100 years; stats gauge interval 10 ms to 1 day), no queue is served, a concurrency is 0 or over 10,000, a queue is served
+    /// retentions up to 100 years; stats gauge interval 10 ms to 1 day;
+    /// presence interval 10 ms to 1 hour), no queue is served, a concurrency is 0 or over 10,000, a queue is served
     /// twice, a checked queue has no registered job, a registered job of a
     /// served queue needs a `State<T>` that was not given, two jobs share a
     /// name, a job name (of a served queue or a cron entry) is empty or over
@@ -353,6 +366,12 @@ impl WorkerBuilder {
                 MAX_LEASE,
             )?;
         }
+        within(
+            "presence interval",
+            settings.presence,
+            Duration::from_millis(10),
+            MAX_POLL,
+        )?;
         if settings.heartbeat_interval() < ms || settings.heartbeat_interval() >= settings.lease {
             return Err(ConfigError::HeartbeatInterval {
                 interval: settings.heartbeat_interval(),

@@ -241,6 +241,13 @@ impl Running {
         // Heartbeat and reaper last: held jobs keep their leases until settled.
         shared.stop_background.cancel();
         tasks.wait().await;
+        // Gone from the live workers; the presence loop has stopped. Not
+        // past the deadline: a row left behind expires on its own.
+        let _ = super::shared::unless(
+            &shared.deadline_passed,
+            super::presence::unregister(&shared),
+        )
+        .await;
         timer.abort();
         match lock(&shared.failure).take() {
             Some(error) => Err(error),

@@ -16,13 +16,16 @@
 //! - one reaper that returns other workers' expired jobs to `pending`;
 //! - one reader of the paused queues, once per poll interval, which the
 //!   claim loops obey (nothing is claimed from a paused queue);
+//! - one writer of the worker's row in `jobq_workers` (its presence: who
+//!   and where it is, its queues, its jobs, its running count), once per
+//!   presence interval, which also deletes the rows of workers gone;
 //! - a task per cron schedule that enqueues its job at each tick;
 //! - if asked, a pruner that deletes finished rows past their retention;
 //! - if asked, a task that refreshes the stats gauges (see [`crate::metrics`]).
 //!
 //! One file per task, the arrows running one way: this module (the worker,
 //! its start and supervision) → the tasks ([`claim`] → [`run`],
-//! [`complete`], [`heartbeat`], [`reap`], [`pause`], [`prune`], [`cron`], [`stats`]) and
+//! [`complete`], [`heartbeat`], [`reap`], [`pause`], [`presence`], [`prune`], [`cron`], [`stats`]) and
 //! [`handle`] (shutdown and the drop guard) → [`shared`] (the state, settings
 //! and helpers they all use). No file imports from one to its left.
 
@@ -35,6 +38,7 @@ mod handle;
 mod heartbeat;
 pub(crate) mod inject;
 mod pause;
+mod presence;
 mod prune;
 mod reap;
 mod run;
@@ -57,7 +61,7 @@ pub use builder::WorkerBuilder;
 pub(crate) use cancel::stop_cancelled;
 use handle::Running;
 pub use handle::{SHUTDOWN_FINAL_WRITES, WorkerHandle};
-pub use shared::{DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_LEASE};
+pub use shared::{DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_LEASE, DEFAULT_PRESENCE_INTERVAL};
 #[cfg(feature = "testing")]
 pub(crate) use shared::{Ended, Observer};
 
@@ -137,7 +141,19 @@ impl Worker {
             .iter()
             .map(|q| Arc::new(QueueMetrics::new(&q.name, registry.iter().map(|r| r.name))))
             .collect();
+        let served: Vec<crate::ServedQueue> = queues
+            .iter()
+            .map(|q| crate::ServedQueue {
+                name: q.name.clone(),
+                concurrency: q.concurrency as u64,
+            })
+            .collect();
+        let presence = presence::Presence::new(
+            crate::roster::queues_json(&served),
+            crate::roster::jobs_json(&registry),
+        );
         let shared = Arc::new(Shared {
+            presence,
             store: jobq.store().clone(),
             jobq: jobq.clone(),
             registry,
@@ -217,7 +233,7 @@ impl Worker {
     /// Each task runs in a span, children of one `jobq.worker` span with
     /// field `worker.id`: `jobq.claim` (field `queue.name`, one per served
     /// queue; each attempt's `jobq.job` span is its child), `jobq.completer`,
-    /// `jobq.rescuer`, `jobq.heartbeat`, `jobq.reaper`, `jobq.pauses`, `jobq.pruner`,
+    /// `jobq.rescuer`, `jobq.heartbeat`, `jobq.reaper`, `jobq.pauses`, `jobq.presence`, `jobq.pruner`,
     /// `jobq.cron` (field `job.name`, one per schedule), `jobq.stats`, `jobq.listener`, and
     /// at the end `jobq.shutdown`.
     ///
@@ -266,6 +282,8 @@ impl Worker {
         background(span, "reaper", false, boxed(reap::reaper_loop));
         let span = tracing::info_span!(parent: &worker, "jobq.pauses");
         background(span, "pauses", false, boxed(pause::pause_loop));
+        let span = tracing::info_span!(parent: &worker, "jobq.presence");
+        background(span, "presence", false, boxed(presence::presence_loop));
         if shared.settings.prune_interval().is_some() {
             let span = tracing::info_span!(parent: &worker, "jobq.pruner");
             background(span, "pruner", false, boxed(prune::prune_loop));

@@ -70,10 +70,15 @@ pub(super) struct Settings {
     pub(super) claim_ahead_bytes: usize,
     /// How often the stats gauges are refreshed, if at all.
     pub(super) stats_gauges: Option<Duration>,
+    /// How often the worker refreshes its row in `jobq_workers`.
+    pub(super) presence: Duration,
 }
 
 /// Default of [`WorkerBuilder::lease`](super::WorkerBuilder::lease).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// Default of [`WorkerBuilder::presence_interval`](super::WorkerBuilder::presence_interval).
+pub const DEFAULT_PRESENCE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Default of [`WorkerBuilder::claim_ahead_bytes`](super::WorkerBuilder::claim_ahead_bytes): 64 MiB per queue.
 pub const DEFAULT_CLAIM_AHEAD_BYTES: usize = 64 << 20;
@@ -91,6 +96,7 @@ impl Default for Settings {
             prune_failed: None,
             claim_ahead_bytes: DEFAULT_CLAIM_AHEAD_BYTES,
             stats_gauges: None,
+            presence: DEFAULT_PRESENCE_INTERVAL,
         }
     }
 }
@@ -232,6 +238,8 @@ pub(super) struct Shared {
     pub(super) settings: Settings,
     /// Written to `claimed_by`.
     pub(super) worker_id: String,
+    /// What the worker publishes of itself in `jobq_workers`.
+    pub(super) presence: super::presence::Presence,
     /// The jobs claimed and not settled yet (see [`Shared::hold`]).
     pub(super) held: Mutex<HashMap<Fence, Arc<Held>>>,
     /// Stops the claim loops.

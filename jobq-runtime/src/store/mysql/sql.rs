@@ -536,3 +536,29 @@ pub const DOCTOR_LOCK_WAITS_MYSQL: &str = "SELECT COUNT(*), CAST(COALESCE(MAX(TI
      JOIN performance_schema.data_locks l ON l.ENGINE_LOCK_ID = w.REQUESTING_ENGINE_LOCK_ID \
      JOIN information_schema.INNODB_TRX r ON r.trx_id = w.REQUESTING_ENGINE_TRANSACTION_ID \
      WHERE l.OBJECT_SCHEMA = DATABASE() AND l.OBJECT_NAME = 'jobq_jobs'";
+
+/// Registers a running worker (`jobq_workers`, one row per `Worker`): `?`
+/// id, worker id, host, pid, version, queues (JSON), jobs (JSON), running,
+/// then the row's time to live in microseconds. Started and seen now.
+pub const WORKER_REGISTER: &str = "INSERT INTO jobq_workers \
+     (id, worker_id, host, pid, version, queues, jobs, running, started_at, last_seen, expires_at) \
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), \
+     UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)";
+
+/// A worker's periodic refresh: `?` running, time to live in microseconds,
+/// id. Matches nothing if its row was deleted as expired (it registers again).
+pub const WORKER_REFRESH: &str = "UPDATE jobq_workers SET running = ?, \
+     last_seen = UTC_TIMESTAMP(6), expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND \
+     WHERE id = ?";
+
+/// A worker's row, at its clean shutdown: `?` id.
+pub const WORKER_UNREGISTER: &str = "DELETE FROM jobq_workers WHERE id = ?";
+
+/// The rows of workers that stopped refreshing (killed, frozen, cut off),
+/// deleted by any worker: no leader.
+pub const WORKERS_PRUNE: &str = "DELETE FROM jobq_workers WHERE expires_at < UTC_TIMESTAMP(6)";
+
+/// The live workers, oldest first.
+pub const WORKERS_LIVE: &str = "SELECT worker_id, host, pid, version, queues, jobs, running, \
+     started_at, last_seen, expires_at \
+     FROM jobq_workers WHERE expires_at > UTC_TIMESTAMP(6) ORDER BY started_at, id";

@@ -41,8 +41,8 @@ use super::filter::{Bind, Filtered, Statement};
 use super::stash::Stash;
 use super::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable,
-    QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
-    retry_transient, row_token, within,
+    QueueFigures, StatsWindow, Transition, WorkerRecord, WorkerRow, in_batches, micros, migrate,
+    new_token_base, retry_transient, row_token, within,
 };
 use crate::handle::ConnectOptions;
 use crate::metrics::statement;
@@ -470,6 +470,87 @@ impl BackendStore for PgStore {
         .await
     }
 
+    async fn register_worker(&self, row: &WorkerRow<'_>) -> Result<()> {
+        retry_transient(self.deadline, statement::WORKERS, is_transient, || {
+            self.conns.run(async |conn| {
+                sqlx::query(WORKER_REGISTER)
+                    .bind(row.id)
+                    .bind(row.worker_id)
+                    .bind(row.host)
+                    .bind(row.pid)
+                    .bind(row.version)
+                    .bind(row.queues)
+                    .bind(row.jobs)
+                    .bind(row.running)
+                    .bind(micros(row.ttl))
+                    .execute(conn)
+                    .await
+            })
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn refresh_worker(&self, id: i64, running: i64, ttl: Duration) -> Result<bool> {
+        let matched = retry_transient(self.deadline, statement::WORKERS, is_transient, || {
+            self.conns.run(async |conn| {
+                sqlx::query(WORKER_REFRESH)
+                    .bind(running)
+                    .bind(micros(ttl))
+                    .bind(id)
+                    .execute(conn)
+                    .await
+                    .map(|r| r.rows_affected())
+            })
+        })
+        .await?;
+        Ok(matched == 1)
+    }
+
+    async fn unregister_worker(&self, id: i64) -> Result<()> {
+        retry_transient(self.deadline, statement::WORKERS, is_transient, || {
+            self.conns
+                .run(async |conn| sqlx::query(WORKER_UNREGISTER).bind(id).execute(conn).await)
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn prune_workers(&self) -> Result<u64> {
+        retry_transient(self.deadline, statement::WORKERS, is_transient, || {
+            self.conns.run(async |conn| {
+                sqlx::query(WORKERS_PRUNE)
+                    .execute(conn)
+                    .await
+                    .map(|r| r.rows_affected())
+            })
+        })
+        .await
+    }
+
+    async fn live_workers(&self) -> Result<Vec<WorkerRecord>> {
+        let rows = self
+            .run(statement::READ, async |conn| {
+                sqlx::query(WORKERS_LIVE).fetch_all(conn).await
+            })
+            .await?;
+        let record = |row: &PgRow| -> Result<WorkerRecord, sqlx::Error> {
+            Ok(WorkerRecord {
+                worker_id: row.try_get("worker_id")?,
+                host: row.try_get("host")?,
+                pid: row.try_get("pid")?,
+                version: row.try_get("version")?,
+                queues: row.try_get("queues")?,
+                jobs: row.try_get("jobs")?,
+                running: row.try_get("running")?,
+                started_at: row.try_get("started_at")?,
+                last_seen: row.try_get("last_seen")?,
+                expires_at: row.try_get("expires_at")?,
+            })
+        };
+        Ok(rows.iter().map(record).collect::<Result<_, _>>()?)
+    }
+
     fn filtered(&self) -> &'static Filtered {
         &FILTERED
     }
@@ -510,10 +591,12 @@ impl BackendStore for PgStore {
     /// `guard` locked (`SKIP LOCKED`) and retried by primary key.
     async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64> {
         let sql = bulk_retry(guard);
-        let retried: Vec<i64> = retry_transient(self.deadline, statement::RETRY, is_transient, || {
-            self.conns.run(async |conn| sqlx::query_scalar(&sql).bind(ids).fetch_all(conn).await)
-        })
-        .await?;
+        let retried: Vec<i64> =
+            retry_transient(self.deadline, statement::RETRY, is_transient, || {
+                self.conns
+                    .run(async |conn| sqlx::query_scalar(&sql).bind(ids).fetch_all(conn).await)
+            })
+            .await?;
         Ok(retried.len() as u64)
     }
 

@@ -439,3 +439,29 @@ pub const DOCTOR_NOW: &str = "SELECT clock_timestamp()";
 /// with both made the last resort, to show whether the index *can* serve
 /// the statement in its order (a missing index still shows as a scan).
 pub const DOCTOR_PLAN_SETTINGS: &str = "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off";
+
+/// Registers a running worker (`jobq_workers`, one row per `Worker`): `$1`
+/// id, `$2` worker id, `$3` host, `$4` pid, `$5` version, `$6` queues
+/// (JSON), `$7` jobs (JSON), `$8` running, `$9` the row's time to live in
+/// microseconds. Started and seen now.
+pub const WORKER_REGISTER: &str = "INSERT INTO jobq_workers \
+     (id, worker_id, host, pid, version, queues, jobs, running, started_at, last_seen, expires_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), now(), now() + $9 * interval '1 microsecond')";
+
+/// A worker's periodic refresh: `$1` running, `$2` time to live in
+/// microseconds, `$3` id. Matches nothing if its row was deleted as expired
+/// (it registers again).
+pub const WORKER_REFRESH: &str = "UPDATE jobq_workers SET running = $1, last_seen = now(), \
+     expires_at = now() + $2 * interval '1 microsecond' WHERE id = $3";
+
+/// A worker's row, at its clean shutdown: `$1` id.
+pub const WORKER_UNREGISTER: &str = "DELETE FROM jobq_workers WHERE id = $1";
+
+/// The rows of workers that stopped refreshing (killed, frozen, cut off),
+/// deleted by any worker: no leader.
+pub const WORKERS_PRUNE: &str = "DELETE FROM jobq_workers WHERE expires_at < now()";
+
+/// The live workers, oldest first.
+pub const WORKERS_LIVE: &str = "SELECT worker_id, host, pid, version, queues, jobs, running, \
+     started_at, last_seen, expires_at \
+     FROM jobq_workers WHERE expires_at > now() ORDER BY started_at, id";

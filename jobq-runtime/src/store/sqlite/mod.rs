@@ -40,8 +40,8 @@ use super::filter::{Bind, Filtered, Statement};
 use super::stash::Stash;
 use super::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable,
-    QueueFigures, StatsWindow, Transition, in_batches, micros, migrate, new_token_base,
-    retry_transient, row_token, within,
+    QueueFigures, StatsWindow, Transition, WorkerRecord, WorkerRow, in_batches, micros, migrate,
+    new_token_base, retry_transient, row_token, within,
 };
 use crate::handle::ConnectOptions;
 use crate::metrics::statement;
@@ -538,6 +538,101 @@ impl BackendStore for SqliteStore {
             sqlx::query_scalar(PAUSED).fetch_all(conn).await
         })
         .await
+    }
+
+    async fn register_worker(&self, row: &WorkerRow<'_>) -> Result<()> {
+        retry_transient(self.deadline, statement::WORKERS, is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let now = now_micros();
+            let result = sqlx::query(WORKER_REGISTER)
+                .bind(row.id)
+                .bind(row.worker_id)
+                .bind(row.host)
+                .bind(row.pid)
+                .bind(row.version)
+                .bind(row.queues)
+                .bind(row.jobs)
+                .bind(row.running)
+                .bind(now)
+                .bind(now.saturating_add(micros(row.ttl)))
+                .execute(&mut *conn)
+                .await;
+            conn.done(result)
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn refresh_worker(&self, id: i64, running: i64, ttl: Duration) -> Result<bool> {
+        let matched = retry_transient(self.deadline, statement::WORKERS, is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let now = now_micros();
+            let result = sqlx::query(WORKER_REFRESH)
+                .bind(running)
+                .bind(now)
+                .bind(now.saturating_add(micros(ttl)))
+                .bind(id)
+                .execute(&mut *conn)
+                .await;
+            Ok(conn.done(result)?.rows_affected())
+        })
+        .await?;
+        Ok(matched == 1)
+    }
+
+    async fn unregister_worker(&self, id: i64) -> Result<()> {
+        retry_transient(self.deadline, statement::WORKERS, is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = sqlx::query(WORKER_UNREGISTER)
+                .bind(id)
+                .execute(&mut *conn)
+                .await;
+            conn.done(result)
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn prune_workers(&self) -> Result<u64> {
+        retry_transient(self.deadline, statement::WORKERS, is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = sqlx::query(WORKERS_PRUNE)
+                .bind(now_micros())
+                .execute(&mut *conn)
+                .await;
+            Ok(conn.done(result)?.rows_affected())
+        })
+        .await
+    }
+
+    async fn live_workers(&self) -> Result<Vec<WorkerRecord>> {
+        let rows = self
+            .run(statement::READ, async |conn| {
+                sqlx::query(WORKERS_LIVE)
+                    .bind(now_micros())
+                    .fetch_all(conn)
+                    .await
+            })
+            .await?;
+        let record = |row: &SqliteRow| -> Result<WorkerRecord, sqlx::Error> {
+            Ok(WorkerRecord {
+                worker_id: row.try_get("worker_id")?,
+                host: row.try_get("host")?,
+                pid: row.try_get("pid")?,
+                version: row.try_get("version")?,
+                queues: row.try_get("queues")?,
+                jobs: row.try_get("jobs")?,
+                running: row.try_get("running")?,
+                started_at: utc(row.try_get("started_at")?),
+                last_seen: utc(row.try_get("last_seen")?),
+                expires_at: utc(row.try_get("expires_at")?),
+            })
+        };
+        Ok(rows.iter().map(record).collect::<Result<_, _>>()?)
     }
 
     fn filtered(&self) -> &'static Filtered {

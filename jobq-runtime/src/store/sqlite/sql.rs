@@ -265,3 +265,27 @@ pub const DOCTOR_JOURNAL_MODE: &str = "PRAGMA journal_mode";
 /// Whether `jobq_migrations` exists.
 pub const DOCTOR_MIGRATIONS_TABLE: &str =
     "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'jobq_migrations'";
+
+/// Registers a running worker (`jobq_workers`, one row per `Worker`): `?1`
+/// id, `?2` worker id, `?3` host, `?4` pid, `?5` version, `?6` queues
+/// (JSON), `?7` jobs (JSON), `?8` running, `?9` now, `?10` expiry.
+pub const WORKER_REGISTER: &str = "INSERT INTO jobq_workers \
+     (id, worker_id, host, pid, version, queues, jobs, running, started_at, last_seen, expires_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)";
+
+/// A worker's periodic refresh: `?1` running, `?2` now, `?3` expiry, `?4`
+/// id. Matches nothing if its row was deleted as expired (it registers again).
+pub const WORKER_REFRESH: &str =
+    "UPDATE jobq_workers SET running = ?1, last_seen = ?2, expires_at = ?3 WHERE id = ?4";
+
+/// A worker's row, at its clean shutdown: `?1` id.
+pub const WORKER_UNREGISTER: &str = "DELETE FROM jobq_workers WHERE id = ?1";
+
+/// The rows of workers that stopped refreshing (killed, frozen, cut off),
+/// deleted by any worker: no leader. `?1` now.
+pub const WORKERS_PRUNE: &str = "DELETE FROM jobq_workers WHERE expires_at < ?1";
+
+/// The live workers at `?1` (now), oldest first.
+pub const WORKERS_LIVE: &str = "SELECT worker_id, host, pid, version, queues, jobs, running, \
+     started_at, last_seen, expires_at \
+     FROM jobq_workers WHERE expires_at > ?1 ORDER BY started_at, id";

@@ -1,0 +1,141 @@
+//! Presence: the worker's row in `jobq_workers`, so that operators and
+//! tools see which workers run, where, on which queues, and which jobs
+//! they can run ([`Jobq::workers`](crate::Jobq::workers)).
+//!
+//! One row per [`Worker`](super::Worker), keyed by a random id new at each
+//! start. Written when the worker starts, refreshed every presence
+//! interval (running count, last seen, expiry three intervals ahead),
+//! deleted at the end of a clean shutdown. A worker that stops refreshing
+//! (killed, frozen, cut off) is ignored by readers once its row expires,
+//! and whichever worker refreshes next deletes the row: no leader. Per
+//! worker, per interval: an UPDATE and a DELETE of a table of a few rows;
+//! nothing per job or per claim.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::MissedTickBehavior;
+
+use super::shared::{Shared, backoff, quietly, unless};
+use crate::store::WorkerRow;
+
+/// A worker's row expires this many presence intervals after its last
+/// refresh: two refreshes may be missed (a slow statement, a short outage)
+/// before it counts as gone.
+pub(super) const EXPIRY_INTERVALS: u32 = 3;
+
+/// What a worker publishes of itself, computed once when it is built.
+#[derive(Debug)]
+pub(super) struct Presence {
+    /// The row's key: random, new at each start.
+    pub(super) id: i64,
+    pub(super) host: String,
+    pub(super) pid: i64,
+    /// The served queues and their concurrency, as JSON.
+    pub(super) queues: String,
+    /// The job kinds of the registry, as JSON.
+    pub(super) jobs: String,
+}
+
+impl Presence {
+    pub(super) fn new(queues: String, jobs: String) -> Self {
+        Self {
+            id: crate::store::new_token_base(),
+            host: gethostname::gethostname().to_string_lossy().into_owned(),
+            pid: i64::from(std::process::id()),
+            queues,
+            jobs,
+        }
+    }
+}
+
+/// How long a row lives without a refresh.
+fn ttl(shared: &Shared) -> Duration {
+    shared.settings.presence * EXPIRY_INTERVALS
+}
+
+/// Registers the worker at once, then refreshes its row every presence
+/// interval and deletes expired rows of other workers. A refresh that
+/// finds the row gone (it was deleted as expired while this worker could
+/// not reach the database) registers it again. A failed write is logged
+/// and tried again after a backoff (at most one interval): presence never
+/// stops a worker from working.
+pub(super) async fn presence_loop(shared: Arc<Shared>) {
+    let interval = shared.settings.presence;
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut failures = 0u32;
+    loop {
+        tokio::select! {
+            biased;
+            () = shared.stop_background.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        // Stopped mid-statement too: a frozen database does not hold up the shutdown.
+        let Some(beaten) = unless(&shared.stop_background, beat(&shared)).await else {
+            return;
+        };
+        match beaten {
+            Ok(()) => failures = 0,
+            Err(error) => {
+                failures += 1;
+                quietly(|| {
+                    tracing::warn!(
+                        error = &error as &dyn std::error::Error,
+                        "refreshing this worker's row in jobq_workers failed (has Jobq::migrate run?); it is tried again"
+                    );
+                });
+                ticks.reset_after(backoff(failures).min(interval));
+            }
+        }
+    }
+}
+
+/// One refresh (or registration) and one prune of expired rows.
+async fn beat(shared: &Shared) -> crate::Result<()> {
+    let presence = &shared.presence;
+    let running = i64::try_from(shared.jobs.len()).unwrap_or(i64::MAX);
+    let ttl = ttl(shared);
+    if !shared
+        .store
+        .refresh_worker(presence.id, running, ttl)
+        .await?
+    {
+        let row = WorkerRow {
+            id: presence.id,
+            worker_id: &shared.worker_id,
+            host: &presence.host,
+            pid: presence.pid,
+            version: env!("CARGO_PKG_VERSION"),
+            queues: &presence.queues,
+            jobs: &presence.jobs,
+            running,
+            ttl,
+        };
+        shared.store.register_worker(&row).await?;
+    }
+    shared.store.prune_workers().await?;
+    Ok(())
+}
+
+/// Deletes the worker's row, at the end of its shutdown (after the
+/// presence loop stopped, so no refresh writes it again). Bounded by one
+/// presence interval; if it fails, the row expires on its own.
+pub(super) async fn unregister(shared: &Shared) {
+    let id = shared.presence.id;
+    let wait = shared.settings.presence.max(Duration::from_secs(1));
+    match tokio::time::timeout(wait, shared.store.unregister_worker(id)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => quietly(|| {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "deleting this worker's row from jobq_workers failed; it expires on its own"
+            );
+        }),
+        Err(_elapsed) => quietly(|| {
+            tracing::warn!(
+                "deleting this worker's row from jobq_workers took too long; it expires on its own"
+            );
+        }),
+    }
+}

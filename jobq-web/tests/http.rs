@@ -568,6 +568,54 @@ async fn a_request_for_a_host_the_dashboard_does_not_serve_is_refused_reads_and_
     jobq.resume(&queue).await.unwrap();
 }
 
+/// What each highlighted figure of a page shows: the value of every card
+/// and the text of every cell whose class has `hot`.
+fn hot_figures(page: &str) -> Vec<String> {
+    let text_after = |rest: &str, marker: &str| {
+        let rest = &rest[rest.find(marker).unwrap() + marker.len()..];
+        rest[..rest.find('<').unwrap()].trim().to_owned()
+    };
+    let cards = page
+        .match_indices("class=\"card hot\"")
+        .map(|(at, _)| text_after(&page[at..], "class=\"value\">"));
+    let cells = page
+        .match_indices("class=\"num hot\"")
+        .map(|(at, _)| text_after(&page[at..], ">"));
+    cards.chain(cells).collect()
+}
+
+/// The overview highlights a figure to alert on (processing, lag, expired
+/// leases) only when it is not zero: a job due this second has a lag of
+/// `0s`, which is not highlighted.
+async fn a_figure_is_highlighted_only_when_it_is_not_zero(db: TestDb) {
+    let jobq = db.jobq().await;
+    let router = jobq_web::router(jobq.clone());
+    let mut seen_zero = false;
+    for _ in 0..5 {
+        let queue = unique_queue("web-hot");
+        pending_job(&jobq, &queue, "{}").await;
+        let overview = get(&router, "/").await;
+        for figure in hot_figures(&overview.body) {
+            assert!(
+                !matches!(figure.as_str(), "0" | "0s" | "–" | ""),
+                "a highlighted zero `{figure}`: {}",
+                overview.body
+            );
+        }
+        let row = &overview.body[overview
+            .body
+            .find(&format!("data-queue=\"{queue}\""))
+            .unwrap()..];
+        let lag = &row[row.find("data-figure=\"lag\"").unwrap()..];
+        let lag = &lag[lag.find('>').unwrap() + 1..lag.find('<').unwrap()];
+        if lag == "0s" {
+            seen_zero = true;
+            break;
+        }
+    }
+    assert!(seen_zero, "no lag of 0s was shown in 5 tries");
+}
+
 /// Nested with `nest_service`, the overview answers at the mount point
 /// with and without the trailing slash, its links under the mount point.
 async fn the_mount_point_with_a_trailing_slash_is_the_overview(db: TestDb) {
@@ -593,6 +641,7 @@ async fn the_mount_point_with_a_trailing_slash_is_the_overview(db: TestDb) {
 }
 
 jobq_tests::on_every_backend!(
+    a_figure_is_highlighted_only_when_it_is_not_zero,
     a_request_for_a_host_the_dashboard_does_not_serve_is_refused_reads_and_actions,
     the_mount_point_with_a_trailing_slash_is_the_overview,
     a_script_in_a_payload_or_key_renders_as_text,

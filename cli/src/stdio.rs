@@ -2,12 +2,12 @@
 //!
 //! `println!` panics when stdout is a pipe whose reader has gone
 //! (`jobq list --json | head -c 10`). Every line the command prints goes
-//! through [`out!`] and [`outln!`] instead: a closed stdout ends the output
+//! through `out!` and `outln!` instead: a closed stdout ends the output
 //! and the command goes on quietly, exiting with the status it would have
 //! had (`stats --watch` stops, as it has no one to show the table to). Any
-//! other failure to write is said once on stderr and makes the exit status
-//! 1. [`errln!`] writes to stderr and ignores a closed one: there is no one
-//! left to tell. The crate denies `print!`-style macros so that no line
+//! other failure to write is said once on stderr and makes the command exit
+//! with 1. `errln!` writes to stderr and ignores a closed one: there is no
+//! one left to tell. The crate denies `print!`-style macros so that no line
 //! bypasses this.
 
 use std::fmt;

@@ -41,6 +41,10 @@ pub(crate) async fn serve(
     }
     if !allow_hosts.is_empty() {
         notes.push(format!("also serving {}", allow_hosts.join(", ")));
+    } else if !bound.ip().is_loopback() {
+        errln!(
+            "jobq: it answers requests sent to an IP address or localhost; to reach it by a host name, add --allow-host NAME"
+        );
     }
     if read_only {
         notes.push("read-only".to_owned());

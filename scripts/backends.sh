@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Each single-backend build of jobq-runtime: it compiles, it is lint-clean
-# (its unit and integration tests included), and it pulls in no other
-# backend's sqlx driver nor sqlx's macros. Checks only, no tests: each
-# backend's tests run in the default (all-backend) build.
+# (its unit and integration tests included), it pulls in no other
+# backend's sqlx driver nor sqlx's macros, and the tests that exist only in
+# such a build pass (`store::tests::single_backend::`, e.g. the
+# BackendNotCompiled error): at least one must run. Every other test runs in
+# the default (all-backend) build.
 #
 #   scripts/backends.sh            # mysql, postgres, sqlite
 #   scripts/backends.sh sqlite     # one
@@ -32,4 +34,14 @@ for backend in "${backends[@]}"; do
   cargo check "${flags[@]}"
   echo "== $backend: cargo clippy"
   cargo clippy "${flags[@]}" --all-targets -- -D warnings
+  echo "== $backend: the tests only this build has"
+  out=$(cargo test "${flags[@]}" --lib -- single_backend:: 2>&1) || {
+    echo "$out" >&2
+    exit 1
+  }
+  echo "$out" | grep -E '^test |^test result' || true
+  if ! grep -qE '^test result: ok\. [1-9][0-9]* passed' <<<"$out"; then
+    echo "the $backend-only build ran no single_backend:: test (renamed or moved?)" >&2
+    exit 1
+  fi
 done

@@ -13,6 +13,10 @@
 //! it is given between workloads: give it a database of its own (the default
 //! URLs name `jobq_bench`, which it creates if missing).
 
+// Output goes through `say`/`note`, which a closed pipe cannot panic (the
+// results still reach `--out` when stdout is cut short by `| head`).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod job;
 mod metrics;
 mod raw;
@@ -104,6 +108,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .init();
     let cli = Cli::parse();
     if let Some(Command::Enqueuer { url, rate, count }) = cli.command {
@@ -140,11 +145,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             },
         )
         .await?;
-        println!("{}", table(&report));
+        say(format_args!("{}", table(&report)));
         reports.push(report);
     }
     if reports.len() > 1 {
-        println!("load average now: {:.1}", load());
+        say(format_args!("load average now: {:.1}", load()));
     }
     if let Some(out) = cli.out {
         let results = Results {
@@ -153,9 +158,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             backends: reports,
         };
         std::fs::write(&out, serde_json::to_string_pretty(&results)?)?;
-        eprintln!("wrote {}", out.display());
+        note(format_args!("wrote {}", out.display()));
     }
     Ok(())
+}
+
+/// A line on stdout; dropped if stdout is closed.
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
+}
+
+/// A line on stderr; dropped if stderr is closed.
+pub(crate) fn note(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// The other process of the cross-process latency workload.

@@ -266,7 +266,7 @@ pub(crate) async fn run_backend(url: &str, options: &Options) -> Res<BackendRepo
     let db = Db::connect(url, 40).await?;
     let server_version = db.version().await?;
     let backend = format!("{}", jobq.backend());
-    eprintln!("== {backend} ({server_version}) at {url}");
+    crate::note(format_args!("== {backend} ({server_version}) at {url}"));
     let bench = Bench {
         url: url.to_owned(),
         db,
@@ -286,7 +286,7 @@ pub(crate) async fn run_backend(url: &str, options: &Options) -> Res<BackendRepo
         }
         if pass {
             bench.db.reset().await?;
-            eprintln!("adding {history_rows} done rows");
+            crate::note(format_args!("adding {history_rows} done rows"));
             bench.db.add_history(history_rows).await?;
         }
         for run in 0..options.runs {
@@ -322,7 +322,10 @@ pub(crate) async fn run_backend(url: &str, options: &Options) -> Res<BackendRepo
                             match bench.measure(spec, side, n).await {
                                 Ok(sample) => break sample,
                                 Err(error) if attempt < 3 => {
-                                    eprintln!("{} failed ({error}); measuring again", spec.id);
+                                    crate::note(format_args!(
+                                        "{} failed ({error}); measuring again",
+                                        spec.id
+                                    ));
                                     attempt += 1;
                                     tokio::time::sleep(Duration::from_secs(3)).await;
                                     bench.db.delete_unfinished().await?;
@@ -343,7 +346,7 @@ pub(crate) async fn run_backend(url: &str, options: &Options) -> Res<BackendRepo
                 }
                 for (raw_side, sample) in [(true, sums[0]), (false, sums[1])] {
                     let Some(sample) = sample else { continue };
-                    eprintln!(
+                    crate::note(format_args!(
                         "[{backend} run {}/{}] {:<14} {:<5} {:>9.0} jobs/s{}",
                         run + 1,
                         options.runs,
@@ -354,7 +357,7 @@ pub(crate) async fn run_backend(url: &str, options: &Options) -> Res<BackendRepo
                             "  p50 {p50:.2} ms  p99 {:.2} ms",
                             sample.p99_ms.unwrap_or(f64::NAN)
                         )),
-                    );
+                    ));
                     if raw_side {
                         raw.push(sample);
                     } else {
@@ -476,7 +479,7 @@ impl Bench {
                     self.db.fill(n).await?;
                     let one = self.drain(side, n).await?;
                     if std::env::var_os("BENCH_VERBOSE").is_some() {
-                        eprintln!("  drain of {n}: {:.1} ms", one.secs * 1000.0);
+                        crate::note(format_args!("  drain of {n}: {:.1} ms", one.secs * 1000.0));
                     }
                     total.jobs += one.jobs;
                     total.secs += one.secs;
@@ -671,11 +674,11 @@ impl Bench {
                 let at = |p: f64| {
                     enqueue_us[((enqueue_us.len() as f64 * p) as usize).min(enqueue_us.len() - 1)]
                 };
-                eprintln!(
+                crate::note(format_args!(
                     "  enqueue call: p50 {:.2} ms  p99 {:.2} ms",
                     at(0.5) as f64 / 1000.0,
                     at(0.99) as f64 / 1000.0
-                );
+                ));
             }
         }
         probe.wait(DEADLINE).await?;

@@ -1,10 +1,10 @@
 //! What each command does: one call of the `Jobq` API, printed.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 
 use jobq_runtime::{CheckStatus, Enqueue, JobFilter, JobStatus, Jobq, Order, Page};
 
-use crate::output::{self, Colour};
+use crate::output;
 use crate::{Command, FilterArgs, Format, Outcome, chain};
 
 /// Runs `command`, printing what it did; an error as text with its causes.
@@ -12,7 +12,7 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
     let outcome = match command {
         Command::Migrate => {
             jobq.migrate().await.map_err(|e| chain(&e))?;
-            println!("migrated");
+            outln!("migrated");
             Outcome::Done
         }
         Command::Stats { watch, format } => {
@@ -23,9 +23,13 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             loop {
                 if std::io::stdout().is_terminal() && !format.json {
                     // Clear the screen and go home, so the table redraws in place.
-                    print!("\x1b[2J\x1b[H");
+                    out!("\x1b[2J\x1b[H");
                 }
                 stats_once(jobq, format).await?;
+                if crate::stdio::stdout_closed() {
+                    // No one is reading any more (`| head`): done.
+                    return Ok(Outcome::Done);
+                }
                 tokio::select! {
                     _ = tokio::time::sleep(every) => {}
                     _ = tokio::signal::ctrl_c() => return Ok(Outcome::Done),
@@ -35,11 +39,15 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
         Command::Counts { queue, format } => {
             let c = jobq.counts(&queue).await.map_err(|e| chain(&e))?;
             if format.json {
-                println!("{}", output::counts_json(&c));
+                outln!("{}", output::counts_json(&c));
             } else {
-                println!(
+                outln!(
                     "pending {}\nprocessing {}\ndone {}\nfailed {}\ncancelled {}",
-                    c.pending, c.processing, c.done, c.failed, c.cancelled
+                    c.pending,
+                    c.processing,
+                    c.done,
+                    c.failed,
+                    c.cancelled
                 );
             }
             Outcome::Done
@@ -70,23 +78,23 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
                 .await
                 .map_err(|e| chain(&e))?;
             if format.json {
-                println!("{}", output::page_json(&page));
+                outln!("{}", output::page_json(&page));
             } else {
-                print!("{}", output::list_table(&page));
+                out!("{}", output::list_table(&page));
             }
             Outcome::Done
         }
         Command::Show { id, format } => match jobq.job(id).await.map_err(|e| chain(&e))? {
             Some(job) if format.json => {
-                println!("{}", output::job_json(&job));
+                outln!("{}", output::job_json(&job));
                 Outcome::Done
             }
             Some(job) => {
-                print!("{}", output::describe(&job));
+                out!("{}", output::describe(&job));
                 Outcome::Done
             }
             None => {
-                eprintln!("jobq: no job {id}");
+                errln!("jobq: no job {id}");
                 Outcome::NotApplicable
             }
         },
@@ -114,17 +122,17 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
         }
         Command::Pause { queue } => {
             if jobq.pause(&queue).await.map_err(|e| chain(&e))? {
-                println!("queue {queue} is paused: workers claim nothing more from it");
+                outln!("queue {queue} is paused: workers claim nothing more from it");
             } else {
-                println!("queue {queue} was paused already");
+                outln!("queue {queue} was paused already");
             }
             Outcome::Done
         }
         Command::Resume { queue } => {
             if jobq.resume(&queue).await.map_err(|e| chain(&e))? {
-                println!("queue {queue} is resumed");
+                outln!("queue {queue} is resumed");
             } else {
-                println!("queue {queue} was not paused");
+                outln!("queue {queue} was not paused");
             }
             Outcome::Done
         }
@@ -183,32 +191,32 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
                 .await
                 .map_err(|e| chain(&e))?;
             if format.json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({"id": enqueued.id, "duplicate": enqueued.duplicate})
                 );
             } else if enqueued.duplicate {
-                println!(
+                outln!(
                     "job {} already stored under that key (not stored again)",
                     enqueued.id
                 );
             } else {
-                println!("job {} enqueued", enqueued.id);
+                outln!("job {} enqueued", enqueued.id);
             }
             Outcome::Done
         }
         Command::Prune { finished, failed } => {
             if finished.is_none() && failed.is_none() {
-                eprintln!("jobq: say what to prune: --finished AGE and/or --failed AGE");
+                errln!("jobq: say what to prune: --finished AGE and/or --failed AGE");
                 return Ok(Outcome::NotApplicable);
             }
             if let Some(age) = finished {
                 let n = jobq.prune_finished(age).await.map_err(|e| chain(&e))?;
-                println!("deleted {n} done or cancelled jobs");
+                outln!("deleted {n} done or cancelled jobs");
             }
             if let Some(age) = failed {
                 let n = jobq.prune_failed(age).await.map_err(|e| chain(&e))?;
-                println!("deleted {n} failed jobs");
+                outln!("deleted {n} failed jobs");
             }
             Outcome::Done
         }
@@ -219,9 +227,9 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             }
             .map_err(|e| chain(&e))?;
             if format.json {
-                println!("{}", output::doctor_json(&report));
+                outln!("{}", output::doctor_json(&report));
             } else {
-                print!("{}", output::doctor_text(&report));
+                out!("{}", output::doctor_text(&report));
             }
             if report.worst() >= CheckStatus::Fail {
                 Outcome::Failed
@@ -233,7 +241,8 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             listen,
             read_only,
             user,
-        } => crate::web::serve(jobq.clone(), listen, read_only, user).await?,
+            allow_hosts,
+        } => crate::web::serve(jobq.clone(), listen, read_only, user, allow_hosts).await?,
     };
     Ok(outcome)
 }
@@ -241,9 +250,9 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
 async fn stats_once(jobq: &Jobq, format: Format) -> Result<(), String> {
     let stats = jobq.stats().await.map_err(|e| chain(&e))?;
     if format.json {
-        println!("{}", output::stats_json(&stats));
+        outln!("{}", output::stats_json(&stats));
     } else {
-        print!("{}", output::stats_table(&stats));
+        out!("{}", output::stats_table(&stats));
     }
     Ok(())
 }
@@ -300,10 +309,10 @@ fn by_id(
         ));
     }
     if changed.map_err(|e| chain(&e))? {
-        println!("job {id} is {}", action.done);
+        outln!("job {id} is {}", action.done);
         Ok(Outcome::Done)
     } else {
-        eprintln!(
+        errln!(
             "jobq: job {id} is not {} (or does not exist)",
             action.statuses()
         );
@@ -329,12 +338,14 @@ impl Bulk {
         let filter = args.to_filter();
         if let Some(status) = filter.status {
             if !self.applies_to.contains(&status) {
-                return Err(format!(
-                    "{} applies to {} jobs, not {}",
+                errln!(
+                    "jobq: {} applies to {} jobs, not {}: nothing to {}",
                     self.verb,
                     self.statuses(),
-                    status.as_str()
-                ));
+                    status.as_str(),
+                    self.verb
+                );
+                return Ok(Outcome::NotApplicable);
             }
         }
         let mut count = 0;
@@ -347,11 +358,15 @@ impl Bulk {
             }
         }
         if count == 0 {
-            println!("no {} jobs match", self.statuses());
-            return Ok(Outcome::Done);
+            errln!(
+                "jobq: no {} jobs match: nothing to {}",
+                self.statuses(),
+                self.verb
+            );
+            return Ok(Outcome::NotApplicable);
         }
-        if !yes && !confirm(&format!("{} {count} {} jobs?", self.verb, self.statuses()))? {
-            eprintln!("jobq: nothing changed");
+        if !yes && !confirm(&format!("{} {count} {} jobs?", self.verb, self.statuses())) {
+            errln!("jobq: nothing changed");
             return Ok(Outcome::NotApplicable);
         }
         let changed = match self.verb {
@@ -359,25 +374,30 @@ impl Bulk {
             _ => jobq.cancel_where(&filter).await,
         }
         .map_err(|e| chain(&e))?;
-        println!("{changed} jobs {}", self.done);
+        outln!("{changed} jobs {}", self.done);
         Ok(Outcome::Done)
     }
 }
 
-/// Asks `question` on the terminal; `false` unless the answer is yes. Off a
-/// terminal it refuses, asking for `--yes`, rather than read a script's input.
-fn confirm(question: &str) -> Result<bool, String> {
+/// Asks `question` on the terminal (on stderr, so stdout stays the
+/// command's output); `false` unless the answer is yes. Off a terminal it
+/// does not ask, and says to pass `--yes`, rather than read a script's input:
+/// not confirmed, like an answer of no.
+fn confirm(question: &str) -> bool {
     if !std::io::stdin().is_terminal() {
-        return Err(format!(
-            "{question} (not a terminal, so not asking: pass --yes to act)"
-        ));
+        errln!("jobq: {question} (not a terminal, so not asking: pass --yes to act)");
+        return false;
     }
-    print!("{} [y/N] ", output::paint(question, Colour::Yellow));
-    std::io::stdout().flush().map_err(|e| e.to_string())?;
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let question = if colour {
+        format!("\x1b[33m{question}\x1b[0m")
+    } else {
+        question.to_owned()
+    };
+    crate::stdio::write_err(format_args!("{question} [y/N] "));
     let mut answer = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| e.to_string())?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES"))
+    if std::io::stdin().lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim(), "y" | "Y" | "yes" | "YES")
 }

@@ -19,8 +19,15 @@
 //! The URL may also come from `JOBQ_DATABASE_URL` or `DATABASE_URL`. Every
 //! read command takes `--json` for scripts. Exit status: 0 done, 1 an error
 //! (printed) or a failed `doctor` check, 2 a job that was not found or not in
-//! a state the command applies to, or an action that was not confirmed.
+//! a state the command applies to, a filter that matches no job the action
+//! applies to, or an action that was not confirmed. A closed stdout (`| head`)
+//! ends the output quietly (see `stdio`).
 
+// Every line goes through `stdio`'s macros, which a closed pipe cannot panic.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+#[macro_use]
+mod stdio;
 mod commands;
 mod output;
 mod web;
@@ -180,6 +187,16 @@ enum Command {
         /// The basic-authentication user, when JOBQ_WEB_PASSWORD is set.
         #[arg(long, env = "JOBQ_WEB_USER", default_value = "jobq")]
         user: String,
+        /// Also answer requests for this host name (repeat, or separate by
+        /// commas; `.example.com` adds its subdomains). Served without it:
+        /// localhost and IP addresses; any other Host is refused (403).
+        #[arg(
+            long = "allow-host",
+            value_name = "NAME",
+            env = "JOBQ_WEB_ALLOW_HOSTS",
+            value_delimiter = ','
+        )]
+        allow_hosts: Vec<String>,
     },
 }
 
@@ -248,18 +265,22 @@ enum Outcome {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let Some(url) = cli.url.or_else(|| std::env::var("DATABASE_URL").ok()) else {
-        eprintln!("jobq: no database; pass --url or set JOBQ_DATABASE_URL (or DATABASE_URL)");
+        errln!("jobq: no database; pass --url or set JOBQ_DATABASE_URL (or DATABASE_URL)");
         return ExitCode::FAILURE;
     };
-    match run(&url, cli.command).await {
+    let code = match run(&url, cli.command).await {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::NotApplicable) => ExitCode::from(2),
         Ok(Outcome::Failed) => ExitCode::FAILURE,
         Err(error) => {
-            eprintln!("jobq: {error}");
+            errln!("jobq: {error}");
             ExitCode::FAILURE
         }
+    };
+    if stdio::write_failed() && code == ExitCode::SUCCESS {
+        return ExitCode::FAILURE;
     }
+    code
 }
 
 /// `error` and its sources, `: `-separated, so that the cause shows (jobq's

@@ -1,6 +1,5 @@
 //! `jobq web`: the dashboard of `jobq-web` on its own listener.
 
-use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 
 use jobq_runtime::Jobq;
@@ -18,6 +17,7 @@ pub(crate) async fn serve(
     listen: SocketAddr,
     read_only: bool,
     user: String,
+    allow_hosts: Vec<String>,
 ) -> Result<Outcome, String> {
     let password = std::env::var(PASSWORD_VAR).ok().filter(|p| !p.is_empty());
     let listener = TcpListener::bind(listen)
@@ -27,10 +27,25 @@ pub(crate) async fn serve(
         .local_addr()
         .map_err(|e| format!("cannot read the address listened on: {e}"))?;
     if let Some(warning) = exposure_warning(bound.ip(), password.is_some(), read_only) {
-        eprintln!("jobq: warning: {warning}");
+        errln!("jobq: warning: {warning}");
     }
     let mut dashboard = jobq_web::Dashboard::new(jobq).read_only(read_only);
     let mut notes = Vec::new();
+    let allow_hosts: Vec<&str> = allow_hosts
+        .iter()
+        .map(|h| h.trim())
+        .filter(|h| !h.is_empty())
+        .collect();
+    for host in &allow_hosts {
+        dashboard = dashboard.allow_host(host);
+    }
+    if !allow_hosts.is_empty() {
+        notes.push(format!("also serving {}", allow_hosts.join(", ")));
+    } else if !bound.ip().is_loopback() {
+        errln!(
+            "jobq: it answers requests sent to an IP address or localhost; to reach it by a host name, add --allow-host NAME"
+        );
+    }
     if read_only {
         notes.push("read-only".to_owned());
     }
@@ -43,8 +58,7 @@ pub(crate) async fn serve(
     } else {
         format!(" ({})", notes.join(", "))
     };
-    println!("jobq: dashboard on http://{bound}/{notes}; Ctrl-C stops it");
-    let _ = std::io::stdout().flush();
+    outln!("jobq: dashboard on http://{bound}/{notes}; Ctrl-C stops it");
     axum::serve(listener, dashboard.router())
         .with_graceful_shutdown(stop_signal())
         .await

@@ -161,7 +161,7 @@ async fn every_command_does_what_it_says_and_exits_accordingly(db: TestDb) {
 
     // cancel / retry by filter: counted, confirmed (off a terminal: only with --yes).
     let unconfirmed = jobq_cli(&url, &["cancel", "--queue", q]);
-    assert_eq!(unconfirmed.status.code(), Some(1), "{unconfirmed:?}");
+    assert_eq!(unconfirmed.status.code(), Some(2), "{unconfirmed:?}");
     let said = String::from_utf8_lossy(&unconfirmed.stderr);
     assert!(
         said.contains("cancel 2 pending or processing jobs?") && said.contains("--yes"),
@@ -173,7 +173,7 @@ async fn every_command_does_what_it_says_and_exits_accordingly(db: TestDb) {
         &url,
         &["retry", "--queue", q, "--status", "pending", "--yes"],
     );
-    assert_eq!(wrong.status.code(), Some(1));
+    assert_eq!(wrong.status.code(), Some(2), "{wrong:?}");
     assert!(
         ok(
             &url,
@@ -181,9 +181,9 @@ async fn every_command_does_what_it_says_and_exits_accordingly(db: TestDb) {
         )
         .contains("2 jobs pending again")
     );
-    assert!(
-        ok(&url, &["retry", "--queue", q, "--yes"]).contains("no failed or cancelled jobs match")
-    );
+    let none = jobq_cli(&url, &["retry", "--queue", q, "--yes"]);
+    assert_eq!(none.status.code(), Some(2), "{none:?}");
+    assert!(String::from_utf8_lossy(&none.stderr).contains("no failed or cancelled jobs match"));
 
     // pause / resume, seen by stats.
     assert!(ok(&url, &["pause", q]).contains("is paused"));

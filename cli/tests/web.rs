@@ -48,12 +48,22 @@ impl Web {
 
     /// `GET path` over a plain connection: the status line and the body.
     async fn get(&self, path: &str, headers: &str) -> String {
-        let port = self.addr.rsplit(':').next().unwrap();
-        let mut stream = tokio::net::TcpStream::connect(format!("127.0.0.1:{port}"))
+        self.send(&format!(
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}Connection: close\r\n\r\n"
+        ))
+        .await
+    }
+
+    /// The port it listens on.
+    fn port(&self) -> &str {
+        self.addr.rsplit(':').next().unwrap()
+    }
+
+    /// Sends `request` as it is over a plain connection: the whole response.
+    async fn send(&self, request: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(format!("127.0.0.1:{}", self.port()))
             .await
             .unwrap();
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}Connection: close\r\n\r\n");
         stream.write_all(request.as_bytes()).await.unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).await.unwrap();
@@ -131,4 +141,76 @@ async fn jobq_web_with_a_password_asks_for_it_and_does_not_warn() {
     let stderr = web.stop().await;
     assert!(!stderr.contains("warning"), "{stderr}");
     assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+/// DNS rebinding, as the issue found it: a page of
+/// `rebind.attacker.example`, re-pointed at 127.0.0.1, reads a job, takes
+/// the form token from `/queues` and pauses a queue. Each is refused; the
+/// names given with `--allow-host` are served.
+#[tokio::test]
+async fn jobq_web_refuses_a_host_it_does_not_serve_and_serves_the_ones_allowed() {
+    let (_dir, url) = migrated_sqlite().await;
+    let web = Web::start(
+        &url,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--allow-host",
+            "ops.example,.jobs.example",
+        ],
+        &[],
+    )
+    .await;
+    let port = web.port().to_owned();
+    let get = |host: &str, path: &str| {
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+    };
+    let attacker = format!("rebind.attacker.example:{port}");
+    for path in ["/job/1", "/queues", "/"] {
+        let response = web.send(&get(&attacker, path)).await;
+        assert!(response.starts_with("HTTP/1.1 403"), "{path}: {response}");
+        assert!(
+            !response.contains("csrf") && !response.contains("cli_web_probe"),
+            "{response}"
+        );
+        assert!(
+            response.contains("--allow-host rebind.attacker.example"),
+            "{response}"
+        );
+    }
+    let page = web
+        .send(&get(&format!("127.0.0.1:{port}"), "/queues"))
+        .await;
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    let at = page.find("name=\"csrf\" value=\"").expect("a form token") + 19;
+    let form = format!("csrf={}&queue=mail", &page[at..at + 32]);
+    let pause = |host: &str| {
+        format!(
+            "POST /queues/pause HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+            form.len()
+        )
+    };
+    let response = web.send(&pause(&attacker)).await;
+    assert!(response.starts_with("HTTP/1.1 403"), "{response}");
+    let jobq = jobq_runtime::Jobq::connect(&url).await.unwrap();
+    assert!(
+        jobq.paused_queues().await.unwrap().is_empty(),
+        "nothing paused"
+    );
+    // A request without a Host header at all (HTTP/1.0).
+    let response = web.send("GET /job/1 HTTP/1.0\r\n\r\n").await;
+    assert!(
+        response.starts_with("HTTP/1.0 400") || response.starts_with("HTTP/1.1 400"),
+        "{response}"
+    );
+
+    for host in ["localhost", "127.0.0.1", "ops.example", "eu.jobs.example"] {
+        let host = format!("{host}:{port}");
+        let response = web.send(&get(&host, "/job/1")).await;
+        assert!(response.starts_with("HTTP/1.1 200"), "{host}: {response}");
+    }
+    let response = web.send(&pause(&format!("ops.example:{port}"))).await;
+    assert!(response.starts_with("HTTP/1.1 303"), "{response}");
+    assert_eq!(jobq.paused_queues().await.unwrap(), ["mail"]);
+    web.stop().await;
 }

@@ -14,8 +14,18 @@
 //!
 //! `DATABASE_URL` picks the SQLite database (default: `jobq-service.db` in
 //! the OS temp directory, kept between runs); `PORT` the port (default
-//! 3000, `0` for any free one).
+//! 3000, `0` for any free one); `DASHBOARD_HOSTS` the host names (comma
+//! separated) the dashboard at `/admin/jobs` answers to besides localhost
+//! and IP addresses.
+//!
+//! Logs go to stdout, coloured only on a terminal (never with `NO_COLOR`).
+//! A closed stdout or stderr (the log reader went away) ends the logging,
+//! not the service: it goes on serving and shuts down as usual.
 
+// Output goes through `tracing` or `say`, which a closed pipe cannot panic.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use jobq_examples::service::{App, install_prometheus};
@@ -24,9 +34,23 @@ use tokio::signal::unix::{SignalKind, signal};
 /// How long running jobs get to finish at shutdown before they are handed back.
 const DRAIN: Duration = Duration::from_secs(30);
 
+/// A line on stdout; dropped if stdout is closed.
+fn say(line: std::fmt::Arguments<'_>) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    tracing_subscriber::fmt().with_env_filter("info").init();
+    let colours = std::io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    tracing_subscriber::fmt()
+        .with_env_filter("info")
+        .with_ansi(colours)
+        // A log line that cannot be written is dropped, not reported on a
+        // stderr that may be closed too.
+        .log_internal_errors(false)
+        .init();
     // Before the first log line that says the service is up: a signal that
     // arrives from then on shuts it down gracefully.
     let mut sigterm = signal(SignalKind::terminate())?;
@@ -38,7 +62,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         format!("sqlite://{}", file.display())
     });
     let port = std::env::var("PORT").unwrap_or_else(|_| "3000".into());
-    let app = App::open(&url).await?.with_metrics(metrics);
+    let hosts = std::env::var("DASHBOARD_HOSTS").unwrap_or_default();
+    let app = App::open(&url)
+        .await?
+        .with_metrics(metrics)
+        .with_dashboard_hosts(hosts.split(',').map(str::trim).filter(|h| !h.is_empty()));
     // The queue gauges (lag, expired leases, …) from one stats read per 15 s.
     let worker = app
         .worker()
@@ -46,10 +74,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .build()?
         .start();
     let listener = tokio::net::TcpListener::bind(format!("127.0.0.1:{port}")).await?;
-    println!(
+    say(format_args!(
         "listening on http://{}, users and jobs in {url}",
         listener.local_addr()?
-    );
+    ));
     axum::serve(listener, app.router())
         .with_graceful_shutdown(async move {
             let name = tokio::select! {

@@ -4,7 +4,8 @@
 //! user does); `GET /jobs/{id}` shows where the job is; `GET /metrics`
 //! serves jobq's metrics (see `jobq_runtime::metrics`) to Prometheus, when
 //! the service was given a recorder ([`install_prometheus`], [`App::with_metrics`]);
-//! `/admin/jobs` is jobq's web dashboard (`jobq_web::router`).
+//! `/admin/jobs` is jobq's web dashboard (`jobq_web::Dashboard`), mounted with
+//! `nest_service` so that `/admin/jobs/` is the overview too.
 
 use std::time::Duration;
 
@@ -57,6 +58,9 @@ pub struct App {
     pub db: SqlitePool,
     /// Renders the metrics for `GET /metrics`, if the service exposes them.
     pub metrics: Option<PrometheusHandle>,
+    /// The host names the service is reached by, which the dashboard
+    /// answers to besides localhost and IP addresses.
+    pub dashboard_hosts: Vec<String>,
 }
 
 /// Installs a Prometheus recorder as the process's global `metrics`
@@ -112,6 +116,7 @@ impl App {
             jobq,
             db,
             metrics: None,
+            dashboard_hosts: Vec::new(),
         })
     }
 
@@ -121,15 +126,33 @@ impl App {
         self
     }
 
+    /// The same service, its dashboard answering to these host names too
+    /// (the names the service is reached by; see `Dashboard::allow_host`).
+    pub fn with_dashboard_hosts<H: Into<String>>(
+        mut self,
+        hosts: impl IntoIterator<Item = H>,
+    ) -> Self {
+        self.dashboard_hosts
+            .extend(hosts.into_iter().map(Into::into));
+        self
+    }
+
     /// The HTTP routes.
     pub fn router(&self) -> Router {
+        let dashboard = self
+            .dashboard_hosts
+            .iter()
+            .fold(jobq_web::Dashboard::new(self.jobq.clone()), |d, host| {
+                d.allow_host(host)
+            });
         Router::new()
             .route("/signup", post(signup))
             .route("/jobs/{id}", get(job_status))
             .route("/metrics", get(metrics))
             .with_state(self.clone())
             // The jobq dashboard; in a real service, behind its admin auth.
-            .nest("/admin/jobs", jobq_web::router(self.jobq.clone()))
+            // `nest_service` routes `/admin/jobs/` as well as `/admin/jobs`.
+            .nest_service("/admin/jobs", dashboard.router())
     }
 
     /// The worker that sends the mail, with the pool its handler needs.

@@ -8,14 +8,16 @@
 //! let jobq = jobq_runtime::Jobq::connect("sqlite://jobs.db").await?;
 //! let app = axum::Router::new()
 //!     // … the service's own routes …
-//!     .nest("/admin/jobs", jobq_web::router(jobq.clone()));
+//!     .nest_service("/admin/jobs", jobq_web::router(jobq.clone()));
 //! # let _: axum::Router = app;
 //! # Ok(()) }
 //! ```
 //!
 //! [`Dashboard`] takes options first: a read-only dashboard
 //! ([`Dashboard::read_only`]), HTTP basic authentication
-//! ([`Dashboard::basic_auth`]), the auto-refresh interval. The `jobq web`
+//! ([`Dashboard::basic_auth`]), the host names it is reached by besides
+//! localhost and IP addresses ([`Dashboard::allow_host`]), the auto-refresh
+//! interval. The `jobq web`
 //! command of the CLI serves one on its own.
 //!
 //! # Pages
@@ -50,6 +52,13 @@
 //! [`Jobq::pause`], [`Jobq::resume`]. It runs no SQL of its own.
 //!
 //! # Safety
+//! - Only requests sent to a host the dashboard serves get an answer:
+//!   `localhost` (and its subdomains), any IP address, and the names given
+//!   to [`Dashboard::allow_host`]. Any other `Host` (or HTTP/2
+//!   `:authority`) gets 403 and a line saying how to allow it, a request
+//!   naming no host 400, for pages and actions alike: a site whose name
+//!   is re-pointed at the dashboard's address (DNS rebinding) can neither
+//!   read it nor act. Mounted in a service, add the service's names.
 //! - Every value from the database (payloads, errors, keys, queue and job
 //!   names) is HTML-escaped by the templates (maud).
 //! - Actions are `POST` forms carrying a token drawn at random when the
@@ -100,6 +109,7 @@ pub struct Dashboard {
     read_only: bool,
     basic_auth: Option<auth::BasicAuth>,
     refresh: Duration,
+    hosts: auth::Hosts,
 }
 
 impl std::fmt::Debug for Dashboard {
@@ -113,6 +123,7 @@ impl std::fmt::Debug for Dashboard {
                 &self.basic_auth.as_ref().map(|a| a.user.as_str()),
             )
             .field("refresh", &self.refresh)
+            .field("hosts", &self.hosts)
             .finish()
     }
 }
@@ -129,6 +140,7 @@ impl Dashboard {
             read_only: false,
             basic_auth: None,
             refresh: DEFAULT_REFRESH,
+            hosts: auth::Hosts::default(),
         }
     }
 
@@ -153,7 +165,38 @@ impl Dashboard {
         self
     }
 
+    /// Serves requests for the host `name` too (call it once per name).
+    ///
+    /// Without it the dashboard answers only requests sent to `localhost`
+    /// (or a subdomain of it) or to an IP address, whatever the port, and
+    /// refuses any other `Host` with 403: a web page whose own name an
+    /// attacker re-points at this server's address (DNS rebinding) would
+    /// otherwise be the same site as the dashboard to the browser, read
+    /// every page and press every button. Add the names the service is
+    /// reached by. `name` is compared without case, port or a trailing dot;
+    /// `.example.com` serves example.com and every subdomain of it; `*`
+    /// serves any host, for a dashboard behind a proxy that checks `Host`
+    /// itself.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let jobq = jobq_runtime::Jobq::connect("sqlite://jobs.db").await?;
+    /// let dashboard = jobq_web::Dashboard::new(jobq)
+    ///     .allow_host("ops.example.com")
+    ///     .router();
+    /// # let _: axum::Router = dashboard;
+    /// # Ok(()) }
+    /// ```
+    pub fn allow_host(mut self, name: impl AsRef<str>) -> Self {
+        self.hosts.allow(name.as_ref());
+        self
+    }
+
     /// The routes, to nest wherever the service likes (`/` is the overview).
+    ///
+    /// Nested with [`Router::nest_service`] the overview answers at the
+    /// mount point with and without a trailing slash (`/admin/jobs` and
+    /// `/admin/jobs/`); with [`Router::nest`] axum routes only the first.
     pub fn router(self) -> Router {
         let state = Arc::new(routes::Shared {
             jobq: self.jobq,
@@ -174,12 +217,18 @@ impl Dashboard {
             .route("/assets/style.css", get(assets::css))
             .route("/assets/app.js", get(assets::js))
             .with_state(state);
-        match self.basic_auth {
+        let router = match self.basic_auth {
             Some(basic) => router.layer(axum::middleware::from_fn_with_state(
                 Arc::new(basic),
                 auth::require_basic,
             )),
             None => router,
-        }
+        };
+        // Outermost: a request for a host the dashboard does not serve gets
+        // no further, not even to the password prompt.
+        router.layer(axum::middleware::from_fn_with_state(
+            Arc::new(self.hosts),
+            auth::require_served_host,
+        ))
     }
 }

@@ -198,6 +198,12 @@ fn state_badge(q: &QueueStats) -> Markup {
     }
 }
 
+/// Whether a lag stands out: not when none is due, nor under a second
+/// (shown as `0s`): only a figure that is not zero does.
+fn lagging(lag: Option<std::time::Duration>) -> bool {
+    lag.is_some_and(|lag| lag.as_secs() > 0)
+}
+
 fn card(figure: &str, label: &str, value: &str, hot: bool, hint: &str) -> Markup {
     html! {
         div.card.hot[hot] data-figure=(figure) {
@@ -230,7 +236,7 @@ pub(crate) fn overview<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
             (card("available", "Available", &sum(|q| q.available).to_string(), false, "due now"))
             (card("scheduled", "Scheduled", &sum(|q| q.scheduled).to_string(), false, "due later"))
             (card("processing", "Processing", &processing.to_string(), processing > 0, "claimed, not finished"))
-            (card("lag", "Oldest pending", &lag.map_or("–".into(), format::duration), lag.is_some(), "queue lag"))
+            (card("lag", "Oldest pending", &lag.map_or("–".into(), format::duration), lagging(lag), "queue lag"))
             (card("expired", "Expired leases", &expired.to_string(), expired > 0, "dead or stuck workers"))
             (card("failed", "Failed", &sum(|q| q.failed).to_string(), false, "for good, kept"))
         }
@@ -271,7 +277,7 @@ pub(crate) fn overview<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
                                     td.num data-figure="scheduled" { (q.scheduled) }
                                     td.num.hot[q.processing > 0] data-figure="processing" { (q.processing) }
                                     td.num.hot[q.expired_leases > 0] data-figure="expired" { (q.expired_leases) }
-                                    td.num.hot[q.oldest_available_age.is_some()] data-figure="lag" {
+                                    td.num.hot[lagging(q.oldest_available_age)] data-figure="lag" {
                                         (q.oldest_available_age.map_or("–".into(), format::duration))
                                     }
                                     td.num data-figure="failed" {
@@ -618,8 +624,8 @@ pub(crate) fn queues<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
                                 tr data-queue=(q.queue) {
                                     td { a href=(list_link(ctx, &[("queue", &q.queue)])) { (q.queue) } }
                                     td { (state_badge(q)) }
-                                    td.num { (q.pending()) }
-                                    td.num { (q.processing) }
+                                    td.num data-figure="pending" { (q.pending()) }
+                                    td.num data-figure="processing" { (q.processing) }
                                     td.actions {
                                         @if !ctx.read_only {
                                             @let (path, label) = if q.paused { ("resume", "Resume") } else { ("pause", "Pause") };

@@ -5,12 +5,12 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Form;
 use axum::extract::rejection::FormRejection;
 use axum::extract::{FromRequestParts, OriginalUri, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
+use axum::{Extension, Form};
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use jobq_runtime::{Cursor, JobFilter, JobStatus, Jobq, Order, Page};
 use maud::Markup;
@@ -68,13 +68,18 @@ impl Shared {
 
     /// Refuses an action: on a read-only dashboard, from another site, or
     /// without this dashboard's token.
-    fn guard(&self, headers: &HeaderMap, token: Option<&str>) -> Result<(), Failure> {
+    fn guard(
+        &self,
+        headers: &HeaderMap,
+        host: &auth::ServedHost,
+        token: Option<&str>,
+    ) -> Result<(), Failure> {
         if self.read_only {
             return Err(Failure::Forbidden(
                 "refused: this dashboard is read-only".into(),
             ));
         }
-        match auth::refusal(headers, &self.csrf, token) {
+        match auth::refusal(headers, &host.0, &self.csrf, token) {
             Some(why) => Err(Failure::Forbidden(why)),
             None => Ok(()),
         }
@@ -364,10 +369,11 @@ pub(crate) async fn bulk(
     State(shared): AppState,
     req: Req,
     headers: HeaderMap,
+    Extension(host): Extension<auth::ServedHost>,
     form: Result<Form<Params>, FormRejection>,
 ) -> Result<Response, Failure> {
     let params = form.map(|Form(p)| p).unwrap_or_default();
-    shared.guard(&headers, params.csrf.as_deref())?;
+    shared.guard(&headers, &host, params.csrf.as_deref())?;
     let action = Action::parse(&params)?;
     let filter = params.filter()?;
     let (changed, notice) = match action {
@@ -420,10 +426,11 @@ pub(crate) async fn act_on_job(
     req: Req,
     Path((id, action)): Path<(i64, JobAction)>,
     headers: HeaderMap,
+    Extension(host): Extension<auth::ServedHost>,
     form: Result<Form<TokenForm>, FormRejection>,
 ) -> Result<Response, Failure> {
     let form = form.map(|Form(f)| f).unwrap_or_default();
-    shared.guard(&headers, form.csrf.as_deref())?;
+    shared.guard(&headers, &host, form.csrf.as_deref())?;
     let (changed, notice) = match action {
         JobAction::Retry => (shared.jobq.retry(id).await?, "retried"),
         JobAction::Cancel => (shared.jobq.cancel(id).await?, "cancelled"),
@@ -462,10 +469,11 @@ pub(crate) async fn act_on_queue(
     req: Req,
     Path(action): Path<QueueAction>,
     headers: HeaderMap,
+    Extension(host): Extension<auth::ServedHost>,
     form: Result<Form<TokenForm>, FormRejection>,
 ) -> Result<Response, Failure> {
     let form = form.map(|Form(f)| f).unwrap_or_default();
-    shared.guard(&headers, form.csrf.as_deref())?;
+    shared.guard(&headers, &host, form.csrf.as_deref())?;
     let queue = given(&form.queue)
         .ok_or_else(|| Failure::BadRequest("which queue? the form names none".into()))?;
     match action {

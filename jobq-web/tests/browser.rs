@@ -10,7 +10,9 @@
 //! Needs `/usr/bin/chromium` and `chromedriver` (Debian's `chromium`,
 //! `chromium-driver`): missing, the test is skipped, or fails under
 //! `CI=true`. With `JOBQ_WEB_SCREENSHOTS=1` the SQLite run writes
-//! `docs/dashboard/{overview,jobs,job,workers}.png`, 1280 px wide.
+//! `docs/dashboard/{overview,jobs,job,workers}.png`, 1280 px wide, and
+//! `overview-phone.png`, 390 px wide. A third test checks at 390 px (a
+//! phone, emulated) that every figure and button is on screen.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -79,6 +81,12 @@ fn free_port() -> u16 {
 impl Browser {
     /// `None` (skipped) when Chromium or chromedriver is missing, unless `CI=true`.
     async fn start() -> Option<Self> {
+        Self::start_at(1280, 1000).await
+    }
+
+    /// [`start`](Self::start) with a window (and so a viewport) of
+    /// `width` × `height` CSS pixels.
+    async fn start_at(width: u32, height: u32) -> Option<Self> {
         let driver_path = find_chromedriver();
         let Some(driver_path) = driver_path.filter(|_| Path::new(CHROMIUM).is_file()) else {
             let message =
@@ -99,18 +107,24 @@ impl Browser {
             .expect("spawn chromedriver");
         let profile = tempfile::tempdir().unwrap();
         let mut capabilities = serde_json::Map::new();
-        capabilities.insert(
-            "goog:chromeOptions".into(),
-            serde_json::json!({
-                "binary": CHROMIUM,
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update",
-                    "--disable-sync", "--window-size=1280,1000", "--hide-scrollbars",
-                    format!("--user-data-dir={}", profile.path().display()),
-                ],
-            }),
-        );
+        let mut options = serde_json::json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", format!("--window-size={},{height}", width.max(500)),
+                "--hide-scrollbars",
+                format!("--user-data-dir={}", profile.path().display()),
+            ],
+        });
+        if width < 500 {
+            // A window is at least 500 px wide: narrower is a phone's
+            // viewport, emulated.
+            options["mobileEmulation"] = serde_json::json!({
+                "deviceMetrics": { "width": width, "height": height, "pixelRatio": 3.0, "touch": true },
+            });
+        }
+        capabilities.insert("goog:chromeOptions".into(), options);
         let url = format!("http://127.0.0.1:{port}");
         let mut client = None;
         // chromedriver takes a moment to listen.
@@ -453,7 +467,106 @@ async fn the_workers_page_lists_live_workers_and_queues_say_who_serves_them(db: 
     browser.stop().await;
 }
 
+/// What of `css` lies outside the viewport, sideways (as `tag.class text:
+/// left..right`), and whether the page itself scrolls sideways.
+async fn off_screen(client: &Client, css: &str) -> Vec<String> {
+    let script = r#"
+        const [css] = arguments;
+        const width = document.documentElement.clientWidth;
+        const off = [];
+        for (const el of document.querySelectorAll(css)) {
+            const r = el.getBoundingClientRect();
+            if (r.width > 0 && (r.left < -0.5 || r.right > width + 0.5)) {
+                off.push(`${el.tagName.toLowerCase()}.${el.className} ${el.textContent.trim().slice(0, 30)}: ${Math.round(r.left)}..${Math.round(r.right)} of ${width}`);
+            }
+        }
+        if (document.documentElement.scrollWidth > width) {
+            off.push(`the page is ${document.documentElement.scrollWidth} px wide in ${width}`);
+        }
+        return off;
+    "#;
+    let found = client
+        .execute(script, vec![serde_json::json!(css)])
+        .await
+        .expect("the layout check runs");
+    serde_json::from_value(found).unwrap()
+}
+
+/// On a phone (390 px wide, as an iPhone 12–15), every figure of the
+/// overview, every cell of the queues page and every button of every page
+/// is on screen, without scrolling sideways.
+async fn at_390_px_every_figure_and_button_is_on_screen(db: TestDb) {
+    let Some(browser) = Browser::start_at(390, 844).await else {
+        return;
+    };
+    let jobq = db.jobq().await;
+    let base = format!("http://{}/ops/jobs", serve(&jobq).await);
+    let c = &browser.client;
+    // Queues with long names, a paused one, every figure non-zero.
+    let queues = [
+        unique_queue("notifications-email-digest"),
+        unique_queue("mail"),
+    ];
+    for queue in &queues {
+        for n in 0..3 {
+            jobq.enqueue_with(Flaky::new(n), Enqueue::new().queue(queue))
+                .await
+                .unwrap();
+        }
+        jobq.enqueue_with(
+            Flaky::new(9),
+            Enqueue::new().queue(queue).delay(Duration::from_secs(600)),
+        )
+        .await
+        .unwrap();
+    }
+    jobq.pause(&queues[1]).await.unwrap();
+    let failed = jobq
+        .enqueue_with(Flaky::new(10), Enqueue::new().queue(&queues[0]))
+        .await
+        .unwrap()
+        .id;
+
+    let mut found = Vec::new();
+    let pages = [
+        ("", "[data-figure], th, button, .button"),
+        ("/queues", "td, th, button, .button, input"),
+        ("/workers", "td, th, button, .button"),
+        ("/list", "button, .button, input, select"),
+        (&format!("/job/{failed}") as &str, "button, .button, dd"),
+        ("/confirm?action=cancel", "button, .button"),
+    ];
+    for (path, css) in pages {
+        c.goto(&format!("{base}{path}")).await.unwrap();
+        c.wait()
+            .for_element(Locator::Css("main#live"))
+            .await
+            .unwrap();
+        if path.is_empty() {
+            screenshot(c, &db, "overview-phone").await;
+        }
+        for what in off_screen(c, css).await {
+            let page = if path.is_empty() { "/" } else { path };
+            found.push(format!("{page}: {what}"));
+        }
+    }
+    jobq.resume(&queues[1]).await.unwrap();
+    browser.stop().await;
+    assert!(
+        found.is_empty(),
+        "off screen at 390 px:\n{}",
+        found.join("\n")
+    );
+}
+
 mod sqlite {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn at_390_px_every_figure_and_button_is_on_screen() {
+        if let Some(db) = jobq_tests::TestDb::sqlite() {
+            super::at_390_px_every_figure_and_button_is_on_screen(db).await;
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_dashboard_follows_and_steers_a_live_worker() {
         if let Some(db) = jobq_tests::TestDb::sqlite() {

@@ -34,16 +34,23 @@ async fn call(router: &Router, request: Request<Body>) -> Reply {
     }
 }
 
+/// Where the browser of these tests thinks the dashboard is.
+const HOST: &str = "localhost:8080";
+
+/// A GET as a browser sends it over HTTP/1.1.
 async fn get(router: &Router, uri: &str) -> Reply {
-    let request = Request::get(uri).body(Body::empty()).unwrap();
+    let request = Request::get(uri)
+        .header(header::HOST, HOST)
+        .body(Body::empty())
+        .unwrap();
     call(router, request).await
 }
 
 /// A form POST as a browser on the same host sends it.
 async fn post(router: &Router, uri: &str, form: &str) -> Reply {
     let request = Request::post(uri)
-        .header(header::HOST, "dash.test")
-        .header(header::ORIGIN, "http://dash.test")
+        .header(header::HOST, HOST)
+        .header(header::ORIGIN, format!("http://{HOST}"))
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(Body::from(form.to_owned()))
         .unwrap();
@@ -114,7 +121,7 @@ async fn an_action_without_the_token_or_from_another_site_is_refused_and_changes
     let bulk = post(&router, "/bulk", &format!("action=cancel&queue={queue}")).await;
     assert_eq!(bulk.status, StatusCode::FORBIDDEN);
     let cross_site = Request::post(format!("/job/{id}/cancel"))
-        .header(header::HOST, "dash.test")
+        .header(header::HOST, HOST)
         .header(header::ORIGIN, "https://evil.example")
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(Body::from(format!("csrf={csrf}")))
@@ -327,6 +334,7 @@ async fn every_page_renders_with_data_and_empty(db: TestDb) {
 
     // The live part alone, for the auto-refresh.
     let fragment = Request::get("/")
+        .header(header::HOST, HOST)
         .header("x-jobq-fragment", "1")
         .body(Body::empty())
         .unwrap();
@@ -398,6 +406,7 @@ async fn basic_auth_keeps_out_requests_without_the_password(db: TestDb) {
         ("other:pa:ss", StatusCode::UNAUTHORIZED),
     ] {
         let request = Request::get("/")
+            .header(header::HOST, HOST)
             .header(header::AUTHORIZATION, basic(credentials))
             .body(Body::empty())
             .unwrap();
@@ -409,7 +418,247 @@ async fn basic_auth_keeps_out_requests_without_the_password(db: TestDb) {
     }
 }
 
+/// A request as it reaches the router: `host` in the `Host` header
+/// (HTTP/1.1), or, for HTTP/2, in the target's authority with no `Host`
+/// header (hyper hands `:authority` over so).
+fn request(method: &str, http2: bool, host: &str, path: &str) -> axum::http::request::Builder {
+    if http2 {
+        Request::builder()
+            .method(method)
+            .version(axum::http::Version::HTTP_2)
+            .uri(format!("http://{host}{path}"))
+    } else {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, host)
+    }
+}
+
+/// DNS rebinding: a page of `rebind.attacker.example`, whose name now
+/// resolves to the dashboard's address, is the same origin as the
+/// dashboard to the browser; every request it sends names its own host.
+async fn a_request_for_a_host_the_dashboard_does_not_serve_is_refused_reads_and_actions(
+    db: TestDb,
+) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("web-rebind");
+    let secret = "rebind-secret-payload";
+    let id = pending_job(&jobq, &queue, &format!(r#"{{"note":"{secret}"}}"#)).await;
+    let router = jobq_web::router(jobq.clone());
+    let csrf = token(&get(&router, "/queues").await.body);
+    let attacker = "rebind.attacker.example:8080";
+    let pause = format!("csrf={csrf}&queue={queue}");
+
+    for http2 in [false, true] {
+        for path in [
+            format!("/job/{id}"),
+            "/queues".into(),
+            "/".into(),
+            format!("/list?queue={queue}"),
+        ] {
+            let read = request("GET", http2, attacker, &path)
+                .body(Body::empty())
+                .unwrap();
+            let read = call(&router, read).await;
+            assert_eq!(read.status, StatusCode::FORBIDDEN, "{path}, http2 {http2}");
+            assert!(
+                !read.body.contains(secret) && !read.body.contains("csrf"),
+                "{}",
+                read.body
+            );
+            assert!(
+                read.body
+                    .contains("does not serve the host `rebind.attacker.example`")
+                    && read.body.contains("--allow-host rebind.attacker.example"),
+                "{}",
+                read.body
+            );
+        }
+        // With the token, and an Origin that matches the host it names.
+        let act = request("POST", http2, attacker, "/queues/pause")
+            .header(header::ORIGIN, format!("http://{attacker}"))
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(pause.clone()))
+            .unwrap();
+        assert_eq!(
+            call(&router, act).await.status,
+            StatusCode::FORBIDDEN,
+            "http2 {http2}"
+        );
+        assert!(
+            !jobq.paused_queues().await.unwrap().contains(&queue),
+            "http2 {http2}"
+        );
+
+        // An HTTP/2 (or HTTP/1.1) action to a served host from another site.
+        let cross = request("POST", http2, "127.0.0.1:8080", "/queues/pause")
+            .header(header::ORIGIN, format!("http://{attacker}"))
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(pause.clone()))
+            .unwrap();
+        let cross = call(&router, cross).await;
+        assert_eq!(cross.status, StatusCode::FORBIDDEN, "http2 {http2}");
+        assert!(cross.body.contains("another site"), "{}", cross.body);
+        assert!(!jobq.paused_queues().await.unwrap().contains(&queue));
+    }
+    assert_eq!(status(&jobq, id).await, JobStatus::Pending);
+
+    // No host at all: 400. A Host and a target naming two hosts: 400.
+    let nameless = Request::get(format!("/job/{id}"))
+        .body(Body::empty())
+        .unwrap();
+    let nameless = call(&router, nameless).await;
+    assert_eq!(nameless.status, StatusCode::BAD_REQUEST);
+    assert!(!nameless.body.contains(secret));
+    let two = Request::get(format!("http://{attacker}/job/{id}"))
+        .header(header::HOST, "localhost:8080")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(call(&router, two).await.status, StatusCode::BAD_REQUEST);
+
+    // Served: localhost, its subdomains and IP addresses, over either.
+    for http2 in [false, true] {
+        for host in [
+            "localhost",
+            "LocalHost:1",
+            "app.localhost:3000",
+            "127.0.0.1:8080",
+            "[::1]:8080",
+            "192.168.1.20",
+        ] {
+            let read = request("GET", http2, host, &format!("/job/{id}"))
+                .body(Body::empty())
+                .unwrap();
+            let read = call(&router, read).await;
+            assert_eq!(read.status, StatusCode::OK, "{host}, http2 {http2}");
+            assert!(read.body.contains(secret));
+        }
+    }
+    let act = request("POST", true, "127.0.0.1:8080", "/queues/pause")
+        .header(header::ORIGIN, "http://127.0.0.1:8080")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(pause.clone()))
+        .unwrap();
+    assert_eq!(call(&router, act).await.status, StatusCode::SEE_OTHER);
+    assert!(jobq.paused_queues().await.unwrap().contains(&queue));
+    jobq.resume(&queue).await.unwrap();
+
+    // The names the operator adds: exact, or a domain with its subdomains.
+    let named = Dashboard::new(jobq.clone())
+        .allow_host("jobs.example.com")
+        .allow_host(".ops.example")
+        .router();
+    for (host, expected) in [
+        ("jobs.example.com", StatusCode::OK),
+        ("JOBS.example.com.:443", StatusCode::OK),
+        ("ops.example", StatusCode::OK),
+        ("eu.ops.example:8443", StatusCode::OK),
+        ("www.jobs.example.com", StatusCode::FORBIDDEN),
+        (attacker, StatusCode::FORBIDDEN),
+    ] {
+        let read = request("GET", false, host, "/queues")
+            .body(Body::empty())
+            .unwrap();
+        assert_eq!(call(&named, read).await.status, expected, "{host}");
+    }
+    let csrf = token(
+        &call(
+            &named,
+            request("GET", false, "jobs.example.com", "/queues")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .body,
+    );
+    let act = request("POST", false, "jobs.example.com", "/queues/pause")
+        .header(header::ORIGIN, "https://jobs.example.com")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(format!("csrf={csrf}&queue={queue}")))
+        .unwrap();
+    // Behind a TLS proxy: the origin names the host the request was sent to.
+    assert_eq!(call(&named, act).await.status, StatusCode::SEE_OTHER);
+    assert!(jobq.paused_queues().await.unwrap().contains(&queue));
+    jobq.resume(&queue).await.unwrap();
+}
+
+/// What each highlighted figure of a page shows: the value of every card
+/// and the text of every cell whose class has `hot`.
+fn hot_figures(page: &str) -> Vec<String> {
+    let text_after = |rest: &str, marker: &str| {
+        let rest = &rest[rest.find(marker).unwrap() + marker.len()..];
+        rest[..rest.find('<').unwrap()].trim().to_owned()
+    };
+    let cards = page
+        .match_indices("class=\"card hot\"")
+        .map(|(at, _)| text_after(&page[at..], "class=\"value\">"));
+    let cells = page
+        .match_indices("class=\"num hot\"")
+        .map(|(at, _)| text_after(&page[at..], ">"));
+    cards.chain(cells).collect()
+}
+
+/// The overview highlights a figure to alert on (processing, lag, expired
+/// leases) only when it is not zero: a job due this second has a lag of
+/// `0s`, which is not highlighted.
+async fn a_figure_is_highlighted_only_when_it_is_not_zero(db: TestDb) {
+    let jobq = db.jobq().await;
+    let router = jobq_web::router(jobq.clone());
+    let mut seen_zero = false;
+    for _ in 0..5 {
+        let queue = unique_queue("web-hot");
+        pending_job(&jobq, &queue, "{}").await;
+        let overview = get(&router, "/").await;
+        for figure in hot_figures(&overview.body) {
+            assert!(
+                !matches!(figure.as_str(), "0" | "0s" | "–" | ""),
+                "a highlighted zero `{figure}`: {}",
+                overview.body
+            );
+        }
+        let row = &overview.body[overview
+            .body
+            .find(&format!("data-queue=\"{queue}\""))
+            .unwrap()..];
+        let lag = &row[row.find("data-figure=\"lag\"").unwrap()..];
+        let lag = &lag[lag.find('>').unwrap() + 1..lag.find('<').unwrap()];
+        if lag == "0s" {
+            seen_zero = true;
+            break;
+        }
+    }
+    assert!(seen_zero, "no lag of 0s was shown in 5 tries");
+}
+
+/// Nested with `nest_service`, the overview answers at the mount point
+/// with and without the trailing slash, its links under the mount point.
+async fn the_mount_point_with_a_trailing_slash_is_the_overview(db: TestDb) {
+    let jobq = db.jobq().await;
+    let app = Router::new().nest_service("/admin/jobs", jobq_web::router(jobq.clone()));
+    for path in ["/admin/jobs", "/admin/jobs/"] {
+        let overview = get(&app, path).await;
+        assert_eq!(overview.status, StatusCode::OK, "{path}");
+        assert!(
+            overview.body.contains("href=\"/admin/jobs/list\"")
+                && overview
+                    .body
+                    .contains("href=\"/admin/jobs/assets/style.css\""),
+            "{path}: {}",
+            overview.body
+        );
+    }
+    assert_eq!(get(&app, "/admin/jobs/queues").await.status, StatusCode::OK);
+    assert_eq!(
+        get(&app, "/admin/jobs/nothing").await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
 jobq_tests::on_every_backend!(
+    a_figure_is_highlighted_only_when_it_is_not_zero,
+    a_request_for_a_host_the_dashboard_does_not_serve_is_refused_reads_and_actions,
+    the_mount_point_with_a_trailing_slash_is_the_overview,
     a_script_in_a_payload_or_key_renders_as_text,
     an_action_without_the_token_or_from_another_site_is_refused_and_changes_nothing,
     a_read_only_dashboard_shows_no_actions_and_refuses_them,

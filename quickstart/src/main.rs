@@ -10,9 +10,18 @@
 //! By default the quickstart creates a new SQLite file per run and deletes
 //! it (with its `-wal` and `-shm` files) when it ends. On a `DATABASE_URL`
 //! that already has jobs, its summary counts only the rows of this run.
+//!
+//! Its output may be cut short (`cargo run -p quickstart | head -3`): a
+//! closed stdout ends the printing, not the run, which finishes, removes
+//! its database and exits 0 (see [`say`]). Logs are coloured only on a
+//! terminal, and never with `NO_COLOR` set.
 
+// Every line goes through `say`, which a closed pipe cannot panic.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -70,6 +79,29 @@ async fn charge_card(
     Ok(())
 }
 
+/// Stdout could not be written (its reader went away): print no more.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// `println!` that a closed stdout cannot panic: the line is dropped, and
+/// so is every later one.
+fn say(line: std::fmt::Arguments<'_>) {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    if writeln!(stdout, "{line}")
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Whether `stream` is a terminal that takes colours (`NO_COLOR` unset).
+fn colours(stream: &impl IsTerminal) -> bool {
+    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
@@ -77,6 +109,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
         )
+        .with_ansi(colours(&std::io::stdout()))
+        // A log line that cannot be written (stdout closed) is dropped, not
+        // reported on stderr, which may be closed too.
+        .log_internal_errors(false)
         .init();
 
     // A run-unique id: in the temp file's name and the welcome mails' keys.
@@ -88,7 +124,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             (format!("sqlite://{}", temp.path.display()), Some(temp))
         }
     };
-    println!("jobq quickstart on {url}");
+    say(format_args!("jobq quickstart on {url}"));
     let jobq = Jobq::connect(&url).await?;
     jobq.migrate().await?;
 
@@ -147,33 +183,35 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let count = |status| counts.get(&status).copied().unwrap_or(0);
     let retried = stats.0.retried.load(Ordering::Relaxed);
-    println!();
-    println!("enqueued {total} jobs in {enqueued:.2?}");
-    println!(
+    say(format_args!(""));
+    say(format_args!("enqueued {total} jobs in {enqueued:.2?}"));
+    say(format_args!(
         "done {} | retried {retried} | failed {} | {:.0} jobs/s",
         stats.0.done.load(Ordering::Relaxed),
         count(JobStatus::Failed),
         total as f64 / ran.as_secs_f64()
-    );
-    println!(
+    ));
+    say(format_args!(
         "retried {retried}: each charge_card job fails its first attempt on purpose (a flaky \
          payment provider); jobq ran it again 100 ms later, the first step of its \
          `retry = [\"100ms\", \"1s\"]`, and the second attempt succeeded"
-    );
-    println!(
+    ));
+    say(format_args!(
         "this run's {total} rows in the database: {} done, {} pending, {} processing, {} failed",
         count(JobStatus::Done),
         count(JobStatus::Pending),
         count(JobStatus::Processing),
         count(JobStatus::Failed),
-    );
+    ));
     if let Some(temp) = temp {
         // Closed first: the last connection to close checkpoints the WAL.
         if let Some(pool) = jobq.sqlite_pool() {
             pool.close().await;
         }
         drop(temp);
-        println!("removed the temp database (and its -wal and -shm files)");
+        say(format_args!(
+            "removed the temp database (and its -wal and -shm files)"
+        ));
     }
     Ok(())
 }

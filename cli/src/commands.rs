@@ -140,9 +140,9 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             let workers = jobq.workers().await.map_err(|e| chain(&e))?;
             let jobs = jobq.job_kinds().await.map_err(|e| chain(&e))?;
             if format.json {
-                println!("{}", output::workers_json(&workers, &jobs));
+                outln!("{}", output::workers_json(&workers, &jobs));
             } else {
-                print!("{}", output::workers_text(&workers, &jobs));
+                out!("{}", output::workers_text(&workers, &jobs));
             }
             Outcome::Done
         }
@@ -179,7 +179,7 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
                     .iter()
                     .find(|j| j.kind.name == name && !j.disagreeing.is_empty())
                 {
-                    eprintln!(
+                    errln!(
                         "jobq: note: live workers define `{name}` differently; using the defaults of {} (started last), not those of {}",
                         job.published_by,
                         job.disagreeing.join(", ")

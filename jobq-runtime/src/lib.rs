@@ -78,7 +78,7 @@
 //!    of its own (the claim's random base plus the row's id, new at every
 //!    claim), and a lease: its `run_at` becomes the lease deadline.
 //! 3. Each handler runs in its own task, **outside any transaction**, under a
-//!    `jobq.job` tracing span (`job.id`, `job.name`, `job.queue`,
+//!    `jobq.job` tracing span (`job.id`, `job.name`, `queue.name`,
 //!    `job.attempt`, `job.outcome`), with its timeout; a panic is caught.
 //! 4. The outcome is settled *fenced*: the `UPDATE` applies only if the row is
 //!    still `processing` under that token (the exact row and token pair).

@@ -161,6 +161,25 @@ pub use ops::{
     Check, CheckStatus, Cursor, DoctorReport, JobFilter, JobPage, MAX_PAGE_LEN, Order, Page,
     QueueStats, STATS_FINISHED_CAP, STATS_MINUTES, Stats,
 };
+/// The sqlx jobq is built on (0.8), with the drivers of the enabled backends.
+///
+/// Connections passed to [`Jobq::enqueue_in`] and pools passed to
+/// [`Jobq::from_mysql_pool`] and its siblings must be of this version: the
+/// types of another sqlx version are other types, even with the same names.
+/// Depend on `sqlx = "0.8"` (Cargo then shares one copy, with the features
+/// of both), or name the types through this re-export:
+///
+/// ```
+/// use jobq_runtime::sqlx::SqlitePool;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = SqlitePool::connect("sqlite::memory:").await?;
+/// let jobq = jobq_runtime::Jobq::from_sqlite_pool(pool).await?;
+/// jobq.migrate().await?;
+/// # Ok(()) }
+/// ```
+pub use sqlx;
 pub use store::internal_retries;
 pub use types::{Backend, Enqueue, Enqueued, JobInfo, JobStatus, QueueCounts};
 pub use worker::{DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_LEASE, Worker, WorkerBuilder, WorkerHandle};

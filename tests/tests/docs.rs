@@ -265,3 +265,62 @@ fn the_citation_parser_finds_tests_files_and_links() {
         ["docs/a.md"]
     );
 }
+
+/// The `major.minor` of the sqlx jobq-runtime depends on, from the
+/// workspace's `[workspace.dependencies]`.
+fn jobq_sqlx_version(root: &Path) -> String {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let line = manifest
+        .lines()
+        .find(|l| l.starts_with("sqlx = "))
+        .expect("sqlx in [workspace.dependencies]");
+    let after = &line[line.find("version = \"").expect("a version") + 11..];
+    after[..after.find('"').unwrap()].to_owned()
+}
+
+/// The sqlx versions a text names: `sqlx 0.8`, `sqlx = "0.8"`, `sqlx-0.8`.
+fn named_sqlx_versions(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (at, _) in text.match_indices("sqlx") {
+        let rest = text[at + 4..].trim_start_matches([' ', '=', '"', '\\', '-', 'v']);
+        let version: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        let version = version.trim_end_matches('.');
+        if version.contains('.') {
+            found.push(version.to_owned());
+        }
+    }
+    found
+}
+
+/// The compile error of `enqueue_in`, the re-export's docs and the
+/// README's install section name the sqlx version jobq is built on, and
+/// the lock file has it.
+#[test]
+fn the_sqlx_version_the_docs_name_is_the_one_jobq_is_built_on() {
+    let root = root();
+    let version = jobq_sqlx_version(&root);
+    let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap();
+    assert!(
+        lock.contains(&format!("name = \"sqlx\"\nversion = \"{version}.")),
+        "Cargo.lock has no sqlx {version}.x"
+    );
+    for file in [
+        "jobq-runtime/src/handle.rs",
+        "jobq-runtime/src/lib.rs",
+        "README.md",
+    ] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        let named = named_sqlx_versions(&text);
+        assert!(!named.is_empty(), "{file} names no sqlx version");
+        for other in named.iter().filter(|v| **v != version) {
+            panic!("{file} names sqlx {other}; jobq is built on sqlx {version}");
+        }
+    }
+    assert_eq!(
+        named_sqlx_versions(r#"sqlx 0.8, sqlx = \"0.8\", sqlx-0.9.1 and sqlx::query"#),
+        ["0.8", "0.8", "0.9.1"]
+    );
+}

@@ -324,3 +324,215 @@ fn the_sqlx_version_the_docs_name_is_the_one_jobq_is_built_on() {
         ["0.8", "0.8", "0.9.1"]
     );
 }
+
+/// The lines of the ```sh blocks of a Markdown text, comments and
+/// continuation backslashes removed, continued lines joined.
+fn shell_lines(markdown: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut in_sh = false;
+    let mut pending = String::new();
+    for line in markdown.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") {
+            in_sh = !in_sh && trimmed.trim_end() == "```sh";
+            continue;
+        }
+        if !in_sh {
+            continue;
+        }
+        let code = line.split(" #").next().unwrap_or_default();
+        if code.trim_start().starts_with('#') {
+            continue;
+        }
+        match code.trim_end().strip_suffix('\\') {
+            Some(head) => pending.push_str(head),
+            None => {
+                pending.push_str(code);
+                if !pending.trim().is_empty() {
+                    lines.push(pending.trim().to_owned());
+                }
+                pending.clear();
+            }
+        }
+    }
+    lines
+}
+
+/// What the workspace's manifests declare: packages with their features,
+/// and the names of test, example and bin targets.
+#[derive(Debug, Default)]
+struct Targets {
+    packages: BTreeSet<String>,
+    features: BTreeSet<(String, String)>,
+    tests: BTreeSet<String>,
+    examples: BTreeSet<String>,
+    bins: BTreeSet<String>,
+}
+
+fn targets(root: &Path, files: &[String]) -> Targets {
+    let mut t = Targets::default();
+    let workspace = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members = &workspace[workspace.find("members = [").unwrap()..];
+    let members = &members[..members.find(']').unwrap()];
+    for member in members.split('"').skip(1).step_by(2) {
+        let manifest = std::fs::read_to_string(root.join(member).join("Cargo.toml")).unwrap();
+        let mut section = String::new();
+        let mut package = String::new();
+        for line in manifest.lines() {
+            let line = line.trim();
+            if line.starts_with('[') {
+                section = line.to_owned();
+                continue;
+            }
+            let Some((key, value)) = line.split_once(" = ") else {
+                continue;
+            };
+            let value = value.trim_matches('"').to_owned();
+            match (section.as_str(), key) {
+                ("[package]", "name") => {
+                    package.clone_from(&value);
+                    t.packages.insert(value);
+                }
+                ("[features]", feature) => {
+                    t.features.insert((package.clone(), feature.to_owned()));
+                }
+                ("[[test]]", "name") => {
+                    t.tests.insert(value);
+                }
+                ("[[bin]]", "name") => {
+                    t.bins.insert(value);
+                }
+                _ => {}
+            }
+        }
+        // Optional dependencies are features too; every package has its backends' names.
+        for dep in ["mysql", "postgres", "sqlite"] {
+            if manifest.contains(&format!("jobq-runtime/{dep}")) {
+                t.features.insert((package.clone(), dep.to_owned()));
+            }
+        }
+    }
+    for file in files {
+        let parts: Vec<&str> = file.split('/').collect();
+        let stem = parts.last().unwrap().trim_end_matches(".rs").to_owned();
+        let parent = parts[parts.len().saturating_sub(2)];
+        // A test of several files: tests/<name>/main.rs.
+        if stem == "main" && parts.len() >= 3 && parts[parts.len() - 3] == "tests" {
+            t.tests.insert(parent.to_owned());
+        }
+        match parent {
+            "tests" if parts.len() >= 2 => {
+                t.tests.insert(stem);
+            }
+            "examples" => {
+                t.examples.insert(stem);
+            }
+            "bin" => {
+                t.bins.insert(stem);
+            }
+            _ => {}
+        }
+    }
+    t
+}
+
+/// What is wrong with one shell line of the docs, if anything.
+fn check_shell_line(root: &Path, t: &Targets, line: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    for word in line.split(|c: char| c.is_whitespace() || c == '(' || c == ')' || c == '"') {
+        let path = word.trim_start_matches("./");
+        if path.starts_with("scripts/") && !root.join(path).is_file() {
+            problems.push(format!("no script {path}"));
+        }
+    }
+    let words: Vec<&str> = line
+        .split_whitespace()
+        .skip_while(|w| w.contains('=') && !w.starts_with('-'))
+        .collect();
+    if words.first() != Some(&"cargo") {
+        return problems;
+    }
+    // Cargo's own arguments: up to `--`.
+    let cargo: Vec<&str> = words.iter().copied().take_while(|w| *w != "--").collect();
+    let mut package = None;
+    let mut i = 1;
+    while i < cargo.len() {
+        let value = cargo.get(i + 1).copied().unwrap_or_default();
+        match cargo[i] {
+            "-p" | "--package" => {
+                if !t.packages.contains(value) {
+                    problems.push(format!("no package {value}"));
+                }
+                package = Some(value);
+            }
+            "--test" if !t.tests.contains(value) => problems.push(format!("no test {value}")),
+            "--example" if !t.examples.contains(value) => {
+                problems.push(format!("no example {value}"));
+            }
+            "--bin" if !t.bins.contains(value) => problems.push(format!("no bin {value}")),
+            "--features" => {
+                let package = package.unwrap_or_default().to_owned();
+                for feature in value.split(',') {
+                    if !t.features.contains(&(package.clone(), feature.to_owned())) {
+                        problems.push(format!("package {package} has no feature {feature}"));
+                    }
+                }
+            }
+            "--path" if !root.join(value).join("Cargo.toml").is_file() => {
+                problems.push(format!("no package at {value}"));
+            }
+            _ => {
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    if cargo.get(1) == Some(&"install") {
+        if let Some(name) = cargo.iter().skip(2).find(|w| !w.starts_with('-')) {
+            let after_path = cargo.iter().any(|w| *w == "--path");
+            if !after_path && !t.packages.contains(*name) {
+                problems.push(format!(
+                    "cargo install {name}: not a package of the workspace"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// Every command in the ```sh blocks of the README and the guides names
+/// packages, test/example/bin targets, features and scripts that exist.
+#[test]
+fn every_shell_command_the_docs_show_names_what_exists() {
+    let root = root();
+    let files = sources(&root);
+    let t = targets(&root, &files);
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for doc in documents(&root) {
+        let shown = doc.strip_prefix(&root).unwrap().display().to_string();
+        for line in shell_lines(&std::fs::read_to_string(&doc).unwrap()) {
+            checked += 1;
+            for problem in check_shell_line(&root, &t, &line) {
+                problems.push(format!("{shown}: `{line}`: {problem}"));
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} shell lines found");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    let mistakes = [
+        "cargo run -p quickstrat",
+        "cargo test -p jobq-tests --test no_such_test",
+        "cargo run -p quickstart --features mssql",
+        "eval \"$(scripts/no-such.sh)\"",
+        "cargo install jobq",
+    ];
+    for line in mistakes {
+        assert!(
+            !check_shell_line(&root, &t, line).is_empty(),
+            "`{line}` passed the check"
+        );
+    }
+}

@@ -315,9 +315,11 @@ fn the_sqlx_version_the_docs_name_is_the_one_jobq_is_built_on() {
         let text = std::fs::read_to_string(root.join(file)).unwrap();
         let named = named_sqlx_versions(&text);
         assert!(!named.is_empty(), "{file} names no sqlx version");
-        for other in named.iter().filter(|v| **v != version) {
-            panic!("{file} names sqlx {other}; jobq is built on sqlx {version}");
-        }
+        let others: Vec<&String> = named.iter().filter(|v| **v != version).collect();
+        assert!(
+            others.is_empty(),
+            "{file} names sqlx {others:?}; jobq is built on sqlx {version}"
+        );
     }
     assert_eq!(
         named_sqlx_versions(r#"sqlx 0.8, sqlx = \"0.8\", sqlx-0.9.1 and sqlx::query"#),
@@ -490,7 +492,7 @@ fn check_shell_line(root: &Path, t: &Targets, line: &str) -> Vec<String> {
     }
     if cargo.get(1) == Some(&"install") {
         if let Some(name) = cargo.iter().skip(2).find(|w| !w.starts_with('-')) {
-            let after_path = cargo.iter().any(|w| *w == "--path");
+            let after_path = cargo.contains(&"--path");
             if !after_path && !t.packages.contains(*name) {
                 problems.push(format!(
                     "cargo install {name}: not a package of the workspace"

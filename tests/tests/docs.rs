@@ -295,9 +295,9 @@ fn named_sqlx_versions(text: &str) -> Vec<String> {
     found
 }
 
-/// The compile error of `enqueue_in`, the re-export's docs and the
-/// README's install section name the sqlx version jobq is built on, and
-/// the lock file has it.
+/// The compile error of `enqueue_in`, the re-export's docs, the README's
+/// install section and the backends guide name the sqlx version jobq is
+/// built on, and the lock file has it.
 #[test]
 fn the_sqlx_version_the_docs_name_is_the_one_jobq_is_built_on() {
     let root = root();
@@ -311,6 +311,7 @@ fn the_sqlx_version_the_docs_name_is_the_one_jobq_is_built_on() {
         "jobq-runtime/src/handle.rs",
         "jobq-runtime/src/lib.rs",
         "README.md",
+        "docs/backends.md",
     ] {
         let text = std::fs::read_to_string(root.join(file)).unwrap();
         let named = named_sqlx_versions(&text);

@@ -142,8 +142,19 @@ impl JobContext {
         &self.meta
     }
 
-    /// Cancelled when the worker shuts down past its deadline, the job's lease
-    /// is lost, or its timeout passes. Long handlers should watch it.
+    /// Cancelled when the worker stops this attempt: its shutdown deadline
+    /// passed, `Jobq::cancel` cancelled the job, or a heartbeat found the
+    /// lease lost (the job was reaped and may run elsewhere).
+    ///
+    /// The worker drops the handler's future as the token fires, so a
+    /// handler stops at its next `.await` whether it watches the token or
+    /// not (its `Drop`s run). What the token is for is work the future does
+    /// not own: a task it spawned, a `spawn_blocking` closure, a loop that
+    /// runs long between awaits: check [`is_cancelled`](Self::is_cancelled)
+    /// there, or hand them a clone of the token.
+    ///
+    /// The job's `timeout` does not fire it: a timed-out attempt's future is
+    /// dropped as well, and the attempt fails with "attempt timed out after …".
     pub fn cancellation_token(&self) -> &CancellationToken {
         &self.cancel
     }
@@ -153,7 +164,11 @@ impl JobContext {
         self.cancel.is_cancelled()
     }
 
-    /// Completes when this attempt is asked to stop.
+    /// Completes when this attempt is asked to stop (see
+    /// [`cancellation_token`](Self::cancellation_token)). The worker drops the
+    /// handler's own future at that moment, so code after this await in the
+    /// handler does not run; await it in a task the handler spawned with a
+    /// clone of the context.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping it loses nothing.

@@ -992,6 +992,18 @@ pub(crate) mod sealed {
 /// A connection [`Jobq::enqueue_in`] can write to: `&mut MySqlConnection`,
 /// `&mut SqliteConnection` or `&mut PgConnection` (for a transaction `tx`, pass `&mut *tx`),
 /// each with its backend's feature.
+///
+/// These are the types of the sqlx jobq is built on, re-exported as
+/// [`jobq_runtime::sqlx`](crate::sqlx) (sqlx 0.8). The same types of another
+/// sqlx version (`cargo add sqlx` may pick a newer one) are other types:
+/// depend on `sqlx = "0.8"`, or use the re-export. A type that is not one of
+/// these fails to compile with a message that says so.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a connection jobq can enqueue through",
+    label = "not a `&mut` connection of sqlx 0.8, the sqlx jobq is built on",
+    note = "pass `&mut MySqlConnection`, `&mut PgConnection` or `&mut SqliteConnection` of sqlx 0.8 (for a transaction `tx`: `&mut *tx`; for a pooled connection `conn`: `&mut *conn`)",
+    note = "if it is one of those, it comes from another version of sqlx than jobq's: depend on `sqlx = \"0.8\"` or use the re-export `jobq_runtime::sqlx`"
+)]
 pub trait EnqueueConnection<'c>: sealed::Sealed + Send {
     #[doc(hidden)]
     fn into_connection(self) -> AnyConnection<'c>;

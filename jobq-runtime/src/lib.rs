@@ -78,7 +78,7 @@
 //!    of its own (the claim's random base plus the row's id, new at every
 //!    claim), and a lease: its `run_at` becomes the lease deadline.
 //! 3. Each handler runs in its own task, **outside any transaction**, under a
-//!    `jobq.job` tracing span (`job.id`, `job.name`, `job.queue`,
+//!    `jobq.job` tracing span (`job.id`, `job.name`, `queue.name`,
 //!    `job.attempt`, `job.outcome`), with its timeout; a panic is caught.
 //! 4. The outcome is settled *fenced*: the `UPDATE` applies only if the row is
 //!    still `processing` under that token (the exact row and token pair).
@@ -164,6 +164,25 @@ pub use ops::{
     QueueState, QueueStats, STATS_FINISHED_CAP, STATS_MINUTES, Stats,
 };
 pub use roster::{JobKind, KindField, PublishedJob, ServedQueue, WorkerInfo};
+/// The sqlx jobq is built on (0.8), with the drivers of the enabled backends.
+///
+/// Connections passed to [`Jobq::enqueue_in`] and pools passed to
+/// [`Jobq::from_mysql_pool`] and its siblings must be of this version: the
+/// types of another sqlx version are other types, even with the same names.
+/// Depend on `sqlx = "0.8"` (Cargo then shares one copy, with the features
+/// of both), or name the types through this re-export:
+///
+/// ```
+/// use jobq_runtime::sqlx::SqlitePool;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = SqlitePool::connect("sqlite::memory:").await?;
+/// let jobq = jobq_runtime::Jobq::from_sqlite_pool(pool).await?;
+/// jobq.migrate().await?;
+/// # Ok(()) }
+/// ```
+pub use sqlx;
 pub use store::internal_retries;
 pub use types::{Backend, Enqueue, Enqueued, JobInfo, JobStatus, QueueCounts};
 pub use worker::{

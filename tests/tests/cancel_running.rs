@@ -42,6 +42,21 @@ async fn waits(ctx: &JobContext, seen: State<Seen>) {
     }
 }
 
+/// Like [`waits`], but never looks at its context's token: it only awaits
+/// its gate. The worker stops it all the same, by dropping its future.
+#[job(name = "cancel_ignores_token")]
+async fn ignores_token(ctx: &JobContext, seen: State<Seen>) {
+    seen.started.record(ctx.id(), ctx.attempt());
+    let mut stopped = Stopped {
+        seen: Seen::clone(&seen),
+        id: ctx.id(),
+        attempt: ctx.attempt(),
+        finished: false,
+    };
+    seen.finish.wait((ctx.id(), ctx.attempt())).await;
+    stopped.finished = true;
+}
+
 /// Records a stop of an attempt that did not finish.
 struct Stopped {
     seen: Seen,
@@ -129,6 +144,30 @@ async fn a_cancel_reaches_a_handler_of_this_process_at_once(db: TestDb) {
         "{:?}: cancel reached the handler in {took:?} (heartbeat every {LONG_HEARTBEAT:?})",
         db.backend()
     );
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    jobq_tests::stop(handle).await;
+    let info = jobq.job(id).await.unwrap().unwrap();
+    assert_eq!(info.status, JobStatus::Cancelled);
+}
+
+/// A handler that never checks its cancellation token is stopped at its
+/// next `.await` all the same: the worker drops its future as the token
+/// fires, so the code after that await never runs.
+async fn a_handler_that_ignores_its_token_is_stopped_at_its_next_await(db: TestDb) {
+    let queue = unique_queue("cancel-ignored");
+    let jobq = db.jobq().await;
+    let seen = Seen::default();
+    let handle = worker(&jobq, &queue, &seen);
+    let id = jobq
+        .enqueue_with(IgnoresToken::new(), on(&queue))
+        .await
+        .unwrap()
+        .id;
+    started(&seen, id, 1).await;
+    let at = Instant::now();
+    assert!(jobq.cancel(id).await.unwrap());
+    cancel_seen(&seen, id, "the handler's future is dropped").await;
+    let took = seen.cancelled.runs(id)[0].at.duration_since(at);
     assert!(took < Duration::from_secs(2), "took {took:?}");
     jobq_tests::stop(handle).await;
     let info = jobq.job(id).await.unwrap().unwrap();
@@ -273,6 +312,7 @@ async fn a_cancel_reaches_a_handler_of_another_process_within_a_heartbeat(db: Te
 
 jobq_tests::on_every_backend!(
     a_cancel_reaches_a_handler_of_this_process_at_once,
+    a_handler_that_ignores_its_token_is_stopped_at_its_next_await,
     cancel_where_reaches_running_handlers_at_once,
     a_cancel_stops_only_the_attempt_it_ended,
     a_cancel_reaches_a_handler_of_another_process_within_a_heartbeat,

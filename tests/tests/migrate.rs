@@ -3,6 +3,7 @@
 
 use jobq_runtime::Jobq;
 use jobq_tests::TestDb;
+use jobq_tests::sql::Db;
 
 #[tokio::test]
 async fn jobq_and_the_applications_sqlx_migrations_coexist() {
@@ -43,3 +44,40 @@ async fn jobq_and_the_applications_sqlx_migrations_coexist() {
         .unwrap();
     assert_eq!(app_versions, [1]);
 }
+
+/// Six handles (each with a pool of its own, as six processes would have)
+/// migrate one new, empty database at once: every call succeeds, and each
+/// version is recorded exactly once.
+async fn many_handles_migrate_a_new_database_at_once(db: TestDb) {
+    let scratch = db.scratch("jobq_migrate_race").await;
+    let mut handles = Vec::new();
+    for _ in 0..6 {
+        handles.push(Jobq::connect_with(scratch.url(), 1).await.unwrap());
+    }
+    let runs = handles.iter().map(Jobq::migrate);
+    for result in futures_util::future::join_all(runs).await {
+        result.expect("a concurrent migrate failed");
+    }
+
+    let recorded: Vec<(i64, i64)> = Db::of(&handles[0])
+        .fetch_all(
+            "SELECT version, COUNT(*) FROM jobq_migrations GROUP BY version ORDER BY version",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(!recorded.is_empty(), "no migration recorded");
+    for (version, times) in &recorded {
+        assert_eq!(*times, 1, "version {version} recorded {times} times");
+    }
+    // Nothing is left to apply: the recorded versions are the embedded ones.
+    let report = handles[0].doctor().await.unwrap();
+    let migrations = report.check("migrations").expect("a migrations check");
+    assert_eq!(
+        migrations.status,
+        jobq_runtime::CheckStatus::Ok,
+        "{migrations:#?}"
+    );
+}
+
+jobq_tests::on_every_backend!(many_handles_migrate_a_new_database_at_once);

@@ -23,7 +23,7 @@ macro_rules! migrations {
         &[$(Migration {
             version: $version,
             description: $name,
-            sql: include_str!(concat!("../../../migrations/", $dir, "/", $version, "_", $name, ".sql")),
+            sql: include_str!(concat!("../../migrations/", $dir, "/", $version, "_", $name, ".sql")),
         }),*]
     };
 }

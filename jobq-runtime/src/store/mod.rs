@@ -47,7 +47,7 @@
 //!    by default.
 //! 2. A folder `store/foo/` as above, with `impl BackendStore for FooStore`
 //!    (the compiler lists what is missing) and its migrations in
-//!    `migrations/foo/`, listed in `store/migrate.rs`.
+//!    `jobq-runtime/migrations/foo/`, listed in `store/migrate.rs`.
 //! 3. A variant in [`Backend`] (always present, whatever the features), its
 //!    URL schemes in `Backend::from_url` and its feature in
 //!    `Backend::feature`.

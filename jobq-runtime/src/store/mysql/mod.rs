@@ -195,6 +195,13 @@ impl BackendStore for MySqlStore {
                 .max_connections(connect.max_connections)
                 .connect_lazy_with(options.clone());
             let pool = pool_options
+                // While the server is down, sqlx retries a connect inside one acquire
+                // with a backoff that doubles up to about 5 s, so a heartbeat
+                // that began waiting during an outage waited up to 10 s after
+                // the server was back (the outage chaos test saw healthy
+                // attempts lose their leases to it); cut at the connect
+                // timeout (sqlx's default is 30 s), the next try connects at once.
+                .acquire_timeout(connect.connect_timeout)
                 .before_acquire(super::ping_if_idle::<sqlx::MySql>)
                 .connect_with(options)
                 .await?;

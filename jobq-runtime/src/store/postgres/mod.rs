@@ -107,6 +107,10 @@ impl BackendStore for PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(connect.max_connections)
             .test_before_acquire(false)
+            // As on MySQL: a wait for a connection ends at the connect
+            // timeout, not after sqlx's connect backoff (up to 10 s past an
+            // outage's end).
+            .acquire_timeout(connect.connect_timeout)
             .before_acquire(super::ping_if_idle::<sqlx::Postgres>)
             .connect_with(options)
             .await?;

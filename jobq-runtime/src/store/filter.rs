@@ -134,6 +134,12 @@ pub(crate) struct Hints {
     /// indexes (the optimizer takes the best one), never a walk of the
     /// primary key or a scan of the table.
     pub(crate) secondary: &'static str,
+    /// A read of a filter with an enqueue-time bound, where that differs
+    /// from [`secondary`](Self::secondary) (SQLite, whose `INDEXED BY`
+    /// names one index): the time index. SQLite's planner otherwise walks
+    /// the rowid for a page newest first, expecting a quarter of the rows
+    /// in any window, and reads the whole table when the window holds none.
+    pub(crate) time: &'static str,
 }
 
 /// A backend's filtered statements.
@@ -323,6 +329,9 @@ impl Filtered {
             return "";
         };
         let f = w.filter;
+        if !hints.time.is_empty() && (f.created_from.is_some() || f.created_before.is_some()) {
+            return hints.time;
+        }
         let spread = f.job_name.is_some() || f.created_from.is_some() || f.created_before.is_some();
         let indexed = spread || f.queue.is_some() || f.key_prefix.is_some();
         let reads_every_match = matches!(kind, Kind::Count | Kind::Retry | Kind::Cancel);

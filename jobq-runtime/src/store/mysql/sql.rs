@@ -250,6 +250,7 @@ pub(crate) const FILTERED: Filtered = Filtered {
     hints: Some(Hints {
         claim: " FORCE INDEX (jobq_jobs_claim)",
         secondary: " FORCE INDEX (jobq_jobs_claim, jobq_jobs_job_name, jobq_jobs_created, jobq_jobs_idempotency_key)",
+        time: "",
     }),
     ids_page: BULK_PAGE,
 };

@@ -1,6 +1,6 @@
 //! Every statement the SQLite store runs (see the facts in the store's module docs).
 
-use crate::store::filter::{BULK_PAGE, Filtered, KeyPieces, Pieces};
+use crate::store::filter::{BULK_PAGE, Filtered, Hints, KeyPieces, Pieces};
 
 /// Every column `Jobq::job` reports, text columns as bytes (decoded lossily:
 /// any row can be inspected).
@@ -130,7 +130,11 @@ pub(crate) const FILTERED: Filtered = Filtered {
     list: job_columns!(),
     count: "SELECT COUNT(*) FROM jobq_jobs",
     ids: "SELECT id FROM jobq_jobs",
-    hints: None,
+    hints: Some(Hints {
+        claim: "",
+        secondary: "",
+        time: " INDEXED BY jobq_jobs_created",
+    }),
     ids_page: BULK_PAGE,
 };
 

@@ -259,7 +259,22 @@ fn dropping_a_network_removes_its_namespaces_links_and_processes() {
         .args(["-u", "EXEC:echo across", &target])
         .status()
         .expect("socat client");
-    assert!(sent.success(), "host 2 reaches host 1");
+    if !sent.success() {
+        // Seen once in a full CI run, never alone: say what the hosts had.
+        let show = |args: &[&str]| {
+            std::process::Command::new("ip")
+                .args(args)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default()
+        };
+        panic!(
+            "host 2 does not reach host 1 ({}:7000)\nnamespaces:\n{}\nlinks:\n{}",
+            network.host(1).ip,
+            show(&["netns", "list"]),
+            show(&["-br", "link"]),
+        );
+    }
     let out = listener.wait_with_output().expect("listener");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "across");
 

@@ -76,6 +76,7 @@ mod assets;
 mod auth;
 mod format;
 mod pages;
+mod params;
 mod routes;
 
 use std::sync::Arc;

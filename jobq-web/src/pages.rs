@@ -8,7 +8,7 @@ use jobq_runtime::{
 use maud::{DOCTYPE, Markup, html};
 
 use crate::format;
-use crate::routes::{Action, Params};
+use crate::params::{Action, Params};
 
 /// What every page knows of the request and the dashboard.
 #[derive(Debug, Clone, Copy)]

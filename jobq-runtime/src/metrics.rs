@@ -184,6 +184,9 @@ pub(crate) mod statement {
     pub(crate) const MIGRATE: &str = "migrate";
     pub(crate) const RETRY: &str = "retry";
     pub(crate) const PAUSE: &str = "pause";
+    /// `jobq_runtime::testing`'s drain with scheduled jobs.
+    #[cfg(feature = "testing")]
+    pub(crate) const MAKE_DUE: &str = "make_due";
     /// Reads of the handle (`job`, `counts`, `list`, `stats`, …).
     pub(crate) const READ: &str = "read";
     pub(crate) const DOCTOR: &str = "doctor";

@@ -1,7 +1,9 @@
 //! Helpers for testing an application's own jobs (feature `testing`).
 //!
-//! [`TestJobq`] is a throwaway in-memory SQLite [`Jobq`] with the migrations
-//! applied: hand it to the code under test, then look at what it enqueued
+//! [`TestJobq`] is a [`Jobq`] of one test's own with the migrations applied
+//! — a throwaway in-memory SQLite database, a database of the test's own on
+//! a MySQL/MariaDB or PostgreSQL server ([`TestJobq::isolated`]), or the
+//! application's own handle ([`TestJobq::wrap`]): hand it to the code under test, then look at what it enqueued
 //! ([`TestJobq::enqueued`], [`TestJobq::assert_enqueued`]) and run those jobs
 //! ([`TestJobq::drain`]) through a real [`Worker`](crate::Worker) — the same
 //! claim → run → settle path as in production, with the same retry
@@ -46,6 +48,7 @@
 
 use std::fmt;
 use std::ops::Deref;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jobq_core::{Job, JobContext, JobError, Registry, States, error_chain};
@@ -84,13 +87,42 @@ impl From<crate::worker::Ended> for Ended {
     }
 }
 
-/// A throwaway in-memory SQLite [`Jobq`], migrated, with the states its
-/// [`drain`](Self::drain)s hand to handlers. Derefs to [`Jobq`]; the
-/// database goes away with the last clone of the handle.
+/// A [`Jobq`] for one test, migrated, with the states its
+/// [`drain`](Self::drain)s hand to handlers. Derefs to [`Jobq`].
+///
+/// Three ways to get one, on any backend:
+/// - [`new`](Self::new): an in-memory SQLite database of its own, gone
+///   with the last clone of the handle; nothing to set up.
+/// - [`isolated`](Self::isolated): a database of its own on the
+///   MySQL/MariaDB or PostgreSQL server a URL names (a fresh file for
+///   SQLite), dropped when the last clone is — for an application whose
+///   code enqueues inside its own transactions on that server
+///   ([`Jobq::enqueue_in`]): it makes its own tables there too
+///   ([`url`](Self::url)), and tests run in parallel, each in its own
+///   database.
+/// - [`wrap`](Self::wrap): the application's own handle (a pool from
+///   `#[sqlx::test]`, say, which is a database per test already).
+///
+/// Isolation is by database, as `#[sqlx::test]` does, not by a
+/// transaction rolled back at the end (Ecto's sandbox under
+/// Oban.Testing, River's `rivertest`): a drain runs a real worker, whose
+/// claims and settles are its own transactions on its own connections and
+/// see only committed rows.
 #[derive(Debug, Clone)]
 pub struct TestJobq {
     jobq: Jobq,
     states: States,
+    database: Option<Arc<Isolated>>,
+}
+
+/// A database [`TestJobq::isolated`] made; dropped (or deleted) with it.
+#[derive(Debug)]
+struct Isolated {
+    url: String,
+    /// The server's URL and the database's name; `None` for SQLite, whose
+    /// file is deleted.
+    server: Option<(String, String)>,
+    file: Option<std::path::PathBuf>,
 }
 
 /// How [`TestJobq::drain_with`] drains a queue.
@@ -215,12 +247,81 @@ impl Deref for TestJobq {
 impl TestJobq {
     /// A new in-memory SQLite database of its own, migrated.
     pub async fn new() -> Result<Self> {
-        let jobq = Jobq::connect("sqlite::memory:").await?;
+        Self::wrap(Jobq::connect("sqlite::memory:").await?).await
+    }
+
+    /// The application's own handle, on any backend, its tables migrated
+    /// (if they are already, nothing changes). Tests that share a database
+    /// see each other's jobs: give each its own (`#[sqlx::test]`'s pool
+    /// through [`Jobq::from_mysql_pool`] and the like, or
+    /// [`isolated`](Self::isolated)).
+    pub async fn wrap(jobq: Jobq) -> Result<Self> {
         jobq.migrate().await?;
         Ok(Self {
             jobq,
             states: States::default(),
+            database: None,
         })
+    }
+
+    /// A new database of this test's own on the server `url` names,
+    /// migrated: on MySQL/MariaDB and PostgreSQL it is named after `url`'s
+    /// database (`{database}_jobq_{random}`: a user with privileges on
+    /// databases of that prefix is enough) and dropped when the last clone
+    /// of this `TestJobq` is, also when the test panics; on SQLite it is a
+    /// new file in the temporary directory, deleted then. The
+    /// application's own tables go there too: connect its pool to
+    /// [`url`](Self::url).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> jobq_runtime::Result<()> {
+    /// use jobq_runtime::testing::TestJobq;
+    ///
+    /// let jobq = TestJobq::isolated("mysql://app:secret@127.0.0.1/app_test").await?;
+    /// let pool = jobq_runtime::sqlx::MySqlPool::connect(jobq.url()).await?;
+    /// // … create the application's tables on `pool`, run the code under
+    /// // test (it enqueues with `jobq.enqueue_in(&mut *tx, …)`), drain.
+    /// # drop(pool);
+    /// # Ok(()) }
+    /// ```
+    pub async fn isolated(url: &str) -> Result<Self> {
+        let suffix = format!("jobq_{:016x}", rand::random::<u64>());
+        let database = match crate::Backend::from_url(url) {
+            Some(crate::Backend::Sqlite) => {
+                let file = std::env::temp_dir().join(format!("{suffix}.db"));
+                Isolated {
+                    url: format!("sqlite://{}?mode=rwc", file.display()),
+                    server: None,
+                    file: Some(file),
+                }
+            }
+            _ => {
+                let name = match database_of(url) {
+                    "" => suffix,
+                    database => format!("{database}_{suffix}"),
+                };
+                crate::store::server_database(url, &name, true).await?;
+                Isolated {
+                    url: with_database(url, &name),
+                    server: Some((url.to_owned(), name)),
+                    file: None,
+                }
+            }
+        };
+        // From here on the database is dropped with `database`.
+        let database = Arc::new(database);
+        let jobq = Jobq::connect(&database.url).await?;
+        Ok(Self {
+            database: Some(database),
+            ..Self::wrap(jobq).await?
+        })
+    }
+
+    /// The URL of the database [`isolated`](Self::isolated) made, for the
+    /// application's own pool; `None` for [`new`](Self::new) and
+    /// [`wrap`](Self::wrap).
+    pub fn url(&self) -> Option<&str> {
+        self.database.as_deref().map(|d| d.url.as_str())
     }
 
     /// Adds a value handed to handlers that take `State<T>`, as
@@ -314,9 +415,7 @@ impl TestJobq {
 
     /// Makes every pending job of `queue` due now.
     async fn make_due(&self, queue: &str) -> Result<u64> {
-        crate::store::sqlite::make_due(&self.jobq, queue)
-            .await
-            .expect("a TestJobq is on SQLite")
+        self.jobq.store().make_due(queue).await
     }
 
     /// The payloads of the pending jobs of type `J` on its own queue
@@ -381,6 +480,61 @@ impl TestJobq {
             "no pending `{}` job on queue `{queue}` matches; pending there: {jobs:#?}",
             J::NAME
         );
+    }
+}
+
+/// `url` with its database path replaced by `name` (the query kept).
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url, String::new()),
+    };
+    let host_start = base.find("://").map_or(0, |i| i + 3);
+    let head = match base[host_start..].find('/') {
+        Some(i) => &base[..host_start + i],
+        None => base,
+    };
+    format!("{head}/{name}{query}")
+}
+
+/// The database `url` names (its path, without the query).
+fn database_of(url: &str) -> &str {
+    let base = url.split_once('?').map_or(url, |(base, _)| base);
+    let host_start = base.find("://").map_or(0, |i| i + 3);
+    base[host_start..]
+        .split_once('/')
+        .map_or("", |(_, database)| database)
+}
+
+impl Drop for Isolated {
+    fn drop(&mut self) {
+        if let Some(file) = &self.file {
+            for end in ["", "-wal", "-shm"] {
+                let mut path = file.clone().into_os_string();
+                path.push(end);
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        let Some((url, name)) = self.server.take() else {
+            return;
+        };
+        // Drop may run inside the test's runtime, which cannot be blocked
+        // on: the statement runs on a thread and runtime of its own.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime
+                .block_on(crate::store::server_database(&url, &name, false))
+                .map_err(|e| format!("{name}: {e}"))
+        })
+        .join();
+        match dropped {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => eprintln!("jobq testing: could not drop the test database {error}"),
+            Err(_) => eprintln!("jobq testing: dropping the test database panicked"),
+        }
     }
 }
 

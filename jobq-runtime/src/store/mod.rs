@@ -209,6 +209,11 @@ pub(crate) trait BackendStore: Sized {
     /// The queues paused now, by name.
     async fn paused_queues(&self) -> Result<Vec<String>>;
 
+    /// Every `pending` job of `queue` not due yet becomes due now; how many
+    /// (`jobq_runtime::testing`'s drain with scheduled jobs).
+    #[cfg(feature = "testing")]
+    async fn make_due(&self, queue: &str) -> Result<u64>;
+
     /// Inserts the row of a worker starting (or starting over after its
     /// row was deleted as expired); it expires `row.ttl` from now.
     async fn register_worker(&self, row: &WorkerRow<'_>) -> Result<()>;
@@ -327,6 +332,19 @@ macro_rules! dispatch_seen {
             Store::Postgres($s) => $body,
         }
     };
+}
+
+/// Creates (`create`) or drops database `name` on the server of `url`
+/// (MySQL/MariaDB or PostgreSQL), for `jobq_runtime::testing`.
+#[cfg(feature = "testing")]
+pub(crate) async fn server_database(url: &str, name: &str, create: bool) -> Result<()> {
+    match Backend::from_url(url) {
+        #[cfg(feature = "mysql")]
+        Some(Backend::MySql) => mysql::glue::server_database(url, name, create).await,
+        #[cfg(feature = "postgres")]
+        Some(Backend::Postgres) => postgres::glue::server_database(url, name, create).await,
+        _ => Err(Error::UnsupportedUrl(crate::handle::redact_url(url))),
+    }
 }
 
 /// Opens one connection to a server within `timeout` and closes it: what a
@@ -650,6 +668,12 @@ impl Store {
     /// See [`BackendStore::paused_queues`].
     pub(crate) async fn paused_queues(&self) -> Result<Vec<String>> {
         dispatch_seen!(self, s => s.paused_queues().await)
+    }
+
+    /// See [`BackendStore::make_due`].
+    #[cfg(feature = "testing")]
+    pub(crate) async fn make_due(&self, queue: &str) -> Result<u64> {
+        dispatch_seen!(self, s => s.make_due(queue).await)
     }
 
     /// See [`BackendStore::register_worker`].

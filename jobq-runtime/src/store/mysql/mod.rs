@@ -49,7 +49,7 @@ use crate::{Backend, Error, Result};
 
 mod doctor;
 mod failover;
-mod glue;
+pub(crate) mod glue;
 mod position;
 pub mod sql;
 #[cfg(test)]
@@ -702,6 +702,20 @@ impl BackendStore for MySqlStore {
         })
         .await?;
         Ok(matched == 1)
+    }
+
+    #[cfg(feature = "testing")]
+    async fn make_due(&self, queue: &str) -> Result<u64> {
+        retry_transient(self.deadline, statement::MAKE_DUE, is_transient, || {
+            self.conns.run(async |conn| {
+                sqlx::query(MAKE_DUE)
+                    .bind(queue)
+                    .execute(conn)
+                    .await
+                    .map(|r| r.rows_affected())
+            })
+        })
+        .await
     }
 
     async fn unregister_worker(&self, id: i64) -> Result<()> {

@@ -331,6 +331,12 @@ pub const PAUSE: &str =
 pub const RESUME: &str =
     "UPDATE jobq_queues SET paused_at = NULL WHERE queue = ? AND paused_at IS NOT NULL";
 
+/// `jobq_runtime::testing`'s drain with scheduled jobs: every pending job of
+/// queue `?` not due yet becomes due now.
+#[cfg(feature = "testing")]
+pub const MAKE_DUE: &str = "UPDATE jobq_jobs SET run_at = UTC_TIMESTAMP(6) \
+     WHERE queue = ? AND status = 'pending' AND run_at > UTC_TIMESTAMP(6)";
+
 /// The queues paused now (a small table: one row per queue ever paused).
 pub const PAUSED: &str = "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
 
@@ -563,3 +569,21 @@ pub const WORKERS_PRUNE: &str = "DELETE FROM jobq_workers WHERE expires_at < UTC
 pub const WORKERS_LIVE: &str = "SELECT worker_id, host, pid, version, queues, jobs, running, \
      started_at, last_seen, expires_at \
      FROM jobq_workers WHERE expires_at > UTC_TIMESTAMP(6) ORDER BY started_at, id";
+
+/// `jobq_runtime::testing::TestJobq::isolated`: a database of a test's own
+/// (`name` is made by jobq: letters, digits and `_`).
+#[cfg(feature = "testing")]
+pub fn create_database(name: &str) -> String {
+    format!("CREATE DATABASE `{name}`")
+}
+
+/// Drops what [`create_database`] made.
+#[cfg(feature = "testing")]
+pub fn drop_database(name: &str) -> String {
+    format!("DROP DATABASE IF EXISTS `{name}`")
+}
+
+/// A test's drop does not wait on a metadata lock a failed test left
+/// behind for the server's default (a year).
+#[cfg(feature = "testing")]
+pub const SHORT_LOCK_WAIT: &str = "SET SESSION lock_wait_timeout = 10";

@@ -31,3 +31,19 @@ impl<'c> EnqueueConnection<'c> for &'c mut PgConnection {
         AnyConnection::Postgres(self)
     }
 }
+
+/// Creates (`create`) or drops database `name` on the server of `url`, for
+/// `jobq_runtime::testing`.
+#[cfg(feature = "testing")]
+pub(crate) async fn server_database(url: &str, name: &str, create: bool) -> Result<()> {
+    use sqlx::{Connection, Executor};
+    let mut conn = PgConnection::connect(url).await?;
+    let sql = if create {
+        super::sql::create_database(name)
+    } else {
+        super::sql::drop_database(name)
+    };
+    conn.execute(sql.as_str()).await?;
+    conn.close().await?;
+    Ok(())
+}

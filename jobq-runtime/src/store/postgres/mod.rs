@@ -50,7 +50,7 @@ use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
 mod doctor;
-mod glue;
+pub(crate) mod glue;
 mod listen;
 mod notify;
 pub mod sql;
@@ -509,6 +509,20 @@ impl BackendStore for PgStore {
         })
         .await?;
         Ok(matched == 1)
+    }
+
+    #[cfg(feature = "testing")]
+    async fn make_due(&self, queue: &str) -> Result<u64> {
+        retry_transient(self.deadline, statement::MAKE_DUE, is_transient, || {
+            self.conns.run(async |conn| {
+                sqlx::query(MAKE_DUE)
+                    .bind(queue)
+                    .execute(conn)
+                    .await
+                    .map(|r| r.rows_affected())
+            })
+        })
+        .await
     }
 
     async fn unregister_worker(&self, id: i64) -> Result<()> {

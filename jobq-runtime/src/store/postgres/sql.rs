@@ -311,6 +311,12 @@ pub const PAUSE: &str =
 pub const RESUME: &str =
     "UPDATE jobq_queues SET paused_at = NULL WHERE queue = $1 AND paused_at IS NOT NULL";
 
+/// `jobq_runtime::testing`'s drain with scheduled jobs: every pending job of
+/// queue `$1` not due yet becomes due now.
+#[cfg(feature = "testing")]
+pub const MAKE_DUE: &str = "UPDATE jobq_jobs SET run_at = now() \
+     WHERE queue = $1 AND status = 'pending' AND run_at > now()";
+
 /// The queues paused now (a small table: one row per queue ever paused).
 pub const PAUSED: &str = "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
 
@@ -465,3 +471,17 @@ pub const WORKERS_PRUNE: &str = "DELETE FROM jobq_workers WHERE expires_at < now
 pub const WORKERS_LIVE: &str = "SELECT worker_id, host, pid, version, queues, jobs, running, \
      started_at, last_seen, expires_at \
      FROM jobq_workers WHERE expires_at > now() ORDER BY started_at, id";
+
+/// `jobq_runtime::testing::TestJobq::isolated`: a database of a test's own
+/// (`name` is made by jobq: letters, digits and `_`).
+#[cfg(feature = "testing")]
+pub fn create_database(name: &str) -> String {
+    format!("CREATE DATABASE \"{name}\"")
+}
+
+/// Drops what [`create_database`] made, also while a handle's listener is
+/// still connected to it.
+#[cfg(feature = "testing")]
+pub fn drop_database(name: &str) -> String {
+    format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")
+}

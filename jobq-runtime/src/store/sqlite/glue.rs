@@ -26,20 +26,6 @@ impl Jobq {
     }
 }
 
-/// Makes every pending job of `queue` due now, for `jobq_runtime::testing`;
-/// how many were scheduled. `None` if `jobq` is not on SQLite.
-#[cfg(feature = "testing")]
-pub(crate) async fn make_due(jobq: &Jobq, queue: &str) -> Option<Result<u64>> {
-    let pool = jobq.sqlite_pool()?;
-    let now = chrono::Utc::now().timestamp_micros();
-    let done = sqlx::query(super::sql::MAKE_DUE)
-        .bind(now)
-        .bind(queue)
-        .execute(pool)
-        .await;
-    Some(done.map(|d| d.rows_affected()).map_err(Into::into))
-}
-
 impl sealed::Sealed for &mut SqliteConnection {}
 
 impl<'c> EnqueueConnection<'c> for &'c mut SqliteConnection {

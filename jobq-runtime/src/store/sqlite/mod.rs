@@ -51,8 +51,6 @@ use crate::{Backend, Error, Result};
 mod checkpoint;
 mod doctor;
 mod glue;
-#[cfg(feature = "testing")]
-pub(crate) use glue::make_due;
 mod shared_write;
 pub mod sql;
 #[cfg(test)]
@@ -536,6 +534,22 @@ impl BackendStore for SqliteStore {
     async fn paused_queues(&self) -> Result<Vec<String>> {
         self.run(statement::READ, async |conn| {
             sqlx::query_scalar(PAUSED).fetch_all(conn).await
+        })
+        .await
+    }
+
+    #[cfg(feature = "testing")]
+    async fn make_due(&self, queue: &str) -> Result<u64> {
+        retry_transient(self.deadline, statement::MAKE_DUE, is_transient, || async {
+            let _turn = self.writes.lock().await;
+            let mut conn = self.conns.get().await?;
+            let result = sqlx::query(MAKE_DUE)
+                .bind(now_micros())
+                .bind(queue)
+                .execute(&mut *conn)
+                .await
+                .map(|r| r.rows_affected());
+            conn.done(result)
         })
         .await
     }

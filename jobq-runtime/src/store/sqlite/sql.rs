@@ -252,6 +252,7 @@ pub const PAUSED: &str = "SELECT queue FROM jobq_queues WHERE paused_at IS NOT N
 /// `jobq_runtime::testing`'s drain with scheduled jobs: every pending job of
 /// queue `?2` not due yet becomes due at `?1` (now).
 #[cfg(feature = "testing")]
+#[cfg(feature = "testing")]
 pub const MAKE_DUE: &str =
     "UPDATE jobq_jobs SET run_at = ?1 WHERE queue = ?2 AND status = 'pending' AND run_at > ?1";
 

@@ -1,0 +1,445 @@
+//! The import graph of jobq's crates, module by module: which modules
+//! import each other in a loop. A module is a file; `A -> B` when A names
+//! an item of B (`use crate::b::…`, `super::…`, `self::…`, a path in an
+//! expression, or an item lib.rs re-exports from B). jobq-web has no loop;
+//! jobq-runtime's loops may only shrink (issue 27 takes them apart; each
+//! step that does updates [`RUNTIME_KNOWN`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The loops jobq-runtime still has, each as the sorted list of its
+/// modules. A loop not listed, or one that grew, fails the test; one that
+/// shrank or went asks for this list to be updated.
+const RUNTIME_KNOWN: &[&[&str]] = &[&[
+    "error",
+    "handle",
+    "metrics",
+    "ops",
+    "roster",
+    "store",
+    "store::filter",
+    "store::mysql",
+    "store::mysql::sql",
+    "store::postgres",
+    "store::postgres::notify",
+    "store::postgres::sql",
+    "store::sqlite",
+    "store::sqlite::shared_write",
+    "store::sqlite::sql",
+    "worker",
+    "worker::builder",
+    "worker::cancel",
+    "worker::cron",
+    "worker::handle",
+    "worker::presence",
+    "worker::shared",
+]];
+
+type Module = Vec<String>;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Every `.rs` file under `dir`, with its module path (`store/mysql/mod.rs`
+/// → `store::mysql`; lib.rs is the root, `[]`).
+fn modules(dir: &Path) -> BTreeMap<Module, String> {
+    fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<Module, String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, root, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let rel = path.strip_prefix(root).unwrap().with_extension("");
+                let mut parts: Module = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                if matches!(
+                    parts.last().map(String::as_str),
+                    Some("mod" | "lib" | "main")
+                ) {
+                    parts.pop();
+                }
+                out.insert(parts, std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// The code of a file without comments, string literals and its unit-test
+/// module (`#[cfg(test)] mod tests { … }`, by convention at the end).
+fn code(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '"' => {
+                let mut escaped = false;
+                for c in chars.by_ref() {
+                    if escaped {
+                        escaped = false;
+                    } else if c == '\\' {
+                        escaped = true;
+                    } else if c == '"' {
+                        break;
+                    }
+                }
+                out.push_str("\"\"");
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The paths a use tree names: `a::{b, c::{d, e}}` → `a::b`, `a::c::d`, `a::c::e`.
+fn use_paths(tree: &str) -> Vec<Vec<String>> {
+    // `X as Y` names X; whitespace means nothing else in a use tree.
+    let tree = tree.replace(" as ", "@");
+    let tree: String = tree.chars().filter(|c| !c.is_whitespace()).collect();
+    fn expand(tree: &str, prefix: &[String], out: &mut Vec<Vec<String>>) {
+        // Split at top-level commas.
+        let mut depth = 0;
+        let mut start = 0;
+        let mut parts = Vec::new();
+        for (i, c) in tree.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(&tree[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        parts.push(&tree[start..]);
+        for part in parts.into_iter().filter(|p| !p.is_empty()) {
+            match part.find('{') {
+                Some(open) => {
+                    let head = part[..open].trim_end_matches("::");
+                    let mut path = prefix.to_vec();
+                    path.extend(head.split("::").filter(|s| !s.is_empty()).map(String::from));
+                    expand(&part[open + 1..part.len() - 1], &path, out);
+                }
+                None => {
+                    let name = part.split('@').next().unwrap_or(part);
+                    let mut path = prefix.to_vec();
+                    path.extend(name.split("::").map(String::from));
+                    out.push(path);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    expand(&tree, &[], &mut out);
+    out
+}
+
+/// Every path a file names that starts at `crate`, `super` or `self`, or
+/// (in a `use`) at a module of the crate; as written.
+fn named_paths(code: &str) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    // Use declarations, whole trees.
+    let mut rest = code;
+    while let Some(at) = find_word(rest, "use") {
+        let after = &rest[at + 3..];
+        let Some(end) = after.find(';') else { break };
+        paths.extend(use_paths(&after[..end]));
+        rest = &after[end..];
+    }
+    // Paths in expressions and types: `crate::a::b`, `super::x`.
+    for start in ["crate::", "super::", "self::"] {
+        let mut from = 0;
+        while let Some(at) = code[from..].find(start) {
+            let at = from + at;
+            from = at + start.len();
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let path: String = code[at..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            paths.push(
+                path.split("::")
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect(),
+            );
+        }
+    }
+    paths
+}
+
+/// Where `word` stands as a word (not inside an identifier) in `text`.
+fn find_word(text: &str, word: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(at) = text[from..].find(word) {
+        let at = from + at;
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        if !ident(before) && !ident(after) {
+            return Some(at);
+        }
+        from = at + word.len();
+    }
+    None
+}
+
+/// The module graph of the crate in `src`: module → the modules it names.
+fn graph(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
+    let mods = modules(src);
+    // What lib.rs re-exports: name → the module it comes from.
+    let mut exported: BTreeMap<String, Module> = BTreeMap::new();
+    let lib = code(&mods[&Vec::new()]);
+    for path in named_paths(&lib) {
+        if let Some((name, module)) = path.split_last() {
+            if mods.contains_key(module) && !module.is_empty() {
+                exported.insert(name.clone(), module.to_vec());
+            }
+        }
+    }
+    let resolve = |path: &[String]| -> Option<Module> {
+        let module = (0..=path.len())
+            .rev()
+            .map(|n| path[..n].to_vec())
+            .find(|m| mods.contains_key(m))?;
+        if module.is_empty() {
+            return path.first().and_then(|name| exported.get(name).cloned());
+        }
+        Some(module)
+    };
+    let mut edges: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    for (module, text) in &mods {
+        let is_dir = mods
+            .keys()
+            .any(|m| m.len() > module.len() && m.starts_with(module));
+        // `self` of a file is its module; `super` its parent (of a
+        // `mod.rs`, the folder's parent).
+        let targets = edges.entry(module.clone()).or_default();
+        for path in named_paths(&code(text)) {
+            let absolute: Vec<String> = match path.first().map(String::as_str) {
+                Some("crate") => path[1..].to_vec(),
+                Some("super") => {
+                    let ups = path.iter().take_while(|s| *s == "super").count();
+                    let base = &module[..module.len().saturating_sub(ups)];
+                    base.iter().chain(&path[ups..]).cloned().collect()
+                }
+                Some("self") => module.iter().chain(&path[1..]).cloned().collect(),
+                // A child module named directly (`use filter::X` in a mod.rs).
+                Some(first)
+                    if is_dir
+                        && mods
+                            .contains_key(&[module.as_slice(), &[first.to_owned()]].concat()) =>
+                {
+                    module.iter().chain(&path).cloned().collect()
+                }
+                _ => continue,
+            };
+            if let Some(target) = resolve(&absolute) {
+                if &target != module && !target.is_empty() {
+                    targets.insert(target);
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// The loops of `edges`: strongly connected components of two or more
+/// modules, each sorted, with the edges inside it.
+fn loops(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<(Vec<String>, Vec<String>)> {
+    // Tarjan's algorithm, iterative enough for a few hundred modules.
+    struct State<'a> {
+        edges: &'a BTreeMap<Module, BTreeSet<Module>>,
+        index: BTreeMap<Module, usize>,
+        low: BTreeMap<Module, usize>,
+        stack: Vec<Module>,
+        on_stack: BTreeSet<Module>,
+        found: Vec<Vec<Module>>,
+    }
+    fn strong(s: &mut State<'_>, v: &Module) {
+        let n = s.index.len();
+        s.index.insert(v.clone(), n);
+        s.low.insert(v.clone(), n);
+        s.stack.push(v.clone());
+        s.on_stack.insert(v.clone());
+        for w in s.edges.get(v).into_iter().flatten() {
+            if !s.index.contains_key(w) {
+                strong(s, w);
+                let low = s.low[v].min(s.low[w]);
+                s.low.insert(v.clone(), low);
+            } else if s.on_stack.contains(w) {
+                let low = s.low[v].min(s.index[w]);
+                s.low.insert(v.clone(), low);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut component = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on_stack.remove(&w);
+                let last = &w == v;
+                component.push(w);
+                if last {
+                    break;
+                }
+            }
+            s.found.push(component);
+        }
+    }
+    let mut state = State {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !state.index.contains_key(v) {
+            strong(&mut state, v);
+        }
+    }
+    let name = |m: &Module| {
+        if m.is_empty() {
+            "lib".to_owned()
+        } else {
+            m.join("::")
+        }
+    };
+    let mut out: Vec<_> = state
+        .found
+        .into_iter()
+        .filter(|c| c.len() > 1)
+        .map(|c| {
+            let members: BTreeSet<&Module> = c.iter().collect();
+            let mut arrows = Vec::new();
+            for a in &members {
+                for b in &edges[*a] {
+                    if members.contains(b) {
+                        arrows.push(format!("{} -> {}", name(a), name(b)));
+                    }
+                }
+            }
+            let mut names: Vec<String> = c.iter().map(name).collect();
+            names.sort();
+            (names, arrows)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn describe(found: &[(Vec<String>, Vec<String>)]) -> String {
+    found
+        .iter()
+        .map(|(members, arrows)| {
+            format!(
+                "a loop of {}: {}\n  {}",
+                members.len(),
+                members.join(", "),
+                arrows.join("\n  ")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn jobq_web_modules_import_in_one_direction() {
+    let found = loops(&graph(&workspace().join("jobq-web/src")));
+    assert!(found.is_empty(), "{}", describe(&found));
+}
+
+#[test]
+fn jobq_runtime_has_no_loop_beyond_those_known() {
+    let found = loops(&graph(&workspace().join("jobq-runtime/src")));
+    let known: Vec<BTreeSet<&str>> = RUNTIME_KNOWN
+        .iter()
+        .map(|l| l.iter().copied().collect())
+        .collect();
+    let mut unknown = Vec::new();
+    for (members, arrows) in &found {
+        let set: BTreeSet<&str> = members.iter().map(String::as_str).collect();
+        if !known.iter().any(|k| set.is_subset(k)) {
+            unknown.push((members.clone(), arrows.clone()));
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "modules of jobq-runtime import each other in a loop:\n{}",
+        describe(&unknown)
+    );
+    let exact: Vec<BTreeSet<&str>> = found
+        .iter()
+        .map(|(m, _)| m.iter().map(String::as_str).collect())
+        .collect();
+    assert_eq!(
+        exact,
+        known,
+        "a known loop shrank or went: update RUNTIME_KNOWN to what is left:\n{}",
+        describe(&found)
+    );
+}
+
+#[test]
+fn the_check_finds_a_loop_and_follows_re_exports() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir(src.join("store")).unwrap();
+    std::fs::write(
+        src.join("lib.rs"),
+        "mod handle;\nmod store;\npub use handle::Jobq;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("handle.rs"),
+        "use crate::store::Store;\npub struct Jobq;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("store/mod.rs"),
+        "mod sql;\nuse sql::X;\npub struct Store;\n",
+    )
+    .unwrap();
+    // Through lib.rs's re-export, in an expression: store::sql -> handle.
+    std::fs::write(
+        src.join("store/sql.rs"),
+        "pub struct X;\nfn f() { let _ = crate::Jobq; }\n",
+    )
+    .unwrap();
+    let found = loops(&graph(src));
+    assert_eq!(
+        found.iter().map(|(m, _)| m.clone()).collect::<Vec<_>>(),
+        [vec![
+            "handle".to_owned(),
+            "store".into(),
+            "store::sql".into()
+        ]],
+        "{}",
+        describe(&found)
+    );
+}

@@ -33,5 +33,6 @@ else
 fi
 # One invocation for unit, integration and doc tests (examples and binaries
 # are built too): a separate `--doc` run resolved dev-dependencies
-# differently and rebuilt half the tree.
-cargo test --workspace "$@"
+# differently and rebuilt half the tree. --no-fail-fast: a failing test
+# file does not hide the results of the others.
+cargo test --workspace --no-fail-fast "$@"

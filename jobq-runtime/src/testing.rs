@@ -370,6 +370,13 @@ impl TestJobq {
         let handle = worker.start();
         let deadline = tokio::time::Instant::now() + options.timeout;
         let drained = async {
+            // Figures are counted at a clock read before the count: an
+            // attempt settled in between as a retry due at once (its
+            // `run_at` the settle's time, after that clock) reads as
+            // scheduled, not due, while no job runs. The drain ends at the
+            // second quiet reading in a row: the second one's clock is read
+            // after the first one's count, so such a row reads as due.
+            let mut quiet = 0;
             loop {
                 if options.with_scheduled {
                     self.make_due(queue).await?;
@@ -382,8 +389,14 @@ impl TestJobq {
                         || q.processing > 0
                         || (options.with_scheduled && q.scheduled > 0)
                 });
-                if !busy {
-                    return Ok::<_, crate::Error>(());
+                if busy {
+                    quiet = 0;
+                } else {
+                    quiet += 1;
+                    if quiet == 2 {
+                        return Ok::<_, crate::Error>(());
+                    }
+                    continue;
                 }
                 if tokio::time::Instant::now() >= deadline {
                     let q = stats.queue(queue);

@@ -278,7 +278,7 @@ impl TestJobq {
     /// use jobq_runtime::testing::TestJobq;
     ///
     /// let jobq = TestJobq::isolated("mysql://app:secret@127.0.0.1/app_test").await?;
-    /// let pool = jobq_runtime::sqlx::MySqlPool::connect(jobq.url()).await?;
+    /// let pool = jobq_runtime::sqlx::MySqlPool::connect(jobq.url().expect("made by isolated")).await?;
     /// // … create the application's tables on `pool`, run the code under
     /// // test (it enqueues with `jobq.enqueue_in(&mut *tx, …)`), drain.
     /// # drop(pool);

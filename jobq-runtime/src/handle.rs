@@ -4,134 +4,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobq_core::Job;
-#[cfg(feature = "mysql")]
-use sqlx::MySqlConnection;
-#[cfg(feature = "postgres")]
-use sqlx::PgConnection;
-#[cfg(feature = "sqlite")]
-use sqlx::SqliteConnection;
 
+use crate::connection::EnqueueConnection;
 use crate::ops::{Cursor, DoctorReport, JobFilter, JobPage, MAX_PAGE_LEN, Page, Stats};
+use crate::options::{
+    ConnectOptions, DEFAULT_MAX_PAYLOAD_BYTES, MAX_DELAY, MAX_JOB_NAME_LEN, MAX_KEY_LEN,
+    MAX_QUEUE_LEN,
+};
 use crate::roster::{self, JobKind, PublishedJob, WorkerInfo};
 use crate::store::filter::{Statuses, Where};
 use crate::store::{self, NewJob, Prunable, Store};
 use crate::types::{Enqueue, Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, InvalidArgument, Result, wakeup};
-
-/// Longest queue name, in bytes.
-pub const MAX_QUEUE_LEN: usize = 128;
-/// Longest idempotency key, in characters.
-pub const MAX_KEY_LEN: usize = 255;
-/// Longest job name, in bytes: a periodic job's key `cron:{name}:{tick}`
-/// adds 26 characters (the tick is `2026-11-30T07:45:00Z`), and must still
-/// be an idempotency key of at most [`MAX_KEY_LEN`] characters. `#[job]`
-/// refuses a longer name at compile time.
-pub const MAX_JOB_NAME_LEN: usize = 200;
-/// Largest payload accepted by default, in bytes of JSON (see [`Jobq::with_max_payload_bytes`]).
-pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 4 << 20;
-/// Longest delay accepted (100 years).
-pub const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
-/// Connections a `Jobq` opens when it builds its own pool.
-const DEFAULT_MAX_CONNECTIONS: u32 = 10;
-/// How long [`Jobq::connect`] waits for its first connection by default.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long one statement or short transaction of jobq's may take by
-/// default before jobq gives up on it (see [`ConnectOptions::statement_timeout`]).
-pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(15);
-/// The shortest statement deadline (a zero would fail every statement).
-pub(crate) const MIN_STATEMENT_TIMEOUT: Duration = Duration::from_millis(1);
-
-/// How [`Jobq::connect_with_options`] opens its pool: how many connections,
-/// and how long to wait for the first one.
-///
-/// `connect` opens one connection before it builds the pool, within the
-/// connect timeout (default [`DEFAULT_CONNECT_TIMEOUT`], 5 s), so that a
-/// server that refuses, a wrong password or a host that does not resolve
-/// fails at once with its own error (`database error: error communicating
-/// with database: Connection refused (os error 111)`) rather than after the
-/// pool's 30 s of retries as `PoolTimedOut`; a server that does not answer
-/// fails with [`Error::ConnectTimeout`]. SQLite opens a file and has no
-/// timeout.
-///
-/// ```no_run
-/// # async fn demo() -> jobq_runtime::Result<()> {
-/// use std::time::Duration;
-/// use jobq_runtime::{ConnectOptions, Jobq};
-///
-/// let options = ConnectOptions::new()
-///     .max_connections(20)
-///     .connect_timeout(Duration::from_secs(2));
-/// let jobq = Jobq::connect_with_options("postgres://app@db/app", options).await?;
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone)]
-pub struct ConnectOptions {
-    pub(crate) max_connections: u32,
-    /// Read by the server backends only (SQLite opens a file).
-    #[cfg_attr(not(any(feature = "mysql", feature = "postgres")), allow(dead_code))]
-    pub(crate) connect_timeout: Duration,
-    pub(crate) statement_timeout: Duration,
-}
-
-impl Default for ConnectOptions {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl ConnectOptions {
-    /// A pool of 10 connections, 5 s to open the first.
-    pub fn new() -> Self {
-        Self {
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
-        }
-    }
-
-    /// The most connections the pool opens (default 10).
-    pub fn max_connections(mut self, max_connections: u32) -> Self {
-        self.max_connections = max_connections;
-        self
-    }
-
-    /// How long `connect` waits for the server to accept its first
-    /// connection, log it in and answer (default 5 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How long one statement or short transaction of jobq's may take,
-    /// waiting for a connection included (default
-    /// [`DEFAULT_STATEMENT_TIMEOUT`], 15 s). Past it jobq gives up on it:
-    /// the call returns [`Error::StatementTimeout`], or the worker loop that
-    /// ran it goes on (a claim, renewal or settle is tried again later), and
-    /// the connection is closed rather than used again (on MySQL/MariaDB and
-    /// PostgreSQL). So a database that stops answering with its connections
-    /// open — a frozen server, a silent network cut — costs a call this
-    /// long, not forever; with a connect list the pool then moves to the
-    /// next node.
-    ///
-    /// Keep it above the lock waits of jobq's own statements, so that a
-    /// statement waiting on a row lock normally gets the database's own
-    /// error first: MySQL/MariaDB's `innodb_lock_wait_timeout` (5 s on the
-    /// sessions of the pool `connect` builds; 50 s by default on a pool
-    /// given to [`Jobq::from_mysql_pool`]), SQLite's busy timeout (10 s).
-    /// PostgreSQL's lock waits have no limit of their own: there a wait past
-    /// the deadline ends at the deadline. Not covered: `migrate`, whose
-    /// statements may rewrite a large table (30 minutes once it has its
-    /// connection), and [`Jobq::enqueue_in`], which runs on the caller's
-    /// connection in the caller's transaction.
-    ///
-    /// [`Jobq::with_statement_timeout`] sets it on a handle made otherwise.
-    /// Below 1 ms it is taken as 1 ms.
-    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
-        self.statement_timeout = timeout.max(MIN_STATEMENT_TIMEOUT);
-        self
-    }
-}
 
 /// A cheap-to-clone handle on one database's jobs.
 ///
@@ -394,7 +278,7 @@ impl Jobq {
     pub async fn cancel(&self, id: i64) -> Result<bool> {
         let cancelled = self
             .store()
-            .cancel(id, crate::worker::stop_cancelled)
+            .cancel(id, crate::cancels::stop_cancelled)
             .await?;
         crate::metrics::cancelled(u64::from(cancelled));
         Ok(cancelled)
@@ -541,7 +425,7 @@ impl Jobq {
         };
         let cancelled = self
             .store()
-            .cancel_where(w, crate::worker::stop_cancelled)
+            .cancel_where(w, crate::cancels::stop_cancelled)
             .await?;
         crate::metrics::cancelled(cancelled);
         Ok(cancelled)
@@ -934,44 +818,6 @@ fn validate_name(
     }
 }
 
-/// `url` fit to print: the password of its userinfo (`user:password@`) and
-/// the value of any query parameter whose name contains `password` are
-/// replaced by `***`.
-pub(crate) fn redact_url(url: &str) -> String {
-    // Userinfo ends at the last `@` (a raw password may hold `/`, `?` or `@`).
-    let (head, tail) = match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let userinfo_start = scheme_end + 3;
-            let userinfo = &url[userinfo_start..at];
-            let head = match userinfo.split_once(':') {
-                Some((user, _password)) => format!("{}{user}:***@", &url[..userinfo_start]),
-                None => url[..=at].to_owned(),
-            };
-            (head, &url[at + 1..])
-        }
-        _ => (String::new(), url),
-    };
-    let mut out = head;
-    match tail.split_once('?') {
-        Some((rest, query)) => {
-            out.push_str(rest);
-            out.push('?');
-            let params: Vec<String> = query
-                .split('&')
-                .map(|param| match param.split_once('=') {
-                    Some((name, _)) if name.to_ascii_lowercase().contains("password") => {
-                        format!("{name}=***")
-                    }
-                    _ => param.to_owned(),
-                })
-                .collect();
-            out.push_str(&params.join("&"));
-        }
-        None => out.push_str(tail),
-    }
-    out
-}
-
 /// Checks a queue name: 1 to 128 bytes, no NUL.
 pub(crate) fn validate_queue(queue: &str) -> Result<(), InvalidArgument> {
     validate_name(
@@ -980,55 +826,4 @@ pub(crate) fn validate_queue(queue: &str) -> Result<(), InvalidArgument> {
         |queue, bytes| InvalidArgument::QueueLength { queue, bytes },
         |queue, at| InvalidArgument::QueueNul { queue, at },
     )
-}
-
-/// Seals [`EnqueueConnection`]: each backend's `glue.rs` implements it for
-/// its connection type, and nothing outside jobq can.
-pub(crate) mod sealed {
-    #[allow(unreachable_pub)]
-    pub trait Sealed {}
-}
-
-/// A connection [`Jobq::enqueue_in`] can write to: `&mut MySqlConnection`,
-/// `&mut SqliteConnection` or `&mut PgConnection` (for a transaction `tx`, pass `&mut *tx`),
-/// each with its backend's feature.
-///
-/// These are the types of the sqlx jobq is built on, re-exported as
-/// [`jobq_runtime::sqlx`](crate::sqlx) (sqlx 0.8). The same types of another
-/// sqlx version (`cargo add sqlx` may pick a newer one) are other types:
-/// depend on `sqlx = "0.8"`, or use the re-export. A type that is not one of
-/// these fails to compile with a message that says so.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a connection jobq can enqueue through",
-    label = "not a `&mut` connection of sqlx 0.8, the sqlx jobq is built on",
-    note = "pass `&mut MySqlConnection`, `&mut PgConnection` or `&mut SqliteConnection` of sqlx 0.8 (for a transaction `tx`: `&mut *tx`; for a pooled connection `conn`: `&mut *conn`)",
-    note = "if it is one of those, it comes from another version of sqlx than jobq's: depend on `sqlx = \"0.8\"` or use the re-export `jobq_runtime::sqlx`"
-)]
-pub trait EnqueueConnection<'c>: sealed::Sealed + Send {
-    #[doc(hidden)]
-    fn into_connection(self) -> AnyConnection<'c>;
-}
-
-#[doc(hidden)]
-#[derive(Debug)]
-pub enum AnyConnection<'c> {
-    #[cfg(feature = "mysql")]
-    MySql(&'c mut MySqlConnection),
-    #[cfg(feature = "sqlite")]
-    Sqlite(&'c mut SqliteConnection),
-    #[cfg(feature = "postgres")]
-    Postgres(&'c mut PgConnection),
-}
-
-impl AnyConnection<'_> {
-    pub(crate) fn backend(&self) -> Backend {
-        match self {
-            #[cfg(feature = "mysql")]
-            Self::MySql(_) => Backend::MySql,
-            #[cfg(feature = "sqlite")]
-            Self::Sqlite(_) => Backend::Sqlite,
-            #[cfg(feature = "postgres")]
-            Self::Postgres(_) => Backend::Postgres,
-        }
-    }
 }

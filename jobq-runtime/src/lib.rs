@@ -135,10 +135,14 @@ compile_error!(
     "jobq-runtime needs at least one backend: enable its `mysql`, `postgres` or `sqlite` feature"
 );
 
+mod cancels;
+mod connection;
 mod error;
 mod handle;
 pub mod metrics;
 mod ops;
+mod options;
+mod pools;
 mod roster;
 mod store;
 #[cfg(feature = "testing")]
@@ -147,12 +151,9 @@ mod types;
 mod wakeup;
 mod worker;
 
+pub use connection::{AnyConnection, EnqueueConnection};
 pub use error::{ConfigError, Error, InvalidArgument, Result};
-pub use handle::{
-    AnyConnection, ConnectOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_PAYLOAD_BYTES,
-    DEFAULT_STATEMENT_TIMEOUT, EnqueueConnection, Jobq, MAX_DELAY, MAX_JOB_NAME_LEN, MAX_KEY_LEN,
-    MAX_QUEUE_LEN,
-};
+pub use handle::Jobq;
 pub use jobq_core::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, FieldSpec, IntoJobResult, Job,
     JobContext, JobError, JobErrorKind, JobMeta, JobRegistration, LeaseError, Registry,
@@ -162,6 +163,10 @@ pub use jobq_macros::job;
 pub use ops::{
     Check, CheckStatus, Cursor, DoctorReport, JobFilter, JobPage, MAX_PAGE_LEN, Order, Page,
     QueueState, QueueStats, STATS_FINISHED_CAP, STATS_MINUTES, Stats,
+};
+pub use options::{
+    ConnectOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_STATEMENT_TIMEOUT, MAX_DELAY, MAX_JOB_NAME_LEN, MAX_KEY_LEN, MAX_QUEUE_LEN,
 };
 pub use roster::{JobKind, KindField, PublishedJob, ServedQueue, WorkerInfo};
 /// The sqlx jobq is built on (0.8), with the drivers of the enabled backends.
@@ -183,11 +188,11 @@ pub use roster::{JobKind, KindField, PublishedJob, ServedQueue, WorkerInfo};
 /// # Ok(()) }
 /// ```
 pub use sqlx;
-pub use store::internal_retries;
+pub use store::policy::internal_retries;
 pub use types::{Backend, Enqueue, Enqueued, JobInfo, JobStatus, QueueCounts};
 pub use worker::{
-    DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_LEASE, DEFAULT_PRESENCE_INTERVAL, SHUTDOWN_FINAL_WRITES,
-    Worker, WorkerBuilder, WorkerHandle,
+    DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_PRESENCE_INTERVAL, SHUTDOWN_FINAL_WRITES, Worker,
+    WorkerBuilder, WorkerHandle,
 };
 
 /// The store's operations one call each, and fault injection, for jobq's own
@@ -323,7 +328,7 @@ pub mod __store {
             .iter()
             .map(|&(id, token)| Fence { id, token })
             .collect();
-        crate::worker::stop_cancelled(&fences);
+        crate::cancels::stop_cancelled(&fences);
     }
 
     /// Returns up to `limit` expired rows of `queue`; how many.

@@ -8,9 +8,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, DurationRound, Utc};
 
-use crate::store::{QueueFigures, StatsWindow};
 use crate::types::{JobInfo, JobStatus};
 
 /// Finished rows (`done`, `failed`, `cancelled`) of one queue are counted
@@ -512,8 +511,8 @@ fn queue_stats(window: StatsWindow, figures: QueueFigures, paused: &[String]) ->
 
 #[cfg(test)]
 mod tests {
+    use super::LiveFigures;
     use super::*;
-    use crate::store::LiveFigures;
 
     fn at(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()
@@ -598,5 +597,82 @@ mod tests {
         assert_eq!(stats.queues[0].state().to_string(), "no worker");
         assert_eq!(stats.queues[0].oldest_available_age, None);
         assert_eq!(stats.queues[0].scheduled, 1);
+    }
+}
+
+/// The moment one `stats` call reads its figures at, and where its per-minute
+/// history starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StatsWindow {
+    /// Now, by the database's clock.
+    pub(crate) now: DateTime<Utc>,
+    /// The start of the oldest minute of history: the minute now running
+    /// (truncated to the minute) less [`STATS_MINUTES`] − 1 minutes.
+    pub(crate) since: DateTime<Utc>,
+    /// How many rows of one finished status are counted at most.
+    pub(crate) cap: i64,
+}
+
+impl StatsWindow {
+    /// The window of a `stats` call at `now`.
+    pub(crate) fn ending(now: DateTime<Utc>) -> Self {
+        let minute = now
+            .duration_trunc(chrono::TimeDelta::minutes(1))
+            .unwrap_or(now);
+        let history = i64::try_from(STATS_MINUTES).unwrap_or(60) - 1;
+        Self {
+            now,
+            since: minute - chrono::TimeDelta::minutes(history),
+            cap: i64::try_from(STATS_FINISHED_CAP).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+/// One queue's figures as a backend reads them, before
+/// [`crate::ops::assemble`] turns them into a [`QueueStats`](crate::QueueStats).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct QueueFigures {
+    pub(crate) queue: String,
+    /// One row per live status read (`pending`, `processing`).
+    pub(crate) live: Vec<LiveFigures>,
+    /// `done`, `failed` and `cancelled` rows, each counted up to the cap.
+    pub(crate) finished: [i64; 3],
+    /// `(status, minute, rows)`: rows of `done` or `failed` that finished in
+    /// minute `minute` of the window (0 = the oldest, at `since`).
+    pub(crate) per_minute: Vec<(String, i64, i64)>,
+}
+
+/// The live rows of one queue in one status.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct LiveFigures {
+    /// `pending` or `processing`.
+    pub(crate) status: String,
+    /// All its rows.
+    pub(crate) rows: i64,
+    /// Rows with `run_at <= now`: due (`pending`).
+    pub(crate) due: i64,
+    /// Rows with `run_at < now`: lease expired (`processing`, as the reaper sees it).
+    pub(crate) expired: i64,
+    /// The earliest `run_at`, if any row.
+    pub(crate) earliest: Option<DateTime<Utc>>,
+}
+
+impl LiveFigures {
+    /// The figures of `status` from the columns every backend's statement
+    /// returns: rows, due rows, expired rows (the sums are NULL over no row).
+    pub(crate) fn new(
+        status: String,
+        rows: i64,
+        due: Option<i64>,
+        expired: Option<i64>,
+        earliest: Option<DateTime<Utc>>,
+    ) -> Self {
+        Self {
+            status,
+            rows,
+            due: due.unwrap_or(0),
+            expired: expired.unwrap_or(0),
+            earliest,
+        }
     }
 }

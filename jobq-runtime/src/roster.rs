@@ -17,8 +17,6 @@ use jobq_core::{JobRegistration, Registry};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::store::WorkerRecord;
-
 /// A worker running now, as it registered itself and last refreshed its
 /// row (see [`Jobq::workers`](crate::Jobq::workers)).
 #[derive(Debug, Clone, PartialEq)]
@@ -557,4 +555,19 @@ mod tests {
         let back: Vec<JobKind> = back.into_iter().map(JobKind::from).collect();
         assert_eq!(back, [k]);
     }
+}
+
+/// A live worker's row as read (see [`BackendStore::live_workers`]).
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerRecord {
+    pub(crate) worker_id: String,
+    pub(crate) host: String,
+    pub(crate) pid: i64,
+    pub(crate) version: String,
+    pub(crate) queues: String,
+    pub(crate) jobs: String,
+    pub(crate) running: i64,
+    pub(crate) started_at: DateTime<Utc>,
+    pub(crate) last_seen: DateTime<Utc>,
+    pub(crate) expires_at: DateTime<Utc>,
 }

@@ -238,7 +238,7 @@ impl Default for DoctorOptions {
     fn default() -> Self {
         Self {
             clock: HostClock::default(),
-            lease: crate::worker::DEFAULT_LEASE,
+            lease: crate::options::DEFAULT_LEASE,
         }
     }
 }

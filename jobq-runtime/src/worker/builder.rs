@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use jobq_core::{Job, Registry, States};
 
-use super::Worker;
 use super::cron::CronSpec;
 use super::shared::{QueueSpec, Settings};
+use super::supervisor::Worker;
 use crate::handle::{validate_job_name, validate_queue};
 use crate::{ConfigError, Enqueue, Jobq, Result};
 
@@ -261,7 +261,7 @@ impl WorkerBuilder {
 
     /// Reports how each attempt ended to `observer` (`testing`'s drain).
     #[cfg(feature = "testing")]
-    pub(crate) fn observer(mut self, observer: super::Observer) -> Self {
+    pub(crate) fn observer(mut self, observer: super::shared::Observer) -> Self {
         self.observer = Some(observer);
         self
     }
@@ -409,4 +409,11 @@ fn default_worker_id() -> String {
         std::process::id(),
         rand::random::<u16>()
     )
+}
+
+impl Worker {
+    /// Starts configuring a worker on `jobq`'s database.
+    pub fn builder(jobq: Jobq) -> WorkerBuilder {
+        WorkerBuilder::new(jobq)
+    }
 }

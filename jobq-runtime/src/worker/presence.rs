@@ -24,31 +24,6 @@ use crate::store::WorkerRow;
 /// before it counts as gone.
 pub(super) const EXPIRY_INTERVALS: u32 = 3;
 
-/// What a worker publishes of itself, computed once when it is built.
-#[derive(Debug)]
-pub(super) struct Presence {
-    /// The row's key: random, new at each start.
-    pub(super) id: i64,
-    pub(super) host: String,
-    pub(super) pid: i64,
-    /// The served queues and their concurrency, as JSON.
-    pub(super) queues: String,
-    /// The job kinds of the registry, as JSON.
-    pub(super) jobs: String,
-}
-
-impl Presence {
-    pub(super) fn new(queues: String, jobs: String) -> Self {
-        Self {
-            id: crate::store::new_token_base(),
-            host: gethostname::gethostname().to_string_lossy().into_owned(),
-            pid: i64::from(std::process::id()),
-            queues,
-            jobs,
-        }
-    }
-}
-
 /// How long a row lives without a refresh.
 fn ttl(shared: &Shared) -> Duration {
     shared.settings.presence * EXPIRY_INTERVALS

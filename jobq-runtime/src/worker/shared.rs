@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use jobq_core::{Registry, States};
+
+use crate::options::DEFAULT_LEASE;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -73,9 +75,6 @@ pub(super) struct Settings {
     /// How often the worker refreshes its row in `jobq_workers`.
     pub(super) presence: Duration,
 }
-
-/// Default of [`WorkerBuilder::lease`](super::WorkerBuilder::lease).
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// Default of [`WorkerBuilder::presence_interval`](super::WorkerBuilder::presence_interval).
 pub const DEFAULT_PRESENCE_INTERVAL: Duration = Duration::from_secs(10);
@@ -239,7 +238,7 @@ pub(super) struct Shared {
     /// Written to `claimed_by`.
     pub(super) worker_id: String,
     /// What the worker publishes of itself in `jobq_workers`.
-    pub(super) presence: super::presence::Presence,
+    pub(super) presence: Presence,
     /// The jobs claimed and not settled yet (see [`Shared::hold`]).
     pub(super) held: Mutex<HashMap<Fence, Arc<Held>>>,
     /// Stops the claim loops.
@@ -531,5 +530,36 @@ mod tests {
         assert_eq!(margin(30, None), Duration::from_secs(3));
         assert_eq!(margin(30, Some(20)), Duration::from_secs(3));
         assert_eq!(margin(30, Some(29)), Duration::from_millis(500));
+    }
+}
+
+impl crate::cancels::Holder for Shared {
+    fn stop_lost(&self, fence: Fence) -> bool {
+        Shared::stop_lost(self, fence)
+    }
+}
+
+/// What a worker publishes of itself, computed once when it is built.
+#[derive(Debug)]
+pub(super) struct Presence {
+    /// The row's key: random, new at each start.
+    pub(super) id: i64,
+    pub(super) host: String,
+    pub(super) pid: i64,
+    /// The served queues and their concurrency, as JSON.
+    pub(super) queues: String,
+    /// The job kinds of the registry, as JSON.
+    pub(super) jobs: String,
+}
+
+impl Presence {
+    pub(super) fn new(queues: String, jobs: String) -> Self {
+        Self {
+            id: crate::store::new_token_base(),
+            host: gethostname::gethostname().to_string_lossy().into_owned(),
+            pid: i64::from(std::process::id()),
+            queues,
+            jobs,
+        }
     }
 }

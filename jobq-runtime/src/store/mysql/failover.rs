@@ -52,7 +52,7 @@ const CHECK_AT_MOST_EVERY: Duration = Duration::from_millis(500);
 /// that names one host (the common case, left exactly as it was).
 ///
 /// The userinfo ends at the URL's last `@`, as in
-/// [`redact_url`](crate::handle::redact_url); the host list at the first
+/// [`redact_url`](crate::options::redact_url); the host list at the first
 /// `/` or `?` after it. Empty entries (`h1,,h2`) are left out.
 pub(super) fn connect_list(url: &str) -> Option<Vec<(String, String)>> {
     let scheme_end = url.find("://")? + 3;

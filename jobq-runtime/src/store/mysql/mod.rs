@@ -36,14 +36,18 @@ use tokio_util::sync::CancellationToken;
 use self::position::{ClaimKey, Position, Positions, injected_top_up_failure};
 use self::sql::*;
 use super::filter::{Bind, Filtered, Statement};
+use super::migrate;
 use super::stash::Stash;
-use super::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable,
-    QueueFigures, StatsWindow, Transition, WorkerRecord, WorkerRow, in_batches, micros, migrate,
-    new_token_base, retry_transient, row_token, within,
-};
-use crate::handle::ConnectOptions;
 use crate::metrics::statement;
+use crate::ops::{LiveFigures, QueueFigures, StatsWindow};
+use crate::options::ConnectOptions;
+use crate::roster::WorkerRecord;
+use crate::store::contract::{
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Transition, WorkerRow,
+};
+use crate::store::policy::{
+    Prunable, in_batches, micros, new_token_base, retry_transient, row_token, within,
+};
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
@@ -190,7 +194,7 @@ impl BackendStore for MySqlStore {
             });
         let Some(list) = failover::connect_list(url) else {
             let options = MySqlConnectOptions::from_str(&glue::mysql_url(url))?;
-            super::probe(url, &options, connect.connect_timeout).await?;
+            crate::store::policy::probe(url, &options, connect.connect_timeout).await?;
             let app_pool = MySqlPoolOptions::new()
                 .max_connections(connect.max_connections)
                 .connect_lazy_with(options.clone());
@@ -202,7 +206,7 @@ impl BackendStore for MySqlStore {
                 // attempts lose their leases to it); cut at the connect
                 // timeout (sqlx's default is 30 s), the next try connects at once.
                 .acquire_timeout(connect.connect_timeout)
-                .before_acquire(super::ping_if_idle::<sqlx::MySql>)
+                .before_acquire(crate::store::policy::ping_if_idle::<sqlx::MySql>)
                 .connect_with(options)
                 .await?;
             let mut store = Self::from_pool(pool).await?;
@@ -219,7 +223,7 @@ impl BackendStore for MySqlStore {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let shown = crate::handle::redact_url(url);
+        let shown = crate::options::redact_url(url);
         let (failover, at) =
             failover::Failover::connect(nodes, connect.connect_timeout, &shown).await?;
         let retire = Arc::clone(failover.retire());
@@ -254,7 +258,7 @@ impl BackendStore for MySqlStore {
                 if retire.retires_age(meta.age) {
                     Box::pin(async { Ok(false) })
                 } else {
-                    super::ping_if_idle::<sqlx::MySql>(conn, meta)
+                    crate::store::policy::ping_if_idle::<sqlx::MySql>(conn, meta)
                 }
             })
             .connect_with(failover.options(at).clone())

@@ -1,28 +1,10 @@
 //! What the rest of the crate sees of PostgreSQL: the `Jobq` constructor and
 //! accessor, and the connection `enqueue_in` takes.
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 
-use super::PgStore;
-use crate::handle::{AnyConnection, EnqueueConnection, sealed};
-use crate::store::{BackendStore, Store};
-use crate::{Jobq, Result};
-
-impl Jobq {
-    /// Uses an existing PostgreSQL pool.
-    pub async fn from_pg_pool(pool: PgPool) -> Result<Self> {
-        Ok(Self::new(Store::Postgres(PgStore::from_pool(pool).await?)))
-    }
-
-    /// The PostgreSQL pool, if this handle is on PostgreSQL.
-    pub fn pg_pool(&self) -> Option<&PgPool> {
-        #[allow(unreachable_patterns)]
-        match self.store() {
-            Store::Postgres(s) => Some(s.pool()),
-            _ => None,
-        }
-    }
-}
+use crate::Result;
+use crate::connection::{AnyConnection, EnqueueConnection, sealed};
 
 impl sealed::Sealed for &mut PgConnection {}
 

@@ -38,14 +38,18 @@ use tokio_util::sync::CancellationToken;
 use self::notify::Notifier;
 use self::sql::*;
 use super::filter::{Bind, Filtered, Statement};
+use super::migrate;
 use super::stash::Stash;
-use super::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable,
-    QueueFigures, StatsWindow, Transition, WorkerRecord, WorkerRow, in_batches, micros, migrate,
-    new_token_base, retry_transient, row_token, within,
-};
-use crate::handle::ConnectOptions;
 use crate::metrics::statement;
+use crate::ops::{LiveFigures, QueueFigures, StatsWindow};
+use crate::options::ConnectOptions;
+use crate::roster::WorkerRecord;
+use crate::store::contract::{
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Transition, WorkerRow,
+};
+use crate::store::policy::{
+    Prunable, in_batches, micros, new_token_base, retry_transient, row_token, within,
+};
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
@@ -103,7 +107,7 @@ impl BackendStore for PgStore {
 
     async fn connect(url: &str, connect: &ConnectOptions) -> Result<Self> {
         let options = PgConnectOptions::from_str(url)?;
-        super::probe(url, &options, connect.connect_timeout).await?;
+        crate::store::policy::probe(url, &options, connect.connect_timeout).await?;
         let pool = PgPoolOptions::new()
             .max_connections(connect.max_connections)
             .test_before_acquire(false)
@@ -111,7 +115,7 @@ impl BackendStore for PgStore {
             // timeout, not after sqlx's connect backoff (up to 10 s past an
             // outage's end).
             .acquire_timeout(connect.connect_timeout)
-            .before_acquire(super::ping_if_idle::<sqlx::Postgres>)
+            .before_acquire(crate::store::policy::ping_if_idle::<sqlx::Postgres>)
             .connect_with(options)
             .await?;
         let mut store = Self::from_pool(pool).await?;

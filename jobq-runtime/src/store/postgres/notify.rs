@@ -10,8 +10,8 @@ use sqlx::{Executor, PgPool};
 
 use super::sql::{NOTIFIER_SESSION, NOTIFY};
 use crate::metrics::statement;
+use crate::store::policy::within;
 use crate::store::stash::Closing;
-use crate::store::within;
 
 /// Least time between two NOTIFYs of one store: an enqueue after a quiet
 /// spell is announced at once, then at most one NOTIFY per pause. The pause
@@ -93,7 +93,7 @@ impl Notifier {
                 PgPoolOptions::new()
                     .max_connections(1)
                     .test_before_acquire(false)
-                    .before_acquire(crate::store::ping_if_idle::<sqlx::Postgres>)
+                    .before_acquire(crate::store::policy::ping_if_idle::<sqlx::Postgres>)
                     .after_connect(|conn, _meta| {
                         Box::pin(async move {
                             conn.execute(NOTIFIER_SESSION).await?;

@@ -34,17 +34,20 @@ use sqlx::{Arguments, Connection, Executor, Row, Sqlite, SqliteConnection, Sqlit
 
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use self::shared_write::Queued;
 use self::sql::*;
 use super::filter::{Bind, Filtered, Statement};
+use super::migrate;
 use super::stash::Stash;
-use super::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LiveFigures, NewJob, Prunable,
-    QueueFigures, StatsWindow, Transition, WorkerRecord, WorkerRow, in_batches, micros, migrate,
-    new_token_base, retry_transient, row_token, within,
-};
-use crate::handle::ConnectOptions;
 use crate::metrics::statement;
+use crate::ops::{LiveFigures, QueueFigures, StatsWindow};
+use crate::options::ConnectOptions;
+use crate::roster::WorkerRecord;
+use crate::store::contract::{
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Transition, WorkerRow,
+};
+use crate::store::policy::{
+    Prunable, in_batches, micros, new_token_base, retry_transient, row_token, within,
+};
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 use crate::{Backend, Error, Result};
 
@@ -84,6 +87,14 @@ fn is_transient(error: &sqlx::Error) -> bool {
         .and_then(sqlx::error::DatabaseError::code)
         .and_then(|code| code.parse::<i32>().ok())
         .is_some_and(|code| matches!(code & 0xff, SQLITE_BUSY | SQLITE_LOCKED))
+}
+
+/// A single-row enqueue waiting for a shared write, and where its answer goes.
+#[derive(Debug)]
+pub(super) struct Queued {
+    pub(super) seq: u64,
+    pub(super) job: NewJob,
+    pub(super) reply: tokio::sync::oneshot::Sender<Result<Enqueued>>,
 }
 
 /// The SQLite store.

@@ -6,19 +6,14 @@ use std::sync::{Arc, PoisonError};
 
 use tokio::sync::oneshot;
 
-use super::{SqliteStore, insert_chunks, insert_keyless, insert_row, is_transient, now_micros};
+use super::{
+    Queued, SqliteStore, insert_chunks, insert_keyless, insert_row, is_transient, now_micros,
+};
 use crate::metrics::statement;
-use crate::store::{NewJob, retry_transient};
+use crate::store::contract::NewJob;
+use crate::store::policy::retry_transient;
 use crate::types::Enqueued;
 use crate::{Error, Result};
-
-/// A single-row enqueue waiting for a shared write, and where its answer goes.
-#[derive(Debug)]
-pub(super) struct Queued {
-    seq: u64,
-    job: NewJob,
-    reply: oneshot::Sender<Result<Enqueued>>,
-}
 
 /// The answer of an enqueue whose shared write's task ended without sending
 /// one (it panicked, or the runtime shut down under it): the row may or may

@@ -1,7 +1,7 @@
 //! The SQLite store's own tests: each operation on a real file.
 
 use super::*;
-use crate::store::{ClaimRequest, Target};
+use crate::store::contract::{ClaimRequest, Target};
 
 /// A claim of up to `limit` jobs of `queue`.
 fn ask<'a>(queue: &'a str, limit: u32, lease: Duration, worker: &'a str) -> ClaimRequest<'a> {

@@ -1,0 +1,259 @@
+//! What jobq does the same way on every backend, around the contract's
+//! statements: deadlines, retries of transient errors, batches, fencing
+//! tokens, the pools' idle pings, the first connection's probe.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::types::{JobStatus, QueueCounts};
+use crate::{Error, Result};
+
+/// Opens one connection to a server within `timeout` and closes it: what a
+/// pool's first connect does, but failing with the connection's own error
+/// (a refusal, a login, a DNS failure) at once, where the pool retries it
+/// until its acquire timeout (30 s) and reports only `PoolTimedOut`.
+#[cfg_attr(not(any(feature = "mysql", feature = "postgres")), allow(dead_code))]
+pub(crate) async fn probe<O>(url: &str, options: &O, timeout: Duration) -> Result<()>
+where
+    O: sqlx::ConnectOptions,
+    O::Connection: Sized,
+{
+    use sqlx::Connection as _;
+    match tokio::time::timeout(timeout, options.connect()).await {
+        Ok(Ok(conn)) => {
+            // The pool opens its own; a failed goodbye changes nothing.
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Ok(Err(error)) => Err(error.into()),
+        Err(_elapsed) => Err(Error::ConnectTimeout {
+            url: crate::options::redact_url(url),
+            timeout,
+        }),
+    }
+}
+
+static INTERNAL_RETRIES: AtomicU64 = AtomicU64::new(0);
+
+/// How many times jobq re-ran one of its own transactions or statements after
+/// a transient database error (deadlock, lock wait timeout, snapshot
+/// conflict, busy database) since the process started.
+pub fn internal_retries() -> u64 {
+    INTERNAL_RETRIES.load(Ordering::Relaxed)
+}
+
+/// Runs `work` — one statement or one short transaction of jobq's, getting
+/// its connection included — within `deadline`, or gives up on it:
+/// [`Error::StatementTimeout`] naming `statement` (one of
+/// [`crate::metrics::statement`]'s kinds).
+///
+/// # The statement deadline
+///
+/// Every statement jobq starts on its own connections runs under one (a
+/// tokio timer per statement, no round trip): a server that stops
+/// answering with the connection open (frozen, cut off behind a silent
+/// network, overloaded) would otherwise hold the caller, a worker loop or
+/// a shutdown for as long as TCP takes to give up, which is forever while
+/// the peer's kernel still acknowledges. Giving up drops `work`, and with
+/// it the connection it held: on MySQL/MariaDB and PostgreSQL that
+/// connection is closed rather than handed out again (see
+/// [`stash`](self::stash)), since its state is unknown — a write on it may
+/// or may not have taken effect, which jobq's fences make harmless (a
+/// settle or renewal that committed is found applied, a claim that did is
+/// reaped after its lease).
+///
+/// The deadline ([`DEFAULT_STATEMENT_TIMEOUT`](crate::DEFAULT_STATEMENT_TIMEOUT),
+/// 15 s, or [`ConnectOptions::statement_timeout`](crate::ConnectOptions::statement_timeout))
+/// is longer than the lock waits jobq sets for itself — MySQL/MariaDB's
+/// `innodb_lock_wait_timeout = 5` on jobq's sessions, SQLite's busy timeout
+/// of 10 s — so a statement waiting on a row lock normally gets the
+/// database's own error first, which jobq retries as it always did.
+/// PostgreSQL's lock waits have no limit of their own: there a wait past
+/// the deadline ends at the deadline (the connection closed, the write
+/// retried later as after any error).
+pub(crate) async fn within<T, Fut>(
+    deadline: Duration,
+    statement: &'static str,
+    work: Fut,
+) -> Result<T>
+where
+    Fut: Future<Output = Result<T, sqlx::Error>>,
+{
+    match tokio::time::timeout(deadline, work).await {
+        Ok(result) => Ok(result?),
+        Err(_elapsed) => Err(Error::StatementTimeout {
+            statement,
+            timeout: deadline,
+        }),
+    }
+}
+
+/// Runs `op` again (up to 8 times, with a short jittered pause) while it fails
+/// with an error `transient` accepts, each run [`within`] `deadline`. Only
+/// for work jobq started itself: never inside a caller's transaction. Each
+/// re-run is counted, in [`internal_retries`] and in the
+/// `jobq_internal_retries_total` metric under `statement` (one of
+/// [`crate::metrics::statement`]'s kinds). A run past its deadline is not
+/// retried: a database that did not answer in time is not asked again at
+/// once.
+pub(crate) async fn retry_transient<T, F, Fut>(
+    deadline: Duration,
+    statement: &'static str,
+    transient: fn(&sqlx::Error) -> bool,
+    mut op: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut attempt = 0u32;
+    loop {
+        let result = match tokio::time::timeout(deadline, op()).await {
+            Ok(result) => result,
+            Err(_elapsed) => {
+                return Err(Error::StatementTimeout {
+                    statement,
+                    timeout: deadline,
+                });
+            }
+        };
+        match result {
+            Ok(value) => return Ok(value),
+            Err(error) if attempt < 8 && transient(&error) => {
+                attempt += 1;
+                count_internal_retry(statement, &error, attempt);
+                let pause_ms = rand::random_range(1..=(5u64 << attempt.min(5)));
+                tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+/// Counts (and logs) one retry of `statement` after the transient `error`.
+pub(crate) fn count_internal_retry(statement: &'static str, error: &sqlx::Error, attempt: u32) {
+    INTERNAL_RETRIES.fetch_add(1, Ordering::Relaxed);
+    crate::metrics::internal_retry(statement);
+    tracing::debug!(
+        error = error as &dyn std::error::Error,
+        attempt,
+        statement,
+        "retrying after a transient database error"
+    );
+}
+
+/// [`QueueCounts`] from `(status, count)` rows, as every backend's counts
+/// query returns them.
+pub(crate) fn counts(rows: Vec<(String, i64)>) -> Result<QueueCounts> {
+    let mut counts = QueueCounts::default();
+    for (status, n) in rows {
+        let n = u64::try_from(n).unwrap_or(0);
+        match status
+            .parse::<JobStatus>()
+            .map_err(crate::Error::UnknownStatus)?
+        {
+            JobStatus::Pending => counts.pending = n,
+            JobStatus::Processing => counts.processing = n,
+            JobStatus::Done => counts.done = n,
+            JobStatus::Failed => counts.failed = n,
+            JobStatus::Cancelled => counts.cancelled = n,
+        }
+    }
+    Ok(counts)
+}
+
+/// Rows one prune statement deletes at most.
+const PRUNE_BATCH: u32 = 1000;
+
+/// Runs `delete` (a statement deleting at most its argument's rows) until
+/// it deletes fewer than [`PRUNE_BATCH`]; returns how many it deleted.
+pub(crate) async fn in_batches<F, Fut>(mut delete: F) -> Result<u64>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: std::future::Future<Output = Result<u64>>,
+{
+    let mut total = 0;
+    loop {
+        let deleted = delete(PRUNE_BATCH).await?;
+        total += deleted;
+        if deleted < u64::from(PRUNE_BATCH) {
+            return Ok(total);
+        }
+    }
+}
+
+/// Which finished rows a prune deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Prunable {
+    /// `done` and `cancelled`.
+    Finished,
+    /// `failed`.
+    Failed,
+}
+
+impl Prunable {
+    /// The statuses it deletes.
+    pub(crate) fn statuses(self) -> &'static [&'static str] {
+        match self {
+            Self::Finished => &["done", "cancelled"],
+            Self::Failed => &["failed"],
+        }
+    }
+}
+
+/// Microseconds in `d`, saturated to what a signed 64-bit column holds.
+pub(crate) fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// A fresh base for the fencing tokens of one claim: random in `[0, 2^62)`.
+///
+/// Each row of the claim gets its own token, [`row_token`]`(base, id)` =
+/// `base + id`, written by the claim statement itself (`lease_token = ? + id`
+/// on every backend). With ids below 2^62 the sum cannot overflow.
+///
+/// Per-row tokens make a fence an exact `(id, token)` pair even where a
+/// settle or heartbeat matches `id IN (…) AND lease_token IN (…)` as two
+/// lists (MySQL, SQLite): a row whose current claim is not in the batch
+/// matches only if its token equals the token of another fence of the
+/// batch, `base₁ + id₁ = base₂ + id₂` for two independent random 62-bit
+/// bases, which is as likely as two equal random tokens. With one token per
+/// claim batch, a worker holding a stale attempt of job A (token T1) that had
+/// claimed A again with job B (token T2) settled A through B's T2.
+pub(crate) fn new_token_base() -> i64 {
+    rand::random::<i64>() & ((1 << 62) - 1)
+}
+
+/// The fencing token the claim with `base` writes into row `id`.
+pub(crate) fn row_token(base: i64, id: i64) -> i64 {
+    base + id
+}
+
+/// The deadline of `migrate()` once it has its connection: a migration may
+/// rewrite a table of millions of rows (one copies `jobq_jobs` once, about
+/// 1 s per 100,000 rows on a small machine), and MySQL's waits up to 120 s
+/// for another process's migration first.
+pub(crate) const MIGRATE_DEADLINE: Duration = Duration::from_secs(30 * 60);
+
+/// A pooled connection that sat idle at least this long is pinged before use.
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
+
+/// The pools' `before_acquire` hook: pings a connection only when it has been
+/// idle for [`PING_AFTER_IDLE`], instead of sqlx's ping before every checkout,
+/// a round trip that doubled the cost of a single-row enqueue. A connection
+/// in steady use has just proven itself alive; one that idled across a server
+/// restart is pinged, fails, and is replaced before a statement is lost on it.
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+pub(crate) fn ping_if_idle<DB: sqlx::Database>(
+    conn: &mut DB::Connection,
+    meta: sqlx::pool::PoolConnectionMetadata,
+) -> futures_util::future::BoxFuture<'_, Result<bool, sqlx::Error>> {
+    Box::pin(async move {
+        if meta.idle_for >= PING_AFTER_IDLE {
+            sqlx::Connection::ping(conn).await?;
+        }
+        Ok(true)
+    })
+}

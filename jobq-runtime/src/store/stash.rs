@@ -38,6 +38,8 @@ use std::time::{Duration, Instant};
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool};
 
+use super::policy::retry_transient;
+
 /// How long a stashed connection stays out of the pool unused.
 const FRESH: Duration = Duration::from_secs(1);
 
@@ -189,6 +191,28 @@ impl<DB: Database> Stash<DB> {
         let mut conn = self.get().await?;
         let result = work(&mut conn).await;
         conn.done(result)
+    }
+
+    /// One statement of jobq's, as every backend runs its simple writes:
+    /// on a connection of the stash, tried again while it fails
+    /// transiently ([`retry_transient`]), each try within `deadline`; how
+    /// many rows it changed.
+    pub(crate) async fn execute<'q, A>(
+        &self,
+        deadline: Duration,
+        kind: &'static str,
+        transient: fn(&sqlx::Error) -> bool,
+        query: impl Fn() -> sqlx::query::Query<'q, DB, A>,
+    ) -> crate::Result<u64>
+    where
+        A: sqlx::IntoArguments<'q, DB> + 'q,
+        DB::QueryResult: Affected,
+        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    {
+        retry_transient(deadline, kind, transient, || {
+            self.run(async |conn| query().execute(conn).await.map(|r| r.affected()))
+        })
+        .await
     }
 
     /// The most recently used stashed connection, or one from the pool.
@@ -347,5 +371,31 @@ impl<DB: Database> Drop for Closing<DB> {
         if let Some(conn) = self.0.take() {
             drop(conn.detach());
         }
+    }
+}
+
+/// The rows a statement changed, whatever its backend.
+pub(crate) trait Affected {
+    fn affected(&self) -> u64;
+}
+
+#[cfg(feature = "mysql")]
+impl Affected for sqlx::mysql::MySqlQueryResult {
+    fn affected(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl Affected for sqlx::postgres::PgQueryResult {
+    fn affected(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl Affected for sqlx::sqlite::SqliteQueryResult {
+    fn affected(&self) -> u64 {
+        self.rows_affected()
     }
 }

@@ -652,11 +652,11 @@ impl BackendStore for MySqlStore {
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
         if paused {
-            retry_transient(self.deadline, statement::PAUSE, is_transient, || {
-                self.conns
-                    .run(async |conn| sqlx::query(QUEUE_ROW).bind(queue).execute(conn).await)
-            })
-            .await?;
+            self.conns
+                .execute(self.deadline, statement::PAUSE, is_transient, || {
+                    sqlx::query(QUEUE_ROW).bind(queue)
+                })
+                .await?;
         }
         self.update_text(if paused { PAUSE } else { RESUME }, queue)
             .await
@@ -672,8 +672,8 @@ impl BackendStore for MySqlStore {
     }
 
     async fn register_worker(&self, row: &WorkerRow<'_>) -> Result<()> {
-        retry_transient(self.deadline, statement::WORKERS, is_transient, || {
-            self.conns.run(async |conn| {
+        self.conns
+            .execute(self.deadline, statement::WORKERS, is_transient, || {
                 sqlx::query(WORKER_REGISTER)
                     .bind(row.id)
                     .bind(row.worker_id)
@@ -684,63 +684,48 @@ impl BackendStore for MySqlStore {
                     .bind(row.jobs)
                     .bind(row.running)
                     .bind(micros(row.ttl))
-                    .execute(conn)
-                    .await
             })
-        })
-        .await?;
+            .await?;
         Ok(())
     }
 
     async fn refresh_worker(&self, id: i64, running: i64, ttl: Duration) -> Result<bool> {
-        let matched = retry_transient(self.deadline, statement::WORKERS, is_transient, || {
-            self.conns.run(async |conn| {
+        let matched = self
+            .conns
+            .execute(self.deadline, statement::WORKERS, is_transient, || {
                 sqlx::query(WORKER_REFRESH)
                     .bind(running)
                     .bind(micros(ttl))
                     .bind(id)
-                    .execute(conn)
-                    .await
-                    .map(|r| r.rows_affected())
             })
-        })
-        .await?;
+            .await?;
         Ok(matched == 1)
     }
 
     #[cfg(feature = "testing")]
     async fn make_due(&self, queue: &str) -> Result<u64> {
-        retry_transient(self.deadline, statement::MAKE_DUE, is_transient, || {
-            self.conns.run(async |conn| {
-                sqlx::query(MAKE_DUE)
-                    .bind(queue)
-                    .execute(conn)
-                    .await
-                    .map(|r| r.rows_affected())
+        self.conns
+            .execute(self.deadline, statement::MAKE_DUE, is_transient, || {
+                sqlx::query(MAKE_DUE).bind(queue)
             })
-        })
-        .await
+            .await
     }
 
     async fn unregister_worker(&self, id: i64) -> Result<()> {
-        retry_transient(self.deadline, statement::WORKERS, is_transient, || {
-            self.conns
-                .run(async |conn| sqlx::query(WORKER_UNREGISTER).bind(id).execute(conn).await)
-        })
-        .await?;
+        self.conns
+            .execute(self.deadline, statement::WORKERS, is_transient, || {
+                sqlx::query(WORKER_UNREGISTER).bind(id)
+            })
+            .await?;
         Ok(())
     }
 
     async fn prune_workers(&self) -> Result<u64> {
-        retry_transient(self.deadline, statement::WORKERS, is_transient, || {
-            self.conns.run(async |conn| {
+        self.conns
+            .execute(self.deadline, statement::WORKERS, is_transient, || {
                 sqlx::query(WORKERS_PRUNE)
-                    .execute(conn)
-                    .await
-                    .map(|r| r.rows_affected())
             })
-        })
-        .await
+            .await
     }
 
     async fn live_workers(&self) -> Result<Vec<WorkerRecord>> {
@@ -1094,16 +1079,12 @@ impl MySqlStore {
 
     /// Runs `sql` with `? = text`; whether it matched a row.
     async fn update_text(&self, sql: &'static str, text: &str) -> Result<bool> {
-        let affected = retry_transient(self.deadline, statement::PAUSE, is_transient, || {
-            self.conns.run(async |conn| {
-                sqlx::query(sql)
-                    .bind(text)
-                    .execute(conn)
-                    .await
-                    .map(|r| r.rows_affected())
+        let affected = self
+            .conns
+            .execute(self.deadline, statement::PAUSE, is_transient, || {
+                sqlx::query(sql).bind(text)
             })
-        })
-        .await?;
+            .await?;
         Ok(affected == 1)
     }
 
@@ -1127,16 +1108,12 @@ impl MySqlStore {
 
     /// Runs `sql` with `? = id`; whether it changed the row.
     async fn update_one(&self, sql: &'static str, kind: &'static str, id: i64) -> Result<bool> {
-        let affected = retry_transient(self.deadline, kind, is_transient, || {
-            self.conns.run(async |conn| {
-                sqlx::query(sql)
-                    .bind(id)
-                    .execute(conn)
-                    .await
-                    .map(|r| r.rows_affected())
+        let affected = self
+            .conns
+            .execute(self.deadline, kind, is_transient, || {
+                sqlx::query(sql).bind(id)
             })
-        })
-        .await?;
+            .await?;
         Ok(affected == 1)
     }
 

@@ -310,17 +310,11 @@ impl BackendStore for PgStore {
     }
 
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        retry_transient(self.deadline, statement::REAP, is_transient, || {
-            self.conns.run(async |conn| {
-                sqlx::query(REAP)
-                    .bind(queue)
-                    .bind(i64::from(limit))
-                    .execute(conn)
-                    .await
-                    .map(|r| r.rows_affected())
+        self.conns
+            .execute(self.deadline, statement::REAP, is_transient, || {
+                sqlx::query(REAP).bind(queue).bind(i64::from(limit))
             })
-        })
-        .await
+            .await
     }
 
     /// Deletes every row of the `which` kind that finished more than
@@ -451,23 +445,19 @@ impl BackendStore for PgStore {
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
         if paused {
-            retry_transient(self.deadline, statement::PAUSE, is_transient, || {
-                self.conns
-                    .run(async |conn| sqlx::query(QUEUE_ROW).bind(queue).execute(conn).await)
-            })
-            .await?;
+            self.conns
+                .execute(self.deadline, statement::PAUSE, is_transient, || {
+                    sqlx::query(QUEUE_ROW).bind(queue)
+                })
+                .await?;
         }
         let sql = if paused { PAUSE } else { RESUME };
-        let affected = retry_transient(self.deadline, statement::PAUSE, is_transient, || {
-            self.conns.run(async |conn| {
-                sqlx::query(sql)
-                    .bind(queue)
-                    .execute(conn)
-                    .await
-                    .map(|r| r.rows_affected())
+        let affected = self
+            .conns
+            .execute(self.deadline, statement::PAUSE, is_transient, || {
+                sqlx::query(sql).bind(queue)
             })
-        })
-        .await?;
+            .await?;
         Ok(affected == 1)
     }
 
@@ -479,8 +469,8 @@ impl BackendStore for PgStore {
     }
 
     async fn register_worker(&self, row: &WorkerRow<'_>) -> Result<()> {
-        retry_transient(self.deadline, statement::WORKERS, is_transient, || {
-            self.conns.run(async |conn| {
+        self.conns
+            .execute(self.deadline, statement::WORKERS, is_transient, || {
                 sqlx::query(WORKER_REGISTER)
                     .bind(row.id)
                     .bind(row.worker_id)
@@ -491,63 +481,48 @@ impl BackendStore for PgStore {
                     .bind(row.jobs)
                     .bind(row.running)
                     .bind(micros(row.ttl))
-                    .execute(conn)
-                    .await
             })
-        })
-        .await?;
+            .await?;
         Ok(())
     }
 
     async fn refresh_worker(&self, id: i64, running: i64, ttl: Duration) -> Result<bool> {
-        let matched = retry_transient(self.deadline, statement::WORKERS, is_transient, || {
-            self.conns.run(async |conn| {
+        let matched = self
+            .conns
+            .execute(self.deadline, statement::WORKERS, is_transient, || {
                 sqlx::query(WORKER_REFRESH)
                     .bind(running)
                     .bind(micros(ttl))
                     .bind(id)
-                    .execute(conn)
-                    .await
-                    .map(|r| r.rows_affected())
             })
-        })
-        .await?;
+            .await?;
         Ok(matched == 1)
     }
 
     #[cfg(feature = "testing")]
     async fn make_due(&self, queue: &str) -> Result<u64> {
-        retry_transient(self.deadline, statement::MAKE_DUE, is_transient, || {
-            self.conns.run(async |conn| {
-                sqlx::query(MAKE_DUE)
-                    .bind(queue)
-                    .execute(conn)
-                    .await
-                    .map(|r| r.rows_affected())
+        self.conns
+            .execute(self.deadline, statement::MAKE_DUE, is_transient, || {
+                sqlx::query(MAKE_DUE).bind(queue)
             })
-        })
-        .await
+            .await
     }
 
     async fn unregister_worker(&self, id: i64) -> Result<()> {
-        retry_transient(self.deadline, statement::WORKERS, is_transient, || {
-            self.conns
-                .run(async |conn| sqlx::query(WORKER_UNREGISTER).bind(id).execute(conn).await)
-        })
-        .await?;
+        self.conns
+            .execute(self.deadline, statement::WORKERS, is_transient, || {
+                sqlx::query(WORKER_UNREGISTER).bind(id)
+            })
+            .await?;
         Ok(())
     }
 
     async fn prune_workers(&self) -> Result<u64> {
-        retry_transient(self.deadline, statement::WORKERS, is_transient, || {
-            self.conns.run(async |conn| {
+        self.conns
+            .execute(self.deadline, statement::WORKERS, is_transient, || {
                 sqlx::query(WORKERS_PRUNE)
-                    .execute(conn)
-                    .await
-                    .map(|r| r.rows_affected())
             })
-        })
-        .await
+            .await
     }
 
     async fn live_workers(&self) -> Result<Vec<WorkerRecord>> {
@@ -687,16 +662,12 @@ impl PgStore {
 
     /// Runs `sql` with `$1 = id`; whether it changed the row.
     async fn update_one(&self, sql: &'static str, kind: &'static str, id: i64) -> Result<bool> {
-        let affected = retry_transient(self.deadline, kind, is_transient, || {
-            self.conns.run(async |conn| {
-                sqlx::query(sql)
-                    .bind(id)
-                    .execute(conn)
-                    .await
-                    .map(|r| r.rows_affected())
+        let affected = self
+            .conns
+            .execute(self.deadline, kind, is_transient, || {
+                sqlx::query(sql).bind(id)
             })
-        })
-        .await?;
+            .await?;
         Ok(affected == 1)
     }
 }

@@ -3,7 +3,6 @@
 
 use sqlx::MySqlConnection;
 
-use crate::Result;
 use crate::connection::{AnyConnection, EnqueueConnection, sealed};
 
 /// `mariadb://` is `mysql://` to the driver.
@@ -25,7 +24,7 @@ impl<'c> EnqueueConnection<'c> for &'c mut MySqlConnection {
 /// Creates (`create`) or drops database `name` on the server of `url`, for
 /// `jobq_runtime::testing`.
 #[cfg(feature = "testing")]
-pub(crate) async fn server_database(url: &str, name: &str, create: bool) -> Result<()> {
+pub(crate) async fn server_database(url: &str, name: &str, create: bool) -> crate::Result<()> {
     use sqlx::{Connection, Executor};
     let mut conn = MySqlConnection::connect(&mysql_url(url)).await?;
     let sql = if create {

@@ -3,7 +3,6 @@
 
 use sqlx::PgConnection;
 
-use crate::Result;
 use crate::connection::{AnyConnection, EnqueueConnection, sealed};
 
 impl sealed::Sealed for &mut PgConnection {}
@@ -17,7 +16,7 @@ impl<'c> EnqueueConnection<'c> for &'c mut PgConnection {
 /// Creates (`create`) or drops database `name` on the server of `url`, for
 /// `jobq_runtime::testing`.
 #[cfg(feature = "testing")]
-pub(crate) async fn server_database(url: &str, name: &str, create: bool) -> Result<()> {
+pub(crate) async fn server_database(url: &str, name: &str, create: bool) -> crate::Result<()> {
     use sqlx::{Connection, Executor};
     let mut conn = PgConnection::connect(url).await?;
     let sql = if create {

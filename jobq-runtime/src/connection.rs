@@ -18,7 +18,7 @@ pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
-/// A connection [`Jobq::enqueue_in`] can write to: `&mut MySqlConnection`,
+/// A connection [`Jobq::enqueue_in`](crate::Jobq::enqueue_in) can write to: `&mut MySqlConnection`,
 /// `&mut SqliteConnection` or `&mut PgConnection` (for a transaction `tx`, pass `&mut *tx`),
 /// each with its backend's feature.
 ///

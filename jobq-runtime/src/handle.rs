@@ -92,7 +92,7 @@ impl Jobq {
     /// The same handle with another statement deadline: how long one
     /// statement or short transaction of jobq's may take (see
     /// [`ConnectOptions::statement_timeout`]; the default is
-    /// [`DEFAULT_STATEMENT_TIMEOUT`]). Workers built on the new handle use
+    /// [`DEFAULT_STATEMENT_TIMEOUT`](crate::DEFAULT_STATEMENT_TIMEOUT)). Workers built on the new handle use
     /// it too.
     #[must_use]
     pub fn with_statement_timeout(self, timeout: Duration) -> Self {

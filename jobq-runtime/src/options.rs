@@ -14,14 +14,14 @@ pub const MAX_KEY_LEN: usize = 255;
 /// be an idempotency key of at most [`MAX_KEY_LEN`] characters. `#[job]`
 /// refuses a longer name at compile time.
 pub const MAX_JOB_NAME_LEN: usize = 200;
-/// Largest payload accepted by default, in bytes of JSON (see [`Jobq::with_max_payload_bytes`]).
+/// Largest payload accepted by default, in bytes of JSON (see [`Jobq::with_max_payload_bytes`](crate::Jobq::with_max_payload_bytes)).
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 4 << 20;
 /// Longest delay accepted (100 years).
 pub const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// Connections a `Jobq` opens when it builds its own pool.
 const DEFAULT_MAX_CONNECTIONS: u32 = 10;
-/// How long [`Jobq::connect`] waits for its first connection by default.
+/// How long [`Jobq::connect`](crate::Jobq::connect) waits for its first connection by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one statement or short transaction of jobq's may take by
 /// default before jobq gives up on it (see [`ConnectOptions::statement_timeout`]).
@@ -29,7 +29,7 @@ pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(15);
 /// The shortest statement deadline (a zero would fail every statement).
 pub(crate) const MIN_STATEMENT_TIMEOUT: Duration = Duration::from_millis(1);
 
-/// How [`Jobq::connect_with_options`] opens its pool: how many connections,
+/// How [`Jobq::connect_with_options`](crate::Jobq::connect_with_options) opens its pool: how many connections,
 /// and how long to wait for the first one.
 ///
 /// `connect` opens one connection before it builds the pool, within the
@@ -38,7 +38,7 @@ pub(crate) const MIN_STATEMENT_TIMEOUT: Duration = Duration::from_millis(1);
 /// fails at once with its own error (`database error: error communicating
 /// with database: Connection refused (os error 111)`) rather than after the
 /// pool's 30 s of retries as `PoolTimedOut`; a server that does not answer
-/// fails with [`Error::ConnectTimeout`]. SQLite opens a file and has no
+/// fails with [`Error::ConnectTimeout`](crate::Error::ConnectTimeout). SQLite opens a file and has no
 /// timeout.
 ///
 /// ```no_run
@@ -92,8 +92,8 @@ impl ConnectOptions {
 
     /// How long one statement or short transaction of jobq's may take,
     /// waiting for a connection included (default
-    /// [`DEFAULT_STATEMENT_TIMEOUT`], 15 s). Past it jobq gives up on it:
-    /// the call returns [`Error::StatementTimeout`], or the worker loop that
+    /// [`DEFAULT_STATEMENT_TIMEOUT`](crate::DEFAULT_STATEMENT_TIMEOUT), 15 s). Past it jobq gives up on it:
+    /// the call returns [`Error::StatementTimeout`](crate::Error::StatementTimeout), or the worker loop that
     /// ran it goes on (a claim, renewal or settle is tried again later), and
     /// the connection is closed rather than used again (on MySQL/MariaDB and
     /// PostgreSQL). So a database that stops answering with its connections
@@ -105,14 +105,14 @@ impl ConnectOptions {
     /// statement waiting on a row lock normally gets the database's own
     /// error first: MySQL/MariaDB's `innodb_lock_wait_timeout` (5 s on the
     /// sessions of the pool `connect` builds; 50 s by default on a pool
-    /// given to [`Jobq::from_mysql_pool`]), SQLite's busy timeout (10 s).
+    /// given to [`Jobq::from_mysql_pool`](crate::Jobq::from_mysql_pool)), SQLite's busy timeout (10 s).
     /// PostgreSQL's lock waits have no limit of their own: there a wait past
     /// the deadline ends at the deadline. Not covered: `migrate`, whose
     /// statements may rewrite a large table (30 minutes once it has its
-    /// connection), and [`Jobq::enqueue_in`], which runs on the caller's
+    /// connection), and [`Jobq::enqueue_in`](crate::Jobq::enqueue_in), which runs on the caller's
     /// connection in the caller's transaction.
     ///
-    /// [`Jobq::with_statement_timeout`] sets it on a handle made otherwise.
+    /// [`Jobq::with_statement_timeout`](crate::Jobq::with_statement_timeout) sets it on a handle made otherwise.
     /// Below 1 ms it is taken as 1 ms.
     pub fn statement_timeout(mut self, timeout: Duration) -> Self {
         self.statement_timeout = timeout.max(MIN_STATEMENT_TIMEOUT);

@@ -103,7 +103,7 @@ mod stash;
 pub(crate) use contract::{
     BackendStore, ClaimRequest, ClaimedJob, Fence, NewJob, Target, Transition, WorkerRow,
 };
-pub(crate) use policy::{MIGRATE_DEADLINE, Prunable, count_internal_retry, counts, new_token_base};
+pub(crate) use policy::{Prunable, new_token_base};
 
 #[cfg(feature = "mysql")]
 pub(crate) use mysql::MySqlStore;

@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool};
 
+#[cfg(any(feature = "mysql", feature = "postgres"))]
 use super::policy::retry_transient;
 
 /// How long a stashed connection stays out of the pool unused.
@@ -193,10 +194,11 @@ impl<DB: Database> Stash<DB> {
         conn.done(result)
     }
 
-    /// One statement of jobq's, as every backend runs its simple writes:
+    /// One statement of jobq's, as the server backends run their simple writes:
     /// on a connection of the stash, tried again while it fails
     /// transiently ([`retry_transient`]), each try within `deadline`; how
     /// many rows it changed.
+    #[cfg(any(feature = "mysql", feature = "postgres"))]
     pub(crate) async fn execute<'q, A>(
         &self,
         deadline: Duration,
@@ -375,6 +377,7 @@ impl<DB: Database> Drop for Closing<DB> {
 }
 
 /// The rows a statement changed, whatever its backend.
+#[cfg(any(feature = "mysql", feature = "postgres"))]
 pub(crate) trait Affected {
     fn affected(&self) -> u64;
 }
@@ -388,13 +391,6 @@ impl Affected for sqlx::mysql::MySqlQueryResult {
 
 #[cfg(feature = "postgres")]
 impl Affected for sqlx::postgres::PgQueryResult {
-    fn affected(&self) -> u64 {
-        self.rows_affected()
-    }
-}
-
-#[cfg(feature = "sqlite")]
-impl Affected for sqlx::sqlite::SqliteQueryResult {
     fn affected(&self) -> u64 {
         self.rows_affected()
     }

@@ -148,7 +148,7 @@ impl Worker {
 
     /// Runs until `signal` completes, then shuts down gracefully: stops
     /// claiming, lets running jobs finish for up to the shutdown timeout
-    /// (less [`SHUTDOWN_FINAL_WRITES`]), releases the rest to `pending` (not
+    /// (less [`SHUTDOWN_FINAL_WRITES`](crate::SHUTDOWN_FINAL_WRITES)), releases the rest to `pending` (not
     /// counting the attempt), settles everything pending, and returns by
     /// the shutdown timeout. No row is left `processing` while the database
     /// answers (see [`WorkerHandle::shutdown`] for when it does not).

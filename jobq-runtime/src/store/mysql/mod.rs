@@ -170,7 +170,7 @@ pub(crate) struct MySqlStore {
     /// is the application's already.
     app_pool: Option<MySqlPool>,
     /// How long one statement or short transaction may take (see
-    /// [`super::within`]).
+    /// [`super::policy::within`]).
     pub(super) deadline: Duration,
 }
 
@@ -352,7 +352,7 @@ impl BackendStore for MySqlStore {
     }
 
     /// Under `GET_LOCK` (waiting up to 120 s for another migrator), within
-    /// [`MIGRATE_DEADLINE`](super::MIGRATE_DEADLINE).
+    /// [`MIGRATE_DEADLINE`](super::policy::MIGRATE_DEADLINE).
     async fn migrate(&self) -> Result<()> {
         let conn = within(self.deadline, statement::MIGRATE, self.conns.get()).await?;
         let run = async move {
@@ -374,7 +374,7 @@ impl BackendStore for MySqlStore {
             .await;
             conn.done(result)
         };
-        within(super::MIGRATE_DEADLINE, statement::MIGRATE, run).await?
+        within(super::policy::MIGRATE_DEADLINE, statement::MIGRATE, run).await?
     }
 
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
@@ -555,7 +555,7 @@ impl BackendStore for MySqlStore {
                 sqlx::query_as(&sql).bind(queue).fetch_all(conn).await
             })
             .await?;
-        super::counts(rows)
+        super::policy::counts(rows)
     }
 
     /// A transaction: the row locked and its token read, then cancelled.
@@ -883,7 +883,7 @@ impl MySqlStore {
                                 && (is_interrupted(&error) || is_duplicate_index(&error))) =>
                 {
                     attempt += 1;
-                    super::count_internal_retry(statement::MIGRATE, &error, attempt);
+                    super::policy::count_internal_retry(statement::MIGRATE, &error, attempt);
                     let pause_ms = rand::random_range(5..=(10u64 << attempt.min(4)));
                     tokio::time::sleep(Duration::from_millis(pause_ms)).await;
                 }
@@ -948,7 +948,7 @@ impl MySqlStore {
                     // A deadlock, or on Galera a certification conflict
                     // with another node's claim of the same rows: the next
                     // claim takes what is left, as a retry would.
-                    super::count_internal_retry(statement::CLAIM, &error, 1);
+                    super::policy::count_internal_retry(statement::CLAIM, &error, 1);
                 } else {
                     tracing::warn!(
                         error = &error as &dyn std::error::Error,
@@ -973,7 +973,7 @@ impl MySqlStore {
     ///
     /// Matching the two lists separately fences as exactly as matching pairs
     /// because every row of a claim has a token of its own, `base + id`
-    /// ([`super::new_token_base`]): a fence's token names its row as well as
+    /// ([`super::policy::new_token_base`]): a fence's token names its row as well as
     /// its claim, so a row matches another fence's token only if two random
     /// 62-bit bases differ by exactly the difference of two ids. (With one
     /// token per claim batch, a stale fence of a row batched with a fresh

@@ -93,7 +93,7 @@ pub(crate) struct PgStore {
     /// jobq's own statements take their connections here.
     conns: Stash<sqlx::Postgres>,
     notifier: Arc<Notifier>,
-    /// How long one statement may take (see [`super::within`]).
+    /// How long one statement may take (see [`super::policy::within`]).
     pub(super) deadline: Duration,
 }
 
@@ -151,7 +151,7 @@ impl BackendStore for PgStore {
     /// so a failed migration leaves nothing half-applied, and concurrent
     /// migrators take turns.
     ///
-    /// Within [`MIGRATE_DEADLINE`](super::MIGRATE_DEADLINE) once it has its
+    /// Within [`MIGRATE_DEADLINE`](super::policy::MIGRATE_DEADLINE) once it has its
     /// connection.
     async fn migrate(&self) -> Result<()> {
         let conn = within(self.deadline, statement::MIGRATE, self.conns.get()).await?;
@@ -160,7 +160,7 @@ impl BackendStore for PgStore {
             let result = migrate_on(&mut conn).await;
             conn.done(result)
         };
-        within(super::MIGRATE_DEADLINE, statement::MIGRATE, run).await
+        within(super::policy::MIGRATE_DEADLINE, statement::MIGRATE, run).await
     }
 
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
@@ -369,7 +369,7 @@ impl BackendStore for PgStore {
                 sqlx::query_as(COUNTS).bind(queue).fetch_all(conn).await
             })
             .await?;
-        super::counts(rows)
+        super::policy::counts(rows)
     }
 
     async fn cancel(&self, id: i64) -> Result<Cancelled> {

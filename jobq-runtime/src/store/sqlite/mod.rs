@@ -119,7 +119,7 @@ pub(crate) struct SqliteStore {
     /// last clone of the store is dropped.
     _checkpointer: Option<Arc<DropGuard>>,
     /// How long one statement or short transaction may take (see
-    /// [`super::within`]).
+    /// [`super::policy::within`]).
     pub(super) deadline: Duration,
 }
 
@@ -240,7 +240,7 @@ impl BackendStore for SqliteStore {
     /// Inside one `BEGIN IMMEDIATE` transaction: processes migrating a new
     /// file at once take turns, and the later ones find everything applied.
     ///
-    /// Within [`MIGRATE_DEADLINE`](super::MIGRATE_DEADLINE) once it has its
+    /// Within [`MIGRATE_DEADLINE`](super::policy::MIGRATE_DEADLINE) once it has its
     /// connection.
     async fn migrate(&self) -> Result<()> {
         let conn = within(self.deadline, statement::MIGRATE, self.conns.get()).await?;
@@ -249,7 +249,7 @@ impl BackendStore for SqliteStore {
             let result = migrate_on(&mut conn).await;
             conn.done(result)
         };
-        within(super::MIGRATE_DEADLINE, statement::MIGRATE, run).await
+        within(super::policy::MIGRATE_DEADLINE, statement::MIGRATE, run).await
     }
 
     /// Concurrent enqueues share a write (see [`shared_write`]).
@@ -441,7 +441,7 @@ impl BackendStore for SqliteStore {
                 sqlx::query_as(COUNTS).bind(queue).fetch_all(conn).await
             })
             .await?;
-        super::counts(rows)
+        super::policy::counts(rows)
     }
 
     async fn cancel(&self, id: i64) -> Result<Cancelled> {

@@ -295,7 +295,7 @@ fn named_sqlx_versions(text: &str) -> Vec<String> {
     found
 }
 
-/// The compile error of `enqueue_in`, the re-export's docs, the README's
+/// The compile error of `enqueue_in` (connection.rs), the re-export's docs, the README's
 /// install section and the backends guide name the sqlx version jobq is
 /// built on, and the lock file has it.
 #[test]
@@ -308,7 +308,7 @@ fn the_sqlx_version_the_docs_name_is_the_one_jobq_is_built_on() {
         "Cargo.lock has no sqlx {version}.x"
     );
     for file in [
-        "jobq-runtime/src/handle.rs",
+        "jobq-runtime/src/connection.rs",
         "jobq-runtime/src/lib.rs",
         "README.md",
         "docs/backends.md",

@@ -497,7 +497,8 @@ impl TestJobq {
 }
 
 /// `url` with its database path replaced by `name` (the query kept).
-fn with_database(url: &str, name: &str) -> String {
+#[doc(hidden)]
+pub fn with_database(url: &str, name: &str) -> String {
     let (base, query) = match url.split_once('?') {
         Some((base, query)) => (base, format!("?{query}")),
         None => (url, String::new()),
@@ -511,7 +512,8 @@ fn with_database(url: &str, name: &str) -> String {
 }
 
 /// The database `url` names (its path, without the query).
-fn database_of(url: &str) -> &str {
+#[doc(hidden)]
+pub fn database_of(url: &str) -> &str {
     let base = url.split_once('?').map_or(url, |(base, _)| base);
     let host_start = base.find("://").map_or(0, |i| i + 3);
     base[host_start..]

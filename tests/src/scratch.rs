@@ -17,28 +17,9 @@ pub struct ScratchDb {
     _file: Option<TestDb>,
 }
 
-/// `url` with its database path replaced by `name` (the query kept).
-pub fn with_database(url: &str, name: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, format!("?{query}")),
-        None => (url, String::new()),
-    };
-    let host_start = base.find("://").map_or(0, |i| i + 3);
-    let head = match base[host_start..].find('/') {
-        Some(i) => &base[..host_start + i],
-        None => base,
-    };
-    format!("{head}/{name}{query}")
-}
-
-/// The database `url` names (its path, without the query).
-pub fn database_of(url: &str) -> &str {
-    let base = url.split_once('?').map_or(url, |(base, _)| base);
-    let host_start = base.find("://").map_or(0, |i| i + 3);
-    base[host_start..]
-        .split_once('/')
-        .map_or("", |(_, database)| database)
-}
+/// A URL's database, and the URL with another (as `TestJobq::isolated` names
+/// its databases).
+pub use jobq_runtime::testing::{database_of, with_database};
 
 /// The name of a database of a test's own on the server of `url`:
 /// `{url's database}_{name}`. `scripts/test.sh` runs the tests as a user

@@ -5,7 +5,7 @@
 //! a MySQL/MariaDB or PostgreSQL server ([`TestJobq::isolated`]), or the
 //! application's own handle ([`TestJobq::wrap`]): hand it to the code under test, then look at what it enqueued
 //! ([`TestJobq::enqueued`], [`TestJobq::assert_enqueued`]) and run those jobs
-//! ([`TestJobq::drain`]) through a real [`Worker`](crate::Worker) — the same
+//! ([`TestJobq::drain`]) through a real [`Worker`] — the same
 //! claim → run → settle path as in production, with the same retry
 //! schedules, timeouts and states — and get back what happened to each
 //! attempt as a value. [`perform`] runs one job inline, without a database.

@@ -5,7 +5,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use jobq_core::RegistryError;
 
-use crate::{Backend, MAX_JOB_NAME_LEN, MAX_KEY_LEN, MAX_QUEUE_LEN};
+use crate::options::{MAX_JOB_NAME_LEN, MAX_KEY_LEN, MAX_QUEUE_LEN};
+use crate::types::Backend;
 
 /// Everything that can go wrong in a jobq call.
 #[derive(Debug, thiserror::Error)]

@@ -6,6 +6,7 @@ use std::time::Duration;
 use jobq_core::Job;
 
 use crate::connection::EnqueueConnection;
+use crate::error::{Error, InvalidArgument, Result};
 use crate::ops::{Cursor, DoctorReport, JobFilter, JobPage, MAX_PAGE_LEN, Page, Stats};
 use crate::options::{
     ConnectOptions, DEFAULT_MAX_PAYLOAD_BYTES, MAX_DELAY, MAX_JOB_NAME_LEN, MAX_KEY_LEN,
@@ -14,8 +15,9 @@ use crate::options::{
 use crate::roster::{self, JobKind, PublishedJob, WorkerInfo};
 use crate::store::filter::{Statuses, Where};
 use crate::store::{self, NewJob, Prunable, Store};
+use crate::types::Backend;
 use crate::types::{Enqueue, Enqueued, JobInfo, QueueCounts, RunAt};
-use crate::{Backend, Error, InvalidArgument, Result, wakeup};
+use crate::wakeup;
 
 /// A cheap-to-clone handle on one database's jobs.
 ///

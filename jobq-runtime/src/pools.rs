@@ -9,6 +9,8 @@ use sqlx::PgPool;
 #[cfg(feature = "sqlite")]
 use sqlx::SqlitePool;
 
+use crate::error::Result;
+use crate::handle::Jobq;
 #[cfg(feature = "mysql")]
 use crate::store::MySqlStore;
 #[cfg(feature = "postgres")]
@@ -17,7 +19,6 @@ use crate::store::PgStore;
 use crate::store::SqliteStore;
 #[allow(unused_imports)]
 use crate::store::{BackendStore, Store};
-use crate::{Jobq, Result};
 
 #[cfg(feature = "mysql")]
 impl Jobq {

@@ -54,7 +54,11 @@ use std::time::Duration;
 use jobq_core::{Job, JobContext, JobError, Registry, States, error_chain};
 use tokio::sync::mpsc;
 
-use crate::{JobFilter, JobStatus, Jobq, MAX_PAGE_LEN, Order, Page, Result, Worker};
+use crate::error::Result;
+use crate::handle::Jobq;
+use crate::ops::{JobFilter, MAX_PAGE_LEN, Order, Page};
+use crate::types::JobStatus;
+use crate::worker::Worker;
 
 /// How one attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,11 +11,12 @@ use tokio_util::sync::CancellationToken;
 use super::filter::{Filtered, Statement};
 use super::policy::Prunable;
 use super::{doctor, migrate};
+use crate::error::Result;
 use crate::ops::{QueueFigures, StatsWindow};
 use crate::options::ConnectOptions;
 use crate::roster::WorkerRecord;
+use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
-use crate::{Backend, Result};
 
 /// What every backend's store does. See the [module docs](self).
 ///

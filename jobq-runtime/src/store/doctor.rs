@@ -19,7 +19,7 @@ use std::future::Future;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::migrate::Migration;
-use crate::Result;
+use crate::error::Result;
 use crate::ops::{Check, CheckStatus};
 
 /// The check names, stable for scripts (`jobq doctor --json`).

@@ -81,11 +81,12 @@ use tokio_util::sync::CancellationToken;
 
 use self::filter::{Kind, Statement, Where};
 use crate::connection::AnyConnection;
+use crate::error::{Error, Result};
 use crate::ops::{Order, Stats, StatsWindow};
 use crate::options::ConnectOptions;
 use crate::roster::WorkerRecord;
+use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts};
-use crate::{Backend, Error, Result};
 
 pub(crate) mod contract;
 pub(crate) mod doctor;
@@ -605,7 +606,7 @@ mod tests {
 
     #[test]
     fn a_url_names_its_backend_by_scheme() {
-        use crate::Backend;
+        use crate::types::Backend;
         for (url, backend) in [
             ("mysql://root@db/app", Some(Backend::MySql)),
             ("mariadb://root@db/app", Some(Backend::MySql)),

@@ -6,8 +6,8 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::error::{Error, Result};
 use crate::types::{JobStatus, QueueCounts};
-use crate::{Error, Result};
 
 /// Opens one connection to a server within `timeout` and closes it: what a
 /// pool's first connect does, but failing with the connection's own error

@@ -8,8 +8,10 @@ use jobq_core::{Job, Registry, States};
 use super::cron::CronSpec;
 use super::shared::{QueueSpec, Settings};
 use super::supervisor::Worker;
+use crate::error::{ConfigError, Result};
+use crate::handle::Jobq;
 use crate::handle::{validate_job_name, validate_queue};
-use crate::{ConfigError, Enqueue, Jobq, Result};
+use crate::types::Enqueue;
 
 /// Most jobs of one queue a worker runs at once. A claim takes up to this
 /// many rows in one statement, and on MySQL/MariaDB marks them with an

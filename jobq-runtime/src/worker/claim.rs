@@ -13,8 +13,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::run::{self, Pace};
 use super::shared::{QueueSpec, Shared, backoff, panicked, quietly, unless};
 use super::{inject, pause};
+use crate::error::Result;
 use crate::metrics::{Outcome, QueueMetrics};
-use crate::{Result, wakeup};
+use crate::wakeup;
 
 /// A queue's claim loop: keeps the queue's slots fed from a small buffer of
 /// claimed jobs, refilled by one claim at a time.

@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 
 use super::inject;
 use super::shared::{Shared, backoff, lock, panicked, quietly, unless};
-use crate::Result;
+use crate::error::Result;
 use crate::metrics::Settle;
 use crate::store::Fence;
 

@@ -14,7 +14,9 @@ use futures_util::future::BoxFuture;
 use jobq_core::Job;
 use tokio_util::sync::CancellationToken;
 
-use crate::{ConfigError, Enqueue, Enqueued, Jobq, Result};
+use crate::error::{ConfigError, Result};
+use crate::handle::Jobq;
+use crate::types::{Enqueue, Enqueued};
 
 /// Longest single sleep before a tick: the wall clock is looked at again
 /// after it, so a clock that was set or a machine that slept is noticed.

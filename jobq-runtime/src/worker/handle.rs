@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
 use super::shared::{Shared, in_span, lock, panic_message, quietly};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// A running worker; see [`Worker::start`](super::Worker::start).
 ///

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::time::MissedTickBehavior;
 
 use super::shared::{Shared, backoff, jittered_pause, quietly, unless};
-use crate::Error;
+use crate::error::Error;
 
 /// First checks that the database has every migration this jobq needs
 /// ([`migrated`]), then reads the paused queues once per poll interval (one

@@ -17,8 +17,8 @@ use super::inject::{self, Point};
 use super::shared::{
     Ended, Held, Observed, Shared, backoff, panic_message, panicked, quietly, unless,
 };
-use crate::MAX_DELAY;
 use crate::metrics::{self, JobMetrics, QueueMetrics};
+use crate::options::MAX_DELAY;
 use crate::store::{ClaimedJob, Fence, Store, Target, Transition};
 
 /// How an attempt ended.

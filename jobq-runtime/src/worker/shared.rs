@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, Span};
 
-use crate::Error;
+use crate::error::Error;
 use crate::metrics::{QueueMetrics, WorkerMetrics};
 use crate::store::{Fence, Store, Transition};
 

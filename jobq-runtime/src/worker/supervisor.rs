@@ -18,9 +18,10 @@ use super::handle::{Running, WorkerHandle};
 use super::shared::{
     QueueSpec, Settings, Shared, backoff, in_span, jittered_pause, panic_message, panicked, quietly,
 };
+use crate::error::{Error, Result};
+use crate::handle::Jobq;
 use crate::metrics::{QueueMetrics, WorkerMetrics};
 use crate::store::{Fence, Transition};
-use crate::{Error, Jobq, Result};
 
 /// Successes waiting to be settled before job tasks wait (backpressure).
 const COMPLETE_BACKLOG: usize = 10_000;

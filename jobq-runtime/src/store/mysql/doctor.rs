@@ -11,6 +11,7 @@ use sqlx::{Connection, MySqlConnection};
 
 use super::sql::*;
 use super::{MySqlStore, Text, opt_text};
+use crate::error::{Error, Result};
 use crate::metrics::statement;
 use crate::ops::Check;
 use crate::store::doctor::{
@@ -18,7 +19,6 @@ use crate::store::doctor::{
     plan_check, version_check,
 };
 use crate::store::migrate;
-use crate::{Error, Result};
 
 type Query<'q> = sqlx::query::Query<'q, MySql, MySqlArguments>;
 

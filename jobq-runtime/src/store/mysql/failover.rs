@@ -36,8 +36,8 @@ use sqlx::{Connection, Executor, MySqlPool, Row};
 
 use super::Text;
 use super::sql::{NODE_WSREP_ON, NODE_WSREP_READY};
+use crate::error::{Error, Result};
 use crate::store::stash::Retire;
-use crate::{Error, Result};
 
 /// How often a pool that moved off the first ready node looks for an
 /// earlier node of its list that is ready again.

@@ -8,7 +8,7 @@ use sqlx::{Connection, Executor, Row};
 
 use super::PgStore;
 use super::sql::*;
-use crate::Result;
+use crate::error::Result;
 use crate::metrics::statement;
 use crate::ops::Check;
 use crate::store::doctor::{

@@ -40,6 +40,7 @@ use self::sql::*;
 use super::filter::{Bind, Filtered, Statement};
 use super::migrate;
 use super::stash::Stash;
+use crate::error::{Error, Result};
 use crate::metrics::statement;
 use crate::ops::{LiveFigures, QueueFigures, StatsWindow};
 use crate::options::ConnectOptions;
@@ -50,8 +51,8 @@ use crate::store::contract::{
 use crate::store::policy::{
     Prunable, in_batches, micros, new_token_base, retry_transient, row_token, within,
 };
+use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
-use crate::{Backend, Error, Result};
 
 mod doctor;
 pub(crate) mod glue;

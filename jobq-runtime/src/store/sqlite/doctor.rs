@@ -7,7 +7,7 @@ use sqlx::Row;
 
 use super::SqliteStore;
 use super::sql::*;
-use crate::Result;
+use crate::error::Result;
 use crate::metrics::statement;
 use crate::ops::Check;
 use crate::store::doctor::{

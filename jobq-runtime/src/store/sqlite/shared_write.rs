@@ -9,11 +9,11 @@ use tokio::sync::oneshot;
 use super::{
     Queued, SqliteStore, insert_chunks, insert_keyless, insert_row, is_transient, now_micros,
 };
+use crate::error::{Error, Result};
 use crate::metrics::statement;
 use crate::store::contract::NewJob;
 use crate::store::policy::retry_transient;
 use crate::types::Enqueued;
-use crate::{Error, Result};
 
 /// The answer of an enqueue whose shared write's task ended without sending
 /// one (it panicked, or the runtime shut down under it): the row may or may

@@ -2,16 +2,16 @@
 
 use std::io::{BufRead, IsTerminal};
 
-use jobq_runtime::{CheckStatus, Enqueue, JobFilter, JobStatus, Jobq, Order, Page};
+use jobq_runtime::{CheckStatus, Enqueue, JobFilter, JobStatus, Jobq, Order, Page, error_chain};
 
 use crate::output;
-use crate::{Command, FilterArgs, Format, Outcome, chain};
+use crate::{Command, FilterArgs, Format, Outcome};
 
 /// Runs `command`, printing what it did; an error as text with its causes.
 pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, String> {
     let outcome = match command {
         Command::Migrate => {
-            jobq.migrate().await.map_err(|e| chain(&e))?;
+            jobq.migrate().await.map_err(|e| error_chain(&e))?;
             outln!("migrated");
             Outcome::Done
         }
@@ -37,7 +37,7 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             }
         }
         Command::Counts { queue, format } => {
-            let c = jobq.counts(&queue).await.map_err(|e| chain(&e))?;
+            let c = jobq.counts(&queue).await.map_err(|e| error_chain(&e))?;
             if format.json {
                 outln!("{}", output::counts_json(&c));
             } else {
@@ -76,7 +76,7 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             let page = jobq
                 .list(&filter.to_filter(), page)
                 .await
-                .map_err(|e| chain(&e))?;
+                .map_err(|e| error_chain(&e))?;
             if format.json {
                 outln!("{}", output::page_json(&page));
             } else {
@@ -84,7 +84,7 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             }
             Outcome::Done
         }
-        Command::Show { id, format } => match jobq.job(id).await.map_err(|e| chain(&e))? {
+        Command::Show { id, format } => match jobq.job(id).await.map_err(|e| error_chain(&e))? {
             Some(job) if format.json => {
                 outln!("{}", output::job_json(&job));
                 Outcome::Done
@@ -121,7 +121,7 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             }?
         }
         Command::Pause { queue } => {
-            if jobq.pause(&queue).await.map_err(|e| chain(&e))? {
+            if jobq.pause(&queue).await.map_err(|e| error_chain(&e))? {
                 outln!("queue {queue} is paused: workers claim nothing more from it");
             } else {
                 outln!("queue {queue} was paused already");
@@ -129,7 +129,7 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             Outcome::Done
         }
         Command::Resume { queue } => {
-            if jobq.resume(&queue).await.map_err(|e| chain(&e))? {
+            if jobq.resume(&queue).await.map_err(|e| error_chain(&e))? {
                 outln!("queue {queue} is resumed");
             } else {
                 outln!("queue {queue} was not paused");
@@ -137,8 +137,8 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             Outcome::Done
         }
         Command::Workers { format } => {
-            let workers = jobq.workers().await.map_err(|e| chain(&e))?;
-            let jobs = jobq.job_kinds().await.map_err(|e| chain(&e))?;
+            let workers = jobq.workers().await.map_err(|e| error_chain(&e))?;
+            let jobs = jobq.job_kinds().await.map_err(|e| error_chain(&e))?;
             if format.json {
                 outln!("{}", output::workers_json(&workers, &jobs));
             } else {
@@ -189,7 +189,7 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             let enqueued = jobq
                 .enqueue_json(&name, &payload, options)
                 .await
-                .map_err(|e| chain(&e))?;
+                .map_err(|e| error_chain(&e))?;
             if format.json {
                 outln!(
                     "{}",
@@ -211,11 +211,14 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
                 return Ok(Outcome::NotApplicable);
             }
             if let Some(age) = finished {
-                let n = jobq.prune_finished(age).await.map_err(|e| chain(&e))?;
+                let n = jobq
+                    .prune_finished(age)
+                    .await
+                    .map_err(|e| error_chain(&e))?;
                 outln!("deleted {n} done or cancelled jobs");
             }
             if let Some(age) = failed {
-                let n = jobq.prune_failed(age).await.map_err(|e| chain(&e))?;
+                let n = jobq.prune_failed(age).await.map_err(|e| error_chain(&e))?;
                 outln!("deleted {n} failed jobs");
             }
             Outcome::Done
@@ -225,7 +228,7 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
                 Some(lease) => jobq.doctor_with_lease(lease).await,
                 None => jobq.doctor().await,
             }
-            .map_err(|e| chain(&e))?;
+            .map_err(|e| error_chain(&e))?;
             if format.json {
                 outln!("{}", output::doctor_json(&report));
             } else {
@@ -248,7 +251,7 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
 }
 
 async fn stats_once(jobq: &Jobq, format: Format) -> Result<(), String> {
-    let stats = jobq.stats().await.map_err(|e| chain(&e))?;
+    let stats = jobq.stats().await.map_err(|e| error_chain(&e))?;
     if format.json {
         outln!("{}", output::stats_json(&stats));
     } else {
@@ -308,7 +311,7 @@ fn by_id(
             action.verb, action.verb
         ));
     }
-    if changed.map_err(|e| chain(&e))? {
+    if changed.map_err(|e| error_chain(&e))? {
         outln!("job {id} is {}", action.done);
         Ok(Outcome::Done)
     } else {
@@ -354,7 +357,7 @@ impl Bulk {
                 count += jobq
                     .count_where(&filter.clone().status(status))
                     .await
-                    .map_err(|e| chain(&e))?;
+                    .map_err(|e| error_chain(&e))?;
             }
         }
         if count == 0 {
@@ -373,7 +376,7 @@ impl Bulk {
             "retry" => jobq.retry_where(&filter).await,
             _ => jobq.cancel_where(&filter).await,
         }
-        .map_err(|e| chain(&e))?;
+        .map_err(|e| error_chain(&e))?;
         outln!("{changed} jobs {}", self.done);
         Ok(Outcome::Done)
     }

@@ -283,23 +283,6 @@ async fn main() -> ExitCode {
     code
 }
 
-/// `error` and its sources, `: `-separated, so that the cause shows (jobq's
-/// `database error` is the server's refusal further down). A source whose
-/// message the text already ends with (sqlx repeats the server's) is skipped.
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let message = cause.to_string();
-        if !text.ends_with(&message) {
-            text.push_str(": ");
-            text.push_str(&message);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 async fn run(url: &str, command: Command) -> Result<Outcome, String> {
     // The dashboard serves requests side by side; every other command runs
     // one statement at a time. Opened within jobq's connect timeout (5 s):
@@ -312,6 +295,6 @@ async fn run(url: &str, command: Command) -> Result<Outcome, String> {
     let options = ConnectOptions::new().max_connections(connections);
     let jobq = Jobq::connect_with_options(url, options)
         .await
-        .map_err(|e| chain(&e))?;
+        .map_err(|e| jobq_runtime::error_chain(&e))?;
     commands::execute(&jobq, command).await
 }

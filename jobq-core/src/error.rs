@@ -148,16 +148,43 @@ pub enum DispatchError {
     },
 }
 
-/// Renders an error and its `source()` chain as `outer: inner: innermost`.
+/// Renders an error and its `source()` chain as `outer: inner: innermost`,
+/// so that the cause shows (a database error's is the server's refusal
+/// further down). A source whose message the text already ends with is
+/// skipped: an error that prints its source too (sqlx repeats the server's
+/// message) shows it once.
+///
+/// ```
+/// use std::fmt;
+///
+/// #[derive(Debug)]
+/// struct Outer(std::io::Error);
+/// impl fmt::Display for Outer {
+///     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+///         write!(f, "writing the report failed: {}", self.0)
+///     }
+/// }
+/// impl std::error::Error for Outer {
+///     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+///         Some(&self.0)
+///     }
+/// }
+///
+/// let error = Outer(std::io::Error::other("disk full"));
+/// assert_eq!(jobq_core::error_chain(&error), "writing the report failed: disk full");
+/// ```
 pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = error.to_string();
-    let mut next = error.source();
-    while let Some(cause) = next {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        next = cause.source();
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let message = cause.to_string();
+        if !text.ends_with(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        source = cause.source();
     }
-    out
+    text
 }
 
 #[cfg(test)]
@@ -177,6 +204,35 @@ mod tests {
         assert_eq!(e.message(), "smtp timeout");
         let r: Result<(), std::io::Error> = Err(std::io::Error::other("disk full"));
         assert_eq!(r.into_job_result().unwrap_err().message(), "disk full");
+    }
+
+    /// Each source is appended once; one that its outer error already
+    /// printed at its end is not repeated.
+    #[test]
+    fn an_error_chain_shows_each_cause_once() {
+        #[derive(Debug)]
+        struct Wrap(&'static str, Option<Box<Wrap>>);
+        impl std::fmt::Display for Wrap {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        impl std::error::Error for Wrap {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                self.1.as_deref().map(|w| w as _)
+            }
+        }
+        let inner = Wrap("1045: access denied", None);
+        let repeats = Wrap("database error: 1045: access denied", Some(Box::new(inner)));
+        assert_eq!(error_chain(&repeats), "database error: 1045: access denied");
+        let three = Wrap(
+            "outer",
+            Some(Box::new(Wrap(
+                "middle",
+                Some(Box::new(Wrap("inner", None))),
+            ))),
+        );
+        assert_eq!(error_chain(&three), "outer: middle: inner");
     }
 
     #[test]

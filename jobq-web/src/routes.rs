@@ -106,16 +106,10 @@ fn respond(req: &Req, page: pages::Page<'_>) -> Response {
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
         let (status, message) = match self {
-            Self::Jobq(error) => {
-                let mut message = error.to_string();
-                let mut source = std::error::Error::source(&error);
-                while let Some(cause) = source {
-                    message.push_str(": ");
-                    message.push_str(&cause.to_string());
-                    source = cause.source();
-                }
-                (StatusCode::INTERNAL_SERVER_ERROR, message)
-            }
+            Self::Jobq(error) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                jobq_runtime::error_chain(&error),
+            ),
             Self::BadRequest(message) => (StatusCode::BAD_REQUEST, message),
             Self::NotFound(message) => (StatusCode::NOT_FOUND, message),
             Self::Forbidden(message) => (StatusCode::FORBIDDEN, message),

@@ -19,6 +19,7 @@ use std::future::Future;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::migrate::Migration;
+use super::stash::Stash;
 use crate::error::Result;
 use crate::ops::{Check, CheckStatus};
 
@@ -95,25 +96,10 @@ where
         Ok(check) => check,
         Err(error) => Check::fail(
             name,
-            format!("could not check: {}", error_chain(&error)),
+            format!("could not check: {}", jobq_core::error_chain(&error)),
             "fix what the error says (run `jobq migrate` if jobq_jobs or jobq_migrations is missing; grant the privilege if one is named)",
         ),
     }
-}
-
-/// `error` and its sources, `: `-separated, so the server's message shows.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let message = cause.to_string();
-        if !text.ends_with(&message) {
-            text.push_str(": ");
-            text.push_str(&message);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The leading `major.minor.patch` of a version string (`10.11.19-MariaDB…`,
@@ -166,6 +152,39 @@ pub(crate) fn version_check(version: &str, needs: &VersionNeeds) -> Check {
             format!("make sure it is {} {min} or newer", needs.product),
         ),
     }
+}
+
+/// The migrations check on one of jobq's connections: whether
+/// `jobq_migrations` exists (`table`, a count of the tables of that name
+/// jobq's session sees), then the versions it records (`applied`), against
+/// the `embedded` migrations ([`migrations_check`]). Each backend gives
+/// only its two statements.
+pub(crate) async fn migrations<DB>(
+    conns: &Stash<DB>,
+    table: &'static str,
+    applied: &'static str,
+    embedded: &[Migration],
+) -> Result<Check>
+where
+    DB: sqlx::Database,
+    i64: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+{
+    let exists: i64 = conns
+        .run(async |conn| sqlx::query_scalar(table).fetch_one(conn).await)
+        .await?;
+    let applied: Option<Vec<i64>> = if exists > 0 {
+        Some(
+            conns
+                .run(async |conn| sqlx::query_scalar(applied).fetch_all(conn).await)
+                .await?,
+        )
+    } else {
+        None
+    };
+    Ok(migrations_check(embedded, applied.as_deref()))
 }
 
 /// Applied migrations (`None`: no `jobq_migrations` table) against the

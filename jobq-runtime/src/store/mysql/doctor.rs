@@ -15,8 +15,8 @@ use crate::error::{Error, Result};
 use crate::metrics::statement;
 use crate::ops::Check;
 use crate::store::doctor::{
-    DoctorOptions, PlanRule, VersionNeeds, clock_check, guarded, migrations_check, names,
-    plan_check, version_check,
+    self, DoctorOptions, PlanRule, VersionNeeds, clock_check, guarded, names, plan_check,
+    version_check,
 };
 use crate::store::migrate;
 
@@ -105,7 +105,17 @@ impl MySqlStore {
                 binlog_format.as_deref().unwrap_or(""),
                 self.galera,
             ),
-            guarded(names::MIGRATIONS, self.deadline, self.migrations()).await,
+            guarded(
+                names::MIGRATIONS,
+                self.deadline,
+                doctor::migrations(
+                    &self.conns,
+                    DOCTOR_MIGRATIONS_TABLE,
+                    MIGRATIONS_APPLIED,
+                    migrate::MYSQL,
+                ),
+            )
+            .await,
             guarded(
                 names::CLOCK_SKEW,
                 self.deadline,
@@ -175,27 +185,6 @@ impl MySqlStore {
             .run(async |conn| sqlx::query_scalar(DOCTOR_ENGINE).fetch_optional(conn).await)
             .await?;
         Ok(engine_check(engine.as_deref()))
-    }
-
-    async fn migrations(&self) -> Result<Check> {
-        let exists: i64 = self
-            .conns
-            .run(async |conn| {
-                sqlx::query_scalar(DOCTOR_MIGRATIONS_TABLE)
-                    .fetch_one(conn)
-                    .await
-            })
-            .await?;
-        let applied: Option<Vec<i64>> = if exists > 0 {
-            Some(
-                self.conns
-                    .run(async |conn| sqlx::query_scalar(MIGRATIONS_APPLIED).fetch_all(conn).await)
-                    .await?,
-            )
-        } else {
-            None
-        };
-        Ok(migrations_check(migrate::MYSQL, applied.as_deref()))
     }
 
     async fn galera_cluster(&self) -> Result<Check> {

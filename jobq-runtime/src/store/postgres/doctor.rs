@@ -12,8 +12,7 @@ use crate::error::Result;
 use crate::metrics::statement;
 use crate::ops::Check;
 use crate::store::doctor::{
-    HostClock, PlanRule, VersionNeeds, clock_check, guarded, migrations_check, names, plan_check,
-    version_check,
+    self, HostClock, PlanRule, VersionNeeds, clock_check, guarded, names, plan_check, version_check,
 };
 use crate::store::migrate;
 
@@ -70,7 +69,17 @@ impl PgStore {
         let mut checks = vec![
             version_check(&version, &needs),
             guarded(names::ISOLATION, self.deadline, self.isolation()).await,
-            guarded(names::MIGRATIONS, self.deadline, self.migrations()).await,
+            guarded(
+                names::MIGRATIONS,
+                self.deadline,
+                doctor::migrations(
+                    &self.conns,
+                    DOCTOR_MIGRATIONS_TABLE,
+                    MIGRATIONS_APPLIED,
+                    migrate::POSTGRES,
+                ),
+            )
+            .await,
             guarded(names::CLOCK_SKEW, self.deadline, self.clock_skew(clock)).await,
         ];
         for (rule, sql) in PLANS.iter().zip([CLAIM, REAP, PRUNE]) {
@@ -85,27 +94,6 @@ impl PgStore {
             .run(async |conn| sqlx::query_scalar(DOCTOR_ISOLATION).fetch_one(conn).await)
             .await?;
         Ok(isolation_check(&level))
-    }
-
-    async fn migrations(&self) -> Result<Check> {
-        let exists: bool = self
-            .conns
-            .run(async |conn| {
-                sqlx::query_scalar(DOCTOR_MIGRATIONS_TABLE)
-                    .fetch_one(conn)
-                    .await
-            })
-            .await?;
-        let applied: Option<Vec<i64>> = if exists {
-            Some(
-                self.conns
-                    .run(async |conn| sqlx::query_scalar(MIGRATIONS_APPLIED).fetch_all(conn).await)
-                    .await?,
-            )
-        } else {
-            None
-        };
-        Ok(migrations_check(migrate::POSTGRES, applied.as_deref()))
     }
 
     async fn clock_skew(&self, clock: HostClock) -> Result<Check> {

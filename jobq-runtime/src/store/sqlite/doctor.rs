@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::metrics::statement;
 use crate::ops::Check;
 use crate::store::doctor::{
-    PlanRule, VersionNeeds, guarded, migrations_check, names, plan_check, version_check,
+    self, PlanRule, VersionNeeds, guarded, names, plan_check, version_check,
 };
 use crate::store::migrate;
 
@@ -65,7 +65,17 @@ impl SqliteStore {
                 "serializable: one writer at a time, multi-statement writes BEGIN IMMEDIATE",
             ),
             guarded(names::JOURNAL_MODE, self.deadline, self.journal_mode()).await,
-            guarded(names::MIGRATIONS, self.deadline, self.migrations()).await,
+            guarded(
+                names::MIGRATIONS,
+                self.deadline,
+                doctor::migrations(
+                    &self.conns,
+                    DOCTOR_MIGRATIONS_TABLE,
+                    MIGRATIONS_APPLIED,
+                    migrate::SQLITE,
+                ),
+            )
+            .await,
             Check::ok(names::CLOCK_SKEW, "one clock: SQLite times are this host's"),
         ];
         for (rule, sql) in PLANS.iter().zip([PICK, REAP, PRUNE]) {
@@ -84,27 +94,6 @@ impl SqliteStore {
             })
             .await?;
         Ok(journal_mode_check(&mode))
-    }
-
-    async fn migrations(&self) -> Result<Check> {
-        let exists: i64 = self
-            .conns
-            .run(async |conn| {
-                sqlx::query_scalar(DOCTOR_MIGRATIONS_TABLE)
-                    .fetch_one(conn)
-                    .await
-            })
-            .await?;
-        let applied: Option<Vec<i64>> = if exists > 0 {
-            Some(
-                self.conns
-                    .run(async |conn| sqlx::query_scalar(MIGRATIONS_APPLIED).fetch_all(conn).await)
-                    .await?,
-            )
-        } else {
-            None
-        };
-        Ok(migrations_check(migrate::SQLITE, applied.as_deref()))
     }
 
     /// The `detail` lines of `EXPLAIN QUERY PLAN` (parameters unbound: the

@@ -1,7 +1,17 @@
 //! The contract every backend implements, [`BackendStore`], and the values
 //! that cross it. Below the backends, which import it; above the value
-//! types and errors. Policy written once for every backend (retries of
-//! transient errors, deadlines, batches) is in `policy.rs`.
+//! types and errors.
+//!
+//! The contract is thin: a method that writes is *one try* of one
+//! statement or one short transaction (a few, where a dialect needs them
+//! for one step, as MySQL's resumed claim or its reaper), sized by its
+//! arguments. What every backend does the same way around those tries is
+//! written once above them, in `policy.rs`: the statement deadline of each
+//! try, retries of transient errors (which the backend only recognizes,
+//! [`BackendStore::is_transient`]), the chunks of a settle or renewal
+//! ([`BackendStore::FENCE_CHUNK`] fences each), the batches of a prune. A
+//! method that only reads runs each of its statements within the deadline
+//! itself and is never retried.
 
 use std::time::Duration;
 
@@ -9,10 +19,9 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use super::filter::{Filtered, Statement};
-use super::policy::Prunable;
 use super::{doctor, migrate};
 use crate::error::Result;
-use crate::ops::{QueueFigures, StatsWindow};
+use crate::ops::LiveFigures;
 use crate::options::ConnectOptions;
 use crate::roster::WorkerRecord;
 use crate::types::Backend;
@@ -22,20 +31,37 @@ use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 ///
 /// Times are the database's clock where it has one (the application's on
 /// SQLite); durations arrive already clamped to [`MAX_DELAY`](crate::MAX_DELAY).
-/// A method that retries does so only for statements jobq started itself
-/// ([`retry_transient`]), never inside a caller's transaction.
+/// A write is one try: `policy.rs` runs it within [`deadline`](Self::deadline)
+/// and tries it again after a transient error, for statements jobq started
+/// itself only, never inside a caller's transaction
+/// ([`enqueue_in`](Self::enqueue_in) is never retried).
 pub(crate) trait BackendStore: Sized {
     /// The sqlx pool it runs on.
     type Pool;
     /// The connection [`enqueue_in`](Self::enqueue_in) writes through.
     type Connection;
+    /// What one prune statement deletes from (see [`prune`](Self::prune)).
+    type PruneScope;
+
+    /// Fences one settle or lease renewal statement takes at most: what
+    /// [`complete`](Self::complete), [`heartbeat`](Self::heartbeat) and
+    /// [`heartbeat_unlocked`](Self::heartbeat_unlocked) are given at once.
+    const FENCE_CHUNK: usize;
 
     /// Which backend this is.
     fn backend(&self) -> Backend;
 
+    /// How long one statement or one try of a write may take (see
+    /// [`within`](super::policy::within)).
+    fn deadline(&self) -> Duration;
+
+    /// Whether `error` is one a try of jobq's own may be run again after
+    /// (a deadlock, a lock wait timeout, a busy database).
+    fn is_transient(error: &sqlx::Error) -> bool;
+
     /// Opens a pool of `options.max_connections` for `url` (one of its
     /// schemes), a server's first connection within `options.connect_timeout`
-    /// ([`probe`]).
+    /// ([`probe`](super::policy::probe)).
     async fn connect(url: &str, options: &ConnectOptions) -> Result<Self>;
 
     /// Uses the caller's pool; checks what it must of the server.
@@ -58,46 +84,65 @@ pub(crate) trait BackendStore: Sized {
     fn migrations(&self) -> &'static [migrate::Migration];
 
     /// The versions `jobq_migrations` records (an error if it does not
-    /// exist: [`Error::NotMigrated`]).
+    /// exist: [`Error::NotMigrated`](crate::Error::NotMigrated)).
     async fn applied_migrations(&self) -> Result<Vec<i64>>;
 
-    /// Inserts one row (or finds the row of its idempotency key).
+    /// Inserts one row (or finds the row of its idempotency key). One try.
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued>;
 
-    /// Inserts a batch, all or nothing; results are in input order.
+    /// Inserts a batch, all or nothing; results are in input order. One
+    /// try: one statement, or one transaction of the statements its
+    /// dialect cuts the batch into.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>>;
 
     /// Inserts one row through the caller's connection or transaction,
     /// never retried; on PostgreSQL its NOTIFY goes out when that commits.
     async fn enqueue_in(conn: &mut Self::Connection, job: &NewJob) -> Result<Enqueued>;
 
-    /// Claims up to `limit` due jobs of `queue`, ordered by priority,
-    /// run_at, id, each under a token of its own ([`row_token`]); returns
-    /// them in that order.
+    /// Claims up to `claim.limit` due jobs of `claim.queue`, ordered by
+    /// priority, run_at, id, each under a token of its own
+    /// ([`row_token`](super::policy::row_token)); returns them in that
+    /// order. One try.
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>>;
 
-    /// Marks held jobs `done`; returns how many were still held.
+    /// Marks held jobs `done` (at most [`FENCE_CHUNK`](Self::FENCE_CHUNK),
+    /// one statement); returns how many were still held.
     async fn complete(&self, fences: &[Fence]) -> Result<u64>;
 
     /// Applies one fenced transition; `false` when the fence no longer matched.
     async fn transition(&self, t: &Transition) -> Result<bool>;
 
-    /// Extends the leases of held jobs; returns the fences no longer held.
+    /// Extends the leases of held jobs (at most
+    /// [`FENCE_CHUNK`](Self::FENCE_CHUNK), one statement, and where it can
+    /// only count the rows it renewed, one read of those it did not);
+    /// returns the fences no longer held.
     async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>>;
 
-    /// Extends the leases of the held jobs among `fences` whose rows no
-    /// other transaction has locked, without waiting on any lock; returns
-    /// the fences it renewed.
+    /// Extends the leases of the held jobs among `fences` (at most
+    /// [`FENCE_CHUNK`](Self::FENCE_CHUNK)) whose rows no other transaction
+    /// has locked, without waiting on any lock; returns the fences it
+    /// renewed. One statement or one short transaction.
     async fn heartbeat_unlocked(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>>;
 
     /// Returns up to `limit` expired `processing` rows of `queue` to
     /// `pending` (or `failed` when their attempts are used up); how many.
+    /// One try.
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64>;
 
-    /// Deletes every row of the `which` kind that finished more than
-    /// `older_than` ago, oldest first, at most [`PRUNE_BATCH`] rows per
-    /// statement (each a short transaction, see [`in_batches`]); how many.
-    async fn prune(&self, which: Prunable, older_than: Duration) -> Result<u64>;
+    /// What [`prune`](Self::prune) goes through to delete every row of the
+    /// `which` kind (each scope a range of an index its statement deletes
+    /// from in order), read without locks.
+    async fn prune_scopes(&self, which: Prunable) -> Result<Vec<Self::PruneScope>>;
+
+    /// Deletes up to `limit` rows of `scope` that finished more than
+    /// `older_than` ago, oldest first: one statement (a short transaction);
+    /// how many.
+    async fn prune(
+        &self,
+        scope: &Self::PruneScope,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<u64>;
 
     /// Forwards the database's own wake-ups for `queues` to the in-process
     /// ones until `stop`; returns at once on a backend that has none.
@@ -106,15 +151,16 @@ pub(crate) trait BackendStore: Sized {
     /// The row with this id, as stored.
     async fn job(&self, id: i64) -> Result<Option<JobInfo>>;
 
-    /// How many jobs of `queue` are in each status (see [`counts`]).
+    /// How many jobs of `queue` are in each status (see
+    /// [`counts`](super::policy::counts)).
     async fn counts(&self, queue: &str) -> Result<QueueCounts>;
 
     /// Cancels a `pending` or `processing` row: whether it did, and the
-    /// claim it ended if the row was `processing`.
+    /// claim it ended if the row was `processing`. One try.
     async fn cancel(&self, id: i64) -> Result<Cancelled>;
 
     /// Sends a `failed` or `cancelled` row back to `pending`, runnable now,
-    /// with at least one more attempt; whether it did.
+    /// with at least one more attempt; whether it did. One try.
     async fn retry(&self, id: i64) -> Result<bool>;
 
     /// The database's clock now (the application's on SQLite): the moment
@@ -126,35 +172,50 @@ pub(crate) trait BackendStore: Sized {
     /// rows); in no particular order.
     async fn queues_with_rows(&self) -> Result<Vec<String>>;
 
-    /// The figures of one queue at `window.now`, each read through an
-    /// index: counts of the live rows, finished rows counted up to `cap`
-    /// per status, and the `done`/`failed` rows finished since
-    /// `window.since`, by minute (see [`QueueFigures`]).
-    async fn queue_figures(&self, queue: &str, window: StatsWindow) -> Result<QueueFigures>;
+    /// The live rows of `queue` at `now`, per live status (see
+    /// [`LiveFigures`]): one read through an index.
+    async fn stats_live(&self, queue: &str, now: DateTime<Utc>) -> Result<Vec<LiveFigures>>;
 
-    /// Marks `queue` paused (`paused = true`) or not; whether that changed it.
+    /// The `done`, `failed` and `cancelled` rows of `queue`, each status
+    /// counted up to `cap`: one read through an index.
+    async fn stats_finished(&self, queue: &str, cap: i64) -> Result<[i64; 3]>;
+
+    /// The `done` and `failed` rows of `queue` finished since `since`, by
+    /// minute (`(status, minute, rows)`, see
+    /// [`QueueFigures::per_minute`](crate::ops::QueueFigures::per_minute)):
+    /// one read through an index (after reading which priorities the queue
+    /// has, where the index needs them).
+    async fn stats_per_minute(
+        &self,
+        queue: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(String, i64, i64)>>;
+
+    /// Marks `queue` paused (`paused = true`) or not; whether that changed
+    /// it. One try.
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool>;
 
     /// The queues paused now, by name.
     async fn paused_queues(&self) -> Result<Vec<String>>;
 
     /// Every `pending` job of `queue` not due yet becomes due now; how many
-    /// (`jobq_runtime::testing`'s drain with scheduled jobs).
+    /// (`jobq_runtime::testing`'s drain with scheduled jobs). One try.
     #[cfg(feature = "testing")]
     async fn make_due(&self, queue: &str) -> Result<u64>;
 
     /// Inserts the row of a worker starting (or starting over after its
-    /// row was deleted as expired); it expires `row.ttl` from now.
+    /// row was deleted as expired); it expires `row.ttl` from now. One try.
     async fn register_worker(&self, row: &WorkerRow<'_>) -> Result<()>;
 
-    /// Refreshes worker `id`'s row: `running` jobs now, expiring `ttl` from
-    /// now; `false` if the row is gone (deleted as expired).
-    async fn refresh_worker(&self, id: i64, running: i64, ttl: Duration) -> Result<bool>;
+    /// Refreshes a worker's row: `running` jobs now, expiring `ttl` from
+    /// now; `false` if the row is gone (deleted as expired). One try.
+    async fn refresh_worker(&self, refresh: WorkerRefresh) -> Result<bool>;
 
-    /// Deletes worker `id`'s row (its clean shutdown).
+    /// Deletes worker `id`'s row (its clean shutdown). One try.
     async fn unregister_worker(&self, id: i64) -> Result<()>;
 
     /// Deletes the rows of every worker whose row has expired; how many.
+    /// One try.
     async fn prune_workers(&self) -> Result<u64>;
 
     /// The rows of the workers whose rows have not expired, oldest first.
@@ -164,25 +225,26 @@ pub(crate) trait BackendStore: Sized {
     /// constant pieces of its `sql.rs`.
     fn filtered(&self) -> &'static Filtered;
 
-    /// The rows of a list statement ([`Kind::List`]), in its order.
+    /// The rows of a list statement ([`Kind::List`](super::filter::Kind::List)), in its order.
     async fn list(&self, statement: &Statement) -> Result<Vec<JobInfo>>;
 
-    /// The count of a [`Kind::Count`] statement.
+    /// The count of a [`Kind::Count`](super::filter::Kind::Count) statement.
     async fn count_where(&self, statement: &Statement) -> Result<u64>;
 
-    /// The ids of a [`Kind::Retry`] or [`Kind::Cancel`] statement (one page
+    /// The ids of a [`Kind::Retry`](super::filter::Kind::Retry) or
+    /// [`Kind::Cancel`](super::filter::Kind::Cancel) statement (one page
     /// of a bulk action's snapshot), read without locks, in its order.
     async fn ids(&self, statement: &Statement) -> Result<Vec<i64>>;
 
     /// One short transaction of `retry_where`: those of `ids` whose rows
     /// still meet `guard` ([`Filtered::guard`], statuses a retry applies
     /// to), skipping rows another transaction has locked, retried as
-    /// [`retry`](Self::retry) retries; how many it changed.
+    /// [`retry`](Self::retry) retries; how many it changed. One try.
     async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64>;
 
     /// One short transaction of `cancel_where`, as
     /// [`retry_batch`](Self::retry_batch), cancelling as
-    /// [`cancel`](Self::cancel) does.
+    /// [`cancel`](Self::cancel) does. One try.
     async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled>;
 
     /// Checks the server and jobq's tables for what jobq needs, in the
@@ -192,6 +254,25 @@ pub(crate) trait BackendStore: Sized {
     /// ([`doctor::guarded`]); only a server that cannot be reached at all
     /// is an `Err`.
     async fn doctor(&self, options: doctor::DoctorOptions) -> Result<Vec<crate::ops::Check>>;
+}
+
+/// Which finished rows a prune deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Prunable {
+    /// `done` and `cancelled`.
+    Finished,
+    /// `failed`.
+    Failed,
+}
+
+impl Prunable {
+    /// The statuses it deletes.
+    pub(crate) fn statuses(self) -> &'static [&'static str] {
+        match self {
+            Self::Finished => &["done", "cancelled"],
+            Self::Failed => &["failed"],
+        }
+    }
 }
 
 /// What a cancel changed.
@@ -235,6 +316,43 @@ pub(crate) struct WorkerRow<'a> {
     pub(crate) jobs: &'a str,
     pub(crate) running: i64,
     /// How long the row lives without a refresh.
+    pub(crate) ttl: Duration,
+}
+
+impl<'a> WorkerRow<'a> {
+    /// `query` with the row's values as every backend's statement that
+    /// registers a worker takes them first: id, worker id, host, pid,
+    /// version, queues, jobs, running (its expiry, dialect, follows).
+    pub(crate) fn bind_identity<'q, DB>(
+        &self,
+        query: sqlx::query::Query<'q, DB, DB::Arguments<'q>>,
+    ) -> sqlx::query::Query<'q, DB, DB::Arguments<'q>>
+    where
+        'a: 'q,
+        DB: sqlx::Database,
+        i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+        &'a str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    {
+        query
+            .bind(self.id)
+            .bind(self.worker_id)
+            .bind(self.host)
+            .bind(self.pid)
+            .bind(self.version)
+            .bind(self.queues)
+            .bind(self.jobs)
+            .bind(self.running)
+    }
+}
+
+/// A worker's refresh of its row (see [`BackendStore::refresh_worker`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WorkerRefresh {
+    /// The row's key ([`WorkerRow::id`]).
+    pub(crate) id: i64,
+    /// Jobs running now.
+    pub(crate) running: i64,
+    /// How long the row lives from now without another refresh.
     pub(crate) ttl: Duration,
 }
 

@@ -154,37 +154,37 @@ pub(crate) fn version_check(version: &str, needs: &VersionNeeds) -> Check {
     }
 }
 
-/// The migrations check on one of jobq's connections: whether
-/// `jobq_migrations` exists (`table`, a count of the tables of that name
-/// jobq's session sees), then the versions it records (`applied`), against
-/// the `embedded` migrations ([`migrations_check`]). Each backend gives
-/// only its two statements.
+/// The migrations check ([`guarded`] within `deadline`) on one of jobq's
+/// connections: whether `jobq_migrations` exists (`table`, a count of the
+/// tables of that name jobq's session sees), then the versions it records
+/// (`applied`), against the `embedded` migrations ([`migrations_check`]).
+/// Each backend gives only its two statements.
 pub(crate) async fn migrations<DB>(
     conns: &Stash<DB>,
-    table: &'static str,
-    applied: &'static str,
+    deadline: std::time::Duration,
+    [table, applied]: [&'static str; 2],
     embedded: &[Migration],
-) -> Result<Check>
+) -> Check
 where
     DB: sqlx::Database,
-    i64: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
-    usize: sqlx::ColumnIndex<DB::Row>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
 {
-    let exists: i64 = conns
-        .run(async |conn| sqlx::query_scalar(table).fetch_one(conn).await)
-        .await?;
-    let applied: Option<Vec<i64>> = if exists > 0 {
-        Some(
-            conns
-                .run(async |conn| sqlx::query_scalar(applied).fetch_all(conn).await)
-                .await?,
-        )
-    } else {
-        None
+    let check = async {
+        let exists: i64 = conns.scalar(table).await?;
+        let applied: Option<Vec<i64>> = if exists > 0 {
+            Some(
+                conns
+                    .run(async |conn| sqlx::query_scalar(applied).fetch_all(conn).await)
+                    .await?,
+            )
+        } else {
+            None
+        };
+        Ok(migrations_check(embedded, applied.as_deref()))
     };
-    Ok(migrations_check(embedded, applied.as_deref()))
+    guarded(names::MIGRATIONS, deadline, check).await
 }
 
 /// Applied migrations (`None`: no `jobq_migrations` table) against the

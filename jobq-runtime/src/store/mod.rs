@@ -14,10 +14,12 @@
 //! list, count and the batches of bulk retry and cancel, whose statements
 //! each backend declares as the constant pieces of a [`filter::Filtered`]
 //! (see `filter.rs`). Each method documents what it promises; the
-//! backends' module docs say how their SQL keeps it. What every backend
-//! does the same way around its statements — deadlines, retries of
-//! transient errors, batches, fencing tokens — is written once in
-//! `policy.rs`.
+//! backends' module docs say how their SQL keeps it. A method that writes
+//! is one try of one statement or one short transaction; what every
+//! backend does the same way around those tries — deadlines, retries of
+//! transient errors, chunks of fences, batches of a prune — is written
+//! once in `policy.rs`, which [`Store`] calls for every write, and so are
+//! the fencing tokens.
 //!
 //! The trait is crate-private (nothing outside jobq can implement it) and
 //! not object safe on purpose (`async fn`, associated types): the set of
@@ -31,7 +33,9 @@
 //! Value types (`types.rs`, `ops.rs`, `roster.rs`, `options.rs`,
 //! `connection.rs`) ← errors ← the contract and its policy
 //! (`store/contract.rs`, `store/policy.rs`, `store/filter.rs`,
-//! `store/doctor.rs`) ← the backends (`store/<backend>/`) ← this list ←
+//! `store/doctor.rs`, and `store/shared.rs`: the code backends write alike,
+//! as macros and over [`shared::Columns`]) ← the backends
+//! (`store/<backend>/`) ← this list ←
 //! the client (`handle.rs`, and `pools.rs`: each backend's constructors on
 //! `Jobq`) ← the worker ← testing. No module imports one above it
 //! (`tests/tests/layers.rs` checks the whole graph): a backend never
@@ -42,7 +46,8 @@
 //! Each backend is a folder, behind its Cargo feature:
 //!
 //! - `mod.rs`: the store (a `Clone` struct owning its pool) and its
-//!   `impl BackendStore`;
+//!   `impl BackendStore`, each write one try (the policy retries it), with
+//!   the methods its dialect writes as others do expanded from `shared.rs`;
 //! - `sql.rs`: every statement it runs, as constants (IN-lists are built
 //!   there from constant pieces); tests reach them as
 //!   `jobq_runtime::__private::sql::<backend>`. No SQL text lives anywhere
@@ -82,6 +87,7 @@ use tokio_util::sync::CancellationToken;
 use self::filter::{Kind, Statement, Where};
 use crate::connection::AnyConnection;
 use crate::error::{Error, Result};
+use crate::metrics::statement;
 use crate::ops::{Order, Stats, StatsWindow};
 use crate::options::ConnectOptions;
 use crate::roster::WorkerRecord;
@@ -97,14 +103,16 @@ pub(crate) mod mysql;
 pub(crate) mod policy;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+mod shared;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 mod stash;
 
 pub(crate) use contract::{
-    BackendStore, ClaimRequest, ClaimedJob, Fence, NewJob, Target, Transition, WorkerRow,
+    BackendStore, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Target, Transition,
+    WorkerRefresh, WorkerRow,
 };
-pub(crate) use policy::{Prunable, new_token_base};
+pub(crate) use policy::new_token_base;
 
 #[cfg(feature = "mysql")]
 pub(crate) use mysql::MySqlStore;
@@ -155,6 +163,15 @@ macro_rules! dispatch_seen {
             #[cfg(feature = "postgres")]
             Store::Postgres($s) => $body,
         }
+    };
+}
+
+/// [`dispatch_seen!`] of a write, one try of it (`$call`) run by the
+/// policy ([`policy::retried`]): again after a transient error, each try
+/// within the deadline; `$statement` names it ([`statement`]).
+macro_rules! retried {
+    ($self:expr, $statement:ident, $s:ident => $call:expr) => {
+        dispatch_seen!($self, $s => policy::retried($s, statement::$statement, || $call).await)
     };
 }
 
@@ -227,12 +244,12 @@ impl Store {
     }
 
     pub(crate) async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        dispatch_seen!(self, s => s.enqueue(job).await)
+        retried!(self, ENQUEUE, s => s.enqueue(job))
     }
 
     /// Inserts a batch; results are in input order.
     pub(crate) async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        dispatch_seen!(self, s => s.enqueue_many(jobs).await)
+        retried!(self, ENQUEUE, s => s.enqueue_many(jobs))
     }
 
     /// Inserts `job` through the caller's connection, which must be of this
@@ -271,19 +288,19 @@ impl Store {
             lease: lease.min(crate::MAX_DELAY),
             worker,
         };
-        dispatch_seen!(self, s => s.claim(claim).await)
+        retried!(self, CLAIM, s => s.claim(claim))
     }
 
     /// Deletes every row of the `which` kind that finished more than
-    /// `older_than` ago, oldest first, [`PRUNE_BATCH`] rows per statement
-    /// (each a short transaction); returns how many.
+    /// `older_than` ago, oldest first, in batches ([`policy::prune`]);
+    /// returns how many.
     pub(crate) async fn prune_all(&self, which: Prunable, older_than: Duration) -> Result<u64> {
-        dispatch_seen!(self, s => s.prune(which, older_than).await)
+        dispatch_seen!(self, s => policy::prune(s, which, older_than).await)
     }
 
     /// Marks held jobs `done`; returns how many were still held.
     pub(crate) async fn complete(&self, fences: &[Fence]) -> Result<u64> {
-        dispatch_seen!(self, s => s.complete(fences).await)
+        dispatch_seen!(self, s => policy::complete(s, fences).await)
     }
 
     /// Applies one fenced transition; `false` when the fence no longer matched.
@@ -297,9 +314,9 @@ impl Store {
                 delay: Duration::ZERO,
                 ..t.clone()
             };
-            return dispatch_seen!(self, s => s.transition(&t).await);
+            return retried!(self, TRANSITION, s => s.transition(&t));
         }
-        dispatch_seen!(self, s => s.transition(t).await)
+        retried!(self, TRANSITION, s => s.transition(t))
     }
 
     /// Extends the leases of held jobs; returns the fences that are no longer held.
@@ -307,7 +324,7 @@ impl Store {
     /// is clamped to it: every backend's time arithmetic holds that.
     pub(crate) async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
         let lease = lease.min(crate::MAX_DELAY);
-        dispatch_seen!(self, s => s.heartbeat(fences, lease).await)
+        dispatch_seen!(self, s => policy::heartbeat(s, fences, lease).await)
     }
 
     /// Extends the leases of the held jobs among `fences` whose rows no other
@@ -320,13 +337,13 @@ impl Store {
         lease: Duration,
     ) -> Result<Vec<Fence>> {
         let lease = lease.min(crate::MAX_DELAY);
-        dispatch_seen!(self, s => s.heartbeat_unlocked(fences, lease).await)
+        dispatch_seen!(self, s => policy::heartbeat_unlocked(s, fences, lease).await)
     }
 
     /// Returns up to `limit` expired `processing` rows of `queue` to `pending`
     /// (or `failed` when their attempts are used up); returns how many.
     pub(crate) async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        dispatch_seen!(self, s => s.reap(queue, limit).await)
+        retried!(self, REAP, s => s.reap(queue, limit))
     }
 
     /// Forwards the database's own wake-ups (PostgreSQL NOTIFY) for `queues`
@@ -348,7 +365,7 @@ impl Store {
     /// Cancels one row; `signal` gets the claim it ended (if it was
     /// `processing`) once the change has committed.
     pub(crate) async fn cancel(&self, id: i64, signal: fn(&[Fence])) -> Result<bool> {
-        let cancelled = dispatch_seen!(self, s => s.cancel(id).await)?;
+        let cancelled = retried!(self, CANCEL, s => s.cancel(id))?;
         signal(&cancelled.held);
         Ok(cancelled.changed == 1)
     }
@@ -391,7 +408,7 @@ impl Store {
         let mut pages = filter::Pages::new(w, Kind::Retry);
         while let Some(ids) = self.next_page(&mut pages).await? {
             for batch in ids.chunks(filter::BULK_BATCH) {
-                retried += dispatch_seen!(self, s => s.retry_batch(batch, guard).await)?;
+                retried += retried!(self, RETRY, s => s.retry_batch(batch, guard))?;
             }
         }
         Ok(retried)
@@ -407,7 +424,7 @@ impl Store {
         let mut pages = filter::Pages::new(w, Kind::Cancel);
         while let Some(ids) = self.next_page(&mut pages).await? {
             for batch in ids.chunks(filter::BULK_BATCH) {
-                let batch = dispatch_seen!(self, s => s.cancel_batch(batch, guard).await)?;
+                let batch = retried!(self, CANCEL, s => s.cancel_batch(batch, guard))?;
                 signal(&batch.held);
                 cancelled += batch.changed;
             }
@@ -427,7 +444,7 @@ impl Store {
     }
 
     pub(crate) async fn retry(&self, id: i64) -> Result<bool> {
-        dispatch_seen!(self, s => s.retry(id).await)
+        retried!(self, RETRY, s => s.retry(id))
     }
 
     /// The figures of every queue (see [`Jobq::stats`](crate::Jobq::stats)):
@@ -453,7 +470,7 @@ impl Store {
             queues.dedup();
             let mut figures = Vec::with_capacity(queues.len());
             for queue in &queues {
-                figures.push(s.queue_figures(queue, window).await?);
+                figures.push(policy::queue_figures(s, queue, window).await?);
             }
             Ok(crate::ops::assemble(window, figures, &paused, &served))
         })
@@ -461,7 +478,7 @@ impl Store {
 
     /// See [`BackendStore::set_paused`].
     pub(crate) async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
-        dispatch_seen!(self, s => s.set_paused(queue, paused).await)
+        retried!(self, PAUSE, s => s.set_paused(queue, paused))
     }
 
     /// See [`BackendStore::paused_queues`].
@@ -472,7 +489,7 @@ impl Store {
     /// See [`BackendStore::make_due`].
     #[cfg(feature = "testing")]
     pub(crate) async fn make_due(&self, queue: &str) -> Result<u64> {
-        dispatch_seen!(self, s => s.make_due(queue).await)
+        retried!(self, MAKE_DUE, s => s.make_due(queue))
     }
 
     /// See [`BackendStore::register_worker`].
@@ -481,7 +498,7 @@ impl Store {
             ttl: row.ttl.min(crate::MAX_DELAY),
             ..*row
         };
-        dispatch_seen!(self, s => s.register_worker(&row).await)
+        retried!(self, WORKERS, s => s.register_worker(&row))
     }
 
     /// See [`BackendStore::refresh_worker`].
@@ -491,18 +508,22 @@ impl Store {
         running: i64,
         ttl: Duration,
     ) -> Result<bool> {
-        let ttl = ttl.min(crate::MAX_DELAY);
-        dispatch_seen!(self, s => s.refresh_worker(id, running, ttl).await)
+        let refresh = WorkerRefresh {
+            id,
+            running,
+            ttl: ttl.min(crate::MAX_DELAY),
+        };
+        retried!(self, WORKERS, s => s.refresh_worker(refresh))
     }
 
     /// See [`BackendStore::unregister_worker`].
     pub(crate) async fn unregister_worker(&self, id: i64) -> Result<()> {
-        dispatch_seen!(self, s => s.unregister_worker(id).await)
+        retried!(self, WORKERS, s => s.unregister_worker(id))
     }
 
     /// See [`BackendStore::prune_workers`].
     pub(crate) async fn prune_workers(&self) -> Result<u64> {
-        dispatch_seen!(self, s => s.prune_workers().await)
+        retried!(self, WORKERS, s => s.prune_workers())
     }
 
     /// The live workers' rows and the clock they were read at.

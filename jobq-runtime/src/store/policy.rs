@@ -1,12 +1,22 @@
 //! What jobq does the same way on every backend, around the contract's
-//! statements: deadlines, retries of transient errors, batches, fencing
-//! tokens, the pools' idle pings, the first connection's probe.
+//! statements. Above the contract, what the list of backends calls: the
+//! retries of transient errors and the deadline of each try ([`retried`]
+//! around every write), the chunks of fences ([`complete`], [`heartbeat`],
+//! [`heartbeat_unlocked`]), the batches of a prune ([`prune`]), the
+//! figures of a queue put together ([`queue_figures`]). Below it, what the
+//! backends use: statement deadlines ([`within`], [`migrating`]), fencing
+//! tokens, the pools' idle pings, the first connection's probe, the
+//! counts' rows, what a renewal did not renew ([`not_renewed`]).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::contract::{BackendStore, Fence, Prunable};
+use super::stash::Stash;
 use crate::error::{Error, Result};
+use crate::metrics::statement;
+use crate::ops::{QueueFigures, StatsWindow};
 use crate::types::{JobStatus, QueueCounts};
 
 /// Opens one connection to a server within `timeout` and closes it: what a
@@ -72,16 +82,17 @@ pub fn internal_retries() -> u64 {
 /// PostgreSQL's lock waits have no limit of their own: there a wait past
 /// the deadline ends at the deadline (the connection closed, the write
 /// retried later as after any error).
-pub(crate) async fn within<T, Fut>(
+pub(crate) async fn within<T, E, Fut>(
     deadline: Duration,
     statement: &'static str,
     work: Fut,
 ) -> Result<T>
 where
-    Fut: Future<Output = Result<T, sqlx::Error>>,
+    Fut: Future<Output = Result<T, E>>,
+    E: Into<Error>,
 {
     match tokio::time::timeout(deadline, work).await {
-        Ok(result) => Ok(result?),
+        Ok(result) => result.map_err(Into::into),
         Err(_elapsed) => Err(Error::StatementTimeout {
             statement,
             timeout: deadline,
@@ -97,7 +108,7 @@ where
 /// [`crate::metrics::statement`]'s kinds). A run past its deadline is not
 /// retried: a database that did not answer in time is not asked again at
 /// once.
-pub(crate) async fn retry_transient<T, F, Fut>(
+pub(crate) async fn retry_transient<T, E, F, Fut>(
     deadline: Duration,
     statement: &'static str,
     transient: fn(&sqlx::Error) -> bool,
@@ -105,7 +116,8 @@ pub(crate) async fn retry_transient<T, F, Fut>(
 ) -> Result<T>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, sqlx::Error>>,
+    Fut: Future<Output = Result<T, E>>,
+    E: Into<Error>,
 {
     let mut attempt = 0u32;
     loop {
@@ -118,17 +130,147 @@ where
                 });
             }
         };
-        match result {
+        match result.map_err(Into::into) {
             Ok(value) => return Ok(value),
-            Err(error) if attempt < 8 && transient(&error) => {
+            Err(Error::Database(error)) if attempt < 8 && transient(&error) => {
                 attempt += 1;
                 count_internal_retry(statement, &error, attempt);
                 let pause_ms = rand::random_range(1..=(5u64 << attempt.min(5)));
                 tokio::time::sleep(Duration::from_millis(pause_ms)).await;
             }
-            Err(error) => return Err(error.into()),
+            Err(error) => return Err(error),
         }
     }
+}
+
+/// Runs `op`, one try of a write of `store`'s, as [`retry_transient`] does
+/// with the store's deadline and transient errors: the policy around every
+/// write of the contract.
+pub(crate) async fn retried<S, T, F, Fut>(store: &S, statement: &'static str, op: F) -> Result<T>
+where
+    S: BackendStore,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    retry_transient(store.deadline(), statement, S::is_transient, op).await
+}
+
+/// Marks held jobs `done`, [`FENCE_CHUNK`](BackendStore::FENCE_CHUNK)
+/// fences per statement, each [`retried`]; how many were still held.
+pub(crate) async fn complete<S: BackendStore>(store: &S, fences: &[Fence]) -> Result<u64> {
+    let mut total = 0;
+    for chunk in fences.chunks(S::FENCE_CHUNK) {
+        total += retried(store, statement::COMPLETE, || store.complete(chunk)).await?;
+    }
+    Ok(total)
+}
+
+/// Extends the leases of held jobs, [`FENCE_CHUNK`](BackendStore::FENCE_CHUNK)
+/// fences per statement, each [`retried`]; returns the fences no longer held.
+pub(crate) async fn heartbeat<S: BackendStore>(
+    store: &S,
+    fences: &[Fence],
+    lease: Duration,
+) -> Result<Vec<Fence>> {
+    let mut lost = Vec::new();
+    for chunk in fences.chunks(S::FENCE_CHUNK) {
+        let more = retried(store, statement::HEARTBEAT, || {
+            store.heartbeat(chunk, lease)
+        })
+        .await?;
+        append(&mut lost, more);
+    }
+    Ok(lost)
+}
+
+/// [`heartbeat`] of the rows no other transaction has locked, without
+/// waiting on any lock (see [`BackendStore::heartbeat_unlocked`]); returns
+/// the fences it renewed.
+pub(crate) async fn heartbeat_unlocked<S: BackendStore>(
+    store: &S,
+    fences: &[Fence],
+    lease: Duration,
+) -> Result<Vec<Fence>> {
+    let mut renewed = Vec::new();
+    for chunk in fences.chunks(S::FENCE_CHUNK) {
+        let more = retried(store, statement::HEARTBEAT, || {
+            store.heartbeat_unlocked(chunk, lease)
+        })
+        .await?;
+        append(&mut renewed, more);
+    }
+    Ok(renewed)
+}
+
+/// The fences among `fences` that `renewed` (the rows a renewal of them
+/// returned, each one of `fences`) does not hold: those no longer held.
+/// Nothing to look up when it renewed them all.
+#[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
+pub(crate) fn not_renewed(fences: &[Fence], renewed: Vec<Fence>) -> Vec<Fence> {
+    if renewed.len() == fences.len() {
+        return Vec::new();
+    }
+    let renewed: std::collections::HashSet<Fence> = renewed.into_iter().collect();
+    fences
+        .iter()
+        .filter(|f| !renewed.contains(f))
+        .copied()
+        .collect()
+}
+
+/// `more` after `all`, without a copy when `all` is empty (one chunk).
+fn append(all: &mut Vec<Fence>, more: Vec<Fence>) {
+    if all.is_empty() {
+        *all = more;
+    } else {
+        all.extend(more);
+    }
+}
+
+/// The figures of one queue at `window.now` (see [`QueueFigures`]): its
+/// live rows, its finished rows counted up to `window.cap` per status, and
+/// the `done`/`failed` rows finished since `window.since`, by minute; each
+/// read through an index.
+pub(crate) async fn queue_figures<S: BackendStore>(
+    store: &S,
+    queue: &str,
+    window: StatsWindow,
+) -> Result<QueueFigures> {
+    Ok(QueueFigures {
+        queue: queue.to_owned(),
+        live: store.stats_live(queue, window.now).await?,
+        finished: store.stats_finished(queue, window.cap).await?,
+        per_minute: store.stats_per_minute(queue, window.since).await?,
+    })
+}
+
+/// Rows one prune statement deletes at most.
+const PRUNE_BATCH: u32 = 1000;
+
+/// Deletes every row of the `which` kind that finished more than
+/// `older_than` ago: for each of the store's
+/// [`prune_scopes`](BackendStore::prune_scopes), [`PRUNE_BATCH`] rows per
+/// statement (each [`retried`], a short transaction) until one deletes
+/// fewer; returns how many it deleted.
+pub(crate) async fn prune<S: BackendStore>(
+    store: &S,
+    which: Prunable,
+    older_than: Duration,
+) -> Result<u64> {
+    let mut total = 0;
+    for scope in store.prune_scopes(which).await? {
+        loop {
+            let deleted = retried(store, statement::PRUNE, || {
+                store.prune(&scope, older_than, PRUNE_BATCH)
+            })
+            .await?;
+            total += deleted;
+            if deleted < u64::from(PRUNE_BATCH) {
+                break;
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// Counts (and logs) one retry of `statement` after the transient `error`.
@@ -161,45 +303,6 @@ pub(crate) fn counts(rows: Vec<(String, i64)>) -> Result<QueueCounts> {
         }
     }
     Ok(counts)
-}
-
-/// Rows one prune statement deletes at most.
-const PRUNE_BATCH: u32 = 1000;
-
-/// Runs `delete` (a statement deleting at most its argument's rows) until
-/// it deletes fewer than [`PRUNE_BATCH`]; returns how many it deleted.
-pub(crate) async fn in_batches<F, Fut>(mut delete: F) -> Result<u64>
-where
-    F: FnMut(u32) -> Fut,
-    Fut: std::future::Future<Output = Result<u64>>,
-{
-    let mut total = 0;
-    loop {
-        let deleted = delete(PRUNE_BATCH).await?;
-        total += deleted;
-        if deleted < u64::from(PRUNE_BATCH) {
-            return Ok(total);
-        }
-    }
-}
-
-/// Which finished rows a prune deletes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Prunable {
-    /// `done` and `cancelled`.
-    Finished,
-    /// `failed`.
-    Failed,
-}
-
-impl Prunable {
-    /// The statuses it deletes.
-    pub(crate) fn statuses(self) -> &'static [&'static str] {
-        match self {
-            Self::Finished => &["done", "cancelled"],
-            Self::Failed => &["failed"],
-        }
-    }
 }
 
 /// Microseconds in `d`, saturated to what a signed 64-bit column holds.
@@ -235,6 +338,27 @@ pub(crate) fn row_token(base: i64, id: i64) -> i64 {
 /// 1 s per 100,000 rows on a small machine), and MySQL's waits up to 120 s
 /// for another process's migration first.
 pub(crate) const MIGRATE_DEADLINE: Duration = Duration::from_secs(30 * 60);
+
+/// Runs `migrate` (the embedded migrations applied under the backend's
+/// lock) on one of jobq's connections of `conns`: the connection taken
+/// within `deadline`, the migration given [`MIGRATE_DEADLINE`].
+pub(crate) async fn migrating<DB, T, E>(
+    conns: &Stash<DB>,
+    deadline: Duration,
+    migrate: impl AsyncFnOnce(&mut DB::Connection) -> Result<T, E>,
+) -> Result<T>
+where
+    DB: sqlx::Database,
+    E: Into<Error>,
+{
+    let conn = within(deadline, statement::MIGRATE, conns.get()).await?;
+    let run = async move {
+        let mut conn = conn;
+        let result = migrate(&mut conn).await;
+        conn.done(result)
+    };
+    within(MIGRATE_DEADLINE, statement::MIGRATE, run).await
+}
 
 /// A pooled connection that sat idle at least this long is pinged before use.
 #[cfg(any(feature = "mysql", feature = "postgres"))]

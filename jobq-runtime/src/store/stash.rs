@@ -38,9 +38,6 @@ use std::time::{Duration, Instant};
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool};
 
-#[cfg(any(feature = "mysql", feature = "postgres"))]
-use super::policy::retry_transient;
-
 /// How long a stashed connection stays out of the pool unused.
 const FRESH: Duration = Duration::from_secs(1);
 
@@ -194,27 +191,33 @@ impl<DB: Database> Stash<DB> {
         conn.done(result)
     }
 
-    /// One statement of jobq's, as the server backends run their simple writes:
-    /// on a connection of the stash, tried again while it fails
-    /// transiently ([`retry_transient`]), each try within `deadline`; how
-    /// many rows it changed.
+    /// One statement of jobq's, as the server backends run their simple
+    /// writes, on a connection of the stash; how many rows it changed.
     #[cfg(any(feature = "mysql", feature = "postgres"))]
     pub(crate) async fn execute<'q, A>(
         &self,
-        deadline: Duration,
-        kind: &'static str,
-        transient: fn(&sqlx::Error) -> bool,
-        query: impl Fn() -> sqlx::query::Query<'q, DB, A>,
-    ) -> crate::Result<u64>
+        query: sqlx::query::Query<'q, DB, A>,
+    ) -> Result<u64, sqlx::Error>
     where
         A: sqlx::IntoArguments<'q, DB> + 'q,
         DB::QueryResult: Affected,
         for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     {
-        retry_transient(deadline, kind, transient, || {
-            self.run(async |conn| query().execute(conn).await.map(|r| r.affected()))
-        })
-        .await
+        self.run(async |conn| query.execute(conn).await.map(|r| r.affected()))
+            .await
+    }
+
+    /// The one value `sql` (a statement without parameters) returns, read
+    /// on a connection of the stash.
+    pub(crate) async fn scalar<T>(&self, sql: &'static str) -> Result<T, sqlx::Error>
+    where
+        T: Send + Unpin,
+        (T,): for<'r> sqlx::FromRow<'r, DB::Row>,
+        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+        for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    {
+        self.run(async |conn| sqlx::query_scalar(sql).fetch_one(conn).await)
+            .await
     }
 
     /// The most recently used stashed connection, or one from the pool.

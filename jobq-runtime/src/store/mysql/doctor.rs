@@ -105,15 +105,11 @@ impl MySqlStore {
                 binlog_format.as_deref().unwrap_or(""),
                 self.galera,
             ),
-            guarded(
-                names::MIGRATIONS,
+            doctor::migrations(
+                &self.conns,
                 self.deadline,
-                doctor::migrations(
-                    &self.conns,
-                    DOCTOR_MIGRATIONS_TABLE,
-                    MIGRATIONS_APPLIED,
-                    migrate::MYSQL,
-                ),
+                DOCTOR_MIGRATIONS,
+                migrate::MYSQL,
             )
             .await,
             guarded(
@@ -263,28 +259,14 @@ impl MySqlStore {
     }
 
     async fn read_lock_waits(&self) -> Result<Check> {
-        let has_innodb_tables: i64 = self
-            .conns
-            .run(async |conn| {
-                sqlx::query_scalar(DOCTOR_HAS_INNODB_LOCK_WAITS)
-                    .fetch_one(conn)
-                    .await
-            })
-            .await?;
+        let has_innodb_tables: i64 = self.conns.scalar(DOCTOR_HAS_INNODB_LOCK_WAITS).await?;
         let (sql, source) = if has_innodb_tables > 0 {
             (
                 DOCTOR_LOCK_WAITS_MARIADB,
                 "information_schema.INNODB_LOCK_WAITS",
             )
         } else {
-            let on: i64 = self
-                .conns
-                .run(async |conn| {
-                    sqlx::query_scalar(DOCTOR_PERFORMANCE_SCHEMA)
-                        .fetch_one(conn)
-                        .await
-                })
-                .await?;
+            let on: i64 = self.conns.scalar(DOCTOR_PERFORMANCE_SCHEMA).await?;
             if on == 0 {
                 return Ok(Check::ok(
                     names::LOCK_WAITS,

@@ -37,18 +37,18 @@ use self::position::{ClaimKey, Position, Positions, injected_top_up_failure};
 use self::sql::*;
 use super::filter::{Bind, Filtered, Statement};
 use super::migrate;
+use super::shared::{self, Columns, worker_record};
 use super::stash::Stash;
 use crate::error::{Error, Result};
 use crate::metrics::statement;
-use crate::ops::{LiveFigures, QueueFigures, StatsWindow};
+use crate::ops::LiveFigures;
 use crate::options::ConnectOptions;
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Transition, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition,
+    WorkerRefresh, WorkerRow,
 };
-use crate::store::policy::{
-    Prunable, in_batches, micros, new_token_base, retry_transient, row_token, within,
-};
+use crate::store::policy::{micros, migrating, new_token_base, row_token, within};
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 
@@ -69,7 +69,7 @@ const INSERT_CHUNK: usize = 500;
 const PACKET_HEADROOM: usize = 16 << 10;
 /// How often `migrate` starts over after a transient error.
 const MIGRATE_RETRIES: u32 = 30;
-/// Ids per IN-list of a settle or heartbeat.
+/// Ids per IN-list of a settle, heartbeat or bulk batch.
 const IN_CHUNK: usize = 1024;
 /// Ids per IN-list of a claim's UPDATE. A statement takes at most 65,535
 /// placeholders (error 1390 beyond), and a worker may claim up to 9 × its
@@ -109,14 +109,6 @@ fn text(row: &sqlx::mysql::MySqlRow, column: &str) -> Result<String, sqlx::Error
 
 fn opt_text(row: &sqlx::mysql::MySqlRow, column: &str) -> Result<Option<String>, sqlx::Error> {
     Ok(row.try_get::<Option<Text>, _>(column)?.map(|t| t.0))
-}
-
-/// Deadlock, lock wait timeout, and MariaDB's snapshot-isolation conflict.
-fn is_transient(error: &sqlx::Error) -> bool {
-    error
-        .as_database_error()
-        .and_then(|e| e.try_downcast_ref::<MySqlDatabaseError>())
-        .is_some_and(|e| matches!(e.number(), 1213 | 1205 | 1020))
 }
 
 /// Error 1061, "Duplicate key name": on Galera, what a migration that adds
@@ -178,9 +170,26 @@ pub(crate) struct MySqlStore {
 impl BackendStore for MySqlStore {
     type Pool = MySqlPool;
     type Connection = MySqlConnection;
+    /// A queue, a status and a priority: [`PRUNE`] deletes from that range
+    /// of the claim index, in `run_at` order.
+    type PruneScope = (String, &'static str, i16);
+
+    const FENCE_CHUNK: usize = IN_CHUNK;
 
     fn backend(&self) -> Backend {
         Backend::MySql
+    }
+
+    fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// Deadlock, lock wait timeout, and MariaDB's snapshot-isolation conflict.
+    fn is_transient(error: &sqlx::Error) -> bool {
+        error
+            .as_database_error()
+            .and_then(|e| e.try_downcast_ref::<MySqlDatabaseError>())
+            .is_some_and(|e| matches!(e.number(), 1213 | 1205 | 1020))
     }
 
     async fn connect(url: &str, connect: &ConnectOptions) -> Result<Self> {
@@ -344,47 +353,28 @@ impl BackendStore for MySqlStore {
         migrate::MYSQL
     }
 
-    async fn applied_migrations(&self) -> Result<Vec<i64>> {
-        let sql = self.read(MIGRATIONS_APPLIED);
-        self.run(statement::READ, async |conn| {
-            sqlx::query_scalar(&sql).fetch_all(conn).await
-        })
-        .await
-    }
-
     /// Under `GET_LOCK` (waiting up to 120 s for another migrator), within
     /// [`MIGRATE_DEADLINE`](super::policy::MIGRATE_DEADLINE).
     async fn migrate(&self) -> Result<()> {
-        let conn = within(self.deadline, statement::MIGRATE, self.conns.get()).await?;
-        let run = async move {
-            let mut conn = conn;
-            let result = async {
-                let locked: Option<i64> = sqlx::query_scalar(MIGRATE_LOCK)
-                    .fetch_one(&mut *conn)
-                    .await?;
-                if locked != Some(1) {
-                    return Ok(Err(Error::MigrationLockTimeout {
-                        lock: "jobq_migrate",
-                        seconds: 120,
-                    }));
-                }
-                let applied = self.apply_migrations(&mut conn).await;
-                sqlx::query(MIGRATE_UNLOCK).execute(&mut *conn).await?;
-                Ok(applied.map_err(Error::from))
+        migrating(&self.conns, self.deadline, async |conn| {
+            let locked: Option<i64> = sqlx::query_scalar(MIGRATE_LOCK)
+                .fetch_one(&mut *conn)
+                .await?;
+            if locked != Some(1) {
+                return Ok(Err(Error::MigrationLockTimeout {
+                    lock: "jobq_migrate",
+                    seconds: 120,
+                }));
             }
-            .await;
-            conn.done(result)
-        };
-        within(super::policy::MIGRATE_DEADLINE, statement::MIGRATE, run).await?
+            let applied = self.apply_migrations(conn).await;
+            sqlx::query(MIGRATE_UNLOCK).execute(&mut *conn).await?;
+            Ok::<_, sqlx::Error>(applied.map_err(Error::from))
+        })
+        .await?
     }
 
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        retry_transient(self.deadline, statement::ENQUEUE, is_transient, || async {
-            let mut conn = self.conns.get().await?;
-            let result = insert(&mut conn, job).await;
-            conn.done(result)
-        })
-        .await
+        Ok(self.conns.run(async |conn| insert(conn, job).await).await?)
     }
 
     /// All or nothing: a batch that fits one statement is one statement (or,
@@ -392,15 +382,14 @@ impl BackendStore for MySqlStore {
     /// transaction, so a row the server refuses leaves nothing of the batch.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let chunks = statement_chunks(jobs, self.max_payload_bytes());
-        retry_transient(self.deadline, statement::ENQUEUE, is_transient, || async {
-            let mut conn = self.conns.get().await?;
-            let result = match chunks.as_slice() {
-                [chunk] => self.insert_chunk(&mut conn, chunk, false).await,
-                chunks => self.insert_chunks(&mut conn, chunks).await,
-            };
-            conn.done(result)
-        })
-        .await
+        let inserted = self
+            .conns
+            .run(async |conn| match chunks.as_slice() {
+                [chunk] => self.insert_chunk(conn, chunk, false).await,
+                chunks => self.insert_chunks(conn, chunks).await,
+            })
+            .await?;
+        Ok(inserted)
     }
 
     async fn enqueue_in(conn: &mut MySqlConnection, job: &NewJob) -> Result<Enqueued> {
@@ -408,168 +397,106 @@ impl BackendStore for MySqlStore {
     }
 
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
-        retry_transient(self.deadline, statement::CLAIM, is_transient, || {
-            self.claim_once(claim)
-        })
-        .await
+        Ok(self.claim_once(claim).await?)
     }
 
     async fn complete(&self, fences: &[Fence]) -> Result<u64> {
-        let mut total = 0;
-        for chunk in fences.chunks(IN_CHUNK) {
-            total += retry_transient(self.deadline, statement::COMPLETE, is_transient, || {
-                self.fenced_update(COMPLETE_SET, None, chunk)
-            })
-            .await?;
-        }
-        Ok(total)
+        Ok(self.fenced_update(COMPLETE_SET, None, fences).await?)
     }
 
     async fn transition(&self, t: &Transition) -> Result<bool> {
         let status = t.target.status();
-        let affected = retry_transient(
-            self.deadline,
-            statement::TRANSITION,
-            is_transient,
-            || async {
-                let mut conn = self.conns.get().await?;
-                let result = sqlx::query(TRANSITION)
+        let affected = self
+            .conns
+            .execute(
+                sqlx::query(TRANSITION)
                     .bind(status)
                     .bind(micros(t.delay))
                     .bind(i32::from(t.refund_attempt))
                     .bind(&t.error)
                     .bind(status)
                     .bind(t.fence.id)
-                    .bind(t.fence.token)
-                    .execute(&mut *conn)
-                    .await
-                    .map(|r| r.rows_affected());
-                conn.done(result)
-            },
-        )
-        .await?;
+                    .bind(t.fence.token),
+            )
+            .await?;
         Ok(affected == 1)
     }
 
+    /// [`HEARTBEAT_SET`] counts the rows it renewed; if it renewed fewer
+    /// than `fences`, a read ([`held`]) tells which are no longer held.
     async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
-        let mut lost = Vec::new();
-        for chunk in fences.chunks(IN_CHUNK) {
-            let extended =
-                retry_transient(self.deadline, statement::HEARTBEAT, is_transient, || {
-                    self.fenced_update(HEARTBEAT_SET, Some(lease), chunk)
-                })
-                .await?;
-            if extended < chunk.len() as u64 {
-                lost.extend(self.not_held(chunk).await?);
-            }
+        let extended = self
+            .fenced_update(HEARTBEAT_SET, Some(lease), fences)
+            .await?;
+        if extended < fences.len() as u64 {
+            return Ok(self.not_held(fences).await?);
         }
-        Ok(lost)
+        Ok(Vec::new())
     }
 
-    /// A short transaction per chunk: the held rows no other transaction
-    /// has locked (`SKIP LOCKED`), then their leases; returns the fences it
-    /// renewed.
+    /// A short transaction: the held rows no other transaction has locked
+    /// (`SKIP LOCKED`), then their leases; returns the fences it renewed.
     async fn heartbeat_unlocked(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
-        let mut renewed = Vec::new();
-        for chunk in fences.chunks(IN_CHUNK) {
-            let ids = retry_transient(self.deadline, statement::HEARTBEAT, is_transient, || {
-                self.heartbeat_unlocked_once(chunk, lease)
-            })
-            .await?;
-            let ids: HashSet<i64> = ids.into_iter().collect();
-            renewed.extend(chunk.iter().filter(|f| ids.contains(&f.id)).copied());
-        }
-        Ok(renewed)
+        let ids = self.heartbeat_unlocked_once(fences, lease).await?;
+        let ids: HashSet<i64> = ids.into_iter().collect();
+        Ok(fences
+            .iter()
+            .filter(|f| ids.contains(&f.id))
+            .copied()
+            .collect())
     }
 
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        retry_transient(self.deadline, statement::REAP, is_transient, || {
-            self.reap_once(queue, limit)
-        })
-        .await
+        Ok(self.reap_once(queue, limit).await?)
     }
 
-    /// Deletes every row of the `which` kind that finished more than
-    /// `older_than` ago: [`PRUNE`] in batches for each queue, status and
-    /// priority that has rows.
-    async fn prune(&self, which: Prunable, older_than: Duration) -> Result<u64> {
+    /// Each queue with finished rows ([`PRUNE_QUEUES`]), each status, and
+    /// each priority with rows of that status ([`PRUNE_NEXT_PRIORITY`],
+    /// one descent of the claim index each: [`priorities`](Self::priorities)).
+    async fn prune_scopes(&self, which: Prunable) -> Result<Vec<(String, &'static str, i16)>> {
         let queues: Vec<Text> = self
             .run(statement::PRUNE, async |conn| {
                 sqlx::query_scalar(PRUNE_QUEUES).fetch_all(conn).await
             })
             .await?;
-        let mut total = 0;
-        for Text(queue) in &queues {
-            for status in which.statuses() {
-                let mut after = i32::from(i16::MIN) - 1;
-                while let Some(priority) = self
-                    .run(statement::PRUNE, async |conn| {
-                        sqlx::query_scalar::<_, Option<i16>>(PRUNE_NEXT_PRIORITY)
-                            .bind(queue)
-                            .bind(status)
-                            .bind(after)
-                            .fetch_one(conn)
-                            .await
-                    })
-                    .await?
-                {
-                    after = i32::from(priority);
-                    total += in_batches(|limit| {
-                        retry_transient(self.deadline, statement::PRUNE, is_transient, move || {
-                            self.conns.run(async move |conn| {
-                                sqlx::query(PRUNE)
-                                    .bind(queue)
-                                    .bind(status)
-                                    .bind(priority)
-                                    .bind(micros(older_than))
-                                    .bind(limit)
-                                    .execute(conn)
-                                    .await
-                                    .map(|r| r.rows_affected())
-                            })
-                        })
-                    })
-                    .await?;
+        let mut scopes = Vec::new();
+        for Text(queue) in queues {
+            for &status in which.statuses() {
+                for priority in self.priorities(statement::PRUNE, &queue, status).await? {
+                    scopes.push((queue.clone(), status, priority));
                 }
             }
         }
-        Ok(total)
+        Ok(scopes)
+    }
+
+    /// [`PRUNE`].
+    async fn prune(
+        &self,
+        (queue, status, priority): &(String, &'static str, i16),
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<u64> {
+        Ok(self
+            .conns
+            .execute(
+                sqlx::query(PRUNE)
+                    .bind(queue)
+                    .bind(*status)
+                    .bind(*priority)
+                    .bind(micros(older_than))
+                    .bind(limit),
+            )
+            .await?)
     }
 
     /// No wake-ups from the server: polling and in-process wake-ups only.
     async fn listen(&self, _queues: &[String], _stop: &CancellationToken) {}
 
-    async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
-        let sql = self.read(JOB_COLUMNS);
-        let row = self
-            .run(statement::READ, async |conn| {
-                sqlx::query(&sql).bind(id).fetch_optional(conn).await
-            })
-            .await?;
-        row.map(|row| job_info(&row)).transpose()
-    }
-
-    async fn counts(&self, queue: &str) -> Result<QueueCounts> {
-        let sql = self.read(COUNTS);
-        let rows = self
-            .run(statement::READ, async |conn| {
-                sqlx::query_as(&sql).bind(queue).fetch_all(conn).await
-            })
-            .await?;
-        super::policy::counts(rows)
-    }
-
     /// A transaction: the row locked and its token read, then cancelled.
     async fn cancel(&self, id: i64) -> Result<Cancelled> {
         let pick = Statement::fixed(CANCEL_PICK, vec![Bind::Int(id)]);
-        retry_transient(self.deadline, statement::CANCEL, is_transient, || {
-            self.cancel_once(&pick)
-        })
-        .await
-    }
-
-    async fn retry(&self, id: i64) -> Result<bool> {
-        self.update_one(RETRY, statement::RETRY, id).await
+        Ok(self.cancel_once(&pick).await?)
     }
 
     async fn clock(&self) -> Result<DateTime<Utc>> {
@@ -591,17 +518,14 @@ impl BackendStore for MySqlStore {
         Ok(queues.into_iter().map(|Text(queue)| queue).collect())
     }
 
-    /// [`STATS_LIVE`], [`STATS_FINISHED`], then the priorities of the
-    /// queue's `done` and `failed` rows ([`NEXT_PRIORITY`], one index
-    /// descent each) for the ranges of [`stats_per_minute`].
-    async fn queue_figures(&self, queue: &str, window: StatsWindow) -> Result<QueueFigures> {
-        let now = window.now.naive_utc();
-        let since = window.since.naive_utc();
+    /// [`STATS_LIVE`] (on Galera behind the sync wait).
+    async fn stats_live(&self, queue: &str, now: DateTime<Utc>) -> Result<Vec<LiveFigures>> {
+        let now = now.naive_utc();
         type LiveRow = (String, i64, Option<i64>, Option<i64>, Option<NaiveDateTime>);
-        let live_sql = self.read(STATS_LIVE);
+        let sql = self.read(STATS_LIVE);
         let live: Vec<LiveRow> = self
             .run(statement::READ, async |conn| {
-                sqlx::query_as(&live_sql)
+                sqlx::query_as(&sql)
                     .bind(now)
                     .bind(now)
                     .bind(queue)
@@ -609,58 +533,56 @@ impl BackendStore for MySqlStore {
                     .await
             })
             .await?;
+        Ok(live
+            .into_iter()
+            .map(|(status, rows, due, expired, earliest)| {
+                LiveFigures::new(status, rows, due, expired, earliest.map(utc))
+            })
+            .collect())
+    }
+
+    /// [`STATS_FINISHED`]: three counts, each its `?`s.
+    async fn stats_finished(&self, queue: &str, cap: i64) -> Result<[i64; 3]> {
         let (done, failed, cancelled) = self
             .run(statement::READ, async |conn| {
                 let mut finished = sqlx::query_as::<_, (i64, i64, i64)>(STATS_FINISHED);
                 for _ in 0..3 {
-                    finished = finished.bind(queue).bind(window.cap);
+                    finished = finished.bind(queue).bind(cap);
                 }
                 finished.fetch_one(conn).await
             })
             .await?;
+        Ok([done, failed, cancelled])
+    }
+
+    /// The priorities of the queue's `done` and `failed` rows
+    /// ([`NEXT_PRIORITY`], one index descent each), then the ranges of
+    /// [`stats_per_minute`] for them.
+    async fn stats_per_minute(
+        &self,
+        queue: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(String, i64, i64)>> {
+        let since = since.naive_utc();
         let mut priorities = Vec::new();
         for status in ["done", "failed"] {
-            priorities.extend(self.priorities(queue, status).await?);
+            priorities.extend(self.priorities(statement::READ, queue, status).await?);
         }
         priorities.sort_unstable();
         priorities.dedup();
-        let per_minute = if priorities.is_empty() {
-            Vec::new()
-        } else {
-            let padded_priorities = padded(&priorities);
-            let sql = stats_per_minute(padded_priorities.len());
-            self.run(statement::READ, async |conn| {
-                let mut query = sqlx::query_as(&sql).bind(since).bind(queue);
-                for priority in &padded_priorities {
-                    query = query.bind(priority);
-                }
-                query.bind(since).fetch_all(conn).await
-            })
-            .await?
-        };
-        Ok(QueueFigures {
-            queue: queue.to_owned(),
-            live: live
-                .into_iter()
-                .map(|(status, rows, due, expired, earliest)| {
-                    LiveFigures::new(status, rows, due, expired, earliest.map(utc))
-                })
-                .collect(),
-            finished: [done, failed, cancelled],
-            per_minute,
-        })
-    }
-
-    async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
-        if paused {
-            self.conns
-                .execute(self.deadline, statement::PAUSE, is_transient, || {
-                    sqlx::query(QUEUE_ROW).bind(queue)
-                })
-                .await?;
+        if priorities.is_empty() {
+            return Ok(Vec::new());
         }
-        self.update_text(if paused { PAUSE } else { RESUME }, queue)
-            .await
+        let priorities = padded(&priorities);
+        let sql = stats_per_minute(priorities.len());
+        self.run(statement::READ, async |conn| {
+            let mut query = sqlx::query_as(&sql).bind(since).bind(queue);
+            for priority in &priorities {
+                query = query.bind(priority);
+            }
+            query.bind(since).fetch_all(conn).await
+        })
+        .await
     }
 
     async fn paused_queues(&self) -> Result<Vec<String>> {
@@ -672,63 +594,6 @@ impl BackendStore for MySqlStore {
         Ok(queues.into_iter().map(|Text(queue)| queue).collect())
     }
 
-    async fn register_worker(&self, row: &WorkerRow<'_>) -> Result<()> {
-        self.conns
-            .execute(self.deadline, statement::WORKERS, is_transient, || {
-                sqlx::query(WORKER_REGISTER)
-                    .bind(row.id)
-                    .bind(row.worker_id)
-                    .bind(row.host)
-                    .bind(row.pid)
-                    .bind(row.version)
-                    .bind(row.queues)
-                    .bind(row.jobs)
-                    .bind(row.running)
-                    .bind(micros(row.ttl))
-            })
-            .await?;
-        Ok(())
-    }
-
-    async fn refresh_worker(&self, id: i64, running: i64, ttl: Duration) -> Result<bool> {
-        let matched = self
-            .conns
-            .execute(self.deadline, statement::WORKERS, is_transient, || {
-                sqlx::query(WORKER_REFRESH)
-                    .bind(running)
-                    .bind(micros(ttl))
-                    .bind(id)
-            })
-            .await?;
-        Ok(matched == 1)
-    }
-
-    #[cfg(feature = "testing")]
-    async fn make_due(&self, queue: &str) -> Result<u64> {
-        self.conns
-            .execute(self.deadline, statement::MAKE_DUE, is_transient, || {
-                sqlx::query(MAKE_DUE).bind(queue)
-            })
-            .await
-    }
-
-    async fn unregister_worker(&self, id: i64) -> Result<()> {
-        self.conns
-            .execute(self.deadline, statement::WORKERS, is_transient, || {
-                sqlx::query(WORKER_UNREGISTER).bind(id)
-            })
-            .await?;
-        Ok(())
-    }
-
-    async fn prune_workers(&self) -> Result<u64> {
-        self.conns
-            .execute(self.deadline, statement::WORKERS, is_transient, || {
-                sqlx::query(WORKERS_PRUNE)
-            })
-            .await
-    }
-
     async fn live_workers(&self) -> Result<Vec<WorkerRecord>> {
         let sql = self.read(WORKERS_LIVE);
         let rows = self
@@ -736,64 +601,24 @@ impl BackendStore for MySqlStore {
                 sqlx::query(&sql).fetch_all(conn).await
             })
             .await?;
-        let record = |row: &sqlx::mysql::MySqlRow| -> Result<WorkerRecord, sqlx::Error> {
-            Ok(WorkerRecord {
-                worker_id: text(row, "worker_id")?,
-                host: text(row, "host")?,
-                pid: row.try_get("pid")?,
-                version: text(row, "version")?,
-                queues: text(row, "queues")?,
-                jobs: text(row, "jobs")?,
-                running: row.try_get("running")?,
-                started_at: utc(row.try_get("started_at")?),
-                last_seen: utc(row.try_get("last_seen")?),
-                expires_at: utc(row.try_get("expires_at")?),
-            })
-        };
-        Ok(rows.iter().map(record).collect::<Result<_, _>>()?)
+        Ok(rows.iter().map(worker_record).collect::<Result<_, _>>()?)
     }
 
     fn filtered(&self) -> &'static Filtered {
         &FILTERED
     }
 
-    async fn list(&self, statement: &Statement) -> Result<Vec<JobInfo>> {
-        let sql = self.read(&statement.sql);
-        let args = arguments(&statement.binds)?;
-        let rows = self
-            .run(statement::READ, async |conn| {
-                sqlx::query_with(&sql, args).fetch_all(conn).await
-            })
-            .await?;
-        rows.iter().map(job_info).collect()
-    }
+    shared::reads!(MySqlStore::read);
 
-    async fn count_where(&self, statement: &Statement) -> Result<u64> {
-        let sql = self.read(&statement.sql);
-        let args = arguments(&statement.binds)?;
-        let n: i64 = self
-            .run(statement::READ, async |conn| {
-                sqlx::query_scalar_with(&sql, args).fetch_one(conn).await
-            })
-            .await?;
-        Ok(u64::try_from(n).unwrap_or(0))
-    }
-
-    async fn ids(&self, statement: &Statement) -> Result<Vec<i64>> {
-        let sql = self.read(&statement.sql);
-        let args = arguments(&statement.binds)?;
-        self.run(statement::READ, async |conn| {
-            sqlx::query_scalar_with(&sql, args).fetch_all(conn).await
-        })
-        .await
-    }
+    shared::server_writes!();
 
     /// A transaction: the batch locked ([`bulk_pick`], `SKIP LOCKED`),
     /// then retried by id.
     async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64> {
         let pick = bulk_pick_statement(ids, guard);
-        retry_transient(self.deadline, statement::RETRY, is_transient, || {
-            self.conns.run(async |conn| {
+        let changed = self
+            .conns
+            .run(async |conn| {
                 let mut tx = conn.begin_with(BEGIN_RC).await?;
                 let rows: Vec<(i64, Option<i64>)> =
                     sqlx::query_as_with(&pick.sql, arguments(&pick.binds)?)
@@ -804,18 +629,15 @@ impl BackendStore for MySqlStore {
                 tx.commit().await?;
                 Ok(changed)
             })
-        })
-        .await
+            .await?;
+        Ok(changed)
     }
 
     /// A transaction: the batch locked ([`bulk_pick`], `SKIP LOCKED`) with
     /// the tokens it holds, then cancelled by id.
     async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled> {
         let pick = bulk_pick_statement(ids, guard);
-        retry_transient(self.deadline, statement::CANCEL, is_transient, || {
-            self.cancel_once(&pick)
-        })
-        .await
+        Ok(self.cancel_once(&pick).await?)
     }
 
     async fn doctor(
@@ -879,7 +701,7 @@ impl MySqlStore {
             match apply_pending(conn, &self.read(MIGRATIONS_APPLIED)).await {
                 Err(error)
                     if attempt < MIGRATE_RETRIES
-                        && (is_transient(&error)
+                        && (Self::is_transient(&error)
                             || self.galera
                                 && (is_interrupted(&error) || is_duplicate_index(&error))) =>
                 {
@@ -945,7 +767,7 @@ impl MySqlStore {
             Ok((batch, Some(error))) => {
                 // The connection goes back through the pool's checks.
                 conn.give_back();
-                if is_transient(&error) {
+                if Self::is_transient(&error) {
                     // A deadlock, or on Galera a certification conflict
                     // with another node's claim of the same rows: the next
                     // claim takes what is left, as a retry would.
@@ -1035,7 +857,7 @@ impl MySqlStore {
     }
 
     /// The fences among `fences` whose row is no longer `processing` under that token.
-    async fn not_held(&self, fences: &[Fence]) -> Result<Vec<Fence>> {
+    async fn not_held(&self, fences: &[Fence]) -> Result<Vec<Fence>, sqlx::Error> {
         let ids = padded(&fences.iter().map(|f| f.id).collect::<Vec<_>>());
         let sql = held(ids.len());
         let mut query = sqlx::query_as::<_, (i64, Option<i64>)>(&sql);
@@ -1043,9 +865,8 @@ impl MySqlStore {
             query = query.bind(id);
         }
         let held: HashSet<(i64, Option<i64>)> = self
-            .run(statement::HEARTBEAT, async |conn| {
-                query.fetch_all(conn).await
-            })
+            .conns
+            .run(async |conn| query.fetch_all(conn).await)
             .await?
             .into_iter()
             .collect();
@@ -1057,12 +878,13 @@ impl MySqlStore {
     }
 
     /// The priorities of `queue`'s rows in `status`, lowest first: one
-    /// descent of the claim index per priority, plus one.
-    async fn priorities(&self, queue: &str, status: &str) -> Result<Vec<i16>> {
+    /// descent of the claim index per priority, plus one; each read a
+    /// statement of the `kind` given.
+    async fn priorities(&self, kind: &'static str, queue: &str, status: &str) -> Result<Vec<i16>> {
         let mut found = Vec::new();
         let mut after = i32::from(i16::MIN) - 1;
         while let Some(priority) = self
-            .run(statement::READ, async |conn| {
+            .run(kind, async |conn| {
                 sqlx::query_scalar::<_, Option<i16>>(NEXT_PRIORITY)
                     .bind(queue)
                     .bind(status)
@@ -1076,17 +898,6 @@ impl MySqlStore {
             after = i32::from(priority);
         }
         Ok(found)
-    }
-
-    /// Runs `sql` with `? = text`; whether it matched a row.
-    async fn update_text(&self, sql: &'static str, text: &str) -> Result<bool> {
-        let affected = self
-            .conns
-            .execute(self.deadline, statement::PAUSE, is_transient, || {
-                sqlx::query(sql).bind(text)
-            })
-            .await?;
-        Ok(affected == 1)
     }
 
     /// One cancel transaction: the rows `pick` locks (with their tokens),
@@ -1105,17 +916,6 @@ impl MySqlStore {
                 Ok(Cancelled::of_rows(&rows))
             })
             .await
-    }
-
-    /// Runs `sql` with `? = id`; whether it changed the row.
-    async fn update_one(&self, sql: &'static str, kind: &'static str, id: i64) -> Result<bool> {
-        let affected = self
-            .conns
-            .execute(self.deadline, kind, is_transient, || {
-                sqlx::query(sql).bind(id)
-            })
-            .await?;
-        Ok(affected == 1)
     }
 
     /// Reaps up to `limit` orphans of `queue`: candidates read without
@@ -1544,27 +1344,33 @@ fn utc(t: NaiveDateTime) -> DateTime<Utc> {
     t.and_utc()
 }
 
-fn job_info(row: &sqlx::mysql::MySqlRow) -> Result<JobInfo> {
-    let status = text(row, "status")?;
-    Ok(JobInfo {
-        id: row.try_get("id")?,
-        queue: text(row, "queue")?,
-        job_name: text(row, "job_name")?,
-        payload: text(row, "payload")?,
-        status: status.parse().map_err(Error::UnknownStatus)?,
-        priority: row.try_get("priority")?,
-        attempts: u32::try_from(row.try_get::<i32, _>("attempts")?).unwrap_or(0),
-        max_attempts: u32::try_from(row.try_get::<i32, _>("max_attempts")?).unwrap_or(0),
-        run_at: utc(row.try_get("run_at")?),
-        idempotency_key: opt_text(row, "idempotency_key")?,
-        last_error: opt_text(row, "last_error")?,
-        claimed_by: opt_text(row, "claimed_by")?,
-        claimed_at: row
-            .try_get::<Option<NaiveDateTime>, _>("claimed_at")?
-            .map(utc),
-        created_at: utc(row.try_get("created_at")?),
-        finished_at: row
-            .try_get::<Option<NaiveDateTime>, _>("finished_at")?
-            .map(utc),
-    })
+/// Text columns as [`Text`] (binary collations), times as `DATETIME(6)` in UTC.
+impl Columns for sqlx::mysql::MySqlRow {
+    fn int(&self, column: &str) -> Result<i64, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn small(&self, column: &str) -> Result<i16, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn count(&self, column: &str) -> Result<i64, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn text(&self, column: &str) -> Result<String, sqlx::Error> {
+        text(self, column)
+    }
+
+    fn opt_text(&self, column: &str) -> Result<Option<String>, sqlx::Error> {
+        opt_text(self, column)
+    }
+
+    fn time(&self, column: &str) -> Result<DateTime<Utc>, sqlx::Error> {
+        Ok(utc(self.try_get(column)?))
+    }
+
+    fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+        Ok(self.try_get::<Option<NaiveDateTime>, _>(column)?.map(utc))
+    }
 }

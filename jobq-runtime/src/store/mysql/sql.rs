@@ -126,7 +126,7 @@ macro_rules! job_columns {
 }
 
 /// One row, every column `Jobq::job` reports.
-pub const JOB_COLUMNS: &str = concat!(job_columns!(), " WHERE id = ?");
+pub const JOB: &str = concat!(job_columns!(), " WHERE id = ?");
 
 /// `RETURNING` for a multi-row INSERT on MariaDB: duplicates come back too.
 pub const INSERT_RETURNING: &str = concat!(
@@ -507,9 +507,12 @@ pub const DOCTOR_TRX_ISOLATION: &str = "SELECT CAST(trx_isolation_level AS CHAR)
 pub const DOCTOR_ENGINE: &str = "SELECT CAST(ENGINE AS CHAR) FROM information_schema.TABLES \
      WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'jobq_jobs'";
 
-/// Whether `jobq_migrations` exists.
-pub const DOCTOR_MIGRATIONS_TABLE: &str = "SELECT COUNT(*) FROM information_schema.TABLES \
-     WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'jobq_migrations'";
+/// Whether `jobq_migrations` exists, then what it records.
+pub const DOCTOR_MIGRATIONS: [&str; 2] = [
+    "SELECT COUNT(*) FROM information_schema.TABLES \
+     WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'jobq_migrations'",
+    MIGRATIONS_APPLIED,
+];
 
 /// The database's clock.
 pub const DOCTOR_NOW: &str = "SELECT UTC_TIMESTAMP(6)";

@@ -69,15 +69,11 @@ impl PgStore {
         let mut checks = vec![
             version_check(&version, &needs),
             guarded(names::ISOLATION, self.deadline, self.isolation()).await,
-            guarded(
-                names::MIGRATIONS,
+            doctor::migrations(
+                &self.conns,
                 self.deadline,
-                doctor::migrations(
-                    &self.conns,
-                    DOCTOR_MIGRATIONS_TABLE,
-                    MIGRATIONS_APPLIED,
-                    migrate::POSTGRES,
-                ),
+                DOCTOR_MIGRATIONS,
+                migrate::POSTGRES,
             )
             .await,
             guarded(names::CLOCK_SKEW, self.deadline, self.clock_skew(clock)).await,
@@ -89,10 +85,7 @@ impl PgStore {
     }
 
     async fn isolation(&self) -> Result<Check> {
-        let level: String = self
-            .conns
-            .run(async |conn| sqlx::query_scalar(DOCTOR_ISOLATION).fetch_one(conn).await)
-            .await?;
+        let level: String = self.conns.scalar(DOCTOR_ISOLATION).await?;
         Ok(isolation_check(&level))
     }
 

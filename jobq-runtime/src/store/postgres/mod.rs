@@ -39,18 +39,18 @@ use self::notify::Notifier;
 use self::sql::*;
 use super::filter::{Bind, Filtered, Statement};
 use super::migrate;
+use super::shared::{self, Columns, worker_record};
 use super::stash::Stash;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::metrics::statement;
-use crate::ops::{LiveFigures, QueueFigures, StatsWindow};
+use crate::ops::LiveFigures;
 use crate::options::ConnectOptions;
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Transition, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition,
+    WorkerRefresh, WorkerRow,
 };
-use crate::store::policy::{
-    Prunable, in_batches, micros, new_token_base, retry_transient, row_token, within,
-};
+use crate::store::policy::{micros, migrating, new_token_base, not_renewed, row_token, within};
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 
@@ -76,16 +76,6 @@ type ClaimRow = (
 
 /// Rows per INSERT of `enqueue_many`.
 const INSERT_CHUNK: usize = 1000;
-/// Fences per settle or heartbeat statement.
-const FENCE_CHUNK: usize = 5000;
-
-/// deadlock_detected, serialization_failure, lock_not_available.
-fn is_transient(error: &sqlx::Error) -> bool {
-    error
-        .as_database_error()
-        .and_then(|e| e.code())
-        .is_some_and(|code| matches!(&*code, "40P01" | "40001" | "55P03"))
-}
 
 /// The PostgreSQL store.
 #[derive(Debug, Clone)]
@@ -101,9 +91,26 @@ pub(crate) struct PgStore {
 impl BackendStore for PgStore {
     type Pool = PgPool;
     type Connection = PgConnection;
+    /// A queue and a status: [`PRUNE`] deletes from that range of
+    /// `jobq_jobs_finished_by_queue`.
+    type PruneScope = (String, &'static str);
+
+    const FENCE_CHUNK: usize = 5000;
 
     fn backend(&self) -> Backend {
         Backend::Postgres
+    }
+
+    fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// deadlock_detected, serialization_failure, lock_not_available.
+    fn is_transient(error: &sqlx::Error) -> bool {
+        error
+            .as_database_error()
+            .and_then(|e| e.code())
+            .is_some_and(|code| matches!(&*code, "40P01" | "40001" | "55P03"))
     }
 
     async fn connect(url: &str, connect: &ConnectOptions) -> Result<Self> {
@@ -141,13 +148,6 @@ impl BackendStore for PgStore {
         migrate::POSTGRES
     }
 
-    async fn applied_migrations(&self) -> Result<Vec<i64>> {
-        self.run(statement::READ, async |conn| {
-            sqlx::query_scalar(MIGRATIONS_APPLIED).fetch_all(conn).await
-        })
-        .await
-    }
-
     /// In one transaction under an advisory lock: DDL is transactional here,
     /// so a failed migration leaves nothing half-applied, and concurrent
     /// migrators take turns.
@@ -155,27 +155,19 @@ impl BackendStore for PgStore {
     /// Within [`MIGRATE_DEADLINE`](super::policy::MIGRATE_DEADLINE) once it has its
     /// connection.
     async fn migrate(&self) -> Result<()> {
-        let conn = within(self.deadline, statement::MIGRATE, self.conns.get()).await?;
-        let run = async move {
-            let mut conn = conn;
-            let result = migrate_on(&mut conn).await;
-            conn.done(result)
-        };
-        within(super::policy::MIGRATE_DEADLINE, statement::MIGRATE, run).await
+        migrating(&self.conns, self.deadline, migrate_on).await
     }
 
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        let enqueued = retry_transient(self.deadline, statement::ENQUEUE, is_transient, || async {
-            let mut conn = self.conns.get().await?;
-            let sql = if job.idempotency_key.is_some() {
-                INSERT_QUIET
-            } else {
-                INSERT_QUIET_KEYLESS
-            };
-            let result = insert_with(&mut conn, job, sql).await;
-            conn.done(result)
-        })
-        .await?;
+        let sql = if job.idempotency_key.is_some() {
+            INSERT_QUIET
+        } else {
+            INSERT_QUIET_KEYLESS
+        };
+        let enqueued = self
+            .conns
+            .run(async |conn| insert_with(conn, job, sql).await)
+            .await?;
         self.notifier
             .announce(&self.pool, self.deadline, [job.queue.as_str()]);
         Ok(enqueued)
@@ -185,16 +177,16 @@ impl BackendStore for PgStore {
     /// runs its statements in one transaction, so a row the server refuses
     /// leaves nothing of the batch.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let out = retry_transient(self.deadline, statement::ENQUEUE, is_transient, || async {
-            let mut conn = self.conns.get().await?;
-            let result = if jobs.len() <= INSERT_CHUNK {
-                insert_chunk(&mut conn, jobs).await
-            } else {
-                insert_chunks(&mut conn, jobs).await
-            };
-            conn.done(result)
-        })
-        .await?;
+        let out = self
+            .conns
+            .run(async |conn| {
+                if jobs.len() <= INSERT_CHUNK {
+                    insert_chunk(conn, jobs).await
+                } else {
+                    insert_chunks(conn, jobs).await
+                }
+            })
+            .await?;
         self.notifier.announce(
             &self.pool,
             self.deadline,
@@ -210,18 +202,17 @@ impl BackendStore for PgStore {
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
         let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
         let base = new_token_base();
-        let mut rows: Vec<ClaimRow> =
-            retry_transient(self.deadline, statement::CLAIM, is_transient, || async {
-                let mut conn = self.conns.get().await?;
-                let result = sqlx::query_as(CLAIM)
+        let mut rows: Vec<ClaimRow> = self
+            .conns
+            .run(async |conn| {
+                sqlx::query_as(CLAIM)
                     .bind(queue)
                     .bind(i64::from(limit))
                     .bind(base)
                     .bind(micros(lease))
                     .bind(worker)
-                    .fetch_all(&mut *conn)
-                    .await;
-                conn.done(result)
+                    .fetch_all(conn)
+                    .await
             })
             .await?;
         // Handed out in the order they were picked.
@@ -246,108 +237,77 @@ impl BackendStore for PgStore {
     }
 
     async fn complete(&self, fences: &[Fence]) -> Result<u64> {
-        let mut total = 0;
-        for chunk in fences.chunks(FENCE_CHUNK) {
-            let (ids, tokens) = fence_arrays(chunk);
-            total += retry_transient(self.deadline, statement::COMPLETE, is_transient, || async {
-                let mut conn = self.conns.get().await?;
-                let result = sqlx::query(COMPLETE)
-                    .bind(&ids)
-                    .bind(&tokens)
-                    .execute(&mut *conn)
-                    .await
-                    .map(|r| r.rows_affected());
-                conn.done(result)
-            })
-            .await?;
-        }
-        Ok(total)
+        let (ids, tokens) = fence_arrays(fences);
+        Ok(self
+            .conns
+            .execute(sqlx::query(COMPLETE).bind(ids).bind(tokens))
+            .await?)
     }
 
     async fn transition(&self, t: &Transition) -> Result<bool> {
-        let status = t.target.status();
-        let affected = retry_transient(
-            self.deadline,
-            statement::TRANSITION,
-            is_transient,
-            || async {
-                let mut conn = self.conns.get().await?;
-                let result = sqlx::query(TRANSITION)
-                    .bind(status)
+        let affected = self
+            .conns
+            .execute(
+                sqlx::query(TRANSITION)
+                    .bind(t.target.status())
                     .bind(micros(t.delay))
                     .bind(i32::from(t.refund_attempt))
                     .bind(&t.error)
                     .bind(t.fence.id)
-                    .bind(t.fence.token)
-                    .execute(&mut *conn)
-                    .await
-                    .map(|r| r.rows_affected());
-                conn.done(result)
-            },
-        )
-        .await?;
+                    .bind(t.fence.token),
+            )
+            .await?;
         Ok(affected == 1)
     }
 
+    /// One statement ([`HEARTBEAT`]); its rows are the fences it renewed.
     async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
-        let mut lost = Vec::new();
-        for chunk in fences.chunks(FENCE_CHUNK) {
-            let held = self.renew(HEARTBEAT, chunk, lease).await?;
-            if held.len() < chunk.len() {
-                let held: std::collections::HashSet<Fence> = held.into_iter().collect();
-                lost.extend(chunk.iter().filter(|f| !held.contains(f)).copied());
-            }
-        }
-        Ok(lost)
+        let renewed = self.renew(HEARTBEAT, fences, lease).await?;
+        Ok(not_renewed(fences, renewed))
     }
 
-    /// One statement per chunk; returns the fences it renewed.
+    /// One statement ([`HEARTBEAT_UNLOCKED`]); returns the fences it renewed.
     async fn heartbeat_unlocked(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
-        let mut renewed = Vec::new();
-        for chunk in fences.chunks(FENCE_CHUNK) {
-            renewed.extend(self.renew(HEARTBEAT_UNLOCKED, chunk, lease).await?);
-        }
-        Ok(renewed)
+        self.renew(HEARTBEAT_UNLOCKED, fences, lease).await
     }
 
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        self.conns
-            .execute(self.deadline, statement::REAP, is_transient, || {
-                sqlx::query(REAP).bind(queue).bind(i64::from(limit))
-            })
-            .await
+        Ok(self
+            .conns
+            .execute(sqlx::query(REAP).bind(queue).bind(i64::from(limit)))
+            .await?)
     }
 
-    /// Deletes every row of the `which` kind that finished more than
-    /// `older_than` ago: [`PRUNE`] in batches for each queue with finished
-    /// rows ([`PRUNE_QUEUES`]) and each status.
-    async fn prune(&self, which: Prunable, older_than: Duration) -> Result<u64> {
+    /// Each queue with finished rows ([`PRUNE_QUEUES`]), with each status.
+    async fn prune_scopes(&self, which: Prunable) -> Result<Vec<(String, &'static str)>> {
         let queues: Vec<String> = self
             .run(statement::PRUNE, async |conn| {
                 sqlx::query_scalar(PRUNE_QUEUES).fetch_all(conn).await
             })
             .await?;
-        let mut total = 0;
-        for queue in &queues {
-            for status in which.statuses() {
-                total += in_batches(|limit| {
-                    retry_transient(self.deadline, statement::PRUNE, is_transient, move || {
-                        self.conns.run(async move |conn| {
-                            sqlx::query(PRUNE)
-                                .bind(queue)
-                                .bind(status)
-                                .bind(micros(older_than))
-                                .bind(i64::from(limit))
-                                .execute(conn)
-                                .await
-                                .map(|r| r.rows_affected())
-                        })
-                    })
-                })
-                .await?;
-            }
-        }
-        Ok(total)
+        Ok(queues
+            .into_iter()
+            .flat_map(|queue| which.statuses().iter().map(move |&s| (queue.clone(), s)))
+            .collect())
+    }
+
+    /// [`PRUNE`].
+    async fn prune(
+        &self,
+        (queue, status): &(String, &'static str),
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<u64> {
+        Ok(self
+            .conns
+            .execute(
+                sqlx::query(PRUNE)
+                    .bind(queue)
+                    .bind(*status)
+                    .bind(micros(older_than))
+                    .bind(i64::from(limit)),
+            )
+            .await?)
     }
 
     /// Forwards NOTIFYs on `jobq` for `queues` (see [`listen::listen`]).
@@ -355,36 +315,12 @@ impl BackendStore for PgStore {
         listen::listen(&self.pool, queues, stop, self.deadline).await;
     }
 
-    async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
-        let row = self
-            .run(statement::READ, async |conn| {
-                sqlx::query(JOB).bind(id).fetch_optional(conn).await
-            })
-            .await?;
-        row.map(|row| job_info(&row)).transpose()
-    }
-
-    async fn counts(&self, queue: &str) -> Result<QueueCounts> {
-        let rows = self
-            .run(statement::READ, async |conn| {
-                sqlx::query_as(COUNTS).bind(queue).fetch_all(conn).await
-            })
-            .await?;
-        super::policy::counts(rows)
-    }
-
     async fn cancel(&self, id: i64) -> Result<Cancelled> {
-        let rows: Vec<(i64, Option<i64>)> =
-            retry_transient(self.deadline, statement::CANCEL, is_transient, || {
-                self.conns
-                    .run(async |conn| sqlx::query_as(CANCEL).bind(id).fetch_all(conn).await)
-            })
+        let rows: Vec<(i64, Option<i64>)> = self
+            .conns
+            .run(async |conn| sqlx::query_as(CANCEL).bind(id).fetch_all(conn).await)
             .await?;
         Ok(Cancelled::of_rows(&rows))
-    }
-
-    async fn retry(&self, id: i64) -> Result<bool> {
-        self.update_one(RETRY, statement::RETRY, id).await
     }
 
     async fn clock(&self) -> Result<DateTime<Utc>> {
@@ -394,136 +330,40 @@ impl BackendStore for PgStore {
         .await
     }
 
-    async fn queues_with_rows(&self) -> Result<Vec<String>> {
-        self.run(statement::READ, async |conn| {
-            sqlx::query_scalar(QUEUES).fetch_all(conn).await
-        })
-        .await
-    }
-
-    /// [`STATS_LIVE`], [`STATS_FINISHED`] and [`STATS_PER_MINUTE`].
-    async fn queue_figures(&self, queue: &str, window: StatsWindow) -> Result<QueueFigures> {
+    /// [`STATS_LIVE`].
+    async fn stats_live(&self, queue: &str, now: DateTime<Utc>) -> Result<Vec<LiveFigures>> {
         type LiveRow = (String, i64, i64, i64, Option<DateTime<Utc>>);
         let live: Vec<LiveRow> = self
             .run(statement::READ, async |conn| {
                 sqlx::query_as(STATS_LIVE)
                     .bind(queue)
-                    .bind(window.now)
+                    .bind(now)
                     .fetch_all(conn)
                     .await
             })
             .await?;
-        let (done, failed, cancelled) = self
-            .run(statement::READ, async |conn| {
-                sqlx::query_as::<_, (i64, i64, i64)>(STATS_FINISHED)
-                    .bind(queue)
-                    .bind(window.cap)
-                    .fetch_one(conn)
-                    .await
+        Ok(live
+            .into_iter()
+            .map(|(status, rows, due, expired, earliest)| {
+                LiveFigures::new(status, rows, Some(due), Some(expired), earliest)
             })
-            .await?;
-        let per_minute = self
-            .run(statement::READ, async |conn| {
-                sqlx::query_as(STATS_PER_MINUTE)
-                    .bind(queue)
-                    .bind(window.since)
-                    .fetch_all(conn)
-                    .await
-            })
-            .await?;
-        Ok(QueueFigures {
-            queue: queue.to_owned(),
-            live: live
-                .into_iter()
-                .map(|(status, rows, due, expired, earliest)| {
-                    LiveFigures::new(status, rows, Some(due), Some(expired), earliest)
-                })
-                .collect(),
-            finished: [done, failed, cancelled],
-            per_minute,
-        })
+            .collect())
     }
 
-    async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
-        if paused {
-            self.conns
-                .execute(self.deadline, statement::PAUSE, is_transient, || {
-                    sqlx::query(QUEUE_ROW).bind(queue)
-                })
-                .await?;
-        }
-        let sql = if paused { PAUSE } else { RESUME };
-        let affected = self
-            .conns
-            .execute(self.deadline, statement::PAUSE, is_transient, || {
-                sqlx::query(sql).bind(queue)
-            })
-            .await?;
-        Ok(affected == 1)
-    }
-
-    async fn paused_queues(&self) -> Result<Vec<String>> {
+    /// [`STATS_PER_MINUTE`].
+    async fn stats_per_minute(
+        &self,
+        queue: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(String, i64, i64)>> {
         self.run(statement::READ, async |conn| {
-            sqlx::query_scalar(PAUSED).fetch_all(conn).await
+            sqlx::query_as(STATS_PER_MINUTE)
+                .bind(queue)
+                .bind(since)
+                .fetch_all(conn)
+                .await
         })
         .await
-    }
-
-    async fn register_worker(&self, row: &WorkerRow<'_>) -> Result<()> {
-        self.conns
-            .execute(self.deadline, statement::WORKERS, is_transient, || {
-                sqlx::query(WORKER_REGISTER)
-                    .bind(row.id)
-                    .bind(row.worker_id)
-                    .bind(row.host)
-                    .bind(row.pid)
-                    .bind(row.version)
-                    .bind(row.queues)
-                    .bind(row.jobs)
-                    .bind(row.running)
-                    .bind(micros(row.ttl))
-            })
-            .await?;
-        Ok(())
-    }
-
-    async fn refresh_worker(&self, id: i64, running: i64, ttl: Duration) -> Result<bool> {
-        let matched = self
-            .conns
-            .execute(self.deadline, statement::WORKERS, is_transient, || {
-                sqlx::query(WORKER_REFRESH)
-                    .bind(running)
-                    .bind(micros(ttl))
-                    .bind(id)
-            })
-            .await?;
-        Ok(matched == 1)
-    }
-
-    #[cfg(feature = "testing")]
-    async fn make_due(&self, queue: &str) -> Result<u64> {
-        self.conns
-            .execute(self.deadline, statement::MAKE_DUE, is_transient, || {
-                sqlx::query(MAKE_DUE).bind(queue)
-            })
-            .await
-    }
-
-    async fn unregister_worker(&self, id: i64) -> Result<()> {
-        self.conns
-            .execute(self.deadline, statement::WORKERS, is_transient, || {
-                sqlx::query(WORKER_UNREGISTER).bind(id)
-            })
-            .await?;
-        Ok(())
-    }
-
-    async fn prune_workers(&self) -> Result<u64> {
-        self.conns
-            .execute(self.deadline, statement::WORKERS, is_transient, || {
-                sqlx::query(WORKERS_PRUNE)
-            })
-            .await
     }
 
     async fn live_workers(&self) -> Result<Vec<WorkerRecord>> {
@@ -532,68 +372,26 @@ impl BackendStore for PgStore {
                 sqlx::query(WORKERS_LIVE).fetch_all(conn).await
             })
             .await?;
-        let record = |row: &PgRow| -> Result<WorkerRecord, sqlx::Error> {
-            Ok(WorkerRecord {
-                worker_id: row.try_get("worker_id")?,
-                host: row.try_get("host")?,
-                pid: row.try_get("pid")?,
-                version: row.try_get("version")?,
-                queues: row.try_get("queues")?,
-                jobs: row.try_get("jobs")?,
-                running: row.try_get("running")?,
-                started_at: row.try_get("started_at")?,
-                last_seen: row.try_get("last_seen")?,
-                expires_at: row.try_get("expires_at")?,
-            })
-        };
-        Ok(rows.iter().map(record).collect::<Result<_, _>>()?)
+        Ok(rows.iter().map(worker_record).collect::<Result<_, _>>()?)
     }
 
     fn filtered(&self) -> &'static Filtered {
         &FILTERED
     }
 
-    async fn list(&self, statement: &Statement) -> Result<Vec<JobInfo>> {
-        let args = arguments(&statement.binds)?;
-        let rows = self
-            .run(statement::READ, async |conn| {
-                sqlx::query_with(&statement.sql, args).fetch_all(conn).await
-            })
-            .await?;
-        rows.iter().map(job_info).collect()
-    }
+    shared::reads!(shared::as_is);
 
-    async fn count_where(&self, statement: &Statement) -> Result<u64> {
-        let args = arguments(&statement.binds)?;
-        let n: i64 = self
-            .run(statement::READ, async |conn| {
-                sqlx::query_scalar_with(&statement.sql, args)
-                    .fetch_one(conn)
-                    .await
-            })
-            .await?;
-        Ok(u64::try_from(n).unwrap_or(0))
-    }
+    shared::numbered_reads!();
 
-    async fn ids(&self, statement: &Statement) -> Result<Vec<i64>> {
-        let args = arguments(&statement.binds)?;
-        self.run(statement::READ, async |conn| {
-            sqlx::query_scalar_with(&statement.sql, args)
-                .fetch_all(conn)
-                .await
-        })
-        .await
-    }
+    shared::server_writes!();
 
     /// One statement ([`bulk_retry`]): the batch's rows that still meet
     /// `guard` locked (`SKIP LOCKED`) and retried by primary key.
     async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64> {
         let sql = bulk_retry(guard);
-        let retried: Vec<i64> =
-            retry_transient(self.deadline, statement::RETRY, is_transient, || {
-                self.conns
-                    .run(async |conn| sqlx::query_scalar(&sql).bind(ids).fetch_all(conn).await)
-            })
+        let retried: Vec<i64> = self
+            .conns
+            .run(async |conn| sqlx::query_scalar(&sql).bind(ids).fetch_all(conn).await)
             .await?;
         Ok(retried.len() as u64)
     }
@@ -602,11 +400,9 @@ impl BackendStore for PgStore {
     /// its rows are the ones it changed, with the tokens they had.
     async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled> {
         let sql = bulk_cancel(guard);
-        let rows: Vec<(i64, Option<i64>)> =
-            retry_transient(self.deadline, statement::CANCEL, is_transient, || {
-                self.conns
-                    .run(async |conn| sqlx::query_as(&sql).bind(ids).fetch_all(conn).await)
-            })
+        let rows: Vec<(i64, Option<i64>)> = self
+            .conns
+            .run(async |conn| sqlx::query_as(&sql).bind(ids).fetch_all(conn).await)
             .await?;
         Ok(Cancelled::of_rows(&rows))
     }
@@ -631,45 +427,29 @@ impl PgStore {
     }
 
     /// Runs `sql` (a lease renewal returning `id, lease_token` of the rows
-    /// it renewed) for one chunk of fences; the fences it renewed.
+    /// it renewed) for `fences`; the fences it renewed.
     async fn renew(
         &self,
         sql: &'static str,
-        chunk: &[Fence],
+        fences: &[Fence],
         lease: Duration,
     ) -> Result<Vec<Fence>> {
-        let (ids, tokens) = fence_arrays(chunk);
-        let rows: Vec<(i64, i64)> = retry_transient(
-            self.deadline,
-            statement::HEARTBEAT,
-            is_transient,
-            || async {
-                let mut conn = self.conns.get().await?;
-                let result = sqlx::query_as(sql)
-                    .bind(&ids)
-                    .bind(&tokens)
+        let (ids, tokens) = fence_arrays(fences);
+        let rows: Vec<(i64, i64)> = self
+            .conns
+            .run(async |conn| {
+                sqlx::query_as(sql)
+                    .bind(ids)
+                    .bind(tokens)
                     .bind(micros(lease))
-                    .fetch_all(&mut *conn)
-                    .await;
-                conn.done(result)
-            },
-        )
-        .await?;
+                    .fetch_all(conn)
+                    .await
+            })
+            .await?;
         Ok(rows
             .into_iter()
             .map(|(id, token)| Fence { id, token })
             .collect())
-    }
-
-    /// Runs `sql` with `$1 = id`; whether it changed the row.
-    async fn update_one(&self, sql: &'static str, kind: &'static str, id: i64) -> Result<bool> {
-        let affected = self
-            .conns
-            .execute(self.deadline, kind, is_transient, || {
-                sqlx::query(sql).bind(id)
-            })
-            .await?;
-        Ok(affected == 1)
     }
 }
 
@@ -881,23 +661,33 @@ fn fence_arrays(fences: &[Fence]) -> (Vec<i64>, Vec<i64>) {
     fences.iter().map(|f| (f.id, f.token)).unzip()
 }
 
-fn job_info(row: &PgRow) -> Result<JobInfo> {
-    let status: String = row.try_get("status")?;
-    Ok(JobInfo {
-        id: row.try_get("id")?,
-        queue: row.try_get("queue")?,
-        job_name: row.try_get("job_name")?,
-        payload: row.try_get("payload")?,
-        status: status.parse().map_err(Error::UnknownStatus)?,
-        priority: row.try_get("priority")?,
-        attempts: u32::try_from(row.try_get::<i32, _>("attempts")?).unwrap_or(0),
-        max_attempts: u32::try_from(row.try_get::<i32, _>("max_attempts")?).unwrap_or(0),
-        run_at: row.try_get("run_at")?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        last_error: row.try_get("last_error")?,
-        claimed_by: row.try_get("claimed_by")?,
-        claimed_at: row.try_get("claimed_at")?,
-        created_at: row.try_get("created_at")?,
-        finished_at: row.try_get("finished_at")?,
-    })
+/// Every column as the driver decodes it: `integer` attempts, `timestamptz` times.
+impl Columns for PgRow {
+    fn int(&self, column: &str) -> Result<i64, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn small(&self, column: &str) -> Result<i16, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn count(&self, column: &str) -> Result<i64, sqlx::Error> {
+        Ok(self.try_get::<i32, _>(column)?.into())
+    }
+
+    fn text(&self, column: &str) -> Result<String, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn opt_text(&self, column: &str) -> Result<Option<String>, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn time(&self, column: &str) -> Result<DateTime<Utc>, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+        self.try_get(column)
+    }
 }

@@ -434,8 +434,12 @@ pub const DOCTOR_SERVER: &str =
 /// statement is its own transaction at this level.
 pub const DOCTOR_ISOLATION: &str = "SELECT current_setting('transaction_isolation')";
 
-/// Whether `jobq_migrations` exists (on the search path): 1 if it does, 0 if not.
-pub const DOCTOR_MIGRATIONS_TABLE: &str = "SELECT count(to_regclass('jobq_migrations'))";
+/// Whether `jobq_migrations` exists (on the search path: 1 if it does, 0
+/// if not), then what it records.
+pub const DOCTOR_MIGRATIONS: [&str; 2] = [
+    "SELECT count(to_regclass('jobq_migrations'))",
+    MIGRATIONS_APPLIED,
+];
 
 /// The database's clock now (not the transaction's start).
 pub const DOCTOR_NOW: &str = "SELECT clock_timestamp()";

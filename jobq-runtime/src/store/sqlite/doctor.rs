@@ -65,15 +65,11 @@ impl SqliteStore {
                 "serializable: one writer at a time, multi-statement writes BEGIN IMMEDIATE",
             ),
             guarded(names::JOURNAL_MODE, self.deadline, self.journal_mode()).await,
-            guarded(
-                names::MIGRATIONS,
+            doctor::migrations(
+                &self.conns,
                 self.deadline,
-                doctor::migrations(
-                    &self.conns,
-                    DOCTOR_MIGRATIONS_TABLE,
-                    MIGRATIONS_APPLIED,
-                    migrate::SQLITE,
-                ),
+                DOCTOR_MIGRATIONS,
+                migrate::SQLITE,
             )
             .await,
             Check::ok(names::CLOCK_SKEW, "one clock: SQLite times are this host's"),
@@ -85,14 +81,7 @@ impl SqliteStore {
     }
 
     async fn journal_mode(&self) -> Result<Check> {
-        let mode: String = self
-            .conns
-            .run(async |conn| {
-                sqlx::query_scalar(DOCTOR_JOURNAL_MODE)
-                    .fetch_one(conn)
-                    .await
-            })
-            .await?;
+        let mode: String = self.conns.scalar(DOCTOR_JOURNAL_MODE).await?;
         Ok(journal_mode_check(&mode))
     }
 

@@ -19,7 +19,6 @@
 //! - the claim's `ORDER BY priority, run_at, id` is served by the
 //!   `(queue, status, priority, run_at, id)` index, without a temporary B-tree.
 
-use std::collections::HashSet;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -37,17 +36,19 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use self::sql::*;
 use super::filter::{Bind, Filtered, Statement};
 use super::migrate;
+use super::shared::{self, Columns, worker_record};
 use super::stash::Stash;
 use crate::error::{Error, Result};
 use crate::metrics::statement;
-use crate::ops::{LiveFigures, QueueFigures, StatsWindow};
+use crate::ops::LiveFigures;
 use crate::options::ConnectOptions;
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Transition, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition,
+    WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
-    Prunable, in_batches, micros, new_token_base, retry_transient, row_token, within,
+    micros, migrating, new_token_base, not_renewed, retry_transient, row_token, within,
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -71,24 +72,9 @@ const MIN_VERSION: (u32, u32) = (3, 35);
 /// is 32,766: 1,000 rows of 7). A longer batch runs its chunks in one
 /// transaction, so it holds the write lock for all of them.
 const INSERT_CHUNK: usize = 1000;
-/// Ids per settle or heartbeat statement: bounds how long one holds the
-/// write lock.
-const IN_CHUNK: usize = 1024;
 
 const SQLITE_BUSY: i32 = 5;
 const SQLITE_LOCKED: i32 = 6;
-
-/// `SQLITE_BUSY` and `SQLITE_LOCKED` with all their extended codes
-/// (`SQLITE_BUSY_SNAPSHOT` 517, `SQLITE_BUSY_RECOVERY` 261,
-/// `SQLITE_LOCKED_SHAREDCACHE` 262, …): another connection holds a lock.
-fn is_transient(error: &sqlx::Error) -> bool {
-    error
-        .as_database_error()
-        .and_then(|e| e.try_downcast_ref::<SqliteError>())
-        .and_then(sqlx::error::DatabaseError::code)
-        .and_then(|code| code.parse::<i32>().ok())
-        .is_some_and(|code| matches!(code & 0xff, SQLITE_BUSY | SQLITE_LOCKED))
-}
 
 /// A single-row enqueue waiting for a shared write, and where its answer goes.
 #[derive(Debug)]
@@ -127,9 +113,31 @@ pub(crate) struct SqliteStore {
 impl BackendStore for SqliteStore {
     type Pool = SqlitePool;
     type Connection = SqliteConnection;
+    /// The statuses: [`PRUNE`] deletes from every queue at once, oldest
+    /// first through `jobq_jobs_finished`.
+    type PruneScope = Prunable;
+
+    /// Bounds how long one settle or heartbeat holds the write lock.
+    const FENCE_CHUNK: usize = 1024;
 
     fn backend(&self) -> Backend {
         Backend::Sqlite
+    }
+
+    fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// `SQLITE_BUSY` and `SQLITE_LOCKED` with all their extended codes
+    /// (`SQLITE_BUSY_SNAPSHOT` 517, `SQLITE_BUSY_RECOVERY` 261,
+    /// `SQLITE_LOCKED_SHAREDCACHE` 262, …): another connection holds a lock.
+    fn is_transient(error: &sqlx::Error) -> bool {
+        error
+            .as_database_error()
+            .and_then(|e| e.try_downcast_ref::<SqliteError>())
+            .and_then(sqlx::error::DatabaseError::code)
+            .and_then(|code| code.parse::<i32>().ok())
+            .is_some_and(|code| matches!(code & 0xff, SQLITE_BUSY | SQLITE_LOCKED))
     }
 
     /// Opens `url` (creating the file if missing) in WAL mode with
@@ -172,7 +180,7 @@ impl BackendStore for SqliteStore {
             let pool = retry_transient(
                 connect.statement_timeout,
                 statement::CONNECT,
-                is_transient,
+                Self::is_transient,
                 || {
                     SqlitePoolOptions::new()
                         .test_before_acquire(false)
@@ -231,26 +239,13 @@ impl BackendStore for SqliteStore {
         migrate::SQLITE
     }
 
-    async fn applied_migrations(&self) -> Result<Vec<i64>> {
-        self.run(statement::READ, async |conn| {
-            sqlx::query_scalar(MIGRATIONS_APPLIED).fetch_all(conn).await
-        })
-        .await
-    }
-
     /// Inside one `BEGIN IMMEDIATE` transaction: processes migrating a new
     /// file at once take turns, and the later ones find everything applied.
     ///
     /// Within [`MIGRATE_DEADLINE`](super::policy::MIGRATE_DEADLINE) once it has its
     /// connection.
     async fn migrate(&self) -> Result<()> {
-        let conn = within(self.deadline, statement::MIGRATE, self.conns.get()).await?;
-        let run = async move {
-            let mut conn = conn;
-            let result = migrate_on(&mut conn).await;
-            conn.done(result)
-        };
-        within(super::policy::MIGRATE_DEADLINE, statement::MIGRATE, run).await
+        migrating(&self.conns, self.deadline, migrate_on).await
     }
 
     /// Concurrent enqueues share a write (see [`shared_write`]).
@@ -263,17 +258,13 @@ impl BackendStore for SqliteStore {
     /// transaction (holding the write lock for all of them), so a row the
     /// database refuses leaves nothing of the batch behind.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        if jobs.len() <= INSERT_CHUNK {
-            return retry_transient(self.deadline, statement::ENQUEUE, is_transient, || {
-                self.insert_each(jobs)
-            })
-            .await;
-        }
-        retry_transient(self.deadline, statement::ENQUEUE, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let result = insert_chunks(&mut conn, jobs).await;
-            conn.done(result)
+        let keyless = jobs.iter().all(|job| job.idempotency_key.is_none());
+        self.write(async |conn| {
+            if keyless && jobs.len() <= INSERT_CHUNK {
+                insert_keyless(conn, jobs).await
+            } else {
+                insert_chunks(conn, jobs).await
+            }
         })
         .await
     }
@@ -288,15 +279,10 @@ impl BackendStore for SqliteStore {
     }
 
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
-        let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
         let base = new_token_base();
-        let jobs = retry_transient(self.deadline, statement::CLAIM, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let result = claim_on(&mut conn, queue, limit, lease, worker, base).await;
-            conn.done(result)
-        })
-        .await?;
+        let jobs = self
+            .write(async |conn| claim_on(conn, claim, base).await)
+            .await?;
         Ok(jobs
             .into_iter()
             .map(
@@ -320,31 +306,20 @@ impl BackendStore for SqliteStore {
     }
 
     async fn complete(&self, fences: &[Fence]) -> Result<u64> {
-        let mut total = 0;
-        for chunk in fences.chunks(IN_CHUNK) {
-            let update = Fenced::new(COMPLETE, chunk);
-            total += retry_transient(self.deadline, statement::COMPLETE, is_transient, || async {
-                let _turn = self.writes.lock().await;
-                let mut conn = self.conns.get().await?;
-                let result = update.query(now_micros()).execute(&mut *conn).await;
-                Ok(conn.done(result)?.rows_affected())
-            })
-            .await?;
-        }
-        Ok(total)
+        let update = Fenced::new(COMPLETE, fences);
+        self.write(async |conn| {
+            let done = update.query(now_micros()).execute(conn).await?;
+            Ok(done.rows_affected())
+        })
+        .await
     }
 
     async fn transition(&self, t: &Transition) -> Result<bool> {
         let status = t.target.status();
-        let affected = retry_transient(
-            self.deadline,
-            statement::TRANSITION,
-            is_transient,
-            || async {
-                let _turn = self.writes.lock().await;
-                let mut conn = self.conns.get().await?;
+        let affected = self
+            .write(async |conn| {
                 let now = now_micros();
-                let result = sqlx::query(TRANSITION)
+                let done = sqlx::query(TRANSITION)
                     .bind(status)
                     .bind(now.saturating_add(micros(t.delay)))
                     .bind(i32::from(t.refund_attempt))
@@ -352,106 +327,84 @@ impl BackendStore for SqliteStore {
                     .bind(now)
                     .bind(t.fence.id)
                     .bind(t.fence.token)
-                    .execute(&mut *conn)
-                    .await;
-                Ok(conn.done(result)?.rows_affected())
-            },
-        )
-        .await?;
+                    .execute(conn)
+                    .await?;
+                Ok(done.rows_affected())
+            })
+            .await?;
         Ok(affected == 1)
     }
 
-    /// One UPDATE per chunk; `RETURNING id, lease_token` tells exactly which
-    /// fences still hold their row, so no second query is needed.
+    /// One UPDATE; `RETURNING id, lease_token` tells exactly which fences
+    /// still hold their row, so no second query is needed.
     async fn heartbeat(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
-        let mut lost = Vec::new();
-        for chunk in fences.chunks(IN_CHUNK) {
-            let update = Fenced::new(HEARTBEAT, chunk);
-            let held: HashSet<Fence> = retry_transient(
-                self.deadline,
-                statement::HEARTBEAT,
-                is_transient,
-                || async {
-                    let _turn = self.writes.lock().await;
-                    let mut conn = self.conns.get().await?;
-                    let result = update
-                        .query(now_micros().saturating_add(micros(lease)))
-                        .fetch_all(&mut *conn)
-                        .await;
-                    let rows = conn.done(result)?;
-                    rows.iter()
-                        .map(|row| {
-                            Ok(Fence {
-                                id: row.try_get(0)?,
-                                token: row.try_get(1)?,
-                            })
-                        })
-                        .collect()
-                },
-            )
-            .await?;
-            lost.extend(chunk.iter().filter(|f| !held.contains(f)).copied());
-        }
-        Ok(lost)
+        let renewed = self.renew(fences, lease).await?;
+        Ok(not_renewed(fences, renewed))
     }
 
-    /// No row locks here (one writer at a time): the plain heartbeat.
+    /// No row locks here (one writer at a time): the plain heartbeat's
+    /// statement.
     async fn heartbeat_unlocked(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
-        let lost: HashSet<Fence> = self.heartbeat(fences, lease).await?.into_iter().collect();
-        Ok(fences
-            .iter()
-            .filter(|f| !lost.contains(f))
-            .copied()
-            .collect())
+        self.renew(fences, lease).await
     }
 
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
-        retry_transient(self.deadline, statement::REAP, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let result = sqlx::query(REAP)
+        self.write(async |conn| {
+            let done = sqlx::query(REAP)
                 .bind(now_micros())
                 .bind(queue)
                 .bind(limit)
-                .execute(&mut *conn)
-                .await;
-            Ok(conn.done(result)?.rows_affected())
+                .execute(conn)
+                .await?;
+            Ok(done.rows_affected())
         })
         .await
     }
 
-    async fn prune(&self, which: Prunable, older_than: Duration) -> Result<u64> {
-        in_batches(|limit| self.prune_batch(which, older_than, limit)).await
+    /// One scope: [`PRUNE`] takes every queue at once.
+    async fn prune_scopes(&self, which: Prunable) -> Result<Vec<Prunable>> {
+        Ok(vec![which])
+    }
+
+    /// [`PRUNE`].
+    async fn prune(&self, which: &Prunable, older_than: Duration, limit: u32) -> Result<u64> {
+        // `IN (?2, ?3)`: one status is given twice.
+        let statuses = which.statuses();
+        let (a, b) = (statuses[0], statuses[statuses.len() - 1]);
+        self.write(async |conn| {
+            let done = sqlx::query(PRUNE)
+                .bind(now_micros() - micros(older_than))
+                .bind(a)
+                .bind(b)
+                .bind(limit)
+                .execute(conn)
+                .await?;
+            Ok(done.rows_affected())
+        })
+        .await
     }
 
     /// No wake-ups from the database: polling and in-process wake-ups only.
     async fn listen(&self, _queues: &[String], _stop: &CancellationToken) {}
 
-    async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
-        let row = self
-            .run(statement::READ, async |conn| {
-                sqlx::query(JOB).bind(id).fetch_optional(conn).await
-            })
-            .await?;
-        row.map(|row| job_info(&row)).transpose()
-    }
-
-    async fn counts(&self, queue: &str) -> Result<QueueCounts> {
-        let rows = self
-            .run(statement::READ, async |conn| {
-                sqlx::query_as(COUNTS).bind(queue).fetch_all(conn).await
-            })
-            .await?;
-        super::policy::counts(rows)
-    }
-
     async fn cancel(&self, id: i64) -> Result<Cancelled> {
-        self.cancel_picked(&Statement::fixed(CANCEL_PICK, vec![Bind::Int(id)]))
+        let pick = Statement::fixed(CANCEL_PICK, vec![Bind::Int(id)]);
+        self.write(async |conn| cancel_picked(conn, &pick).await)
             .await
     }
 
     async fn retry(&self, id: i64) -> Result<bool> {
-        self.update_one(RETRY, statement::RETRY, id).await
+        let affected = self
+            .write(async |conn| {
+                let done = sqlx::query(RETRY)
+                    .bind(now_micros())
+                    .bind(id)
+                    .execute(conn)
+                    .await?;
+                Ok(done.rows_affected())
+            })
+            .await?;
+        Ok(affected == 1)
     }
 
     /// The application's clock, as every time SQLite stores.
@@ -459,38 +412,33 @@ impl BackendStore for SqliteStore {
         Ok(utc(now_micros()))
     }
 
-    async fn queues_with_rows(&self) -> Result<Vec<String>> {
-        self.run(statement::READ, async |conn| {
-            sqlx::query_scalar(QUEUES).fetch_all(conn).await
-        })
-        .await
-    }
-
-    /// [`STATS_LIVE`], [`STATS_FINISHED`], then the priorities of the
-    /// queue's `done` and `failed` rows ([`PRIORITIES`]) for the ranges of
-    /// [`STATS_PER_MINUTE`].
-    async fn queue_figures(&self, queue: &str, window: StatsWindow) -> Result<QueueFigures> {
-        let now = window.now.timestamp_micros();
-        let since = window.since.timestamp_micros();
+    /// [`STATS_LIVE`].
+    async fn stats_live(&self, queue: &str, now: DateTime<Utc>) -> Result<Vec<LiveFigures>> {
         type LiveRow = (String, i64, Option<i64>, Option<i64>, Option<i64>);
         let live: Vec<LiveRow> = self
             .run(statement::READ, async |conn| {
                 sqlx::query_as(STATS_LIVE)
                     .bind(queue)
-                    .bind(now)
+                    .bind(now.timestamp_micros())
                     .fetch_all(conn)
                     .await
             })
             .await?;
-        let (done, failed, cancelled) = self
-            .run(statement::READ, async |conn| {
-                sqlx::query_as::<_, (i64, i64, i64)>(STATS_FINISHED)
-                    .bind(queue)
-                    .bind(window.cap)
-                    .fetch_one(conn)
-                    .await
+        Ok(live
+            .into_iter()
+            .map(|(status, rows, due, expired, earliest)| {
+                LiveFigures::new(status, rows, due, expired, earliest.map(utc))
             })
-            .await?;
+            .collect())
+    }
+
+    /// The priorities of the queue's `done` and `failed` rows
+    /// ([`PRIORITIES`]), then [`STATS_PER_MINUTE`] for them.
+    async fn stats_per_minute(
+        &self,
+        queue: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(String, i64, i64)>> {
         let mut priorities: Vec<i64> = Vec::new();
         for status in ["done", "failed"] {
             let found: Vec<i64> = self
@@ -506,131 +454,83 @@ impl BackendStore for SqliteStore {
         }
         priorities.sort_unstable();
         priorities.dedup();
-        let per_minute = if priorities.is_empty() {
-            Vec::new()
-        } else {
-            self.run(statement::READ, async |conn| {
-                sqlx::query_as(STATS_PER_MINUTE)
-                    .bind(since)
-                    .bind(queue)
-                    .bind(json_list(&priorities))
-                    .fetch_all(conn)
-                    .await
-            })
-            .await?
-        };
-        Ok(QueueFigures {
-            queue: queue.to_owned(),
-            live: live
-                .into_iter()
-                .map(|(status, rows, due, expired, earliest)| {
-                    LiveFigures::new(status, rows, due, expired, earliest.map(utc))
-                })
-                .collect(),
-            finished: [done, failed, cancelled],
-            per_minute,
-        })
-    }
-
-    async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
-        let affected = retry_transient(self.deadline, statement::PAUSE, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let result = set_paused(&mut conn, queue, paused).await;
-            conn.done(result)
-        })
-        .await?;
-        Ok(affected == 1)
-    }
-
-    async fn paused_queues(&self) -> Result<Vec<String>> {
+        if priorities.is_empty() {
+            return Ok(Vec::new());
+        }
         self.run(statement::READ, async |conn| {
-            sqlx::query_scalar(PAUSED).fetch_all(conn).await
+            sqlx::query_as(STATS_PER_MINUTE)
+                .bind(since.timestamp_micros())
+                .bind(queue)
+                .bind(json_list(&priorities))
+                .fetch_all(conn)
+                .await
         })
         .await
     }
 
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
+        let affected = self
+            .write(async |conn| set_paused(conn, queue, paused).await)
+            .await?;
+        Ok(affected == 1)
+    }
+
     #[cfg(feature = "testing")]
     async fn make_due(&self, queue: &str) -> Result<u64> {
-        retry_transient(self.deadline, statement::MAKE_DUE, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let result = sqlx::query(MAKE_DUE)
+        self.write(async |conn| {
+            let done = sqlx::query(MAKE_DUE)
                 .bind(now_micros())
                 .bind(queue)
-                .execute(&mut *conn)
-                .await
-                .map(|r| r.rows_affected());
-            conn.done(result)
+                .execute(conn)
+                .await?;
+            Ok(done.rows_affected())
         })
         .await
     }
 
     async fn register_worker(&self, row: &WorkerRow<'_>) -> Result<()> {
-        retry_transient(self.deadline, statement::WORKERS, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
+        self.write(async |conn| {
             let now = now_micros();
-            let result = sqlx::query(WORKER_REGISTER)
-                .bind(row.id)
-                .bind(row.worker_id)
-                .bind(row.host)
-                .bind(row.pid)
-                .bind(row.version)
-                .bind(row.queues)
-                .bind(row.jobs)
-                .bind(row.running)
+            row.bind_identity(sqlx::query(WORKER_REGISTER))
                 .bind(now)
                 .bind(now.saturating_add(micros(row.ttl)))
-                .execute(&mut *conn)
-                .await;
-            conn.done(result)
+                .execute(conn)
+                .await
         })
         .await?;
         Ok(())
     }
 
-    async fn refresh_worker(&self, id: i64, running: i64, ttl: Duration) -> Result<bool> {
-        let matched = retry_transient(self.deadline, statement::WORKERS, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let now = now_micros();
-            let result = sqlx::query(WORKER_REFRESH)
-                .bind(running)
-                .bind(now)
-                .bind(now.saturating_add(micros(ttl)))
-                .bind(id)
-                .execute(&mut *conn)
-                .await;
-            Ok(conn.done(result)?.rows_affected())
-        })
-        .await?;
+    async fn refresh_worker(&self, refresh: WorkerRefresh) -> Result<bool> {
+        let matched = self
+            .write(async |conn| {
+                let now = now_micros();
+                let done = sqlx::query(WORKER_REFRESH)
+                    .bind(refresh.running)
+                    .bind(now)
+                    .bind(now.saturating_add(micros(refresh.ttl)))
+                    .bind(refresh.id)
+                    .execute(conn)
+                    .await?;
+                Ok(done.rows_affected())
+            })
+            .await?;
         Ok(matched == 1)
     }
 
     async fn unregister_worker(&self, id: i64) -> Result<()> {
-        retry_transient(self.deadline, statement::WORKERS, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let result = sqlx::query(WORKER_UNREGISTER)
-                .bind(id)
-                .execute(&mut *conn)
-                .await;
-            conn.done(result)
-        })
-        .await?;
+        self.write(async |conn| sqlx::query(WORKER_UNREGISTER).bind(id).execute(conn).await)
+            .await?;
         Ok(())
     }
 
     async fn prune_workers(&self) -> Result<u64> {
-        retry_transient(self.deadline, statement::WORKERS, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let result = sqlx::query(WORKERS_PRUNE)
+        self.write(async |conn| {
+            let done = sqlx::query(WORKERS_PRUNE)
                 .bind(now_micros())
-                .execute(&mut *conn)
-                .await;
-            Ok(conn.done(result)?.rows_affected())
+                .execute(conn)
+                .await?;
+            Ok(done.rows_affected())
         })
         .await
     }
@@ -644,74 +544,29 @@ impl BackendStore for SqliteStore {
                     .await
             })
             .await?;
-        let record = |row: &SqliteRow| -> Result<WorkerRecord, sqlx::Error> {
-            Ok(WorkerRecord {
-                worker_id: row.try_get("worker_id")?,
-                host: row.try_get("host")?,
-                pid: row.try_get("pid")?,
-                version: row.try_get("version")?,
-                queues: row.try_get("queues")?,
-                jobs: row.try_get("jobs")?,
-                running: row.try_get("running")?,
-                started_at: utc(row.try_get("started_at")?),
-                last_seen: utc(row.try_get("last_seen")?),
-                expires_at: utc(row.try_get("expires_at")?),
-            })
-        };
-        Ok(rows.iter().map(record).collect::<Result<_, _>>()?)
+        Ok(rows.iter().map(worker_record).collect::<Result<_, _>>()?)
     }
 
     fn filtered(&self) -> &'static Filtered {
         &FILTERED
     }
 
-    async fn list(&self, statement: &Statement) -> Result<Vec<JobInfo>> {
-        let args = arguments(&statement.binds)?;
-        let rows = self
-            .run(statement::READ, async |conn| {
-                sqlx::query_with(&statement.sql, args).fetch_all(conn).await
-            })
-            .await?;
-        rows.iter().map(job_info).collect()
-    }
+    shared::reads!(shared::as_is);
 
-    async fn count_where(&self, statement: &Statement) -> Result<u64> {
-        let args = arguments(&statement.binds)?;
-        let n: i64 = self
-            .run(statement::READ, async |conn| {
-                sqlx::query_scalar_with(&statement.sql, args)
-                    .fetch_one(conn)
-                    .await
-            })
-            .await?;
-        Ok(u64::try_from(n).unwrap_or(0))
-    }
-
-    async fn ids(&self, statement: &Statement) -> Result<Vec<i64>> {
-        let args = arguments(&statement.binds)?;
-        self.run(statement::READ, async |conn| {
-            sqlx::query_scalar_with(&statement.sql, args)
-                .fetch_all(conn)
-                .await
-        })
-        .await
-    }
+    shared::numbered_reads!();
 
     /// One statement ([`bulk_retry`]): the batch's rows that still meet
     /// `guard`, retried.
     async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64> {
         let sql = bulk_retry(guard);
         let ids = json_list(ids);
-        let retried: Vec<i64> =
-            retry_transient(self.deadline, statement::RETRY, is_transient, || async {
-                let _turn = self.writes.lock().await;
-                let mut conn = self.conns.get().await?;
-                let result = sqlx::query_scalar(&sql)
+        let retried: Vec<i64> = self
+            .write(async |conn| {
+                sqlx::query_scalar(&sql)
                     .bind(now_micros())
                     .bind(ids.as_str())
-                    .fetch_all(&mut *conn)
-                    .await;
-                conn.done(result)
+                    .fetch_all(conn)
+                    .await
             })
             .await?;
         Ok(retried.len() as u64)
@@ -722,7 +577,8 @@ impl BackendStore for SqliteStore {
     /// cancelled.
     async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled> {
         let pick = Statement::fixed(&bulk_cancel_pick(guard), vec![Bind::Text(json_list(ids))]);
-        self.cancel_picked(&pick).await
+        self.write(async |conn| cancel_picked(conn, &pick).await)
+            .await
     }
 
     /// No clock to compare: SQLite's times are this host's.
@@ -769,73 +625,36 @@ impl SqliteStore {
         within(self.deadline, statement, self.conns.run(work)).await
     }
 
-    /// Cancels the rows `pick` selects (one `BEGIN IMMEDIATE` transaction,
-    /// [`cancel_picked`]), holding the write turn.
-    async fn cancel_picked(&self, pick: &Statement) -> Result<Cancelled> {
-        retry_transient(self.deadline, statement::CANCEL, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let result = cancel_picked(&mut conn, pick).await;
-            conn.done(result)
+    /// One of jobq's writes, `work` (one statement or one short
+    /// transaction) on the write connection, in turn with this store's
+    /// other writes ([`writes`](Self::writes)).
+    async fn write<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T> {
+        let _turn = self.writes.lock().await;
+        Ok(self.conns.run(work).await?)
+    }
+
+    /// Extends the leases of `fences` that are still held ([`HEARTBEAT`]);
+    /// the fences it renewed.
+    async fn renew(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
+        let update = Fenced::new(HEARTBEAT, fences);
+        self.write(async |conn| {
+            let rows = update
+                .query(now_micros().saturating_add(micros(lease)))
+                .fetch_all(conn)
+                .await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(Fence {
+                        id: row.try_get(0)?,
+                        token: row.try_get(1)?,
+                    })
+                })
+                .collect()
         })
         .await
-    }
-
-    /// One INSERT per row in one `BEGIN IMMEDIATE` transaction: results in
-    /// input order without relying on the order of a multi-row `RETURNING`.
-    async fn insert_each(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
-        if chunk.iter().all(|job| job.idempotency_key.is_none()) {
-            return self.insert_keyless(chunk).await;
-        }
-        let _turn = self.writes.lock().await;
-        let mut conn = self.conns.get().await?;
-        let result = insert_chunks(&mut conn, chunk).await;
-        conn.done(result)
-    }
-
-    /// A batch without idempotency keys as one multi-row INSERT (see [`insert_keyless`]).
-    async fn insert_keyless(&self, chunk: &[NewJob]) -> Result<Vec<Enqueued>, sqlx::Error> {
-        let _turn = self.writes.lock().await;
-        let mut conn = self.conns.get().await?;
-        let result = insert_keyless(&mut conn, chunk).await;
-        conn.done(result)
-    }
-
-    /// Runs `sql` with `?1` = now and `?2` = `id`; `true` if it changed the row.
-    async fn update_one(&self, sql: &str, kind: &'static str, id: i64) -> Result<bool> {
-        let affected = retry_transient(self.deadline, kind, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let result = sqlx::query(sql)
-                .bind(now_micros())
-                .bind(id)
-                .execute(&mut *conn)
-                .await;
-            Ok(conn.done(result)?.rows_affected())
-        })
-        .await?;
-        Ok(affected == 1)
-    }
-
-    /// Deletes up to `limit` rows of the `which` kind older than `older_than`.
-    async fn prune_batch(&self, which: Prunable, older_than: Duration, limit: u32) -> Result<u64> {
-        // `IN (?2, ?3)`: one status is given twice.
-        let statuses = which.statuses();
-        let (a, b) = (statuses[0], statuses[statuses.len() - 1]);
-        let deleted = retry_transient(self.deadline, statement::PRUNE, is_transient, || async {
-            let _turn = self.writes.lock().await;
-            let mut conn = self.conns.get().await?;
-            let result = sqlx::query(PRUNE)
-                .bind(now_micros() - micros(older_than))
-                .bind(a)
-                .bind(b)
-                .bind(limit)
-                .execute(&mut *conn)
-                .await;
-            Ok(conn.done(result)?.rows_affected())
-        })
-        .await?;
-        Ok(deleted)
     }
 }
 
@@ -970,12 +789,10 @@ type ClaimRow = (i64, Vec<u8>, Vec<u8>, i64, i64, Option<Vec<u8>>);
 /// was picked at.
 async fn claim_on(
     conn: &mut SqliteConnection,
-    queue: &str,
-    limit: u32,
-    lease: Duration,
-    worker: &str,
+    claim: ClaimRequest<'_>,
     base: i64,
 ) -> Result<Vec<(ClaimRow, Option<i64>)>, sqlx::Error> {
+    let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
     let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
     let now = now_micros();
     let picked: Vec<(i64, i64)> = sqlx::query_as(PICK)
@@ -1197,30 +1014,37 @@ fn lossy_utf8(bytes: Vec<u8>) -> (String, bool) {
     }
 }
 
-/// A text column read as bytes, decoded lossily.
-fn text(row: &SqliteRow, column: &str) -> Result<Option<String>> {
-    Ok(row
-        .try_get::<Option<Vec<u8>>, _>(column)?
-        .map(|bytes| lossy_utf8(bytes).0))
-}
+/// Text read as bytes and decoded lossily (SQLite stores whatever another
+/// program wrote), a NULL one as empty where jobq never writes NULL; times
+/// as unix microseconds.
+impl Columns for SqliteRow {
+    fn int(&self, column: &str) -> Result<i64, sqlx::Error> {
+        self.try_get(column)
+    }
 
-fn job_info(row: &SqliteRow) -> Result<JobInfo> {
-    let status: String = row.try_get("status")?;
-    Ok(JobInfo {
-        id: row.try_get("id")?,
-        queue: text(row, "queue")?.unwrap_or_default(),
-        job_name: text(row, "job_name")?.unwrap_or_default(),
-        payload: text(row, "payload")?.unwrap_or_default(),
-        status: status.parse().map_err(Error::UnknownStatus)?,
-        priority: row.try_get("priority")?,
-        attempts: u32::try_from(row.try_get::<i64, _>("attempts")?).unwrap_or(0),
-        max_attempts: u32::try_from(row.try_get::<i64, _>("max_attempts")?).unwrap_or(0),
-        run_at: utc(row.try_get("run_at")?),
-        idempotency_key: text(row, "idempotency_key")?,
-        last_error: text(row, "last_error")?,
-        claimed_by: text(row, "claimed_by")?,
-        claimed_at: row.try_get::<Option<i64>, _>("claimed_at")?.map(utc),
-        created_at: utc(row.try_get("created_at")?),
-        finished_at: row.try_get::<Option<i64>, _>("finished_at")?.map(utc),
-    })
+    fn small(&self, column: &str) -> Result<i16, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn count(&self, column: &str) -> Result<i64, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn text(&self, column: &str) -> Result<String, sqlx::Error> {
+        Ok(self.opt_text(column)?.unwrap_or_default())
+    }
+
+    fn opt_text(&self, column: &str) -> Result<Option<String>, sqlx::Error> {
+        Ok(self
+            .try_get::<Option<Vec<u8>>, _>(column)?
+            .map(|bytes| lossy_utf8(bytes).0))
+    }
+
+    fn time(&self, column: &str) -> Result<DateTime<Utc>, sqlx::Error> {
+        Ok(utc(self.try_get(column)?))
+    }
+
+    fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+        Ok(self.try_get::<Option<i64>, _>(column)?.map(utc))
+    }
 }

@@ -6,13 +6,11 @@ use std::sync::{Arc, PoisonError};
 
 use tokio::sync::oneshot;
 
-use super::{
-    Queued, SqliteStore, insert_chunks, insert_keyless, insert_row, is_transient, now_micros,
-};
+use super::{Queued, SqliteStore, insert_chunks, insert_keyless, insert_row, now_micros};
 use crate::error::{Error, Result};
 use crate::metrics::statement;
 use crate::store::contract::NewJob;
-use crate::store::policy::retry_transient;
+use crate::store::policy::{retried, within};
 use crate::types::Enqueued;
 
 /// The answer of an enqueue whose shared write's task ended without sending
@@ -33,6 +31,11 @@ impl SqliteStore {
     /// statements would run one after another anyway; together they pay one
     /// commit and one turn. An enqueue dropped before its row was taken is
     /// not written.
+    ///
+    /// One try, as every write of the contract: an enqueue whose own write
+    /// failed transiently is tried again by the policy, and queues its row
+    /// again. A shared write is retried where it runs, on behalf of the
+    /// enqueues it answers ([`write_shared`](Self::write_shared)).
     pub(super) async fn enqueue_shared(&self, job: &NewJob) -> Result<Enqueued> {
         let (reply, mut answer) = oneshot::channel();
         let seq = self.queued_seq.fetch_add(1, AtomicOrdering::Relaxed);
@@ -63,15 +66,12 @@ impl SqliteStore {
             if mine && batch.len() == 1 {
                 // Only this enqueue's own row: written here, with nobody
                 // else's answer riding on this future.
-                let result =
-                    retry_transient(self.deadline, statement::ENQUEUE, is_transient, || async {
-                        let mut conn = self.conns.get().await?;
-                        let result = insert_row(&mut conn, job, now_micros()).await;
-                        conn.done(result)
-                    })
+                let result = self
+                    .conns
+                    .run(async |conn| insert_row(conn, job, now_micros()).await)
                     .await;
                 drop(turn);
-                return result;
+                return Ok(result?);
             }
             // Others wait on this write: it runs in a task of its own, so
             // that dropping this enqueue cannot abandon their rows.
@@ -91,20 +91,27 @@ impl SqliteStore {
     }
 
     /// Writes `batch` in one statement (rows without keys) or one
-    /// transaction, and answers each enqueue; if that fails, writes each row
-    /// on its own, so that a bad row fails only its own enqueue. Called
-    /// holding the write turn.
+    /// transaction, [`retried`] as the policy retries every write (its
+    /// enqueues wait on its answer, in a task none of them runs), and
+    /// answers each enqueue; if that fails, writes each row on its own
+    /// (once: an enqueue given a transient error tries again itself), so
+    /// that a bad row fails only its own enqueue. Called holding the write
+    /// turn.
     async fn write_shared(&self, batch: Vec<Queued>) {
         let jobs: Vec<NewJob> = batch.iter().map(|q| q.job.clone()).collect();
         let keyless = jobs.iter().all(|job| job.idempotency_key.is_none());
-        let together = retry_transient(self.deadline, statement::ENQUEUE, is_transient, || async {
-            let mut conn = self.conns.get().await?;
-            let result = if keyless {
-                insert_keyless(&mut conn, &jobs).await
-            } else {
-                insert_chunks(&mut conn, &jobs).await
-            };
-            conn.done(result)
+        let together = retried(self, statement::ENQUEUE, || async {
+            let inserted = self
+                .conns
+                .run(async |conn| {
+                    if keyless {
+                        insert_keyless(conn, &jobs).await
+                    } else {
+                        insert_chunks(conn, &jobs).await
+                    }
+                })
+                .await?;
+            Ok(inserted)
         })
         .await;
         match together {
@@ -123,17 +130,10 @@ impl SqliteStore {
             }
             Err(_) => {
                 for queued in batch {
-                    let result = retry_transient(
-                        self.deadline,
-                        statement::ENQUEUE,
-                        is_transient,
-                        || async {
-                            let mut conn = self.conns.get().await?;
-                            let result = insert_row(&mut conn, &queued.job, now_micros()).await;
-                            conn.done(result)
-                        },
-                    )
-                    .await;
+                    let insert = self
+                        .conns
+                        .run(async |conn| insert_row(conn, &queued.job, now_micros()).await);
+                    let result = within(self.deadline, statement::ENQUEUE, insert).await;
                     let _ = queued.reply.send(result);
                 }
             }

@@ -267,6 +267,9 @@ pub(crate) fn explain_query_plan(sql: &str) -> String {
 /// The database's journal mode (`wal`, `memory`, `delete`, …).
 pub const DOCTOR_JOURNAL_MODE: &str = "PRAGMA journal_mode";
 
+/// Whether `jobq_migrations` exists, then what it records.
+pub const DOCTOR_MIGRATIONS: [&str; 2] = [DOCTOR_MIGRATIONS_TABLE, MIGRATIONS_APPLIED];
+
 /// Whether `jobq_migrations` exists.
 pub const DOCTOR_MIGRATIONS_TABLE: &str =
     "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'jobq_migrations'";

@@ -348,9 +348,15 @@ impl Store {
     /// Cancels one row; `signal` gets the claim it ended (if it was
     /// `processing`) once the change has committed.
     pub(crate) async fn cancel(&self, id: i64, signal: fn(&[Fence])) -> Result<bool> {
-        let cancelled = dispatch_seen!(self, s => s.cancel(id).await)?;
+        let cancelled = self.cancel_row(id).await?;
         signal(&cancelled.held);
         Ok(cancelled.changed == 1)
+    }
+
+    /// What cancelling one row changed, telling no worker (see
+    /// [`BackendStore::cancel`]); [`cancel`](Self::cancel) is this and the signal.
+    pub(crate) async fn cancel_row(&self, id: i64) -> Result<contract::Cancelled> {
+        dispatch_seen!(self, s => s.cancel(id).await)
     }
 
     /// Ids one page of a bulk action reads at most here.

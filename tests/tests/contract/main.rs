@@ -1,0 +1,286 @@
+//! The contract suite: what every backend's store promises, method by
+//! method, written once and run against MariaDB/MySQL, PostgreSQL, SQLite
+//! and a 3-node Galera cluster — in the spirit of River's
+//! `riverdrivertest`. A new backend is done when it passes this suite.
+//!
+//! Each test calls the store directly: through `jobq_runtime::__store`
+//! (thin wrappers, one store method each), or through a `Jobq` method that
+//! is that store method and nothing more (`job`, `counts`, `retry`,
+//! `pause`, `resume`, `paused_queues`, `prune_finished`, `prune_failed`) —
+//! never through a `Worker`. It asserts the rows as stored: status,
+//! attempts, token, error, and each time column against the others the
+//! same statement wrote (a claimed row's `run_at` is its `claimed_at` plus
+//! the lease, a finished row's `run_at` is its `finished_at`, …). What the
+//! worker builds on top of these is the conformance suite's
+//! (`tests/tests/conformance/`).
+//!
+//! One module per area of the contract: [`enqueue`], [`claim`],
+//! [`settle`] (and [`fencing`], a model of every operation by two
+//! claimers), [`heartbeat`], [`reap`], [`prune`], [`control`] (cancel,
+//! retry, pause), [`inspect`] (job, counts), [`workers`] (`jobq_workers`).
+//! A backend that differs says so in the test, in one documented branch;
+//! no test is written twice.
+//!
+//! Tests share a database and run in parallel, so each works in queues of
+//! its own. No sleeps: a lease is made to expire by moving its deadline
+//! back ([`expire`]), and the one wait for the clock (a job delayed by
+//! 200 ms) polls with a deadline. On Galera (`galera::…`) the handle is on
+//! node 0 (`jobq_tests::galera::shared`), and so is every transaction a
+//! test holds open.
+
+/// Instantiates each test on every backend, and on the 3-node Galera
+/// cluster (`galera::…`).
+macro_rules! contract {
+    ($($test:ident),* $(,)?) => {
+        jobq_tests::on_every_backend!($($test),*);
+        jobq_tests::on_galera!($($test),*);
+    };
+}
+
+mod claim;
+mod control;
+mod enqueue;
+mod fencing;
+mod heartbeat;
+mod inspect;
+mod prune;
+mod reap;
+mod settle;
+mod workers;
+
+use std::time::{Duration, Instant};
+
+use jobq_runtime::__store::{self, Claim, Row};
+use jobq_runtime::{Backend, Enqueue, JobInfo, JobStatus, Jobq};
+use jobq_tests::sql::{Arg, Db};
+use jobq_tests::{TestDb, unique_queue};
+
+/// The job name of every row the suite writes (no worker runs them).
+const JOB: &str = "contract_probe";
+
+/// Long enough that no lease runs out unless a test expires it.
+const LEASE: Duration = Duration::from_secs(60);
+
+/// A row of [`JOB`] on `queue` with payload `{"n":n}`, due now, 3 attempts.
+fn row(queue: &str, n: i64) -> Row {
+    row_with(n, Enqueue::new().queue(queue).max_attempts(3))
+}
+
+/// A row of [`JOB`] with payload `{"n":n}`, placed by `options`.
+fn row_with(n: i64, options: Enqueue) -> Row {
+    Row::new(JOB, format!("{{\"n\":{n}}}"), options)
+}
+
+/// Enqueues [`row`]`(queue, n)`; its id.
+async fn enqueue(jobq: &Jobq, queue: &str, n: i64) -> i64 {
+    let enqueued = __store::enqueue(jobq, &row(queue, n)).await.unwrap();
+    assert!(!enqueued.duplicate);
+    enqueued.id
+}
+
+/// Enqueues `row`; its id.
+async fn enqueue_row(jobq: &Jobq, row: &Row) -> i64 {
+    __store::enqueue(jobq, row).await.unwrap().id
+}
+
+/// One claim of up to `limit` rows of `queue` by `worker`, leased for [`LEASE`].
+async fn claim(jobq: &Jobq, queue: &str, limit: u32, worker: &str) -> Vec<Claim> {
+    __store::claim(jobq, queue, limit, LEASE, worker)
+        .await
+        .unwrap()
+}
+
+/// The ids of `claims`, in their order.
+fn ids(claims: &[Claim]) -> Vec<i64> {
+    claims.iter().map(|c| c.id).collect()
+}
+
+/// A claim that must take exactly one row: `id`.
+async fn claim_only(jobq: &Jobq, queue: &str, id: i64, worker: &str) -> Claim {
+    let claimed = claim(jobq, queue, 10, worker).await;
+    assert_eq!(ids(&claimed), [id], "{claimed:?}");
+    claimed[0]
+}
+
+/// The fence of a claim, as the store's settles take it.
+fn fence(claim: &Claim) -> (i64, i64) {
+    (claim.id, claim.token)
+}
+
+/// Row `id` as `Jobq::job` reads it.
+async fn info(jobq: &Jobq, id: i64) -> JobInfo {
+    jobq.job(id).await.unwrap().expect("the row exists")
+}
+
+/// Row `id` and its lease token (not part of `JobInfo`).
+async fn stored(jobq: &Jobq, id: i64) -> (JobInfo, Option<i64>) {
+    let db = Db::of(jobq);
+    let sql = "SELECT lease_token FROM jobq_jobs WHERE id = ?";
+    let token: Vec<(Option<i64>,)> = db.fetch_all(sql, &[Arg::Int(id)]).await.unwrap();
+    (info(jobq, id).await, token[0].0)
+}
+
+/// Asserts that row `id` is held by `claim` of `worker`: `processing`
+/// under its token, its lease `lease` from the claim.
+async fn assert_held(jobq: &Jobq, claim: &Claim, worker: &str, lease: Duration) -> JobInfo {
+    let (row, token) = stored(jobq, claim.id).await;
+    assert_eq!(
+        (row.status, row.attempts, token),
+        (JobStatus::Processing, claim.attempt, Some(claim.token)),
+        "{row:?}"
+    );
+    assert_eq!(row.claimed_by.as_deref(), Some(worker));
+    let claimed_at = row.claimed_at.expect("a claimed row says when");
+    assert_eq!(row.run_at - claimed_at, chrono_of(lease), "{row:?}");
+    assert_eq!(row.finished_at, None);
+    row
+}
+
+/// Asserts that row `id` is finished in `status`: no token, its `run_at`
+/// its `finished_at`.
+async fn assert_finished(jobq: &Jobq, id: i64, status: JobStatus) -> JobInfo {
+    let (row, token) = stored(jobq, id).await;
+    assert_eq!((row.status, token), (status, None), "{row:?}");
+    assert_eq!(row.finished_at, Some(row.run_at), "{row:?}");
+    row
+}
+
+fn chrono_of(d: Duration) -> chrono::TimeDelta {
+    chrono::TimeDelta::from_std(d).unwrap()
+}
+
+/// Moves the lease of `processing` row `id` an hour into the past, as if
+/// its worker had stopped renewing it long ago.
+async fn expire(jobq: &Jobq, id: i64) {
+    let db = Db::of(jobq);
+    let sql = db.pick(
+        "UPDATE jobq_jobs SET run_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE id = ? AND status = 'processing'",
+        "UPDATE jobq_jobs SET run_at = now() - interval '1 hour' WHERE id = ? AND status = 'processing'",
+        "UPDATE jobq_jobs SET run_at = run_at - 7200000000 WHERE id = ? AND status = 'processing'",
+    );
+    assert_eq!(db.execute(sql, &[Arg::Int(id)]).await.unwrap(), 1);
+}
+
+/// Moves the times of finished row `id` an hour back, as if it finished
+/// long ago (`finished_at`, and `run_at`, the same time on a finished row).
+async fn finished_an_hour_ago(jobq: &Jobq, id: i64) {
+    assert_finished(jobq, id, info(jobq, id).await.status).await;
+    let db = Db::of(jobq);
+    let sql = db.pick(
+        "UPDATE jobq_jobs SET finished_at = finished_at - INTERVAL 1 HOUR, run_at = run_at - INTERVAL 1 HOUR WHERE id = ?",
+        "UPDATE jobq_jobs SET finished_at = finished_at - interval '1 hour', run_at = run_at - interval '1 hour' WHERE id = ?",
+        "UPDATE jobq_jobs SET finished_at = finished_at - 3600000000, run_at = run_at - 3600000000 WHERE id = ?",
+    );
+    assert_eq!(db.execute(sql, &[Arg::Int(id)]).await.unwrap(), 1);
+}
+
+/// A transaction of the application's own, open on the pool `Jobq::*_pool`
+/// hands out (on Galera, node 0, where the handle's statements run), that
+/// holds row locks the way a claim in progress does.
+enum Holder {
+    MySql(sqlx::Transaction<'static, sqlx::MySql>),
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+}
+
+impl Holder {
+    async fn begin(jobq: &Jobq) -> Self {
+        match jobq.backend() {
+            Backend::MySql => Self::MySql(jobq.mysql_pool().unwrap().begin().await.unwrap()),
+            Backend::Postgres => Self::Postgres(jobq.pg_pool().unwrap().begin().await.unwrap()),
+            _ => Self::Sqlite(jobq.sqlite_pool().unwrap().begin().await.unwrap()),
+        }
+    }
+
+    /// Runs the first half of the backend's own claim of up to `limit` rows
+    /// of `queue` and keeps its transaction open: MySQL/MariaDB's locking
+    /// `SELECT … FOR UPDATE SKIP LOCKED`, PostgreSQL's whole claim
+    /// statement (its rows locked, their update uncommitted). SQLite has no
+    /// row locks (a write locks the whole database, and every other write
+    /// waits for it: see `shared_write.rs`): here the holder only reads the
+    /// rows a claim would pick, in a read transaction, which in WAL mode
+    /// makes no write wait. Returns the ids it picked, ascending.
+    async fn claim(&mut self, queue: &str, limit: u32) -> Vec<i64> {
+        use jobq_runtime::__private::sql;
+        use sqlx::Row as _;
+        let mut ids: Vec<i64> = match self {
+            Self::MySql(tx) => sqlx::query(sql::mysql::CLAIM_SELECT)
+                .bind(queue)
+                .bind(limit)
+                .fetch_all(&mut **tx)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect(),
+            Self::Postgres(tx) => sqlx::query(sql::postgres::CLAIM)
+                .bind(queue)
+                .bind(i64::from(limit))
+                .bind(1i64)
+                .bind(30_000_000i64)
+                .bind("holder")
+                .fetch_all(&mut **tx)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect(),
+            Self::Sqlite(tx) => sqlx::query_scalar(
+                "SELECT id FROM jobq_jobs WHERE queue = ?1 AND status = 'pending' \
+                 ORDER BY priority, run_at, id LIMIT ?2",
+            )
+            .bind(queue)
+            .bind(limit)
+            .fetch_all(&mut **tx)
+            .await
+            .unwrap(),
+        };
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Locks rows `ids` (`SELECT … FOR UPDATE`), as a stuck settle or a
+    /// caller's duplicate enqueue of a key would. On SQLite, which has no
+    /// row locks, it reads them (see [`claim`](Self::claim)).
+    async fn lock(&mut self, ids: &[i64]) {
+        let list = ids
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!("SELECT id FROM jobq_jobs WHERE id IN ({list}) ORDER BY id");
+        let locked = match self {
+            Self::MySql(tx) => sqlx::query(&format!("{sql} FOR UPDATE"))
+                .fetch_all(&mut **tx)
+                .await
+                .unwrap()
+                .len(),
+            Self::Postgres(tx) => sqlx::query(&format!("{sql} FOR UPDATE"))
+                .fetch_all(&mut **tx)
+                .await
+                .unwrap()
+                .len(),
+            Self::Sqlite(tx) => sqlx::query(&sql).fetch_all(&mut **tx).await.unwrap().len(),
+        };
+        assert_eq!(locked, ids.len());
+    }
+
+    async fn rollback(self) {
+        match self {
+            Self::MySql(tx) => tx.rollback().await.unwrap(),
+            Self::Postgres(tx) => tx.rollback().await.unwrap(),
+            Self::Sqlite(tx) => tx.rollback().await.unwrap(),
+        }
+    }
+}
+
+/// How long `call` took, with its result; it must not wait on a lock, so
+/// it is given 5 s (a lock wait lasts until the holder ends, or the
+/// server's lock wait timeout: 5 s on jobq's MySQL sessions).
+async fn timed<T>(call: impl Future<Output = T>) -> (T, Duration) {
+    let started = Instant::now();
+    let out = tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .expect("the call waited on a lock");
+    (out, started.elapsed())
+}

@@ -14,7 +14,9 @@
 //! list, count and the batches of bulk retry and cancel, whose statements
 //! each backend declares as the constant pieces of a [`filter::Filtered`]
 //! (see `filter.rs`). Each method documents what it promises; the
-//! backends' module docs say how their SQL keeps it. What every backend
+//! backends' module docs say how their SQL keeps it; the contract suite
+//! (`tests/tests/contract/`, one module per area) checks each promise on
+//! every backend and on a 3-node Galera cluster. What every backend
 //! does the same way around its statements — deadlines, retries of
 //! transient errors, batches, fencing tokens — is written once in
 //! `policy.rs`.
@@ -71,7 +73,12 @@
 //! 4. `connection.rs`: its `AnyConnection` variant; `pools.rs`: its
 //!    `Jobq::from_foo_pool` and `foo_pool`; `store/migrate.rs`: its
 //!    migrations; `lib.rs`: its `sql` module (`__private::sql`).
-//! 5. Its rows in the conformance suite's `on_every_backend!` and a
+//! 5. Its row in the contract suite (`tests/tests/contract/`: every method
+//!    of [`BackendStore`], the suite a backend must pass) and so in the
+//!    conformance suite: its `TestDb` constructor and its line in
+//!    `on_every_backend!` (`tests/src/lib.rs`), and its spelling of the few
+//!    statements those tests write by hand (`jobq_tests::sql::Db`; the
+//!    contract suite's `Holder`, a transaction that holds rows); and a
 //!    single-backend check in `scripts/backends.sh`.
 
 use std::time::Duration;

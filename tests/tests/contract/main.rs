@@ -274,13 +274,19 @@ impl Holder {
     }
 }
 
-/// How long `call` took, with its result; it must not wait on a lock, so
-/// it is given 5 s (a lock wait lasts until the holder ends, or the
-/// server's lock wait timeout: 5 s on jobq's MySQL sessions).
-async fn timed<T>(call: impl Future<Output = T>) -> (T, Duration) {
+/// How long a call that waits on no lock may take. A lock wait lasts until
+/// the holder ends, or the server's lock wait timeout (5 s on jobq's
+/// MySQL sessions).
+const NO_WAIT: Duration = Duration::from_millis(500);
+
+/// Runs `call`, which must not wait on a lock, and asserts it took less
+/// than [`NO_WAIT`] (it is given 5 s, to fail rather than hang).
+async fn without_waiting<T>(what: &str, call: impl Future<Output = T>) -> T {
     let started = Instant::now();
     let out = tokio::time::timeout(Duration::from_secs(5), call)
         .await
-        .expect("the call waited on a lock");
-    (out, started.elapsed())
+        .unwrap_or_else(|_| panic!("{what} waited on a lock"));
+    let took = started.elapsed();
+    assert!(took < NO_WAIT, "{what} took {took:?}: it waited on a lock");
+    out
 }

@@ -138,7 +138,12 @@ async fn a_delayed_job_is_not_claimed_before_its_time(db: TestDb) {
     .await;
     let at = chrono::Utc::now() + chrono::TimeDelta::hours(1);
     let scheduled = enqueue_row(&jobq, &row_with(3, in_queue().run_at(at))).await;
-    let due_at = info(&jobq, soon).await.run_at;
+    let waiting = info(&jobq, soon).await;
+    let due_at = waiting.run_at;
+    assert_eq!(
+        due_at - waiting.created_at,
+        chrono::TimeDelta::milliseconds(200)
+    );
     assert!(claim(&jobq, &queue, 10, "w").await.is_empty());
 
     let claimed = std::sync::Mutex::new(Vec::new());

@@ -45,6 +45,7 @@ pub(crate) const SQLITE: &[Migration] = migrations!("sqlite":
     20261204000001 "jobq_jobs_job_name",
     20261204000002 "jobq_workers",
     20261204120001 "jobq_jobs_no_created_index",
+    20261204120002 "jobq_jobs_partial_key_index",
 );
 #[cfg(feature = "postgres")]
 pub(crate) const POSTGRES: &[Migration] = migrations!("postgres":

@@ -102,6 +102,18 @@ impl JobLayer for Refusing {
     }
 }
 
+/// Panics in the first attempt of every job, before calling the handler.
+struct PanickingFirst;
+
+impl JobLayer for PanickingFirst {
+    fn call<'a>(&'a self, attempt: &'a Attempt<'a>, next: Next<'a>) -> LayerFuture<'a> {
+        Box::pin(async move {
+            assert!(attempt.context().attempt() > 1, "the layer's own bug");
+            next.run().await
+        })
+    }
+}
+
 /// A worker on `queue` with the log its jobs need.
 fn worker(jobq: &Jobq, queue: &str, log: &Log) -> jobq_runtime::WorkerBuilder {
     Worker::builder(jobq.clone())
@@ -191,6 +203,34 @@ async fn job_layers_nest_in_order_and_one_may_fail_the_attempt_without_the_handl
             "handler n=1".to_owned(),
             "outer after: ok".to_owned(),
         ]
+    );
+}
+
+async fn a_job_layer_that_panics_fails_the_attempt_to_be_retried(db: TestDb) {
+    let (jobq, queue, _) = fixture(&db, "seam-panic").await;
+    let log = Log::default();
+    let handle = worker(&jobq, &queue, &log)
+        .job_layer(PanickingFirst)
+        .build()
+        .unwrap()
+        .start();
+    let id = jobq
+        .enqueue_with(Flaky::new(0), on(&queue))
+        .await
+        .unwrap()
+        .id;
+    let info = wait_for_status(&jobq, id, JobStatus::Done, LONG).await;
+    stop(handle).await;
+    assert_eq!(info.attempts, 2);
+    let error = info.last_error.unwrap_or_default();
+    assert!(
+        error.starts_with("a job layer panicked: the layer's own bug"),
+        "{error}"
+    );
+    assert_eq!(
+        log.of(id),
+        ["handler 2"],
+        "the first attempt never ran its handler"
     );
 }
 
@@ -289,6 +329,7 @@ async fn an_enqueue_layer_may_refuse_a_row_and_nothing_is_stored(db: TestDb) {
 jobq_tests::on_every_backend!(
     a_job_layer_sees_each_attempt_before_its_handler_and_its_outcome_after,
     job_layers_nest_in_order_and_one_may_fail_the_attempt_without_the_handler,
+    a_job_layer_that_panics_fails_the_attempt_to_be_retried,
     an_enqueue_layer_sees_each_row_before_it_is_stored_and_may_change_it,
     an_enqueue_layer_may_refuse_a_row_and_nothing_is_stored,
 );

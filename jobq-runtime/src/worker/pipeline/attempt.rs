@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use futures_util::{FutureExt, StreamExt};
 use jobq_core::{
-    DispatchError, ExtendFuture, JobContext, JobError, JobMeta, LeaseError, LeaseExtender,
-    RetryPolicy, error_chain,
+    DispatchError, ExtendFuture, JobContext, JobError, JobFuture, JobMeta, LeaseError,
+    LeaseExtender, RetryPolicy, error_chain,
 };
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
@@ -21,7 +21,7 @@ use super::Pipeline;
 use super::settle::{Outcome, Owed, Settlement, apply, release, settle};
 use crate::metrics::{self, QueueMetrics};
 use crate::options::MAX_DELAY;
-use crate::seam;
+use crate::seam::{self, JobLayers};
 use crate::store::{ClaimedJob, Fence, Store};
 use crate::worker::held::Held;
 use crate::worker::inject::{self, Point};
@@ -271,8 +271,27 @@ async fn execute(pipeline: &Pipeline, queue: &str, job: &ClaimedJob, held: Arc<H
         };
         return unless_cancelled(&cancel, timed(attempt, timeout), policy).await;
     };
-    // Through the layers, which see a payload that does not decode as the
-    // handler's error; a layer's panic fails the attempt as a handler's does.
+    // Boxed: an attempt without layers carries none of their state.
+    let layered = through_layers(
+        &pipeline.layers,
+        &context,
+        &job.payload,
+        dispatched,
+        timeout,
+    );
+    unless_cancelled(&cancel, Box::pin(layered), policy).await
+}
+
+/// The attempt through the job layers, which see a payload that does not
+/// decode as the handler's error; a layer's panic fails the attempt as a
+/// handler's does.
+async fn through_layers(
+    layers: &JobLayers,
+    context: &JobContext,
+    payload: &str,
+    dispatched: Result<JobFuture, JobError>,
+    timeout: Option<Duration>,
+) -> Result<(), JobError> {
     let handler = async move {
         match dispatched {
             Ok(attempt) => timed(attempt, timeout).await,
@@ -280,17 +299,16 @@ async fn execute(pipeline: &Pipeline, queue: &str, job: &ClaimedJob, held: Arc<H
         }
     };
     tokio::pin!(handler);
-    let attempt = seam::Attempt::new(&context, &job.payload);
-    let layers = AssertUnwindSafe(pipeline.layers.run(&attempt, handler)).catch_unwind();
-    let layered = async {
-        layers.await.unwrap_or_else(|panic| {
+    let attempt = seam::Attempt::new(context, payload);
+    AssertUnwindSafe(layers.run(&attempt, handler))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
             Err(JobError::retry(format!(
                 "a job layer panicked: {}",
                 panic_message(panic.as_ref())
             )))
         })
-    };
-    unless_cancelled(&cancel, layered, policy).await
 }
 
 /// The handler's future to its end, within `timeout`: a panic or the

@@ -1,4 +1,5 @@
-//! The completer: settles successes in batches.
+//! The completer: settles successes in batches, taking turns with the
+//! heartbeat through the settle turn ([`super::turn`]).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -191,8 +192,8 @@ async fn settle_until_done(
     }
 }
 
-/// Finishes the write of a batch that outlasted `STUCK_AFTER` beside the
-/// turn: waiting on a row lock, or on a database that does not answer (the
+/// Finishes, beside the settle turn, the write of a batch that held the
+/// turn too long: waiting on a row lock, or on a database that does not answer (the
 /// write then ends at its statement deadline). A failed write is tried
 /// again, with backoff, for one lease from now — long enough for a frozen
 /// database, or a connect list's move to the next node, not to make these

@@ -170,7 +170,7 @@ pub(super) async fn settle(
 ) {
     // Every log line and span record below is `quietly`: a subscriber that
     // panics (a closed stderr) must not stop the settle. The attempt's span
-    // is not entered here (see `start`): log lines name it as their parent.
+    // is not entered here (see `attempt::start`): log lines name it as their parent.
     let shared = &*pipeline.shared;
     let fence = job.fence();
     observe(pipeline, job, &outcome);

@@ -2,7 +2,7 @@
 //! tools see which workers run, where, on which queues, and which jobs
 //! they can run ([`Jobq::workers`](crate::Jobq::workers)).
 //!
-//! One row per [`Worker`](super::Worker), keyed by a random id new at each
+//! One row per [`Worker`](crate::Worker), keyed by a random id new at each
 //! start. Written when the worker starts, refreshed every presence
 //! interval (running count, last seen, expiry three intervals ahead),
 //! deleted at the end of a clean shutdown. A worker that stops refreshing

@@ -144,6 +144,7 @@ mod ops;
 mod options;
 mod pools;
 mod roster;
+mod seam;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -384,9 +385,10 @@ pub mod __store {
 
     /// The `kind` statement of `jobq`'s backend for `filter` (past the id
     /// `after`, that way, if given), with its values in order, as the store
-    /// runs it (for tests that EXPLAIN it); `None` when the action applies
-    /// to none of the filter's statuses.
-    pub fn filtered_statement(
+    /// runs it (for tests that EXPLAIN it: an enqueue-time bound is found
+    /// in id order as the store finds it, and this panics if that fails);
+    /// `None` when the action applies to none of the filter's statuses.
+    pub async fn filtered_statement(
         jobq: &Jobq,
         kind: Kind,
         filter: &crate::JobFilter,
@@ -404,6 +406,7 @@ pub mod __store {
             after,
             ..Where::new(filter)
         };
+        let w = jobq.store().windowed(w).await.expect("the window's probes");
         let statement = jobq.store().statement(kind, &w, limit);
         Some((statement.sql, statement.binds))
     }
@@ -559,6 +562,17 @@ pub mod __store {
     pub fn mysql_top_up_failure_armed(queue: &str) -> bool {
         crate::store::mysql::top_up_failure_armed(queue)
     }
+}
+
+/// Where middleware plugs in: layers around each attempt's handler call
+/// ([`WorkerBuilder::job_layer`]) and on each row before an enqueue stores
+/// it ([`Jobq::with_enqueue_layer`]). Unstable, not public API yet: the
+/// middleware feature builds on it.
+#[doc(hidden)]
+pub mod __seam {
+    pub use crate::seam::{
+        Attempt, BoxError, EnqueueLayer, Handler, JobLayer, LayerFuture, NewRow, Next,
+    };
 }
 
 /// Fault injection at the worker's await points, for tests; not public API.

@@ -33,16 +33,19 @@ pub(crate) const MYSQL: &[Migration] = migrations!("mysql":
     20261129000001 "jobq_jobs",
     20261201000001 "jobq_jobs_bytes",
     20261201170001 "jobq_queues",
-    20261204000001 "jobq_jobs_name_created",
+    20261204000001 "jobq_jobs_job_name",
     20261204000002 "jobq_workers",
+    20261204120001 "jobq_jobs_no_created_index",
 );
 #[cfg(feature = "sqlite")]
 pub(crate) const SQLITE: &[Migration] = migrations!("sqlite":
     20261129000001 "jobq_jobs",
     20261130000001 "jobq_jobs_finished",
     20261201170001 "jobq_queues",
-    20261204000001 "jobq_jobs_name_created",
+    20261204000001 "jobq_jobs_job_name",
     20261204000002 "jobq_workers",
+    20261204120001 "jobq_jobs_no_created_index",
+    20261204120002 "jobq_jobs_partial_key_index",
 );
 #[cfg(feature = "postgres")]
 pub(crate) const POSTGRES: &[Migration] = migrations!("postgres":
@@ -62,7 +65,7 @@ pub(crate) fn pending<'a>(
 }
 
 /// What of `all` `applied` lacks, as [`Error::MigrationsPending`] names it
-/// (`migration 20261204000001 (jobq_jobs_name_created)`, `migrations …`),
+/// (`migration 20261204000001 (jobq_jobs_job_name)`, `migrations …`),
 /// or `None` when nothing. Versions applied that `all` does not know (a
 /// newer jobq migrated the database) are not this jobq's concern.
 ///

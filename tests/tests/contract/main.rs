@@ -5,7 +5,8 @@
 //!
 //! Each test calls the store directly: through `jobq_runtime::__store`
 //! (thin wrappers, one store method each), or through a `Jobq` method that
-//! is that store method and nothing more (`job`, `counts`, `retry`,
+//! adds nothing to its store method but a check of its arguments or a
+//! signal to this process's workers (`job`, `counts`, `retry`, `cancel`,
 //! `pause`, `resume`, `paused_queues`, `prune_finished`, `prune_failed`) —
 //! never through a `Worker`. It asserts the rows as stored: status,
 //! attempts, token, error, and each time column against the others the

@@ -350,8 +350,10 @@ impl Jobq {
     /// sorted from every matching row (never from the whole table), which
     /// costs in proportion to how many match. Every other filter walks the
     /// primary key in id order and stops when the page is full, reading
-    /// past the rows that do not match. Job name and created time narrow
-    /// the rows the rest selects; the key prefix is a range of the unique
+    /// past the rows that do not match. An enqueue-time window is a range
+    /// of ids (each bound found by a binary search of the primary key: ids
+    /// are handed out in enqueue order), a job name a range of an index of
+    /// its own on MySQL/MariaDB and SQLite; the key prefix is a range of the unique
     /// key index on MySQL/MariaDB and SQLite (byte for byte, `%` and `_`
     /// are plain characters), and matched with `starts_with` on PostgreSQL.
     pub async fn list(&self, filter: &JobFilter, page: Page) -> Result<JobPage> {

@@ -306,9 +306,10 @@ pub mod __store {
 
     /// The `kind` statement of `jobq`'s backend for `filter` (past the id
     /// `after`, that way, if given), with its values in order, as the store
-    /// runs it (for tests that EXPLAIN it); `None` when the action applies
-    /// to none of the filter's statuses.
-    pub fn filtered_statement(
+    /// runs it (for tests that EXPLAIN it: an enqueue-time bound is found
+    /// in id order as the store finds it, and this panics if that fails);
+    /// `None` when the action applies to none of the filter's statuses.
+    pub async fn filtered_statement(
         jobq: &Jobq,
         kind: Kind,
         filter: &crate::JobFilter,
@@ -326,6 +327,7 @@ pub mod __store {
             after,
             ..Where::new(filter)
         };
+        let w = jobq.store().windowed(w).await.expect("the window's probes");
         let statement = jobq.store().statement(kind, &w, limit);
         Some((statement.sql, statement.binds))
     }

@@ -35,7 +35,8 @@ async fn jobq_and_the_applications_sqlx_migrations_coexist() {
             20_261_130_000_001,
             20_261_201_170_001,
             20_261_204_000_001,
-            20_261_204_000_002
+            20_261_204_000_002,
+            20_261_204_120_001
         ]
     );
     let app_versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
@@ -80,4 +81,42 @@ async fn many_handles_migrate_a_new_database_at_once(db: TestDb) {
     );
 }
 
-jobq_tests::on_every_backend!(many_handles_migrate_a_new_database_at_once);
+/// A database migrated by the jobq of 2026-12-04 has an index by enqueue
+/// time, written at every enqueue and read by no statement now (a time
+/// filter reads a range of ids): migrating drops it, and migrating again
+/// with it already gone changes nothing.
+async fn the_enqueue_time_index_of_an_earlier_jobq_is_dropped(db: TestDb) {
+    let scratch = db.scratch("jobq_migrate_created").await;
+    let jobq = scratch.jobq(2).await;
+    jobq.migrate().await.unwrap();
+    let sql = Db::of(&jobq);
+    let (create, has) = match sql {
+        Db::Postgres(_) => return, // it never had one
+        Db::MySql(_) => (
+            "ALTER TABLE jobq_jobs ADD INDEX jobq_jobs_created (created_at)",
+            "SELECT COUNT(*) FROM information_schema.STATISTICS \
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'jobq_jobs' AND INDEX_NAME = 'jobq_jobs_created'",
+        ),
+        Db::Sqlite(_) => (
+            "CREATE INDEX jobq_jobs_created ON jobq_jobs (created_at)",
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'jobq_jobs_created'",
+        ),
+    };
+    let forget = "DELETE FROM jobq_migrations WHERE version = 20261204120001";
+    let indexes = async || sql.fetch_all::<(i64,)>(has, &[]).await.unwrap()[0].0;
+    sql.execute(create, &[]).await.unwrap();
+    sql.execute(forget, &[]).await.unwrap();
+    assert_eq!(indexes().await, 1, "the earlier jobq's table");
+    jobq.migrate().await.unwrap();
+    assert_eq!(indexes().await, 0, "dropped");
+    sql.execute(forget, &[]).await.unwrap();
+    jobq.migrate()
+        .await
+        .expect("the migration again, the index gone");
+    assert_eq!(indexes().await, 0);
+}
+
+jobq_tests::on_every_backend!(
+    many_handles_migrate_a_new_database_at_once,
+    the_enqueue_time_index_of_an_earlier_jobq_is_dropped
+);

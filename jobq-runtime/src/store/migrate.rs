@@ -44,7 +44,7 @@ pub(crate) fn pending<'a>(
 }
 
 /// What of `all` `applied` lacks, as [`Error::MigrationsPending`] names it
-/// (`migration 20261204000001 (jobq_jobs_name_created)`, `migrations …`),
+/// (`migration 20261204000001 (jobq_jobs_job_name)`, `migrations …`),
 /// or `None` when nothing. Versions applied that `all` does not know (a
 /// newer jobq migrated the database) are not this jobq's concern.
 ///

@@ -390,6 +390,37 @@ impl Store {
         dispatch!(self, s => s.filtered().statement(kind, w, limit))
     }
 
+    /// `w` with the ids of its enqueue-time bounds ([`filter::Window`]),
+    /// each found by a binary search of the primary key.
+    pub(crate) async fn windowed<'a>(&self, w: Where<'a>) -> Result<Where<'a>> {
+        let (from, before) = (w.filter.created_from, w.filter.created_before);
+        if from.is_none() && before.is_none() {
+            return Ok(w);
+        }
+        let filtered = dispatch!(self, s => s.filtered());
+        let last = dispatch_seen!(self, s => s.ids(&filtered.last_id()).await)?;
+        let past_last = last.first().map_or(1, |id| id.saturating_add(1));
+        let probe = |id, t| {
+            let statement = filtered.probe(id, t);
+            async move {
+                let ids = dispatch_seen!(self, s => s.ids(&statement).await)?;
+                Ok::<_, crate::error::Error>(ids.first().copied())
+            }
+        };
+        let mut window = filter::Window::default();
+        let mut lo = 0;
+        if let Some(t) = from {
+            let first = filter::Window::first_enqueued_at(t, lo, past_last, probe).await?;
+            lo = first.unwrap_or(past_last);
+            window.from = Some(lo);
+        }
+        if let Some(t) = before {
+            let first = filter::Window::first_enqueued_at(t, lo, past_last, probe).await?;
+            window.before = first;
+        }
+        Ok(Where { window, ..w })
+    }
+
     /// Up to `limit` rows `w` matches, in `order`.
     pub(crate) async fn list(
         &self,
@@ -397,13 +428,15 @@ impl Store {
         order: Order,
         limit: u32,
     ) -> Result<Vec<JobInfo>> {
-        let statement = self.statement(Kind::List(order), w, i64::from(limit));
+        let w = self.windowed(*w).await?;
+        let statement = self.statement(Kind::List(order), &w, i64::from(limit));
         dispatch_seen!(self, s => s.list(&statement).await)
     }
 
     /// How many rows `w` matches.
     pub(crate) async fn count_where(&self, w: &Where<'_>) -> Result<u64> {
-        let statement = self.statement(Kind::Count, w, 0);
+        let w = self.windowed(*w).await?;
+        let statement = self.statement(Kind::Count, &w, 0);
         dispatch_seen!(self, s => s.count_where(&statement).await)
     }
 
@@ -413,6 +446,7 @@ impl Store {
     /// [`filter::BULK_BATCH`], each re-checking the statuses on the rows it
     /// locks. A job a worker fails again meanwhile is not retried again.
     pub(crate) async fn retry_where(&self, w: Where<'_>) -> Result<u64> {
+        let w = self.windowed(w).await?;
         let guard = dispatch!(self, s => s.filtered().guard(w.statuses));
         let mut retried = 0;
         let mut pages = filter::Pages::new(w, Kind::Retry);
@@ -429,6 +463,7 @@ impl Store {
     /// [`retry_where`](Self::retry_where); `signal` gets the claims each
     /// batch ended once it has committed.
     pub(crate) async fn cancel_where(&self, w: Where<'_>, signal: fn(&[Fence])) -> Result<u64> {
+        let w = self.windowed(w).await?;
         let guard = dispatch!(self, s => s.filtered().guard(w.statuses));
         let mut cancelled = 0;
         let mut pages = filter::Pages::new(w, Kind::Cancel);

@@ -225,8 +225,9 @@ pub const RETRY: &str = concat!(
 /// walks the primary key in id order and stops once its page is full;
 /// a key prefix is a range of the unique key index; a job name is a range
 /// of `jobq_jobs_job_name` `(job_name, id)`, in id order, and an enqueue
-/// time one of `jobq_jobs_created` `(created_at, id)`. A filter with a
-/// job name or a time, and every count and bulk read of a filter, is held
+/// time a range of the primary key (see `filter::Window`; with a job name,
+/// of `(job_name, id)`). A filter with a
+/// job name, and every count and bulk read of a filter an index serves, is held
 /// to these secondary indexes (see `Hints`; the optimizer picks among them
 /// for a filter on several). A bulk action reads the ids it acts on
 /// without locks, in pages in id order (`ids`), then locks each batch of
@@ -245,13 +246,11 @@ pub(crate) const FILTERED: Filtered = Filtered {
     ids: "SELECT id FROM jobq_jobs",
     // Left to itself, the optimizer walks the primary key for a page of
     // `pending` rows of a queue whose ids lie behind a million finished
-    // ones (2.6 s in the plan test), for a page of the jobs enqueued on one
-    // day long ago (0.67 s), and scans the table for a count of one queue's
+    // ones (2.6 s in the plan test), and scans the table for a count of one queue's
     // failed jobs of one job name (0.6 s); the indexes read only them.
     hints: Some(Hints {
         claim: " FORCE INDEX (jobq_jobs_claim)",
-        secondary: " FORCE INDEX (jobq_jobs_claim, jobq_jobs_job_name, jobq_jobs_created, jobq_jobs_idempotency_key)",
-        time: "",
+        secondary: " FORCE INDEX (jobq_jobs_claim, jobq_jobs_job_name, jobq_jobs_idempotency_key)",
     }),
     ids_page: BULK_PAGE,
 };
@@ -594,6 +593,7 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261129000001 "jobq_jobs",
     20261201000001 "jobq_jobs_bytes",
     20261201170001 "jobq_queues",
-    20261204000001 "jobq_jobs_name_created",
+    20261204000001 "jobq_jobs_job_name",
     20261204000002 "jobq_workers",
+    20261204120001 "jobq_jobs_no_created_index",
 );

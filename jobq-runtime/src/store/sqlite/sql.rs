@@ -1,6 +1,6 @@
 //! Every statement the SQLite store runs (see the facts in the store's module docs).
 
-use crate::store::filter::{BULK_PAGE, Filtered, Hints, KeyPieces, Pieces};
+use crate::store::filter::{BULK_PAGE, Filtered, KeyPieces, Pieces};
 use crate::store::migrate::{Migration, migrations};
 
 /// Every column `Jobq::job` reports, text columns as bytes (decoded lossily:
@@ -114,8 +114,8 @@ pub const RETRY: &str = concat!(
 /// the matching rows, not of the table); without a queue a list walks the
 /// primary key in id order until its page is full; a key prefix is a
 /// range of the unique key index (BINARY collation: byte order); a job
-/// name a range of `jobq_jobs_job_name` (in id order), an enqueue time one
-/// of `jobq_jobs_created`. A bulk action reads the ids it acts on
+/// name a range of `jobq_jobs_job_name` (in id order), an enqueue time a
+/// range of the primary key (see `filter::Window`). A bulk action reads the ids it acts on
 /// in pages in id order (`ids`); a batch of them is one statement (retry,
 /// [`bulk_retry`]) or one `BEGIN IMMEDIATE` transaction (cancel, which
 /// reads the tokens first, [`bulk_cancel_pick`]), by primary key.
@@ -131,11 +131,7 @@ pub(crate) const FILTERED: Filtered = Filtered {
     list: job_columns!(),
     count: "SELECT COUNT(*) FROM jobq_jobs",
     ids: "SELECT id FROM jobq_jobs",
-    hints: Some(Hints {
-        claim: "",
-        secondary: "",
-        time: " INDEXED BY jobq_jobs_created",
-    }),
+    hints: None,
     ids_page: BULK_PAGE,
 };
 
@@ -301,6 +297,7 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261129000001 "jobq_jobs",
     20261130000001 "jobq_jobs_finished",
     20261201170001 "jobq_queues",
-    20261204000001 "jobq_jobs_name_created",
+    20261204000001 "jobq_jobs_job_name",
     20261204000002 "jobq_workers",
+    20261204120001 "jobq_jobs_no_created_index",
 );

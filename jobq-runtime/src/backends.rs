@@ -21,10 +21,11 @@
 /// [`Backend`](crate::Backend)'s variants:
 ///
 /// ```text
-/// /// The docs of its `Backend` variant.
-/// Variant("feature") module::Store(SqlxPool, SqlxConnection) {
+/// Variant("feature") module::Store {
+///     /// The docs of its `Backend` variant.
 ///     name: "its human name",
 ///     schemes: ["scheme", …],
+///     sqlx: (SqlxPool, SqlxConnection),
 ///     /// The docs of `Jobq::from_…_pool`.
 ///     from_pool: from_…_pool,
 ///     /// The docs of `Jobq::…_pool`.
@@ -33,28 +34,29 @@
 /// ```
 ///
 /// - `Variant`: its variant in `Backend`, `Store` and `AnyConnection`;
-/// - `"feature"`: its Cargo feature (the one that enables its sqlx driver);
+/// - `"feature"`: its Cargo feature, the one that enables its sqlx driver;
 /// - `module::Store`: its folder under `store/` and the store there that
 ///   implements `BackendStore`;
-/// - `SqlxPool`, `SqlxConnection`: the sqlx pool its `from_…_pool` takes
-///   and the connection `enqueue_in` writes through;
 /// - `name` and `schemes`: [`Backend::name`](crate::Backend::name) and the
 ///   URL schemes that name it (`scheme:…`);
-/// - `from_pool` and `pool`: the names of its constructor and accessor on
-///   `Jobq`; the accessor returns the store's `store_method()`.
+/// - `sqlx`: the sqlx pool its `from_…_pool` takes and the connection
+///   `enqueue_in` writes through;
+/// - `from_pool` and `pool`: its constructor and accessor on `Jobq`; the
+///   accessor returns the store's `store_method()`.
 ///
-/// A callback that needs only the first line of each entry matches the
-/// rest as one token tree:
-/// `$($(#[$doc:meta])* $variant:ident($feature:literal) $module:ident::$store:ident($pool:ident, $connection:ident) $public:tt)*`.
+/// A callback that needs only the first line of each entry takes the rest
+/// as one token tree:
+/// `(() $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*)`.
 macro_rules! list {
     ($callback:ident $(($($args:tt)*))?) => {
         $callback! {
             ($($($args)*)?)
 
-            /// MySQL 8.0.1+ or MariaDB 10.6+.
-            MySql("mysql") mysql::MySqlStore(MySqlPool, MySqlConnection) {
+            MySql("mysql") mysql::MySqlStore {
+                /// MySQL 8.0.1+ or MariaDB 10.6+.
                 name: "MySQL/MariaDB",
                 schemes: ["mysql", "mariadb"],
+                sqlx: (MySqlPool, MySqlConnection),
                 /// Uses an existing MySQL/MariaDB pool — the application's own, shared
                 /// with jobq — whose sessions jobq leaves as they are.
                 ///
@@ -63,7 +65,8 @@ macro_rules! list {
                 /// of the pool it builds for jobq alone does not apply here: jobq's
                 /// single statements run at the session's isolation (`jobq doctor`
                 /// warns at REPEATABLE READ), wait for row locks as long as the
-                /// session's `innodb_lock_wait_timeout` says (50 s by default), and a claim cut off between its statements is not rolled back by
+                /// session's `innodb_lock_wait_timeout` says (50 s by default), and
+                /// a claim cut off between its statements is not rolled back by
                 /// MariaDB's `idle_transaction_timeout` but when the server notices
                 /// the connection is gone.
                 from_pool: from_mysql_pool,
@@ -89,20 +92,22 @@ macro_rules! list {
                 pool: mysql_pool = app_pool,
             }
 
-            /// SQLite 3.35+ (a local file or memory).
-            Sqlite("sqlite") sqlite::SqliteStore(SqlitePool, SqliteConnection) {
+            Sqlite("sqlite") sqlite::SqliteStore {
+                /// SQLite 3.35+ (a local file or memory).
                 name: "SQLite",
                 schemes: ["sqlite"],
+                sqlx: (SqlitePool, SqliteConnection),
                 /// Uses an existing SQLite pool (it should have WAL and a busy timeout).
                 from_pool: from_sqlite_pool,
                 /// The SQLite pool, if this handle is on SQLite.
                 pool: sqlite_pool = pool,
             }
 
-            /// PostgreSQL 13+.
-            Postgres("postgres") postgres::PgStore(PgPool, PgConnection) {
+            Postgres("postgres") postgres::PgStore {
+                /// PostgreSQL 13+.
                 name: "PostgreSQL",
                 schemes: ["postgres", "postgresql"],
+                sqlx: (PgPool, PgConnection),
                 /// Uses an existing PostgreSQL pool.
                 from_pool: from_pg_pool,
                 /// The PostgreSQL pool, if this handle is on PostgreSQL.

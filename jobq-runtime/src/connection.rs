@@ -34,7 +34,15 @@ pub trait EnqueueConnection<'c>: sealed::Sealed + Send {
 
 /// Makes [`AnyConnection`] from the list of backends.
 macro_rules! any_connection {
-    (() $($(#[$doc:meta])* $variant:ident($feature:literal) $module:ident::$store:ident($pool:ident, $connection:ident) $public:tt)*) => {
+    (() $(
+        $variant:ident($feature:literal) $module:ident::$store:ident {
+            $(#[$doc:meta])*
+            name: $name:literal,
+            schemes: $schemes:tt,
+            sqlx: ($pool:ident, $connection:ident),
+            $($rest:tt)*
+        }
+    )*) => {
         /// The connection of one compiled-in backend.
         #[doc(hidden)]
         #[derive(Debug)]

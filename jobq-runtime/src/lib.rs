@@ -133,10 +133,10 @@
 /// The error of a build with no backend: its message names every
 /// backend's feature.
 macro_rules! needs_a_backend {
-    (() $($(#[$doc:meta])* $variant:ident($feature:literal) $module:ident::$store:ident($pool:ident, $connection:ident) $public:tt)*) => {
+    (() $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
         #[cfg(not(any($(feature = $feature),*)))]
         compile_error!(concat!(
-            "jobq-runtime needs at least one backend: enable one of its features",
+            "jobq-runtime needs at least one backend: enable one of its features:",
             $(" `", $feature, "`"),*
         ));
     };
@@ -380,7 +380,7 @@ pub mod __private {
         /// Re-exports each compiled-in backend's `sql` module under the
         /// backend's module name.
         macro_rules! sql_modules {
-            (() $($(#[$doc:meta])* $variant:ident($feature:literal) $module:ident::$store:ident($pool:ident, $connection:ident) $public:tt)*) => {
+            (() $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
                 $(
                     #[cfg(feature = $feature)]
                     pub use crate::store::$module::sql as $module;

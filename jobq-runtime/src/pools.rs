@@ -13,10 +13,11 @@ use crate::store::{BackendStore, Store};
 /// list of backends, with the docs the list gives them.
 macro_rules! pool_methods {
     (() $(
-        $(#[$doc:meta])*
-        $variant:ident($feature:literal) $module:ident::$store:ident($pool:ident, $connection:ident) {
+        $variant:ident($feature:literal) $module:ident::$store:ident {
+            $(#[$doc:meta])*
             name: $name:literal,
             schemes: $schemes:tt,
+            sqlx: ($pool:ident, $connection:ident),
             $(#[$from_doc:meta])*
             from_pool: $from_pool:ident,
             $(#[$pool_doc:meta])*

@@ -11,11 +11,11 @@ use crate::backends;
 /// Makes [`Backend`] and its values from the list of backends.
 macro_rules! backend_enum {
     (() $(
-        $(#[$doc:meta])*
-        $variant:ident($feature:literal) $module:ident::$store:ident($pool:ident, $connection:ident) {
+        $variant:ident($feature:literal) $module:ident::$store:ident {
+            $(#[$doc:meta])*
             name: $name:literal,
             schemes: [$($scheme:literal),+],
-            $($jobq:tt)*
+            $($rest:tt)*
         }
     )*) => {
         /// Which database a [`Jobq`](crate::Jobq) stores its jobs in.

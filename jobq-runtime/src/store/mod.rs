@@ -124,7 +124,7 @@ pub(crate) use policy::{Prunable, new_token_base};
 
 /// Makes [`Store`] from the list of backends: a variant per compiled-in backend.
 macro_rules! store_enum {
-    (() $($(#[$doc:meta])* $variant:ident($feature:literal) $module:ident::$store:ident($pool:ident, $connection:ident) $public:tt)*) => {
+    (() $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
         /// The concrete stores, one variant per compiled-in backend.
         #[derive(Debug, Clone)]
         pub(crate) enum Store {
@@ -147,7 +147,7 @@ macro_rules! dispatch {
 
 /// The `match` of [`dispatch!`]: an arm per compiled-in backend.
 macro_rules! dispatch_arms {
-    (($self:expr, $s:ident => $body:expr) $($(#[$doc:meta])* $variant:ident($feature:literal) $module:ident::$store:ident($pool:ident, $connection:ident) $public:tt)*) => {
+    (($self:expr, $s:ident => $body:expr) $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
         match $self {
             $(
                 #[cfg(feature = $feature)]
@@ -178,7 +178,7 @@ macro_rules! dispatch_seen {
 /// The `match` of [`connect`]: the store of `$backend` if it is compiled
 /// in, else [`Error::BackendNotCompiled`].
 macro_rules! connect_to {
-    (($backend:expr, $url:expr, $options:expr) $($(#[$doc:meta])* $variant:ident($feature:literal) $module:ident::$store:ident($pool:ident, $connection:ident) $public:tt)*) => {
+    (($backend:expr, $url:expr, $options:expr) $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
         match $backend {
             $(
                 #[cfg(feature = $feature)]
@@ -196,7 +196,7 @@ macro_rules! connect_to {
 /// The `match` of [`Store::enqueue_in`]: a backend's connection to a store
 /// of the same backend, else [`Error::BackendMismatch`].
 macro_rules! enqueue_in_arms {
-    (($this:expr, $conn:expr, $job:expr) $($(#[$doc:meta])* $variant:ident($feature:literal) $module:ident::$store:ident($pool:ident, $connection:ident) $public:tt)*) => {
+    (($this:expr, $conn:expr, $job:expr) $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
         match ($this, $conn) {
             $(
                 #[cfg(feature = $feature)]
@@ -684,7 +684,7 @@ mod tests {
 
     /// Every backend's Cargo feature, from the list of backends.
     macro_rules! features {
-        (() $($(#[$doc:meta])* $variant:ident($feature:literal) $module:ident::$store:ident($pool:ident, $connection:ident) $public:tt)*) => {
+        (() $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
             [$($feature),*]
         };
     }
@@ -692,7 +692,7 @@ mod tests {
     /// Checks each compiled-in backend's migrations with
     /// [`embeds_every_file_of`].
     macro_rules! check_embedded_migrations {
-        (() $($(#[$doc:meta])* $variant:ident($feature:literal) $module:ident::$store:ident($pool:ident, $connection:ident) $public:tt)*) => {
+        (() $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
             $(
                 #[cfg(feature = $feature)]
                 embeds_every_file_of(stringify!($module), super::$module::sql::MIGRATIONS);

@@ -161,6 +161,17 @@ pub enum Error {
         /// The panic's message.
         message: String,
     },
+    /// An enqueue layer refused the row (see `jobq_runtime::__seam`);
+    /// nothing was stored. Unstable, as the seam is.
+    #[doc(hidden)]
+    #[error("job `{job}` was refused by an enqueue layer")]
+    Refused {
+        /// The job's name.
+        job: String,
+        /// What the layer said.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A connection of one backend was given to a `Jobq` of another.
     #[error("this Jobq stores jobs in {expected}, but the connection given is {given}")]
     BackendMismatch {

@@ -154,6 +154,7 @@ mod ops;
 mod options;
 mod pools;
 mod roster;
+mod seam;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -360,6 +361,17 @@ pub mod __store {
     pub fn mysql_top_up_failure_armed(queue: &str) -> bool {
         crate::store::mysql::top_up_failure_armed(queue)
     }
+}
+
+/// Where middleware plugs in: layers around each attempt's handler call
+/// ([`WorkerBuilder::job_layer`]) and on each row before an enqueue stores
+/// it ([`Jobq::with_enqueue_layer`]). Unstable, not public API yet: the
+/// middleware feature builds on it.
+#[doc(hidden)]
+pub mod __seam {
+    pub use crate::seam::{
+        Attempt, BoxError, EnqueueLayer, Handler, JobLayer, LayerFuture, NewRow, Next,
+    };
 }
 
 /// Fault injection at the worker's await points, for tests; not public API.

@@ -149,6 +149,8 @@ pub(crate) struct Filtered {
     /// The head of one page of the ids a bulk action acts on, read without
     /// locks; the page is in id order, past the previous page's last id.
     pub(crate) ids: &'static str,
+    /// The statements of the search for an enqueue-time bound ([`Window`]).
+    pub(crate) window: WindowPieces,
     /// Its index hints, if its optimizer needs them.
     pub(crate) hints: Option<Hints>,
     /// Ids per page. Where a filter's index is in another order than id
@@ -186,6 +188,17 @@ impl Pieces {
             id_above: " AND id > ",
         }
     }
+}
+
+/// The statements of [`Window`]'s search.
+#[derive(Debug)]
+pub(crate) struct WindowPieces {
+    /// The id of the newest row (one row of the primary key).
+    pub(crate) last_id: &'static str,
+    /// One probe, around the id's and the time's placeholders (each after
+    /// its piece): the id of the first row at or past an id, if it was
+    /// enqueued at or after a time, else no row.
+    pub(crate) probe: [&'static str; 3],
 }
 
 /// Which of a backend's filtered statements to build.
@@ -376,18 +389,16 @@ impl Filtered {
     /// at or past `id` if it was enqueued at or after `t`, else no row (a
     /// lookup of the primary key and one row).
     pub(crate) fn probe(&self, id: i64, t: DateTime<Utc>) -> Statement {
-        let mut s = self.empty("SELECT id FROM (SELECT id, created_at FROM jobq_jobs WHERE TRUE");
-        s.push(self.pieces.id_above, Bind::Int(id.saturating_sub(1)));
-        s.push(
-            " ORDER BY id LIMIT 1) AS probe WHERE created_at >= ",
-            Bind::Time(storable(t)),
-        );
+        let [head, id_piece, time_piece] = self.window.probe;
+        let mut s = self.empty(head);
+        s.push(id_piece, Bind::Int(id));
+        s.push(time_piece, Bind::Time(storable(t)));
         s
     }
 
     /// The id of the newest row, if any (one row of the primary key).
     pub(crate) fn last_id(&self) -> Statement {
-        self.empty("SELECT id FROM jobq_jobs ORDER BY id DESC LIMIT 1")
+        self.empty(self.window.last_id)
     }
 
     /// `sql`, to which the backend's placeholders are appended.

@@ -1,6 +1,6 @@
 //! Every statement the SQLite store runs (see the facts in the store's module docs).
 
-use crate::store::filter::{BULK_PAGE, Filtered, KeyPieces, Pieces};
+use crate::store::filter::{BULK_PAGE, Filtered, KeyPieces, Pieces, WindowPieces};
 use crate::store::migrate::{Migration, migrations};
 
 /// Every column `Jobq::job` reports, text columns as bytes (decoded lossily:
@@ -19,11 +19,14 @@ macro_rules! job_columns {
 pub const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
 
 /// `?1` queue … `?8` created_at. A duplicate key bumps `dedupe_hits` and
-/// returns the existing row, so `dedupe_hits > 0` means "duplicate".
+/// returns the existing row, so `dedupe_hits > 0` means "duplicate". The
+/// key index is partial (rows with a key only): the conflict target names
+/// its condition.
 pub const INSERT: &str = "INSERT INTO jobq_jobs \
      (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-     ON CONFLICT (idempotency_key) DO UPDATE SET dedupe_hits = dedupe_hits + 1 \
+     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL \
+     DO UPDATE SET dedupe_hits = dedupe_hits + 1 \
      RETURNING id, dedupe_hits";
 
 /// [`INSERT`] for a job without a key, with the same parameters (`?7`, the
@@ -131,6 +134,14 @@ pub(crate) const FILTERED: Filtered = Filtered {
     list: job_columns!(),
     count: "SELECT COUNT(*) FROM jobq_jobs",
     ids: "SELECT id FROM jobq_jobs",
+    window: WindowPieces {
+        last_id: "SELECT id FROM jobq_jobs ORDER BY id DESC LIMIT 1",
+        probe: [
+            "SELECT id FROM (SELECT id, created_at FROM jobq_jobs",
+            " WHERE id >= ",
+            " ORDER BY id LIMIT 1) AS probe WHERE created_at >= ",
+        ],
+    },
     hints: None,
     ids_page: BULK_PAGE,
 };
@@ -300,4 +311,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261204000001 "jobq_jobs_job_name",
     20261204000002 "jobq_workers",
     20261204120001 "jobq_jobs_no_created_index",
+    20261204120002 "jobq_jobs_partial_key_index",
 );

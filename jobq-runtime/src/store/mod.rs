@@ -81,8 +81,9 @@
 //!    default. `scripts/backends.sh` finds it there and builds it alone; a
 //!    test below checks that the manifest's backend features are the list's.
 //! 4. `tests/src/lib.rs`: its row in the contract suite, a `TestDb::foo()`
-//!    and its line in `on_every_backend!` (for a server, `scripts/test.sh`
-//!    gives it a database).
+//!    and its line in `on_every_backend!`. (A backend on a server also
+//!    needs the test scripts to give it one: `scripts/test.sh` a database
+//!    per run, `tests/src/scratch.rs` scratch databases.)
 //!
 //! What only some backends do is written where it is needed, not asked of
 //! a new one: MySQL/MariaDB's connect list sees every result

@@ -130,11 +130,21 @@
 //! [`Jobq::enqueue_in`] writes the row through the caller's own sqlx
 //! connection or transaction (`&mut *tx`): rolled back, no job; committed, one.
 
-#[cfg(not(any(feature = "mysql", feature = "postgres", feature = "sqlite")))]
-compile_error!(
-    "jobq-runtime needs at least one backend: enable its `mysql`, `postgres` or `sqlite` feature"
-);
+/// The error of a build with no backend: its message names every
+/// backend's feature.
+macro_rules! needs_a_backend {
+    (() $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
+        #[cfg(not(any($(feature = $feature),*)))]
+        compile_error!(concat!(
+            "jobq-runtime needs at least one backend: enable one of its features:",
+            $(" `", $feature, "`"),*
+        ));
+    };
+}
 
+backends::list!(needs_a_backend);
+
+mod backends;
 mod cancels;
 mod connection;
 mod error;
@@ -590,11 +600,17 @@ pub mod __private {
     /// Every statement each compiled-in backend runs, as its store runs it,
     /// for tests that EXPLAIN them (`jobq_runtime::__private::sql::mysql::CLAIM_SELECT`).
     pub mod sql {
-        #[cfg(feature = "mysql")]
-        pub use crate::store::mysql::sql as mysql;
-        #[cfg(feature = "postgres")]
-        pub use crate::store::postgres::sql as postgres;
-        #[cfg(feature = "sqlite")]
-        pub use crate::store::sqlite::sql as sqlite;
+        /// Re-exports each compiled-in backend's `sql` module under the
+        /// backend's module name.
+        macro_rules! sql_modules {
+            (() $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
+                $(
+                    #[cfg(feature = $feature)]
+                    pub use crate::store::$module::sql as $module;
+                )*
+            };
+        }
+
+        crate::backends::list!(sql_modules);
     }
 }

@@ -38,7 +38,6 @@ use std::time::{Duration, Instant};
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool};
 
-#[cfg(any(feature = "mysql", feature = "postgres"))]
 use super::policy::retry_transient;
 
 /// How long a stashed connection stays out of the pool unused.
@@ -198,7 +197,7 @@ impl<DB: Database> Stash<DB> {
     /// on a connection of the stash, tried again while it fails
     /// transiently ([`retry_transient`]), each try within `deadline`; how
     /// many rows it changed.
-    #[cfg(any(feature = "mysql", feature = "postgres"))]
+    #[cfg_attr(not(any(feature = "mysql", feature = "postgres")), allow(dead_code))]
     pub(crate) async fn execute<'q, A>(
         &self,
         deadline: Duration,
@@ -377,7 +376,6 @@ impl<DB: Database> Drop for Closing<DB> {
 }
 
 /// The rows a statement changed, whatever its backend.
-#[cfg(any(feature = "mysql", feature = "postgres"))]
 pub(crate) trait Affected {
     fn affected(&self) -> u64;
 }

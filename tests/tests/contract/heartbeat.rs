@@ -58,8 +58,8 @@ async fn a_heartbeat_beside_a_stuck_settle_skips_locked_rows_without_waiting(db:
     let fences = [fence(&a), fence(&b), stale];
     let hour = Duration::from_secs(3600);
 
-    let mut holder = Holder::begin(&jobq).await;
-    holder.lock(&[a.id]).await;
+    let mut holder = Db::of(&jobq).begin().await.unwrap();
+    assert_eq!(holder.lock(&[a.id]).await.unwrap(), 1);
     let renewal = __store::heartbeat_unlocked(&jobq, &fences, hour);
     let mut renewed = without_waiting("the renewal", renewal).await.unwrap();
     renewed.sort_unstable();
@@ -76,7 +76,7 @@ async fn a_heartbeat_beside_a_stuck_settle_skips_locked_rows_without_waiting(db:
         }
     }
     assert!(lease(info(&jobq, b.id).await) >= chrono::TimeDelta::hours(1));
-    holder.rollback().await;
+    holder.rollback().await.unwrap();
 
     let mut renewed = __store::heartbeat_unlocked(&jobq, &fences, hour)
         .await

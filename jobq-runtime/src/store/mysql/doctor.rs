@@ -18,7 +18,6 @@ use crate::store::doctor::{
     DoctorOptions, PlanRule, VersionNeeds, clock_check, guarded, migrations_check, names,
     plan_check, version_check,
 };
-use crate::store::migrate;
 
 type Query<'q> = sqlx::query::Query<'q, MySql, MySqlArguments>;
 
@@ -195,7 +194,7 @@ impl MySqlStore {
         } else {
             None
         };
-        Ok(migrations_check(migrate::MYSQL, applied.as_deref()))
+        Ok(migrations_check(MIGRATIONS, applied.as_deref()))
     }
 
     async fn galera_cluster(&self) -> Result<Check> {

@@ -341,7 +341,7 @@ impl BackendStore for MySqlStore {
     }
 
     fn migrations(&self) -> &'static [migrate::Migration] {
-        migrate::MYSQL
+        MIGRATIONS
     }
 
     async fn applied_migrations(&self) -> Result<Vec<i64>> {
@@ -1223,7 +1223,7 @@ fn padded<T: Copy>(items: &[T]) -> Vec<T> {
 async fn apply_pending(conn: &mut MySqlConnection, applied: &str) -> Result<(), sqlx::Error> {
     conn.execute(MIGRATIONS_TABLE).await?;
     let applied: Vec<i64> = sqlx::query_scalar(applied).fetch_all(&mut *conn).await?;
-    for migration in migrate::pending(migrate::MYSQL, &applied) {
+    for migration in migrate::pending(MIGRATIONS, &applied) {
         conn.execute(migration.sql).await?;
         sqlx::query(MIGRATION_RECORD)
             .bind(migration.version)

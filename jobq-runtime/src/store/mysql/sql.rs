@@ -3,6 +3,7 @@
 //! functions at the end; nothing else in the store holds SQL text.
 
 use crate::store::filter::{BULK_PAGE, Filtered, Hints, KeyPieces, Pieces, WindowPieces};
+use crate::store::migrate::{Migration, migrations};
 
 /// Every jobq transaction starts with this: READ COMMITTED for the one
 /// transaction, whatever the session default (for pools the caller built).
@@ -594,3 +595,13 @@ pub fn drop_database(name: &str) -> String {
 /// behind for the server's default (a year).
 #[cfg(feature = "testing")]
 pub const SHORT_LOCK_WAIT: &str = "SET SESSION lock_wait_timeout = 10";
+
+/// The embedded migrations (`jobq-runtime/migrations/mysql/`), in order.
+pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
+    20261129000001 "jobq_jobs",
+    20261201000001 "jobq_jobs_bytes",
+    20261201170001 "jobq_queues",
+    20261204000001 "jobq_jobs_job_name",
+    20261204000002 "jobq_workers",
+    20261204120001 "jobq_jobs_no_created_index",
+);

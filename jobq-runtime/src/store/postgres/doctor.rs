@@ -15,7 +15,6 @@ use crate::store::doctor::{
     HostClock, PlanRule, VersionNeeds, clock_check, guarded, migrations_check, names, plan_check,
     version_check,
 };
-use crate::store::migrate;
 
 type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 
@@ -105,7 +104,7 @@ impl PgStore {
         } else {
             None
         };
-        Ok(migrations_check(migrate::POSTGRES, applied.as_deref()))
+        Ok(migrations_check(MIGRATIONS, applied.as_deref()))
     }
 
     async fn clock_skew(&self, clock: HostClock) -> Result<Check> {

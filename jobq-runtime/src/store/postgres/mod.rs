@@ -138,7 +138,7 @@ impl BackendStore for PgStore {
     }
 
     fn migrations(&self) -> &'static [migrate::Migration] {
-        migrate::POSTGRES
+        MIGRATIONS
     }
 
     async fn applied_migrations(&self) -> Result<Vec<i64>> {
@@ -682,7 +682,7 @@ async fn migrate_on(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     let applied: Vec<i64> = sqlx::query_scalar(MIGRATIONS_APPLIED)
         .fetch_all(&mut *tx)
         .await?;
-    for migration in migrate::pending(migrate::POSTGRES, &applied) {
+    for migration in migrate::pending(MIGRATIONS, &applied) {
         tx.execute(migration.sql).await?;
         sqlx::query(MIGRATION_RECORD)
             .bind(migration.version)

@@ -1,6 +1,7 @@
 //! Every statement the PostgreSQL store runs (see the facts in the store's module docs).
 
 use crate::store::filter::{Filtered, KeyPieces, Pieces, WindowPieces};
+use crate::store::migrate::{Migration, migrations};
 
 /// What follows the picked rows of a cancel: the UPDATE by primary key
 /// (`= ANY (ARRAY(…))`, as the claim, for the reason in the module docs)
@@ -493,3 +494,12 @@ pub fn create_database(name: &str) -> String {
 pub fn drop_database(name: &str) -> String {
     format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")
 }
+
+/// The embedded migrations (`jobq-runtime/migrations/postgres/`), in order.
+pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
+    20261129000001 "jobq_jobs",
+    20261130000001 "jobq_jobs_finished",
+    20261201170001 "jobq_queues",
+    20261201170002 "jobq_jobs_finished_by_queue",
+    20261204000002 "jobq_workers",
+);

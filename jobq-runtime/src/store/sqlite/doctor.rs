@@ -13,7 +13,6 @@ use crate::ops::Check;
 use crate::store::doctor::{
     PlanRule, VersionNeeds, guarded, migrations_check, names, plan_check, version_check,
 };
-use crate::store::migrate;
 
 const MIGRATE_ADVICE: &str =
     "run `jobq migrate`: it creates the index (if it exists, run ANALYZE so the planner sees it)";
@@ -104,7 +103,7 @@ impl SqliteStore {
         } else {
             None
         };
-        Ok(migrations_check(migrate::SQLITE, applied.as_deref()))
+        Ok(migrations_check(MIGRATIONS, applied.as_deref()))
     }
 
     /// The `detail` lines of `EXPLAIN QUERY PLAN` (parameters unbound: the

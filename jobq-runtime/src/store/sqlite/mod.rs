@@ -228,7 +228,7 @@ impl BackendStore for SqliteStore {
     }
 
     fn migrations(&self) -> &'static [migrate::Migration] {
-        migrate::SQLITE
+        MIGRATIONS
     }
 
     async fn applied_migrations(&self) -> Result<Vec<i64>> {
@@ -847,7 +847,7 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
     let applied: Vec<i64> = sqlx::query_scalar(MIGRATIONS_APPLIED)
         .fetch_all(&mut *tx)
         .await?;
-    for migration in migrate::pending(migrate::SQLITE, &applied) {
+    for migration in migrate::pending(MIGRATIONS, &applied) {
         tx.execute(migration.sql).await?;
         sqlx::query(MIGRATION_RECORD)
             .bind(migration.version)

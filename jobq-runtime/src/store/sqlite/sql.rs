@@ -1,6 +1,7 @@
 //! Every statement the SQLite store runs (see the facts in the store's module docs).
 
 use crate::store::filter::{BULK_PAGE, Filtered, KeyPieces, Pieces, WindowPieces};
+use crate::store::migrate::{Migration, migrations};
 
 /// Every column `Jobq::job` reports, text columns as bytes (decoded lossily:
 /// any row can be inspected).
@@ -301,3 +302,14 @@ pub const WORKERS_PRUNE: &str = "DELETE FROM jobq_workers WHERE expires_at < ?1"
 pub const WORKERS_LIVE: &str = "SELECT worker_id, host, pid, version, queues, jobs, running, \
      started_at, last_seen, expires_at \
      FROM jobq_workers WHERE expires_at > ?1 ORDER BY started_at, id";
+
+/// The embedded migrations (`jobq-runtime/migrations/sqlite/`), in order.
+pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
+    20261129000001 "jobq_jobs",
+    20261130000001 "jobq_jobs_finished",
+    20261201170001 "jobq_queues",
+    20261204000001 "jobq_jobs_job_name",
+    20261204000002 "jobq_workers",
+    20261204120001 "jobq_jobs_no_created_index",
+    20261204120002 "jobq_jobs_partial_key_index",
+);

@@ -153,7 +153,7 @@ async fn concurrent_connects_and_migrations_of_a_new_file_all_succeed() {
         .unwrap();
     assert_eq!(
         migrations,
-        i64::try_from(migrate::SQLITE.len()).unwrap(),
+        i64::try_from(MIGRATIONS.len()).unwrap(),
         "each migration applied once"
     );
     let mode: String = sqlx::query_scalar("PRAGMA journal_mode")

@@ -6,15 +6,26 @@
 # BackendNotCompiled error): at least one must run. Every other test runs in
 # the default (all-backend) build.
 #
-#   scripts/backends.sh            # mysql, postgres, sqlite
+# The backends are the features of jobq-runtime/Cargo.toml that enable
+# their sqlx driver alone (`mysql = ["sqlx/mysql"]`): a unit test
+# (`store::tests::the_list_names_every_backend_feature_of_the_manifest`)
+# checks they are the list of backends' (jobq-runtime/src/backends.rs).
+#
+#   scripts/backends.sh            # every backend
 #   scripts/backends.sh sqlite     # one
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-backends=("$@")
-[ ${#backends[@]} -gt 0 ] || backends=(mysql postgres sqlite)
+mapfile -t all < <(sed -nE 's/^([a-z0-9_]+) = \["sqlx\/\1"\]$/\1/p' jobq-runtime/Cargo.toml)
+if [ ${#all[@]} -eq 0 ]; then
+  echo "found no backend feature (\`name = [\"sqlx/name\"]\`) in jobq-runtime/Cargo.toml" >&2
+  exit 1
+fi
 
-drivers=(sqlx-mysql sqlx-postgres sqlx-sqlite)
+backends=("$@")
+[ ${#backends[@]} -gt 0 ] || backends=("${all[@]}")
+
+drivers=("${all[@]/#/sqlx-}")
 for backend in "${backends[@]}"; do
   flags=(-p jobq-runtime --no-default-features --features "$backend")
   echo "== $backend: cargo tree"

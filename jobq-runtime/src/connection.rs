@@ -2,13 +2,7 @@
 //! one type per compiled-in backend, implemented by each backend's
 //! `glue.rs` and sealed.
 
-#[cfg(feature = "mysql")]
-use sqlx::MySqlConnection;
-#[cfg(feature = "postgres")]
-use sqlx::PgConnection;
-#[cfg(feature = "sqlite")]
-use sqlx::SqliteConnection;
-
+use crate::backends;
 use crate::types::Backend;
 
 /// Seals [`EnqueueConnection`]: each backend's `glue.rs` implements it for
@@ -38,26 +32,38 @@ pub trait EnqueueConnection<'c>: sealed::Sealed + Send {
     fn into_connection(self) -> AnyConnection<'c>;
 }
 
-#[doc(hidden)]
-#[derive(Debug)]
-pub enum AnyConnection<'c> {
-    #[cfg(feature = "mysql")]
-    MySql(&'c mut MySqlConnection),
-    #[cfg(feature = "sqlite")]
-    Sqlite(&'c mut SqliteConnection),
-    #[cfg(feature = "postgres")]
-    Postgres(&'c mut PgConnection),
+/// Makes [`AnyConnection`] from the list of backends.
+macro_rules! any_connection {
+    (() $(
+        $variant:ident($feature:literal) $module:ident::$store:ident {
+            $(#[$doc:meta])*
+            name: $name:literal,
+            schemes: $schemes:tt,
+            sqlx: ($pool:ident, $connection:ident),
+            $($rest:tt)*
+        }
+    )*) => {
+        /// The connection of one compiled-in backend.
+        #[doc(hidden)]
+        #[derive(Debug)]
+        pub enum AnyConnection<'c> {
+            $(
+                #[cfg(feature = $feature)]
+                $variant(&'c mut sqlx::$connection),
+            )*
+        }
+
+        impl AnyConnection<'_> {
+            pub(crate) fn backend(&self) -> Backend {
+                match self {
+                    $(
+                        #[cfg(feature = $feature)]
+                        Self::$variant(_) => Backend::$variant,
+                    )*
+                }
+            }
+        }
+    };
 }
 
-impl AnyConnection<'_> {
-    pub(crate) fn backend(&self) -> Backend {
-        match self {
-            #[cfg(feature = "mysql")]
-            Self::MySql(_) => Backend::MySql,
-            #[cfg(feature = "sqlite")]
-            Self::Sqlite(_) => Backend::Sqlite,
-            #[cfg(feature = "postgres")]
-            Self::Postgres(_) => Backend::Postgres,
-        }
-    }
-}
+backends::list!(any_connection);

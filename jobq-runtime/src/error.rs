@@ -38,12 +38,12 @@ pub enum Error {
     /// The database lacks migrations (or an index one of them creates) this
     /// jobq needs: it was migrated by an older jobq, or not fully. A worker
     /// checks at its start and fails with this at once
-    /// (`the database lacks jobq's migration 20261204000001 (jobq_jobs_name_created) …`).
+    /// (`the database lacks jobq's migration 20261204000001 (jobq_jobs_job_name) …`).
     #[error(
         "the database lacks jobq's {what} (it was migrated by an older jobq, or not fully): run Jobq::migrate() (or `jobq migrate`) of this version before using it"
     )]
     MigrationsPending {
-        /// What is missing: `migration 20261204000001 (jobq_jobs_name_created)`,
+        /// What is missing: `migration 20261204000001 (jobq_jobs_job_name)`,
         /// `migrations …, …`, or `index \`jobq_jobs_job_name\``.
         what: String,
         /// The server's error, when a statement found the index missing.
@@ -160,6 +160,17 @@ pub enum Error {
         task: &'static str,
         /// The panic's message.
         message: String,
+    },
+    /// An enqueue layer refused the row (see `jobq_runtime::__seam`);
+    /// nothing was stored. Unstable, as the seam is.
+    #[doc(hidden)]
+    #[error("job `{job}` was refused by an enqueue layer")]
+    Refused {
+        /// The job's name.
+        job: String,
+        /// What the layer said.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A connection of one backend was given to a `Jobq` of another.
     #[error("this Jobq stores jobs in {expected}, but the connection given is {given}")]

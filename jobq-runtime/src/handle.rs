@@ -13,6 +13,7 @@ use crate::options::{
     MAX_QUEUE_LEN,
 };
 use crate::roster::{self, JobKind, PublishedJob, WorkerInfo};
+use crate::seam::{EnqueueLayer, EnqueueLayers};
 use crate::store::filter::{Statuses, Where};
 use crate::store::{self, NewJob, Prunable, Store};
 use crate::types::Backend;
@@ -38,6 +39,9 @@ struct Inner {
     max_payload_bytes: usize,
     /// Shared by the handles `with_max_payload_bytes` makes of this one.
     gauges: Arc<crate::metrics::Gauges>,
+    /// What every row goes through before it is checked and stored (none:
+    /// one branch per row).
+    enqueue_layers: EnqueueLayers,
 }
 
 impl Jobq {
@@ -70,6 +74,7 @@ impl Jobq {
                 store,
                 max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
                 gauges: Arc::default(),
+                enqueue_layers: EnqueueLayers::default(),
             }),
         }
     }
@@ -87,6 +92,7 @@ impl Jobq {
                 store: self.inner.store.clone(),
                 max_payload_bytes,
                 gauges: Arc::clone(&self.inner.gauges),
+                enqueue_layers: self.inner.enqueue_layers.clone(),
             }),
         }
     }
@@ -103,6 +109,27 @@ impl Jobq {
                 store: self.inner.store.with_deadline(timeout),
                 max_payload_bytes: self.inner.max_payload_bytes,
                 gauges: Arc::clone(&self.inner.gauges),
+                enqueue_layers: self.inner.enqueue_layers.clone(),
+            }),
+        }
+    }
+
+    /// The same handle with `layer` after its enqueue layers: every row an
+    /// enqueue of the new handle stores goes through it first (see
+    /// `jobq_runtime::__seam::EnqueueLayer`). Workers built on the new
+    /// handle enqueue their cron ticks through it too. Unstable: the seam
+    /// the middleware feature builds on.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn with_enqueue_layer(self, layer: impl EnqueueLayer) -> Self {
+        let mut enqueue_layers = self.inner.enqueue_layers.clone();
+        enqueue_layers.push(Arc::new(layer));
+        Self {
+            inner: Arc::new(Inner {
+                store: self.inner.store.clone(),
+                max_payload_bytes: self.inner.max_payload_bytes,
+                gauges: Arc::clone(&self.inner.gauges),
+                enqueue_layers,
             }),
         }
     }
@@ -350,8 +377,10 @@ impl Jobq {
     /// sorted from every matching row (never from the whole table), which
     /// costs in proportion to how many match. Every other filter walks the
     /// primary key in id order and stops when the page is full, reading
-    /// past the rows that do not match. Job name and created time narrow
-    /// the rows the rest selects; the key prefix is a range of the unique
+    /// past the rows that do not match. An enqueue-time window is a range
+    /// of ids (each bound found by a binary search of the primary key: ids
+    /// are handed out in enqueue order), a job name a range of an index of
+    /// its own on MySQL/MariaDB and SQLite; the key prefix is a range of the unique
     /// key index on MySQL/MariaDB and SQLite (byte for byte, `%` and `_`
     /// are plain characters), and matched with `starts_with` on PostgreSQL.
     pub async fn list(&self, filter: &JobFilter, page: Page) -> Result<JobPage> {
@@ -654,7 +683,8 @@ impl Jobq {
     }
 
     /// Validates one job's parts into a row: `key` is the job's own
-    /// idempotency key, used when `options` gives none.
+    /// idempotency key, used when `options` gives none. The row goes
+    /// through the handle's enqueue layers, if any, before it is checked.
     fn row_of(
         &self,
         job_name: &str,
@@ -663,6 +693,28 @@ impl Jobq {
         defaults: Defaults,
         options: Enqueue,
     ) -> Result<NewJob> {
+        let mut row = NewJob {
+            queue: options.queue.unwrap_or(defaults.queue),
+            job_name: job_name.to_owned(),
+            payload,
+            priority: options.priority.unwrap_or(defaults.priority),
+            max_attempts: options.max_attempts.unwrap_or(defaults.max_attempts),
+            run_at: options.run_at,
+            idempotency_key: options.idempotency_key.or(key),
+        };
+        if !self.inner.enqueue_layers.is_empty() {
+            self.inner.enqueue_layers.apply(&mut row)?;
+        }
+        self.check(&mut row)?;
+        Ok(row)
+    }
+
+    /// Checks a row before it is stored: its payload's size, its job name,
+    /// queue, key and attempts, and its run time (one past what every
+    /// backend stores is refused; one before the epoch means now).
+    fn check(&self, row: &mut NewJob) -> Result<()> {
+        let job_name = row.job_name.as_str();
+        let payload = &row.payload;
         if payload.len() > self.inner.max_payload_bytes {
             return Err(InvalidArgument::PayloadTooLarge {
                 job: job_name.to_owned(),
@@ -684,10 +736,8 @@ impl Jobq {
             }
         }
         validate_job_name(job_name)?;
-        let queue = options.queue.unwrap_or(defaults.queue);
-        validate_queue(&queue)?;
-        let idempotency_key = options.idempotency_key.or(key);
-        if let Some(key) = &idempotency_key {
+        validate_queue(&row.queue)?;
+        if let Some(key) = &row.idempotency_key {
             let len = key.chars().count();
             if len == 0 || len > MAX_KEY_LEN {
                 return Err(InvalidArgument::KeyLength {
@@ -705,7 +755,7 @@ impl Jobq {
                 .into());
             }
         }
-        let max_attempts = options.max_attempts.unwrap_or(defaults.max_attempts);
+        let max_attempts = row.max_attempts;
         if max_attempts == 0 || max_attempts > i32::MAX as u32 {
             return Err(InvalidArgument::MaxAttempts {
                 job: job_name.to_owned(),
@@ -713,7 +763,7 @@ impl Jobq {
             }
             .into());
         }
-        let run_at = match options.run_at {
+        match row.run_at {
             RunAt::After(delay) if delay > MAX_DELAY => {
                 return Err(InvalidArgument::DelayTooLong {
                     job: job_name.to_owned(),
@@ -733,19 +783,11 @@ impl Jobq {
                 }
                 // Past is past: the earliest instant every backend stores
                 // (MySQL's DATETIME starts at year 1000) still means "now".
-                RunAt::At(at.max(chrono::DateTime::UNIX_EPOCH))
+                row.run_at = RunAt::At(at.max(chrono::DateTime::UNIX_EPOCH));
             }
-            run_at => run_at,
-        };
-        Ok(NewJob {
-            queue,
-            job_name: job_name.to_owned(),
-            payload,
-            priority: options.priority.unwrap_or(defaults.priority),
-            max_attempts,
-            run_at,
-            idempotency_key,
-        })
+            _ => {}
+        }
+        Ok(())
     }
 }
 

@@ -130,11 +130,21 @@
 //! [`Jobq::enqueue_in`] writes the row through the caller's own sqlx
 //! connection or transaction (`&mut *tx`): rolled back, no job; committed, one.
 
-#[cfg(not(any(feature = "mysql", feature = "postgres", feature = "sqlite")))]
-compile_error!(
-    "jobq-runtime needs at least one backend: enable its `mysql`, `postgres` or `sqlite` feature"
-);
+/// The error of a build with no backend: its message names every
+/// backend's feature.
+macro_rules! needs_a_backend {
+    (() $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
+        #[cfg(not(any($(feature = $feature),*)))]
+        compile_error!(concat!(
+            "jobq-runtime needs at least one backend: enable one of its features:",
+            $(" `", $feature, "`"),*
+        ));
+    };
+}
 
+backends::list!(needs_a_backend);
+
+mod backends;
 mod cancels;
 mod connection;
 mod error;
@@ -144,6 +154,7 @@ mod ops;
 mod options;
 mod pools;
 mod roster;
+mod seam;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -195,159 +206,20 @@ pub use worker::{
     WorkerBuilder, WorkerHandle,
 };
 
-/// The store's operations one call each, and fault injection, for jobq's own
-/// tests (`tests/tests/fencing.rs` interleaves claims, settles, heartbeats
-/// and reaps of two claimers step by step; `tests/tests/claims.rs` makes
-/// claims of any size); not public API.
+/// The store's operations one call each, for jobq's own tests (`hooks.rs`).
 #[doc(hidden)]
-pub mod __store {
-    use std::time::Duration;
+#[path = "hooks.rs"]
+pub mod __store;
 
-    use crate::store::{Fence, Target, Transition};
-    use crate::{Jobq, Result};
-
-    /// A claim as the store handed it out.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub struct Claim {
-        /// The row.
-        pub id: i64,
-        /// The fencing token the claim wrote.
-        pub token: i64,
-        /// The attempt it started.
-        pub attempt: u32,
-        /// The row's `max_attempts`.
-        pub max_attempts: u32,
-    }
-
-    /// Claims up to `limit` due jobs of `queue` for `worker`.
-    pub async fn claim(
-        jobq: &Jobq,
-        queue: &str,
-        limit: u32,
-        lease: Duration,
-        worker: &str,
-    ) -> Result<Vec<Claim>> {
-        let claimed = jobq.store().claim(queue, limit, lease, worker).await?;
-        Ok(claimed
-            .into_iter()
-            .map(|c| Claim {
-                id: c.id,
-                token: c.token,
-                attempt: c.attempt,
-                max_attempts: c.max_attempts,
-            })
-            .collect())
-    }
-
-    /// Marks the `(id, token)` claims `done` in one batch; how many still held.
-    pub async fn complete(jobq: &Jobq, fences: &[(i64, i64)]) -> Result<u64> {
-        let fences: Vec<Fence> = fences
-            .iter()
-            .map(|&(id, token)| Fence { id, token })
-            .collect();
-        jobq.store().complete(&fences).await
-    }
-
-    /// Moves the claim `(id, token)` to `failed` or back to `pending` after
-    /// `delay`, refunding the attempt or not; whether it still held the row.
-    pub async fn transition(
-        jobq: &Jobq,
-        (id, token): (i64, i64),
-        failed: bool,
-        delay: Duration,
-        refund_attempt: bool,
-        error: Option<String>,
-    ) -> Result<bool> {
-        let transition = Transition {
-            fence: Fence { id, token },
-            target: if failed {
-                Target::Failed
-            } else {
-                Target::Pending
-            },
-            delay,
-            refund_attempt,
-            error,
-        };
-        jobq.store().transition(&transition).await
-    }
-
-    /// Renews the leases of the `(id, token)` claims; returns those no longer held.
-    pub async fn heartbeat(
-        jobq: &Jobq,
-        fences: &[(i64, i64)],
-        lease: Duration,
-    ) -> Result<Vec<(i64, i64)>> {
-        let fences: Vec<Fence> = fences
-            .iter()
-            .map(|&(id, token)| Fence { id, token })
-            .collect();
-        let lost = jobq.store().heartbeat(&fences, lease).await?;
-        Ok(lost.into_iter().map(|f| (f.id, f.token)).collect())
-    }
-
-    pub use crate::store::filter::{Bind, Kind};
-
-    /// Ids one page of a bulk action reads at most on `jobq`'s backend (the
-    /// limit of its [`Kind::Retry`] and [`Kind::Cancel`] statements).
-    pub fn bulk_page(jobq: &Jobq) -> i64 {
-        i64::from(jobq.store().bulk_page())
-    }
-
-    /// The `kind` statement of `jobq`'s backend for `filter` (past the id
-    /// `after`, that way, if given), with its values in order, as the store
-    /// runs it (for tests that EXPLAIN it); `None` when the action applies
-    /// to none of the filter's statuses.
-    pub fn filtered_statement(
-        jobq: &Jobq,
-        kind: Kind,
-        filter: &crate::JobFilter,
-        after: Option<(crate::Order, i64)>,
-        limit: i64,
-    ) -> Option<(String, Vec<Bind>)> {
-        use crate::store::filter::{Statuses, Where};
-        let statuses = match kind {
-            Kind::Retry => Statuses::of_action(Statuses::Retryable, filter.status)?,
-            Kind::Cancel => Statuses::of_action(Statuses::Cancellable, filter.status)?,
-            Kind::List(_) | Kind::Count => Where::new(filter).statuses,
-        };
-        let w = Where {
-            statuses,
-            after,
-            ..Where::new(filter)
-        };
-        let statement = jobq.store().statement(kind, &w, limit);
-        Some((statement.sql, statement.binds))
-    }
-
-    /// Tells this process's workers that the `(id, token)` claims were
-    /// cancelled, as `Jobq::cancel` does once its change has committed (a
-    /// test sends a late, stale one).
-    pub fn stop_cancelled(fences: &[(i64, i64)]) {
-        let fences: Vec<Fence> = fences
-            .iter()
-            .map(|&(id, token)| Fence { id, token })
-            .collect();
-        crate::cancels::stop_cancelled(&fences);
-    }
-
-    /// Returns up to `limit` expired rows of `queue`; how many.
-    pub async fn reap(jobq: &Jobq, queue: &str, limit: u32) -> Result<u64> {
-        jobq.store().reap(queue, limit).await
-    }
-
-    /// On MySQL/MariaDB, the next claim of `queue` that tops up a claim going
-    /// on from the last position fails its top-up as a dropped connection would.
-    #[cfg(feature = "mysql")]
-    pub fn fail_next_mysql_top_up(queue: &str) {
-        crate::store::mysql::fail_next_top_up(queue);
-    }
-
-    /// Whether a failure armed by [`fail_next_mysql_top_up`] is still waiting.
-    #[cfg(feature = "mysql")]
-    pub fn mysql_top_up_failure_armed(queue: &str) -> bool {
-        crate::store::mysql::top_up_failure_armed(queue)
-    }
+/// Where middleware plugs in: layers around each attempt's handler call
+/// ([`WorkerBuilder::job_layer`]) and on each row before an enqueue stores
+/// it ([`Jobq::with_enqueue_layer`]). Unstable, not public API yet: the
+/// middleware feature builds on it.
+#[doc(hidden)]
+pub mod __seam {
+    pub use crate::seam::{
+        Attempt, BoxError, EnqueueLayer, Handler, JobLayer, LayerFuture, NewRow, Next,
+    };
 }
 
 /// Fault injection at the worker's await points, for tests; not public API.
@@ -365,11 +237,17 @@ pub mod __private {
     /// Every statement each compiled-in backend runs, as its store runs it,
     /// for tests that EXPLAIN them (`jobq_runtime::__private::sql::mysql::CLAIM_SELECT`).
     pub mod sql {
-        #[cfg(feature = "mysql")]
-        pub use crate::store::mysql::sql as mysql;
-        #[cfg(feature = "postgres")]
-        pub use crate::store::postgres::sql as postgres;
-        #[cfg(feature = "sqlite")]
-        pub use crate::store::sqlite::sql as sqlite;
+        /// Re-exports each compiled-in backend's `sql` module under the
+        /// backend's module name.
+        macro_rules! sql_modules {
+            (() $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
+                $(
+                    #[cfg(feature = $feature)]
+                    pub use crate::store::$module::sql as $module;
+                )*
+            };
+        }
+
+        crate::backends::list!(sql_modules);
     }
 }

@@ -242,6 +242,12 @@ impl JobFilter {
     }
 
     /// Only jobs enqueued in `[from, before)`; either end may be open.
+    ///
+    /// Read as a range of ids (ids are handed out in enqueue order), whose
+    /// ends are found by a binary search of the primary key; every job
+    /// returned was enqueued in the window, and a job whose enqueue time is
+    /// out of id order (enqueued by a host whose clock was behind another's)
+    /// may be missed near an end.
     pub fn created(mut self, from: Option<DateTime<Utc>>, before: Option<DateTime<Utc>>) -> Self {
         self.created_from = from;
         self.created_before = before;

@@ -6,51 +6,56 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-/// Which database a [`Jobq`](crate::Jobq) stores its jobs in.
-///
-/// Every variant exists whatever the crate's features: a backend that is
-/// compiled out is still named (in [`Error::BackendNotCompiled`](crate::Error::BackendNotCompiled)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Backend {
-    /// MySQL 8.0.1+ or MariaDB 10.6+.
-    MySql,
-    /// SQLite 3.35+ (a local file or memory).
-    Sqlite,
-    /// PostgreSQL 13+.
-    Postgres,
+use crate::backends;
+
+/// Makes [`Backend`] and its values from the list of backends.
+macro_rules! backend_enum {
+    (() $(
+        $variant:ident($feature:literal) $module:ident::$store:ident {
+            $(#[$doc:meta])*
+            name: $name:literal,
+            schemes: [$($scheme:literal),+],
+            $($rest:tt)*
+        }
+    )*) => {
+        /// Which database a [`Jobq`](crate::Jobq) stores its jobs in.
+        ///
+        /// Every variant exists whatever the crate's features: a backend that is
+        /// compiled out is still named (in [`Error::BackendNotCompiled`](crate::Error::BackendNotCompiled)).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Backend {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Backend {
+            /// A human name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+
+            /// The Cargo feature of `jobq-runtime` that compiles this backend in.
+            pub fn feature(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $feature,)*
+                }
+            }
+
+            /// The backend a database URL names by its scheme (`mysql` of
+            /// `mysql://…`): the one with that scheme in the list of backends.
+            pub(crate) fn from_url(url: &str) -> Option<Self> {
+                match url.split(':').next().unwrap_or_default() {
+                    $($($scheme)|+ => Some(Self::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
 }
 
-impl Backend {
-    /// A human name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::MySql => "MySQL/MariaDB",
-            Self::Sqlite => "SQLite",
-            Self::Postgres => "PostgreSQL",
-        }
-    }
-
-    /// The Cargo feature of `jobq-runtime` that compiles this backend in.
-    pub fn feature(self) -> &'static str {
-        match self {
-            Self::MySql => "mysql",
-            Self::Sqlite => "sqlite",
-            Self::Postgres => "postgres",
-        }
-    }
-
-    /// The backend a database URL names by its scheme: `mysql:`/`mariadb:`,
-    /// `sqlite:`, `postgres:`/`postgresql:`.
-    pub(crate) fn from_url(url: &str) -> Option<Self> {
-        match url.split(':').next().unwrap_or_default() {
-            "mysql" | "mariadb" => Some(Self::MySql),
-            "sqlite" => Some(Self::Sqlite),
-            "postgres" | "postgresql" => Some(Self::Postgres),
-            _ => None,
-        }
-    }
-}
+backends::list!(backend_enum);
 
 impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

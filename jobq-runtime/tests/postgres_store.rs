@@ -1,14 +1,17 @@
-//! The PostgreSQL store against a real server: what only PostgreSQL does
-//! (its plans, NOTIFY/LISTEN and the listener, row locks under SKIP LOCKED,
-//! its chunked batches). Behaviours every backend shares are in the
-//! conformance suite (`tests/tests/conformance/`), not here.
+//! The PostgreSQL store against a real server: what only PostgreSQL does —
+//! the plans of its claim, reaper, settles and heartbeats, NOTIFY/LISTEN
+//! and the listener. What every backend's store promises (claims that skip
+//! locked rows, batches in input order across chunks, settles fenced by
+//! token…) is in the contract suite (`tests/tests/contract/`), and what the
+//! worker builds on it in the conformance suite (`tests/tests/conformance/`),
+//! each run on every backend: not here.
 //!
 //! Reads `JOBQ_POSTGRES_URL` (e.g. `postgres://postgres@127.0.0.1:5432/test`);
 //! without it every test is skipped, except under `CI=true`, where a missing
 //! URL fails. Tests share one database and run in parallel: each works in
 //! queues of its own (name + random suffix).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::str::FromStr;
@@ -17,8 +20,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use jobq_runtime::{
-    Definition, DispatchError, Enqueue, Job, JobContext, JobError, JobRegistration, JobStatus,
-    Jobq, LeaseError, StateRequirement, States, Worker, WorkerHandle,
+    Definition, DispatchError, Enqueue, Job, JobContext, JobError, JobRegistration, Jobq,
+    StateRequirement, States, Worker, WorkerHandle,
 };
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
@@ -28,7 +31,7 @@ use sqlx::{Connection, PgConnection, PgPool};
 #[path = "../../tests/src/wait.rs"]
 mod wait;
 
-use wait::{wait_for_status, wait_until};
+use wait::wait_until;
 
 /// The store's claim and reaper statements, exactly as it runs them.
 use jobq_runtime::__private::sql::postgres::{CLAIM, COMPLETE, HEARTBEAT, REAP};
@@ -46,31 +49,6 @@ struct Note {
 
 impl Job for Note {
     const NAME: &'static str = "pg_test_note";
-}
-
-/// Extends its lease every 20 ms until told it is lost, then waits to be stopped.
-#[derive(Debug, Serialize, Deserialize)]
-struct Block {}
-
-impl Job for Block {
-    const NAME: &'static str = "pg_test_block";
-}
-
-/// Enqueued by `enqueue_many` into its own queue, which no worker serves;
-/// the key comes from the payload.
-#[derive(Debug, Serialize, Deserialize)]
-struct Batch {
-    n: u64,
-    key: Option<String>,
-}
-
-impl Job for Batch {
-    const NAME: &'static str = "pg_test_batch";
-    const QUEUE: &'static str = "pg-test-batch";
-
-    fn idempotency_key(&self) -> Option<String> {
-        self.key.clone()
-    }
 }
 
 fn decode<J: Job>(payload: &str) -> Result<J, DispatchError> {
@@ -92,29 +70,6 @@ fn run_note(ctx: JobContext, payload: &str, _: &States) -> Result<Attempt, Dispa
     }))
 }
 
-fn run_block(ctx: JobContext, payload: &str, _: &States) -> Result<Attempt, DispatchError> {
-    decode::<Block>(payload)?;
-    Ok(Box::pin(async move {
-        record(ctx.queue(), ctx.id());
-        loop {
-            match ctx.extend_lease(Duration::from_secs(3)).await {
-                Ok(()) => tokio::time::sleep(Duration::from_millis(20)).await,
-                Err(LeaseError::Lost) => break,
-                Err(error) => return Err(JobError::retry(error)),
-            }
-        }
-        record(ctx.queue(), LEASE_LOST);
-        // The worker's heartbeat finds the lease lost too and drops this future.
-        ctx.cancelled().await;
-        Ok(())
-    }))
-}
-
-fn run_batch(_: JobContext, payload: &str, _: &States) -> Result<Attempt, DispatchError> {
-    decode::<Batch>(payload)?;
-    Ok(Box::pin(async { Ok(()) }))
-}
-
 macro_rules! register {
     ($job:ty, $run:ident) => {
         inventory::submit! {
@@ -129,11 +84,6 @@ macro_rules! register {
 }
 
 register!(Note, run_note);
-register!(Block, run_block);
-register!(Batch, run_batch);
-
-/// Recorded by `Block` when `extend_lease` reports the lease lost.
-const LEASE_LOST: i64 = -1;
 
 /// Job ids each queue's handlers ran, in order (one entry per attempt).
 static RUNS: Mutex<Option<HashMap<String, Vec<i64>>>> = Mutex::new(None);
@@ -207,36 +157,6 @@ async fn count(pool: &PgPool, queue: &str, status: &str) -> i64 {
         .fetch_one(pool)
         .await
         .expect("count rows")
-}
-
-async fn status(jobq: &Jobq, id: i64) -> JobStatus {
-    jobq.job(id)
-        .await
-        .expect("read job")
-        .expect("job exists")
-        .status
-}
-
-/// A started worker serving `queue` with a 20 ms poll.
-fn worker(jobq: &Jobq, queue: &str, concurrency: usize) -> WorkerHandle {
-    Worker::builder(jobq.clone())
-        .queue_unchecked(queue, concurrency)
-        .poll_interval(Duration::from_millis(20))
-        .build()
-        .expect("build worker")
-        .start()
-}
-
-async fn enqueue_notes(jobq: &Jobq, queue: &str, n: u64) -> Vec<i64> {
-    let mut ids = Vec::new();
-    for i in 0..n {
-        let enqueued = jobq
-            .enqueue_with(Note { n: i }, Enqueue::new().queue(queue))
-            .await
-            .expect("enqueue");
-        ids.push(enqueued.id);
-    }
-    ids
 }
 
 /// `statement`'s plan for `args`, as a custom and as a generic plan.
@@ -369,192 +289,6 @@ async fn settles_and_heartbeats_look_fences_up_by_primary_key() {
         .expect("clean up");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_skips_rows_another_open_claim_holds_without_waiting() {
-    let Some(jobq) = jobq(4).await else { return };
-    let queue = unique("disjoint");
-    enqueue_notes(&jobq, &queue, 10).await;
-
-    type Claimed = (i64, String, String, i32, i32, Option<String>);
-    let mut first = pool(&jobq).begin().await.expect("begin");
-    let held: Vec<Claimed> = sqlx::query_as(CLAIM)
-        .bind(&queue)
-        .bind(4i64)
-        .bind(1i64)
-        .bind(30_000_000i64)
-        .bind("first")
-        .fetch_all(&mut *first)
-        .await
-        .expect("first claim");
-    assert_eq!(held.len(), 4);
-
-    // The first transaction is still open and holds its 4 rows.
-    let started = Instant::now();
-    let second: Vec<Claimed> = tokio::time::timeout(
-        Duration::from_secs(5),
-        sqlx::query_as(CLAIM)
-            .bind(&queue)
-            .bind(4i64)
-            .bind(2i64)
-            .bind(30_000_000i64)
-            .bind("second")
-            .fetch_all(pool(&jobq)),
-    )
-    .await
-    .expect("the second claim must not wait for the first transaction")
-    .expect("second claim");
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "took {:?}",
-        started.elapsed()
-    );
-    assert_eq!(second.len(), 4);
-    let first_ids: HashSet<i64> = held.iter().map(|r| r.0).collect();
-    assert!(
-        second.iter().all(|r| !first_ids.contains(&r.0)),
-        "claims overlap: {first_ids:?} and {:?}",
-        second.iter().map(|r| r.0).collect::<Vec<_>>()
-    );
-    assert!(
-        second.iter().all(|r| r.3 == 1),
-        "attempts after the first claim are 1"
-    );
-
-    first.rollback().await.expect("rollback");
-    assert_eq!(count(pool(&jobq), &queue, "pending").await, 6);
-    assert_eq!(count(pool(&jobq), &queue, "processing").await, 4);
-}
-
-// ---------------------------------------------------------------------------
-// Enqueue.
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn enqueue_many_returns_ids_in_input_order() {
-    let Some(jobq) = jobq(2).await else { return };
-    let existing_key = unique("existing");
-    let repeated_key = unique("repeated");
-    let existing = jobq
-        .enqueue(Batch {
-            n: 99,
-            key: Some(existing_key.clone()),
-        })
-        .await
-        .expect("enqueue");
-
-    let batch = vec![
-        Batch { n: 0, key: None },
-        Batch {
-            n: 1,
-            key: Some(repeated_key.clone()),
-        },
-        Batch { n: 2, key: None },
-        Batch {
-            n: 3,
-            key: Some(repeated_key.clone()),
-        },
-        Batch {
-            n: 4,
-            key: Some(existing_key),
-        },
-        Batch { n: 5, key: None },
-    ];
-    let results = jobq.enqueue_many(batch).await.expect("enqueue_many");
-
-    let duplicates: Vec<bool> = results.iter().map(|e| e.duplicate).collect();
-    assert_eq!(duplicates, [false, false, false, true, true, false]);
-    assert_eq!(
-        results[3].id, results[1].id,
-        "a key repeated in the batch is one job"
-    );
-    assert_eq!(
-        results[4].id, existing.id,
-        "an existing key returns the existing job"
-    );
-    let new: Vec<i64> = [0, 1, 2, 5].iter().map(|&i| results[i].id).collect();
-    assert!(new.is_sorted(), "new ids follow input order: {new:?}");
-    for (i, enqueued) in results.iter().enumerate() {
-        let payload = jobq
-            .job(enqueued.id)
-            .await
-            .expect("read")
-            .expect("exists")
-            .payload;
-        let stored: Batch = serde_json::from_str(&payload).expect("payload");
-        let expected = match i {
-            3 => 1,
-            4 => 99,
-            _ => i as u64,
-        };
-        assert_eq!(stored.n, expected, "result {i} names job {}", enqueued.id);
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn enqueue_many_keeps_input_order_across_chunks() {
-    let Some(jobq) = jobq(2).await else { return };
-    let results = jobq
-        .enqueue_many((0..2500).map(|n| Batch { n, key: None }))
-        .await
-        .expect("enqueue_many");
-    assert_eq!(results.len(), 2500);
-    let ids: Vec<i64> = results.iter().map(|e| e.id).collect();
-    assert!(ids.is_sorted(), "ids in input order");
-    let stored: Vec<(i64, String)> =
-        sqlx::query_as("SELECT id, payload FROM jobq_jobs WHERE id = ANY($1) ORDER BY id")
-            .bind(&ids)
-            .fetch_all(pool(&jobq))
-            .await
-            .expect("read rows");
-    assert_eq!(stored.len(), 2500);
-    for (i, (id, payload)) in stored.iter().enumerate() {
-        assert_eq!(*id, ids[i]);
-        assert_eq!(
-            serde_json::from_str::<Batch>(payload).expect("payload").n,
-            i as u64
-        );
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_delayed_job_is_not_claimed_before_its_time() {
-    let Some(jobq) = jobq(4).await else { return };
-    let queue = unique("delay");
-    let delay = Duration::from_millis(1500);
-    let delayed = jobq
-        .enqueue_with(Note { n: 1 }, Enqueue::new().queue(&queue).delay(delay))
-        .await
-        .expect("enqueue")
-        .id;
-    let now = jobq
-        .enqueue_with(Note { n: 2 }, Enqueue::new().queue(&queue))
-        .await
-        .expect("enqueue")
-        .id;
-    let handle = worker(&jobq, &queue, 4);
-
-    wait_until(
-        "the job due now is done",
-        Duration::from_secs(10),
-        || async { status(&jobq, now).await == JobStatus::Done },
-    )
-    .await;
-    assert_eq!(status(&jobq, delayed).await, JobStatus::Pending);
-    assert_eq!(runs(&queue), [now]);
-
-    reach_then_stop(&jobq, delayed, JobStatus::Done, handle).await;
-    let waited: f64 = sqlx::query_scalar(
-        "SELECT extract(epoch FROM claimed_at - created_at)::float8 FROM jobq_jobs WHERE id = $1",
-    )
-    .bind(delayed)
-    .fetch_one(pool(&jobq))
-    .await
-    .expect("read times");
-    assert!(
-        waited >= delay.as_secs_f64(),
-        "claimed {waited} s after enqueue"
-    );
-}
-
 // ---------------------------------------------------------------------------
 // Transactional enqueue.
 
@@ -683,15 +417,6 @@ async fn assert_notify_wakes(url: &str, queue: &str) {
     }
 }
 
-/// Waits (10 s at most) until job `id` is `status`; then the worker stops.
-async fn reach_then_stop(jobq: &Jobq, id: i64, status: JobStatus, handle: WorkerHandle) {
-    wait_for_status(jobq, id, status, Duration::from_secs(10)).await;
-    handle
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown");
-}
-
 /// [`idle_worker`], once its listener listens.
 async fn listening_worker(url: &str, queue: &str) -> (Jobq, WorkerHandle, String) {
     let (jobq, handle, app) = idle_worker(url, queue).await;
@@ -744,167 +469,4 @@ async fn the_listener_reconnects_after_its_session_is_killed() {
     .await;
 
     two_notifies_wake_it(&url, &queue, &jobq, handle).await;
-}
-
-// ---------------------------------------------------------------------------
-// Leases.
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_expired_lease_is_reaped_and_the_job_runs_again() {
-    let Some(jobq) = jobq(4).await else { return };
-    let queue = unique("reap");
-    // A job some vanished worker claimed, whose lease ran out a second ago.
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO jobq_jobs (queue, job_name, payload, status, run_at, attempts, max_attempts, lease_token, claimed_by, claimed_at)
-         VALUES ($1, 'pg_test_note', '{\"n\":0}', 'processing', now() - interval '1 second', 1, 3, 42, 'gone:1', now() - interval '31 seconds')
-         RETURNING id",
-    )
-    .bind(&queue)
-    .fetch_one(pool(&jobq))
-    .await
-    .expect("insert");
-    let handle = Worker::builder(jobq.clone())
-        .queue_unchecked(&queue, 2)
-        .poll_interval(Duration::from_millis(20))
-        .reap_interval(Duration::from_millis(100))
-        .build()
-        .expect("build")
-        .start();
-    reach_then_stop(&jobq, id, JobStatus::Done, handle).await;
-
-    assert_eq!(runs(&queue), [id]);
-    let info = jobq.job(id).await.expect("read").expect("exists");
-    assert_eq!(info.attempts, 2);
-    let error = info.last_error.expect("last_error");
-    assert!(
-        error.contains("lease expired during attempt 1: worker gone:1"),
-        "{error}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_running_job_loses_its_lease_and_is_not_settled() {
-    let Some(jobq) = jobq(4).await else { return };
-    let queue = unique("cancel");
-    let id = jobq
-        .enqueue_with(Block {}, Enqueue::new().queue(&queue))
-        .await
-        .expect("enqueue")
-        .id;
-    let handle = Worker::builder(jobq.clone())
-        .queue_unchecked(&queue, 1)
-        .poll_interval(Duration::from_millis(20))
-        .lease(Duration::from_secs(3))
-        .heartbeat_interval(Duration::from_millis(500))
-        .build()
-        .expect("build")
-        .start();
-    wait_until("the job runs", Duration::from_secs(10), || async {
-        runs(&queue) == [id]
-    })
-    .await;
-    assert_eq!(handle.held_jobs(), 1);
-
-    assert!(jobq.cancel(id).await.expect("cancel"));
-    // The worker is in this process: the cancel stops the attempt at once
-    // (before the handler's own extend_lease, every 20 ms, is likely to
-    // find the lease lost; if it did, it says so).
-    wait_until(
-        "the cancel drops the job",
-        Duration::from_secs(10),
-        || async { handle.held_jobs() == 0 },
-    )
-    .await;
-    let seen = runs(&queue);
-    assert!(seen == [id] || seen == [id, LEASE_LOST], "{seen:?}");
-    handle
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown");
-    let info = jobq.job(id).await.expect("read").expect("exists");
-    assert_eq!(
-        info.status,
-        JobStatus::Cancelled,
-        "the stopped attempt did not settle"
-    );
-    assert_eq!(info.attempts, 1);
-
-    assert!(
-        jobq.retry(id).await.expect("retry"),
-        "a cancelled job can be retried"
-    );
-    assert!(
-        !jobq.retry(id).await.expect("retry"),
-        "a pending job cannot"
-    );
-    let info = jobq.job(id).await.expect("read").expect("exists");
-    assert_eq!(info.status, JobStatus::Pending);
-    assert!(info.finished_at.is_none());
-    assert!(info.max_attempts > info.attempts);
-}
-
-// ---------------------------------------------------------------------------
-// Scale.
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn eight_workers_on_separate_pools_run_each_job_exactly_once() {
-    let Some(url) = url() else { return };
-    let queue = unique("eight");
-    let mut handles = Vec::new();
-    let mut jobqs = Vec::new();
-    for _ in 0..8 {
-        let jobq = Jobq::connect_with(&url, 3).await.expect("connect");
-        jobq.migrate().await.expect("migrate");
-        handles.push(worker(&jobq, &queue, 8));
-        jobqs.push(jobq);
-    }
-    // Enqueued while the workers run, from four tasks at once.
-    let mut enqueuers = tokio::task::JoinSet::new();
-    for part in 0..4u64 {
-        let (jobq, queue) = (jobqs[part as usize].clone(), queue.clone());
-        enqueuers.spawn(async move {
-            let mut ids = Vec::new();
-            for n in 0..500 {
-                let options = Enqueue::new().queue(&queue);
-                ids.push(
-                    jobq.enqueue_with(Note { n: part * 500 + n }, options)
-                        .await
-                        .expect("enqueue")
-                        .id,
-                );
-            }
-            ids
-        });
-    }
-    let mut ids: Vec<i64> = enqueuers.join_all().await.concat();
-    ids.sort_unstable();
-    assert_eq!(ids.len(), 2000);
-
-    let jobq = &jobqs[0];
-    wait_until(
-        "all 2,000 jobs are done",
-        Duration::from_secs(120),
-        || async { count(pool(jobq), &queue, "done").await == 2000 },
-    )
-    .await;
-    for handle in handles {
-        handle
-            .shutdown(Duration::from_secs(5))
-            .await
-            .expect("shutdown");
-    }
-
-    let mut ran = runs(&queue);
-    ran.sort_unstable();
-    assert_eq!(ran.len(), 2000, "2,000 attempts for 2,000 jobs");
-    assert_eq!(ran, ids, "each job ran exactly once");
-    let (attempts, workers): (i64, i64) = sqlx::query_as(
-        "SELECT sum(attempts), count(DISTINCT claimed_by) FROM jobq_jobs WHERE queue = $1",
-    )
-    .bind(&queue)
-    .fetch_one(pool(jobq))
-    .await
-    .expect("summary");
-    assert_eq!(attempts, 2000);
-    eprintln!("2,000 jobs settled by {workers} of 8 workers");
 }

@@ -1,8 +1,10 @@
 //! The SQLite store through the public API: `Jobq` and `Worker` on a real
 //! SQLite file, for what only SQLite does: an in-memory database, the
 //! write-ahead log and its checkpointer, the one shared write connection,
-//! two OS processes draining one file. Behaviours every backend shares are
-//! in the conformance suite (`tests/tests/conformance/`), not here.
+//! two OS processes draining one file. What every backend's store promises
+//! is in the contract suite (`tests/tests/contract/`), and what the worker
+//! builds on it in the conformance suite (`tests/tests/conformance/`), each
+//! run on every backend: not here.
 //!
 //! `#[job]` is not used here: the test job implements `Job` by hand and
 //! registers its handler with `inventory`, as the macro's expansion does.
@@ -13,8 +15,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use jobq_runtime::{
-    Definition, DispatchError, Enqueue, Job, JobContext, JobError, JobInfo, JobRegistration,
-    JobStatus, Jobq, RetryPolicy, StateRequirement, States, Worker,
+    Definition, DispatchError, Job, JobContext, JobError, JobInfo, JobRegistration, JobStatus,
+    Jobq, RetryPolicy, StateRequirement, States, Worker,
 };
 use serde::{Deserialize, Serialize};
 use sqlx::SqlitePool;
@@ -25,22 +27,13 @@ mod wait;
 
 use wait::eventually;
 
-/// What the test job does when it runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-enum Mode {
-    /// Records the run and succeeds.
-    #[default]
-    Succeed,
-    /// Attempt 1 outlives its lease and succeeds only after attempt 2 has
-    /// started; attempt 2 waits for attempt 1 to finish, then fails for good.
-    StaleThenFail,
-}
-
 /// The test job: records every run in `probe_runs` / `probe_counts`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Probe {
     n: i64,
-    mode: Mode,
+    /// Its idempotency key; a field after `n` in the payload too, which
+    /// the trigger of `concurrent_enqueues_each_get_their_own_row_and_a_bad_row_fails_alone`
+    /// matches on (`{"n":13,…`).
     key: Option<String>,
 }
 
@@ -66,34 +59,8 @@ impl Probe {
         }
     }
 
-    fn with_mode(n: i64, mode: Mode) -> Self {
-        Self { n, mode, key: None }
-    }
-
-    fn keyed(n: i64, key: &str) -> Self {
-        Self {
-            n,
-            mode: Mode::Succeed,
-            key: Some(key.to_owned()),
-        }
-    }
-
     async fn run(self, ctx: JobContext, side: SqlitePool) -> Result<(), JobError> {
-        record(&side, &ctx, self.n, "start").await?;
-        match (self.mode, ctx.attempt()) {
-            (Mode::Succeed, _) => {}
-            (Mode::StaleThenFail, 1) => {
-                wait_for_run(&side, ctx.id(), 2, "start").await?;
-                record(&side, &ctx, self.n, "end").await?;
-            }
-            (Mode::StaleThenFail, attempt) => {
-                wait_for_run(&side, ctx.id(), 1, "end").await?;
-                return Err(JobError::permanent(format!(
-                    "attempt {attempt} failed after the stale one finished"
-                )));
-            }
-        }
-        Ok(())
+        record(&side, &ctx, self.n, "start").await
     }
 }
 
@@ -154,34 +121,6 @@ async fn record(side: &SqlitePool, ctx: &JobContext, n: i64, phase: &str) -> Res
     Ok(())
 }
 
-/// Waits (10 s at most) until attempt `attempt` of job `id` recorded `phase`.
-async fn wait_for_run(
-    side: &SqlitePool,
-    id: i64,
-    attempt: u32,
-    phase: &str,
-) -> Result<(), JobError> {
-    let found = eventually(Duration::from_secs(10), || async {
-        sqlx::query_scalar::<_, i64>(
-            "SELECT COUNT(*) FROM probe_runs WHERE job_id = ?1 AND attempt = ?2 AND phase = ?3",
-        )
-        .bind(id)
-        .bind(attempt)
-        .bind(phase)
-        .fetch_one(side)
-        .await
-        .is_ok_and(|count| count > 0)
-    })
-    .await;
-    if found {
-        Ok(())
-    } else {
-        Err(JobError::permanent(format!(
-            "attempt {attempt} of job {id} never recorded `{phase}`"
-        )))
-    }
-}
-
 /// A migrated database in a fresh temporary file, with the side tables.
 struct Db {
     dir: tempfile::TempDir,
@@ -201,25 +140,8 @@ impl Db {
         pool(&self.jobq)
     }
 
-    fn worker(&self, concurrency: usize) -> jobq_runtime::WorkerBuilder {
-        Worker::builder(self.jobq.clone())
-            .queue(Probe::QUEUE, concurrency)
-            .state(Side(self.pool().clone()))
-            .poll_interval(Duration::from_millis(20))
-    }
-
-    /// Enqueues `probe` with `options`; its id.
-    async fn enqueue(&self, probe: Probe, options: Enqueue) -> i64 {
-        self.jobq.enqueue_with(probe, options).await.unwrap().id
-    }
-
     async fn job(&self, id: i64) -> JobInfo {
         self.jobq.job(id).await.unwrap().expect("the job exists")
-    }
-
-    /// Waits (20 s at most) until job `id` has `status`; returns it.
-    async fn wait_for_status(&self, id: i64, status: JobStatus) -> JobInfo {
-        wait::wait_for_status(&self.jobq, id, status, Duration::from_secs(20)).await
     }
 
     async fn count(&self, sql: &str) -> i64 {
@@ -373,173 +295,6 @@ async fn concurrent_enqueues_each_get_their_own_row_and_a_bad_row_fails_alone() 
         );
     }
     assert_eq!(db.count("SELECT COUNT(*) FROM jobq_jobs").await, 39);
-}
-
-#[tokio::test]
-async fn enqueue_many_returns_ids_in_input_order() {
-    let db = Db::new().await;
-    let existing = db
-        .jobq
-        .enqueue(Probe::keyed(0, "k:existing"))
-        .await
-        .unwrap();
-    // Over one chunk of the batch insert, with duplicates of an existing key
-    // and of a key first seen in the batch itself.
-    let mut jobs: Vec<Probe> = (1..=2500).map(Probe::new).collect();
-    jobs[10] = Probe::keyed(-10, "k:existing");
-    jobs[20] = Probe::keyed(-20, "k:batch");
-    jobs[2400] = Probe::keyed(-2400, "k:batch");
-    let enqueued = db.jobq.enqueue_many(jobs.clone()).await.unwrap();
-    assert_eq!(enqueued.len(), jobs.len());
-
-    for (i, (job, result)) in jobs.iter().zip(&enqueued).enumerate() {
-        let stored = db.job(result.id).await;
-        // A duplicate gets the job that holds its key.
-        let expected_n = match i {
-            10 => 0,
-            2400 => -20,
-            _ => job.n,
-        };
-        assert!(
-            stored.payload.contains(&format!("\"n\":{expected_n},")),
-            "input {i} got job {} with payload {}",
-            result.id,
-            stored.payload
-        );
-    }
-    assert_eq!(enqueued[10].id, existing.id);
-    assert!(enqueued[10].duplicate);
-    assert_eq!(enqueued[2400].id, enqueued[20].id);
-    assert!(enqueued[2400].duplicate && !enqueued[20].duplicate);
-    assert_eq!(enqueued.iter().filter(|r| r.duplicate).count(), 2);
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM jobq_jobs").await,
-        2500 + 1 - 2
-    );
-}
-
-#[tokio::test]
-async fn a_worker_runs_jobs_by_priority_then_run_at() {
-    let db = Db::new().await;
-    let now = chrono::Utc::now();
-    let at = |secs_ago: i64, priority: i16| {
-        Enqueue::new()
-            .run_at(now - chrono::Duration::seconds(secs_ago))
-            .priority(priority)
-    };
-    // (n, seconds ago, priority), enqueued in this order.
-    let plan = [
-        (1, 1, 5),
-        (2, 3, 5),
-        (3, 1, 0),
-        (4, 2, 0),
-        (5, 5, -1),
-        (6, 2, 0),
-    ];
-    for (n, secs_ago, priority) in plan {
-        db.jobq
-            .enqueue_with(Probe::new(n), at(secs_ago, priority))
-            .await
-            .unwrap();
-    }
-    let worker = db.worker(1).build().unwrap().start();
-    assert!(
-        eventually(Duration::from_secs(20), || async {
-            db.count("SELECT COUNT(*) FROM jobq_jobs WHERE status = 'done'")
-                .await
-                == 6
-        })
-        .await
-    );
-    worker.shutdown(Duration::from_secs(10)).await.unwrap();
-    let order: Vec<i64> =
-        sqlx::query_scalar("SELECT n FROM probe_runs WHERE phase = 'start' ORDER BY seq")
-            .fetch_all(db.pool())
-            .await
-            .unwrap();
-    assert_eq!(order, vec![5, 4, 6, 3, 2, 1]);
-}
-
-#[tokio::test]
-async fn a_delayed_job_is_not_run_before_its_time() {
-    let db = Db::new().await;
-    let enqueued_at = chrono::Utc::now().timestamp_micros();
-    let soon = db
-        .enqueue(
-            Probe::new(1),
-            Enqueue::new().delay(Duration::from_millis(300)),
-        )
-        .await;
-    let later = db
-        .enqueue(
-            Probe::new(2),
-            Enqueue::new().delay(Duration::from_secs(3600)),
-        )
-        .await;
-    let worker = db.worker(4).build().unwrap().start();
-    db.wait_for_status(soon, JobStatus::Done).await;
-    worker.shutdown(Duration::from_secs(10)).await.unwrap();
-
-    let started: i64 = sqlx::query_scalar("SELECT at FROM probe_runs WHERE job_id = ?1")
-        .bind(soon)
-        .fetch_one(db.pool())
-        .await
-        .unwrap();
-    assert!(
-        started - enqueued_at >= 300_000,
-        "ran {} µs after enqueue",
-        started - enqueued_at
-    );
-    let waiting = db.job(later).await;
-    assert_eq!(waiting.status, JobStatus::Pending);
-    assert_eq!(waiting.attempts, 0);
-}
-
-#[tokio::test]
-async fn a_stale_attempt_cannot_settle_a_reclaimed_job() {
-    let db = Db::new().await;
-    let id = db
-        .jobq
-        .enqueue(Probe::with_mode(1, Mode::StaleThenFail))
-        .await
-        .unwrap()
-        .id;
-    // No heartbeats: attempt 1 outlives its lease, the reaper hands the job to
-    // attempt 2, and attempt 1 then succeeds while attempt 2 holds the job.
-    let worker = db
-        .worker(2)
-        .lease(Duration::from_millis(200))
-        .reap_interval(Duration::from_millis(50))
-        .disable_heartbeats()
-        .build()
-        .unwrap()
-        .start();
-    let failed = db.wait_for_status(id, JobStatus::Failed).await;
-    // Shutting down flushes the completer: attempt 1's success has been
-    // written (and fenced out) by the time it returns.
-    worker.shutdown(Duration::from_secs(10)).await.unwrap();
-
-    let job = db.job(id).await;
-    assert_eq!(
-        job.status,
-        JobStatus::Failed,
-        "the stale success must not land: {job:?}"
-    );
-    assert_eq!(job.attempts, 2);
-    assert_eq!(job.last_error, failed.last_error);
-    assert!(
-        job.last_error
-            .as_deref()
-            .unwrap_or_default()
-            .contains("attempt 2 failed after the stale one finished"),
-        "{job:?}"
-    );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM probe_runs WHERE attempt = 1 AND phase = 'end'")
-            .await,
-        1,
-        "attempt 1 ran to the end"
-    );
 }
 
 /// Set in the child processes of [`two_processes_drain_one_file_running_every_job_once`]:

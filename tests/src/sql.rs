@@ -1,6 +1,7 @@
 //! Raw SQL on whichever backend a [`Jobq`] uses, for tests that write rows
-//! jobq would never write (a payload that is not JSON) or keep their own
-//! tables (the chaos harness's side effects).
+//! jobq would never write (a payload that is not JSON), keep their own
+//! tables (the chaos harness's side effects) or hold rows in a transaction
+//! left open ([`Tx`], the contract suite's).
 //!
 //! SQL is written with `?` placeholders; they become `$1, $2, …` on PostgreSQL.
 
@@ -8,7 +9,7 @@ use jobq_runtime::Jobq;
 use sqlx::mysql::MySqlRow;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Database, FromRow, MySqlPool, PgPool, SqlitePool};
+use sqlx::{Database, FromRow, MySqlPool, PgPool, Row as _, SqlitePool, Transaction};
 
 /// One bind parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,6 +158,104 @@ impl Db {
             Self::MySql(_) => <sqlx::MySql as Database>::NAME,
             Self::Postgres(_) => <sqlx::Postgres as Database>::NAME,
             Self::Sqlite(_) => <sqlx::Sqlite as Database>::NAME,
+        }
+    }
+}
+
+impl Db {
+    /// Begins a transaction of the application's own on this pool (on
+    /// Galera, on the node the handle's statements run on).
+    pub async fn begin(&self) -> sqlx::Result<Tx> {
+        Ok(match self {
+            Self::MySql(pool) => Tx::MySql(pool.begin().await?),
+            Self::Postgres(pool) => Tx::Postgres(pool.begin().await?),
+            Self::Sqlite(pool) => Tx::Sqlite(pool.begin().await?),
+        })
+    }
+}
+
+/// A transaction left open that holds rows of `jobq_jobs` the way a claim
+/// in progress or a stuck write does (see [`Db::begin`]).
+#[derive(Debug)]
+pub enum Tx {
+    /// MySQL/MariaDB.
+    MySql(Transaction<'static, sqlx::MySql>),
+    /// PostgreSQL.
+    Postgres(Transaction<'static, sqlx::Postgres>),
+    /// SQLite.
+    Sqlite(Transaction<'static, sqlx::Sqlite>),
+}
+
+impl Tx {
+    /// Runs the first half of the backend's own claim of up to `limit`
+    /// rows of `queue`, as the store runs it, and keeps the transaction
+    /// open: MySQL/MariaDB's locking `SELECT … FOR UPDATE SKIP LOCKED`,
+    /// PostgreSQL's whole claim statement (its rows locked, their update
+    /// uncommitted). SQLite has no row locks (a write locks the whole
+    /// database, and every other write waits for it): there it only reads
+    /// the rows a claim would pick, in a read transaction, which in WAL
+    /// mode makes no write wait. Returns the ids it picked, ascending.
+    pub async fn claim(&mut self, queue: &str, limit: u32) -> sqlx::Result<Vec<i64>> {
+        use jobq_runtime::__private::sql;
+        let mut ids: Vec<i64> = match self {
+            Self::MySql(tx) => sqlx::query(sql::mysql::CLAIM_SELECT)
+                .bind(queue)
+                .bind(limit)
+                .fetch_all(&mut **tx)
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect(),
+            Self::Postgres(tx) => sqlx::query(sql::postgres::CLAIM)
+                .bind(queue)
+                .bind(i64::from(limit))
+                .bind(1i64)
+                .bind(30_000_000i64)
+                .bind("holder")
+                .fetch_all(&mut **tx)
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect(),
+            Self::Sqlite(tx) => {
+                sqlx::query_scalar(
+                    "SELECT id FROM jobq_jobs WHERE queue = ?1 AND status = 'pending' \
+                     ORDER BY priority, run_at, id LIMIT ?2",
+                )
+                .bind(queue)
+                .bind(limit)
+                .fetch_all(&mut **tx)
+                .await?
+            }
+        };
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// Locks rows `ids` (`SELECT … FOR UPDATE`), as a stuck settle or a
+    /// caller's duplicate enqueue of a key would; on SQLite, which has no
+    /// row locks, reads them (see [`claim`](Self::claim)). How many it found.
+    pub async fn lock(&mut self, ids: &[i64]) -> sqlx::Result<usize> {
+        let list = ids
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!("SELECT id FROM jobq_jobs WHERE id IN ({list}) ORDER BY id");
+        let locking = format!("{sql} FOR UPDATE");
+        Ok(match self {
+            Self::MySql(tx) => sqlx::query(&locking).fetch_all(&mut **tx).await?.len(),
+            Self::Postgres(tx) => sqlx::query(&locking).fetch_all(&mut **tx).await?.len(),
+            Self::Sqlite(tx) => sqlx::query(&sql).fetch_all(&mut **tx).await?.len(),
+        })
+    }
+
+    /// Ends the transaction, releasing what it held.
+    pub async fn rollback(self) -> sqlx::Result<()> {
+        match self {
+            Self::MySql(tx) => tx.rollback().await,
+            Self::Postgres(tx) => tx.rollback().await,
+            Self::Sqlite(tx) => tx.rollback().await,
         }
     }
 }

@@ -196,6 +196,11 @@ fn named_paths(code: &str) -> Vec<Vec<String>> {
             if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
                 continue;
             }
+            // A visibility, `pub(in crate::worker)`, names where an item
+            // is seen, not an item it uses.
+            if code[..at].trim_end().ends_with("(in") {
+                continue;
+            }
             let path: String = code[at..]
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
@@ -441,4 +446,31 @@ fn the_check_finds_a_loop_and_follows_re_exports() {
         "{}",
         describe(&found)
     );
+}
+
+#[test]
+fn a_visibility_restricted_to_a_module_is_not_an_import_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir(src.join("worker")).unwrap();
+    std::fs::write(src.join("lib.rs"), "mod worker;\n").unwrap();
+    std::fs::write(
+        src.join("worker/mod.rs"),
+        "mod task;\npub use task::Task;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("worker/task.rs"),
+        "pub struct Task;\npub(in crate::worker) fn run() {}\n",
+    )
+    .unwrap();
+    let found = loops(&graph(src));
+    assert!(found.is_empty(), "{}", describe(&found));
+    // The same file naming its parent's item is one.
+    std::fs::write(
+        src.join("worker/task.rs"),
+        "pub struct Task;\npub(in crate::worker) fn run() { let _ = crate::worker::Task; }\n",
+    )
+    .unwrap();
+    assert_eq!(loops(&graph(src)).len(), 1);
 }

@@ -241,6 +241,20 @@ async fn a_created_range_lists_the_jobs_enqueued_in_it(db: TestDb) {
             .await
             .is_empty()
     );
+    // A count reads the same range of ids.
+    let count = |filter| async move { jobq.count_where(&filter).await.unwrap() };
+    assert_eq!(
+        count(rows.in_queue().created(Some(last), Some(later_at))).await,
+        1
+    );
+    assert_eq!(
+        count(rows.in_queue().created(Some(far), None)).await,
+        all.len() as u64
+    );
+    assert_eq!(
+        count(rows.in_queue().created(Some(later_at), None)).await,
+        1
+    );
 }
 
 async fn pages_run_newest_or_oldest_first(db: TestDb) {

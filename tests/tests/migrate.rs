@@ -35,7 +35,9 @@ async fn jobq_and_the_applications_sqlx_migrations_coexist() {
             20_261_130_000_001,
             20_261_201_170_001,
             20_261_204_000_001,
-            20_261_204_000_002
+            20_261_204_000_002,
+            20_261_204_120_001,
+            20_261_204_120_002
         ]
     );
     let app_versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
@@ -80,4 +82,128 @@ async fn many_handles_migrate_a_new_database_at_once(db: TestDb) {
     );
 }
 
-jobq_tests::on_every_backend!(many_handles_migrate_a_new_database_at_once);
+/// A database migrated by the jobq of 2026-12-04 has an index by enqueue
+/// time, written at every enqueue and read by no statement now (a time
+/// filter reads a range of ids): migrating drops it, and migrating again
+/// with it already gone changes nothing.
+async fn the_enqueue_time_index_of_an_earlier_jobq_is_dropped(db: TestDb) {
+    let scratch = db.scratch("jobq_migrate_created").await;
+    let jobq = scratch.jobq(2).await;
+    jobq.migrate().await.unwrap();
+    let sql = Db::of(&jobq);
+    let (create, has) = match sql {
+        Db::Postgres(_) => return, // it never had one
+        Db::MySql(_) => (
+            "ALTER TABLE jobq_jobs ADD INDEX jobq_jobs_created (created_at)",
+            "SELECT COUNT(*) FROM information_schema.STATISTICS \
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'jobq_jobs' AND INDEX_NAME = 'jobq_jobs_created'",
+        ),
+        Db::Sqlite(_) => (
+            "CREATE INDEX jobq_jobs_created ON jobq_jobs (created_at)",
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'jobq_jobs_created'",
+        ),
+    };
+    let forget = "DELETE FROM jobq_migrations WHERE version = 20261204120001";
+    let indexes = async || sql.fetch_all::<(i64,)>(has, &[]).await.unwrap()[0].0;
+    sql.execute(create, &[]).await.unwrap();
+    sql.execute(forget, &[]).await.unwrap();
+    assert_eq!(indexes().await, 1, "the earlier jobq's table");
+    jobq.migrate().await.unwrap();
+    assert_eq!(indexes().await, 0, "dropped");
+    sql.execute(forget, &[]).await.unwrap();
+    jobq.migrate()
+        .await
+        .expect("the migration again, the index gone");
+    assert_eq!(indexes().await, 0);
+}
+
+jobq_tests::on_every_backend!(
+    many_handles_migrate_a_new_database_at_once,
+    the_enqueue_time_index_of_an_earlier_jobq_is_dropped
+);
+
+/// SQLite: a table migrated before the key index was partial (every row an
+/// entry of the column's `UNIQUE` index) is rebuilt with the partial index:
+/// every row kept with its id, the AUTOINCREMENT counter carried over (an id
+/// of a deleted job is not handed out again), keys still deduplicated.
+#[tokio::test]
+async fn sqlite_s_key_index_becomes_partial_keeping_every_row_and_the_id_counter() {
+    let db = TestDb::sqlite().unwrap();
+    let jobq = Jobq::connect(db.url()).await.unwrap();
+    jobq.migrate().await.unwrap();
+    let pool = jobq.sqlite_pool().unwrap().clone();
+    let run = async |sql: &str| {
+        sqlx::raw_sql(sql).execute(&pool).await.unwrap();
+    };
+    // The earlier shape, with rows: ids 1-3, the newest (4) deleted.
+    let earlier = include_str!("../../jobq-runtime/migrations/sqlite/20261129000001_jobq_jobs.sql");
+    run("DROP TABLE jobq_jobs").await;
+    run(earlier).await;
+    run("INSERT INTO jobq_jobs (queue, job_name, payload, run_at, max_attempts, idempotency_key, created_at) VALUES \
+         ('q', 'a', '{}', 1, 3, 'k1', 1), ('q', 'a', '{}', 2, 3, NULL, 2), ('q', 'b', '{}', 3, 3, NULL, 3), \
+         ('q', 'b', '{}', 4, 3, 'k4', 4)")
+        .await;
+    run("DELETE FROM jobq_jobs WHERE id = 4").await;
+    run("DELETE FROM jobq_migrations WHERE version = 20261204120002").await;
+    let indexes = async || -> Vec<(String, Option<String>)> {
+        sqlx::query_as(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobq_jobs' ORDER BY name",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+    };
+    assert!(
+        indexes()
+            .await
+            .iter()
+            .any(|(name, _)| name.starts_with("sqlite_autoindex_jobq_jobs")),
+        "the earlier shape: {:?}",
+        indexes().await
+    );
+
+    jobq.migrate().await.unwrap();
+
+    let after = indexes().await;
+    let names: Vec<&str> = after.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "jobq_jobs_claim",
+            "jobq_jobs_finished",
+            "jobq_jobs_idempotency_key",
+            "jobq_jobs_job_name"
+        ]
+    );
+    let key_index = after[2].1.as_deref().unwrap();
+    assert!(
+        key_index.contains("WHERE idempotency_key IS NOT NULL"),
+        "{key_index}"
+    );
+    let rows: Vec<(i64, Option<String>)> =
+        sqlx::query_as("SELECT id, idempotency_key FROM jobq_jobs ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(rows, [(1, Some("k1".into())), (2, None), (3, None)]);
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Probe {}
+    impl jobq_runtime::Job for Probe {
+        const NAME: &'static str = "migrate_probe";
+    }
+    let options = |key: Option<&str>| {
+        let options = jobq_runtime::Enqueue::new().queue("q");
+        match key {
+            Some(key) => options.idempotency_key(key),
+            None => options,
+        }
+    };
+    let fresh = jobq.enqueue_with(Probe {}, options(None)).await.unwrap();
+    assert_eq!(fresh.id, 5, "past the deleted job's id");
+    let again = jobq
+        .enqueue_with(Probe {}, options(Some("k1")))
+        .await
+        .unwrap();
+    assert_eq!(again.id, 1, "the key still taken");
+    assert!(again.duplicate);
+}

@@ -9,7 +9,7 @@ use chrono::Utc;
 use jobq_runtime::__store::{self, Claim};
 use jobq_runtime::{Backend, Enqueue, Jobq, STATS_FINISHED_CAP, STATS_MINUTES, job};
 use jobq_tests::sql::{Arg, Db};
-use jobq_tests::{TestDb, invalid, on, unique_queue, wait_until};
+use jobq_tests::{TestDb, on, unique_queue, wait_until};
 
 #[job(name = "stats_noop")]
 async fn noop(n: u64) {
@@ -129,24 +129,6 @@ async fn a_paused_queue_without_jobs_shows_in_stats(db: TestDb) {
     assert!(!jobq.paused_queues().await.unwrap().contains(&queue));
 }
 
-/// Pause and resume say whether they changed anything, and check the
-/// queue name as enqueue does.
-async fn pause_and_resume_say_whether_they_changed_anything(db: TestDb) {
-    let jobq = db.jobq().await;
-    let queue = unique_queue("stats-toggle");
-    assert!(!jobq.resume(&queue).await.unwrap(), "never paused");
-    assert!(jobq.pause(&queue).await.unwrap());
-    assert!(!jobq.pause(&queue).await.unwrap(), "paused already");
-    assert!(jobq.resume(&queue).await.unwrap());
-    assert!(!jobq.resume(&queue).await.unwrap(), "resumed already");
-    assert!(jobq.pause(&queue).await.unwrap(), "paused again");
-    assert!(jobq.resume(&queue).await.unwrap());
-    jobq_tests::assert_contains(&invalid(jobq.pause("").await), &["queue"]);
-    jobq_tests::assert_contains(&invalid(jobq.pause("a\0b").await), &["queue"]);
-    let long = "q".repeat(jobq_runtime::MAX_QUEUE_LEN + 1);
-    jobq_tests::assert_contains(&invalid(jobq.resume(&long).await), &["queue"]);
-}
-
 /// Finished rows are counted up to the cap, and the count says so.
 async fn finished_rows_are_counted_up_to_the_cap(db: TestDb) {
     let jobq = db.jobq().await;
@@ -206,7 +188,6 @@ async fn an_expired_lease_shows_until_it_is_reaped(db: TestDb) {
 jobq_tests::on_every_backend!(
     stats_reports_every_figure_of_a_queue,
     a_paused_queue_without_jobs_shows_in_stats,
-    pause_and_resume_say_whether_they_changed_anything,
     finished_rows_are_counted_up_to_the_cap,
     an_expired_lease_shows_until_it_is_reaped,
     stats_reads_only_indexes_on_a_big_table,

@@ -129,17 +129,12 @@ pub(crate) struct Hints {
     /// A page of one queue and one status: the claim index (every matching
     /// entry, sorted).
     pub(crate) claim: &'static str,
-    /// A read of a filter with a job name or an enqueue-time bound, and a
-    /// count or a bulk action's ids of any filter: the filter's secondary
-    /// indexes (the optimizer takes the best one), never a walk of the
-    /// primary key or a scan of the table.
+    /// A read of a filter with a job name, and a count or a bulk action's
+    /// ids of any filter an index serves: the filter's secondary indexes
+    /// (the optimizer takes the best one), never a walk of the primary key
+    /// or a scan of the table. A filter with only an enqueue-time bound is
+    /// a range of the primary key ([`Window`]) and gets no hint.
     pub(crate) secondary: &'static str,
-    /// A read of a filter with an enqueue-time bound, where that differs
-    /// from [`secondary`](Self::secondary) (SQLite, whose `INDEXED BY`
-    /// names one index): the time index. SQLite's planner otherwise walks
-    /// the rowid for a page newest first, expecting a quarter of the rows
-    /// in any window, and reads the whole table when the window holds none.
-    pub(crate) time: &'static str,
 }
 
 /// A backend's filtered statements.
@@ -154,6 +149,8 @@ pub(crate) struct Filtered {
     /// The head of one page of the ids a bulk action acts on, read without
     /// locks; the page is in id order, past the previous page's last id.
     pub(crate) ids: &'static str,
+    /// The statements of the search for an enqueue-time bound ([`Window`]).
+    pub(crate) window: WindowPieces,
     /// Its index hints, if its optimizer needs them.
     pub(crate) hints: Option<Hints>,
     /// Ids per page. Where a filter's index is in another order than id
@@ -193,6 +190,17 @@ impl Pieces {
     }
 }
 
+/// The statements of [`Window`]'s search.
+#[derive(Debug)]
+pub(crate) struct WindowPieces {
+    /// The id of the newest row (one row of the primary key).
+    pub(crate) last_id: &'static str,
+    /// One probe, around the id's and the time's placeholders (each after
+    /// its piece): the id of the first row at or past an id, if it was
+    /// enqueued at or after a time, else no row.
+    pub(crate) probe: [&'static str; 3],
+}
+
 /// Which of a backend's filtered statements to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -218,13 +226,16 @@ pub enum Bind {
 }
 
 /// A filter as a store applies it: the validated [`JobFilter`], the
-/// statuses left after the action's own, and where keyset paging starts.
+/// statuses left after the action's own, where keyset paging starts, and
+/// the ids its enqueue-time bounds lie between.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Where<'a> {
     pub(crate) filter: &'a JobFilter,
     pub(crate) statuses: Statuses,
     /// `(direction, id)`: only ids past `id` that way.
     pub(crate) after: Option<(Order, i64)>,
+    /// The ids of the filter's enqueue-time bounds (see [`Window`]).
+    pub(crate) window: Window,
 }
 
 impl<'a> Where<'a> {
@@ -234,7 +245,59 @@ impl<'a> Where<'a> {
             filter,
             statuses: filter.status.map_or(Statuses::Any, Statuses::One),
             after: None,
+            window: Window::default(),
         }
+    }
+}
+
+/// The range of ids an enqueue-time filter reads: ids are handed out in
+/// the order jobs are enqueued, so the jobs enqueued in `[from, before)`
+/// lie between the first id enqueued at or after `from` and the first
+/// enqueued at or after `before`. Each bound is found by a binary search
+/// of the primary key ([`Filtered::probe`], about 20 point reads per
+/// million ids), so a time filter reads a range of the primary key: no
+/// index by enqueue time is written at every enqueue. The time condition
+/// is applied as well, so every job listed was enqueued in the window; a
+/// job whose `created_at` is out of id order (enqueued by a host whose
+/// clock was behind another's) may be left out near a bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Window {
+    /// Only ids at or past this.
+    pub(crate) from: Option<i64>,
+    /// Only ids before this.
+    pub(crate) before: Option<i64>,
+}
+
+impl Window {
+    /// Finds the first id of the rows enqueued at or after `t`, among the
+    /// ids `[lo, hi)` (`hi` past the last id): `None` if none was,
+    /// assuming `created_at` grows with the id. `probe(id, t)` is the id of
+    /// the first row at or past `id` if that row was enqueued at or after
+    /// `t`, else `None`.
+    pub(crate) async fn first_enqueued_at<E, P>(
+        t: DateTime<Utc>,
+        mut lo: i64,
+        mut hi: i64,
+        mut probe: impl FnMut(i64, DateTime<Utc>) -> P,
+    ) -> Result<Option<i64>, E>
+    where
+        P: Future<Output = Result<Option<i64>, E>>,
+    {
+        let mut found = None;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match probe(mid, t).await? {
+                // No row in [mid, id): the answer is `id` or below `mid`.
+                Some(id) => {
+                    found = Some(id);
+                    hi = mid;
+                }
+                // The first row past `mid` was enqueued before `t` (or
+                // there is none): the answer is past `mid`.
+                None => lo = mid + 1,
+            }
+        }
+        Ok(found)
     }
 }
 
@@ -273,13 +336,7 @@ impl Filtered {
             },
         };
         let p = &self.pieces;
-        let mut s = Statement {
-            sql: format!("{}{} WHERE TRUE", shape.head, self.hint(kind, w)),
-            binds: Vec::new(),
-            numbered: p.numbered,
-            placeholder: p.placeholder,
-            next_param: 1,
-        };
+        let mut s = self.empty(&format!("{}{} WHERE TRUE", shape.head, self.hint(kind, w)));
         let f = w.filter;
         if let Some(queue) = &f.queue {
             s.push(p.queue, Bind::Text(queue.clone()));
@@ -308,6 +365,12 @@ impl Filtered {
         if let Some(before) = f.created_before {
             s.push(p.created_before, Bind::Time(storable(before)));
         }
+        if let Some(from) = w.window.from {
+            s.push(p.id_above, Bind::Int(from.saturating_sub(1)));
+        }
+        if let Some(before) = w.window.before {
+            s.push(p.id_below, Bind::Int(before));
+        }
         match w.after {
             Some((Order::NewestFirst, id)) => s.push(p.id_below, Bind::Int(id)),
             Some((Order::OldestFirst, id)) => s.push(p.id_above, Bind::Int(id)),
@@ -322,6 +385,33 @@ impl Filtered {
 }
 
 impl Filtered {
+    /// One probe of [`Window::first_enqueued_at`]: the id of the first row
+    /// at or past `id` if it was enqueued at or after `t`, else no row (a
+    /// lookup of the primary key and one row).
+    pub(crate) fn probe(&self, id: i64, t: DateTime<Utc>) -> Statement {
+        let [head, id_piece, time_piece] = self.window.probe;
+        let mut s = self.empty(head);
+        s.push(id_piece, Bind::Int(id));
+        s.push(time_piece, Bind::Time(storable(t)));
+        s
+    }
+
+    /// The id of the newest row, if any (one row of the primary key).
+    pub(crate) fn last_id(&self) -> Statement {
+        self.empty(self.window.last_id)
+    }
+
+    /// `sql`, to which the backend's placeholders are appended.
+    fn empty(&self, sql: &str) -> Statement {
+        Statement {
+            sql: sql.to_owned(),
+            binds: Vec::new(),
+            numbered: self.pieces.numbered,
+            placeholder: self.pieces.placeholder,
+            next_param: 1,
+        }
+    }
+
     /// The index hint of the `kind` statement for `w` (see [`Hints`]), or
     /// none.
     fn hint(&self, kind: Kind, w: &Where<'_>) -> &'static str {
@@ -329,10 +419,7 @@ impl Filtered {
             return "";
         };
         let f = w.filter;
-        if !hints.time.is_empty() && (f.created_from.is_some() || f.created_before.is_some()) {
-            return hints.time;
-        }
-        let spread = f.job_name.is_some() || f.created_from.is_some() || f.created_before.is_some();
+        let spread = f.job_name.is_some();
         let indexed = spread || f.queue.is_some() || f.key_prefix.is_some();
         let reads_every_match = matches!(kind, Kind::Count | Kind::Retry | Kind::Cancel);
         if spread || (reads_every_match && indexed) {
@@ -512,6 +599,56 @@ mod tests {
             pages.next_statement(&SMALL_PAGES).is_none(),
             "a short page is the last"
         );
+    }
+
+    /// The ids of rows enqueued at `created[i]` (growing), with gaps.
+    fn table(n: i64) -> Vec<(i64, DateTime<Utc>)> {
+        let start = DateTime::<Utc>::UNIX_EPOCH;
+        let mut id = 0;
+        (0..n)
+            .map(|i| {
+                id += 1 + (i * 7919) % 5; // gaps of 0 to 4 ids
+                (id, start + chrono::Duration::seconds(i / 3)) // 3 rows a second
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_window_search_finds_the_first_id_enqueued_at_or_after_each_time() {
+        for n in [0, 1, 2, 3, 10, 97, 1000] {
+            let rows = table(n);
+            let past_last = rows.last().map_or(1, |r| r.0 + 1);
+            let start = DateTime::<Utc>::UNIX_EPOCH;
+            for second in -2..=(n / 3 + 2) {
+                let t = start
+                    + chrono::Duration::seconds(second)
+                    + chrono::Duration::milliseconds(500 * (second % 2));
+                let probes = std::cell::Cell::new(0);
+                let probe = |id: i64, t: DateTime<Utc>| {
+                    probes.set(probes.get() + 1);
+                    let first = rows.iter().find(|r| r.0 >= id);
+                    let found = first.filter(|r| r.1 >= t).map(|r| r.0);
+                    async move { Ok::<_, ()>(found) }
+                };
+                let found = block_on(Window::first_enqueued_at(t, 0, past_last, probe));
+                let expected = rows.iter().find(|r| r.1 >= t).map(|r| r.0);
+                assert_eq!(found, Ok(expected), "n={n} t={t}");
+                let bound = 2 + (64 - past_last.leading_zeros());
+                assert!(
+                    probes.get() <= bound,
+                    "{} probes for {past_last} ids",
+                    probes.get()
+                );
+            }
+        }
+    }
+
+    /// Runs a future that never waits.
+    fn block_on<F: Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+            .block_on(future)
     }
 
     #[test]

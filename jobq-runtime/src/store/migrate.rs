@@ -18,40 +18,22 @@ pub(crate) struct Migration {
     pub(crate) sql: &'static str,
 }
 
+/// `migrations!("mysql": 20261129000001 "jobq_jobs", …)`: the migrations
+/// of `jobq-runtime/migrations/mysql/`, each file `{version}_{name}.sql`,
+/// in order. Each backend lists its own, as `MIGRATIONS` in its `sql.rs`.
 macro_rules! migrations {
     ($dir:literal: $($version:literal $name:literal),* $(,)?) => {
-        &[$(Migration {
+        &[$($crate::store::migrate::Migration {
             version: $version,
             description: $name,
-            sql: include_str!(concat!("../../migrations/", $dir, "/", $version, "_", $name, ".sql")),
+            sql: include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"), "/migrations/", $dir, "/", $version, "_", $name, ".sql"
+            )),
         }),*]
     };
 }
 
-#[cfg(feature = "mysql")]
-pub(crate) const MYSQL: &[Migration] = migrations!("mysql":
-    20261129000001 "jobq_jobs",
-    20261201000001 "jobq_jobs_bytes",
-    20261201170001 "jobq_queues",
-    20261204000001 "jobq_jobs_name_created",
-    20261204000002 "jobq_workers",
-);
-#[cfg(feature = "sqlite")]
-pub(crate) const SQLITE: &[Migration] = migrations!("sqlite":
-    20261129000001 "jobq_jobs",
-    20261130000001 "jobq_jobs_finished",
-    20261201170001 "jobq_queues",
-    20261204000001 "jobq_jobs_name_created",
-    20261204000002 "jobq_workers",
-);
-#[cfg(feature = "postgres")]
-pub(crate) const POSTGRES: &[Migration] = migrations!("postgres":
-    20261129000001 "jobq_jobs",
-    20261130000001 "jobq_jobs_finished",
-    20261201170001 "jobq_queues",
-    20261201170002 "jobq_jobs_finished_by_queue",
-    20261204000002 "jobq_workers",
-);
+pub(crate) use migrations;
 
 /// The migrations of `all` whose version is not in `applied`, in order.
 pub(crate) fn pending<'a>(
@@ -62,7 +44,7 @@ pub(crate) fn pending<'a>(
 }
 
 /// What of `all` `applied` lacks, as [`Error::MigrationsPending`] names it
-/// (`migration 20261204000001 (jobq_jobs_name_created)`, `migrations …`),
+/// (`migration 20261204000001 (jobq_jobs_job_name)`, `migrations …`),
 /// or `None` when nothing. Versions applied that `all` does not know (a
 /// newer jobq migrated the database) are not this jobq's concern.
 ///

@@ -14,12 +14,14 @@
 //! list, count and the batches of bulk retry and cancel, whose statements
 //! each backend declares as the constant pieces of a [`filter::Filtered`]
 //! (see `filter.rs`). Each method documents what it promises; the
-//! backends' module docs say how their SQL keeps it. A method that writes
-//! is one try of one statement or one short transaction; what every
-//! backend does the same way around those tries — deadlines, retries of
-//! transient errors, chunks of fences, batches of a prune — is written
-//! once in `policy.rs`, which [`Store`] calls for every write, and so are
-//! the fencing tokens.
+//! backends' module docs say how their SQL keeps it; the contract suite
+//! (`tests/tests/contract/`, one module per area) checks each promise on
+//! every backend and on a 3-node Galera cluster. A method that writes is
+//! one try of one statement or one short transaction; what every backend
+//! does the same way around those tries — deadlines, retries of transient
+//! errors, chunks of fences, batches of a prune — is written once in
+//! `policy.rs`, which [`Store`] calls for every write, and so are the
+//! fencing tokens.
 //!
 //! The trait is crate-private (nothing outside jobq can implement it) and
 //! not object safe on purpose (`async fn`, associated types): the set of
@@ -30,16 +32,17 @@
 //!
 //! # Layers
 //!
-//! Value types (`types.rs`, `ops.rs`, `roster.rs`, `options.rs`,
-//! `connection.rs`) ← errors ← the contract and its policy
-//! (`store/contract.rs`, `store/policy.rs`, `store/filter.rs`,
-//! `store/doctor.rs`, and `store/shared.rs`: the code backends write alike,
-//! as macros and over [`shared::Columns`]) ← the backends
-//! (`store/<backend>/`) ← this list ←
-//! the client (`handle.rs`, and `pools.rs`: each backend's constructors on
-//! `Jobq`) ← the worker ← testing. No module imports one above it
+//! The list of backends (`backends.rs`: names only, no import) ← value
+//! types (`types.rs`, `ops.rs`, `roster.rs`, `options.rs`, `connection.rs`)
+//! ← errors ← the contract and its policy (`store/contract.rs`,
+//! `store/policy.rs`, `store/filter.rs`, `store/doctor.rs`, and
+//! `store/shared.rs`: the code backends write alike, as macros and over
+//! [`shared::Columns`]) ← the backends (`store/<backend>/`) ← this file
+//! ([`Store`], its dispatch, [`connect`]) ← the client (`handle.rs`, and
+//! `pools.rs`: each backend's constructor and accessor on `Jobq`) ← the
+//! worker ← testing. No module imports one above it
 //! (`tests/tests/layers.rs` checks the whole graph): a backend never
-//! imports this list or the client.
+//! imports this file or the client.
 //!
 //! # Layout
 //!
@@ -49,9 +52,10 @@
 //!   `impl BackendStore`, each write one try (the policy retries it), with
 //!   the methods its dialect writes as others do expanded from `shared.rs`;
 //! - `sql.rs`: every statement it runs, as constants (IN-lists are built
-//!   there from constant pieces); tests reach them as
-//!   `jobq_runtime::__private::sql::<backend>`. No SQL text lives anywhere
-//!   else (a test below checks it);
+//!   there from constant pieces), and its migrations (`MIGRATIONS`, the
+//!   files of `jobq-runtime/migrations/<backend>/`); tests reach the
+//!   statements as `jobq_runtime::__private::sql::<backend>`. No SQL text
+//!   lives anywhere else (a test below checks it);
 //! - `glue.rs`: the `EnqueueConnection` impl of its connection (and, for
 //!   `testing`, how a database of a test's own is made on its server);
 //! - its mechanism files: MySQL's resumed-claim `position.rs` and connect
@@ -63,21 +67,41 @@
 //! # Adding a backend
 //!
 //! Its folder as above, with `impl BackendStore for FooStore` (the compiler
-//! lists what is missing), its migrations in `jobq-runtime/migrations/foo/`,
-//! and outside them:
+//! lists what is missing), and its migrations: the files in
+//! `jobq-runtime/migrations/foo/` and their list in its `sql.rs` (a test
+//! below checks the two agree). Outside them it touches four files, three
+//! of them in jobq-runtime:
 //!
-//! 1. `jobq-runtime/Cargo.toml`: a feature enabling only its sqlx driver
-//!    (`foo = ["sqlx/foo"]`), in `default` if it should be on by default.
-//! 2. This file: the module and its re-export, the [`Store`] variant, its
-//!    arm in [`dispatch!`], [`connect`] and [`Store::enqueue_in`].
-//! 3. `types.rs`: a variant in [`Backend`] (always present, whatever the
-//!    features), its URL schemes in `Backend::from_url` and its feature in
-//!    `Backend::feature`.
-//! 4. `connection.rs`: its `AnyConnection` variant; `pools.rs`: its
-//!    `Jobq::from_foo_pool` and `foo_pool`; `store/migrate.rs`: its
-//!    migrations; `lib.rs`: its `sql` module (`__private::sql`).
-//! 5. Its rows in the conformance suite's `on_every_backend!` and a
-//!    single-backend check in `scripts/backends.sh`.
+//! 1. `jobq-runtime/src/backends.rs`: its entry in the list (variant,
+//!    feature, store, sqlx pool and connection, name, URL schemes, and the
+//!    names and docs of `Jobq::from_foo_pool` and `Jobq::foo_pool`).
+//!    Everything that has a variant, an arm or an item per backend is made
+//!    from the list: [`Backend`] with its name, feature and schemes,
+//!    `AnyConnection`, [`Store`], [`dispatch!`], [`connect`],
+//!    [`Store::enqueue_in`], the constructors and accessors on `Jobq`
+//!    (`pools.rs`), `__private::sql` and the error of a build with no
+//!    backend (`lib.rs`).
+//! 2. This file: its module, `#[cfg(feature = "foo")] pub(crate) mod foo;`
+//!    (written out: `cargo fmt` does not see a module a macro declares).
+//! 3. `jobq-runtime/Cargo.toml`: its feature, enabling its sqlx driver
+//!    alone (`foo = ["sqlx/foo"]`), in `default` if it should be on by
+//!    default. `scripts/backends.sh` finds it there and builds it alone; a
+//!    test below checks that the manifest's backend features are the list's.
+//! 4. `tests/src/lib.rs`: its row in the contract suite
+//!    (`tests/tests/contract/`, every method of [`BackendStore`] on every
+//!    backend: the suite a backend must pass), which the conformance suite
+//!    then runs on too: a `TestDb::foo()` and its line in
+//!    `on_every_backend!`. Beside it, `tests/src/sql.rs`: its arm in the
+//!    few statements those tests write by hand (`Db`: a row made to look
+//!    old, a transaction that holds rows the way its claim does). (A
+//!    backend on a server also needs the test scripts to give it one:
+//!    `scripts/test.sh` a database per run, `tests/src/scratch.rs` scratch
+//!    databases.)
+//!
+//! What only some backends do is written where it is needed, not asked of
+//! a new one: MySQL/MariaDB's connect list sees every result
+//! ([`dispatch_seen!`]) and has accessors of its own on `Jobq`; a server
+//! backend adds its arm to [`server_database`] for `TestJobq::isolated`.
 
 use std::time::Duration;
 
@@ -85,6 +109,7 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use self::filter::{Kind, Statement, Where};
+use crate::backends;
 use crate::connection::AnyConnection;
 use crate::error::{Error, Result};
 use crate::metrics::statement;
@@ -114,34 +139,37 @@ pub(crate) use contract::{
 };
 pub(crate) use policy::new_token_base;
 
-#[cfg(feature = "mysql")]
-pub(crate) use mysql::MySqlStore;
-#[cfg(feature = "postgres")]
-pub(crate) use postgres::PgStore;
-#[cfg(feature = "sqlite")]
-pub(crate) use sqlite::SqliteStore;
-
-/// The concrete stores, one variant per compiled-in backend.
-#[derive(Debug, Clone)]
-pub(crate) enum Store {
-    #[cfg(feature = "mysql")]
-    MySql(MySqlStore),
-    #[cfg(feature = "sqlite")]
-    Sqlite(SqliteStore),
-    #[cfg(feature = "postgres")]
-    Postgres(PgStore),
+/// Makes [`Store`] from the list of backends: a variant per compiled-in backend.
+macro_rules! store_enum {
+    (() $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
+        /// The concrete stores, one variant per compiled-in backend.
+        #[derive(Debug, Clone)]
+        pub(crate) enum Store {
+            $(
+                #[cfg(feature = $feature)]
+                $variant($module::$store),
+            )*
+        }
+    };
 }
+
+backends::list!(store_enum);
 
 /// Runs `$body` with `$s` bound to the concrete store.
 macro_rules! dispatch {
     ($self:expr, $s:ident => $body:expr) => {
+        crate::backends::list!(dispatch_arms($self, $s => $body))
+    };
+}
+
+/// The `match` of [`dispatch!`]: an arm per compiled-in backend.
+macro_rules! dispatch_arms {
+    (($self:expr, $s:ident => $body:expr) $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
         match $self {
-            #[cfg(feature = "mysql")]
-            Store::MySql($s) => $body,
-            #[cfg(feature = "sqlite")]
-            Store::Sqlite($s) => $body,
-            #[cfg(feature = "postgres")]
-            Store::Postgres($s) => $body,
+            $(
+                #[cfg(feature = $feature)]
+                Store::$variant($s) => $body,
+            )*
         }
     };
 }
@@ -158,10 +186,44 @@ macro_rules! dispatch_seen {
                 $s.seen(&result);
                 result
             }
-            #[cfg(feature = "sqlite")]
-            Store::Sqlite($s) => $body,
-            #[cfg(feature = "postgres")]
-            Store::Postgres($s) => $body,
+            #[allow(unreachable_patterns)]
+            store => dispatch!(store, $s => $body),
+        }
+    };
+}
+
+/// The `match` of [`connect`]: the store of `$backend` if it is compiled
+/// in, else [`Error::BackendNotCompiled`].
+macro_rules! connect_to {
+    (($backend:expr, $url:expr, $options:expr) $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
+        match $backend {
+            $(
+                #[cfg(feature = $feature)]
+                Backend::$variant => Ok(Store::$variant($module::$store::connect($url, $options).await?)),
+            )*
+            #[allow(unreachable_patterns)]
+            backend => Err(Error::BackendNotCompiled {
+                backend,
+                feature: backend.feature(),
+            }),
+        }
+    };
+}
+
+/// The `match` of [`Store::enqueue_in`]: a backend's connection to a store
+/// of the same backend, else [`Error::BackendMismatch`].
+macro_rules! enqueue_in_arms {
+    (($this:expr, $conn:expr, $job:expr) $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
+        match ($this, $conn) {
+            $(
+                #[cfg(feature = $feature)]
+                (Store::$variant(_), AnyConnection::$variant(c)) => $module::$store::enqueue_in(c, $job).await,
+            )*
+            #[allow(unreachable_patterns)]
+            (store, given) => Err(Error::BackendMismatch {
+                expected: store.backend().name(),
+                given: given.backend().name(),
+            }),
         }
     };
 }
@@ -193,21 +255,7 @@ pub(crate) async fn connect(url: &str, options: &ConnectOptions) -> Result<Store
     let Some(backend) = Backend::from_url(url) else {
         return Err(Error::UnsupportedUrl(crate::options::redact_url(url)));
     };
-    Ok(match backend {
-        #[cfg(feature = "mysql")]
-        Backend::MySql => Store::MySql(MySqlStore::connect(url, options).await?),
-        #[cfg(feature = "sqlite")]
-        Backend::Sqlite => Store::Sqlite(SqliteStore::connect(url, options).await?),
-        #[cfg(feature = "postgres")]
-        Backend::Postgres => Store::Postgres(PgStore::connect(url, options).await?),
-        #[allow(unreachable_patterns)]
-        backend => {
-            return Err(Error::BackendNotCompiled {
-                backend,
-                feature: backend.feature(),
-            });
-        }
-    })
+    backends::list!(connect_to(backend, url, options))
 }
 
 impl Store {
@@ -259,19 +307,7 @@ impl Store {
         conn: AnyConnection<'_>,
         job: &NewJob,
     ) -> Result<Enqueued> {
-        #[allow(unreachable_patterns)]
-        match (self, conn) {
-            #[cfg(feature = "mysql")]
-            (Self::MySql(_), AnyConnection::MySql(c)) => MySqlStore::enqueue_in(c, job).await,
-            #[cfg(feature = "sqlite")]
-            (Self::Sqlite(_), AnyConnection::Sqlite(c)) => SqliteStore::enqueue_in(c, job).await,
-            #[cfg(feature = "postgres")]
-            (Self::Postgres(_), AnyConnection::Postgres(c)) => PgStore::enqueue_in(c, job).await,
-            (store, given) => Err(Error::BackendMismatch {
-                expected: store.backend().name(),
-                given: given.backend().name(),
-            }),
-        }
+        backends::list!(enqueue_in_arms(self, conn, job))
     }
 
     /// Claims up to `limit` due jobs of `queue`, ordered by priority, run_at, id.
@@ -365,9 +401,15 @@ impl Store {
     /// Cancels one row; `signal` gets the claim it ended (if it was
     /// `processing`) once the change has committed.
     pub(crate) async fn cancel(&self, id: i64, signal: fn(&[Fence])) -> Result<bool> {
-        let cancelled = retried!(self, CANCEL, s => s.cancel(id))?;
+        let cancelled = self.cancel_row(id).await?;
         signal(&cancelled.held);
         Ok(cancelled.changed == 1)
+    }
+
+    /// What cancelling one row changed, telling no worker (see
+    /// [`BackendStore::cancel`]); [`cancel`](Self::cancel) is this and the signal.
+    pub(crate) async fn cancel_row(&self, id: i64) -> Result<contract::Cancelled> {
+        retried!(self, CANCEL, s => s.cancel(id))
     }
 
     /// Ids one page of a bulk action reads at most here.
@@ -380,6 +422,37 @@ impl Store {
         dispatch!(self, s => s.filtered().statement(kind, w, limit))
     }
 
+    /// `w` with the ids of its enqueue-time bounds ([`filter::Window`]),
+    /// each found by a binary search of the primary key.
+    pub(crate) async fn windowed<'a>(&self, w: Where<'a>) -> Result<Where<'a>> {
+        let (from, before) = (w.filter.created_from, w.filter.created_before);
+        if from.is_none() && before.is_none() {
+            return Ok(w);
+        }
+        let filtered = dispatch!(self, s => s.filtered());
+        let last = dispatch_seen!(self, s => s.ids(&filtered.last_id()).await)?;
+        let past_last = last.first().map_or(1, |id| id.saturating_add(1));
+        let probe = |id, t| {
+            let statement = filtered.probe(id, t);
+            async move {
+                let ids = dispatch_seen!(self, s => s.ids(&statement).await)?;
+                Ok::<_, crate::error::Error>(ids.first().copied())
+            }
+        };
+        let mut window = filter::Window::default();
+        let mut lo = 0;
+        if let Some(t) = from {
+            let first = filter::Window::first_enqueued_at(t, lo, past_last, probe).await?;
+            lo = first.unwrap_or(past_last);
+            window.from = Some(lo);
+        }
+        if let Some(t) = before {
+            let first = filter::Window::first_enqueued_at(t, lo, past_last, probe).await?;
+            window.before = first;
+        }
+        Ok(Where { window, ..w })
+    }
+
     /// Up to `limit` rows `w` matches, in `order`.
     pub(crate) async fn list(
         &self,
@@ -387,13 +460,15 @@ impl Store {
         order: Order,
         limit: u32,
     ) -> Result<Vec<JobInfo>> {
-        let statement = self.statement(Kind::List(order), w, i64::from(limit));
+        let w = self.windowed(*w).await?;
+        let statement = self.statement(Kind::List(order), &w, i64::from(limit));
         dispatch_seen!(self, s => s.list(&statement).await)
     }
 
     /// How many rows `w` matches.
     pub(crate) async fn count_where(&self, w: &Where<'_>) -> Result<u64> {
-        let statement = self.statement(Kind::Count, w, 0);
+        let w = self.windowed(*w).await?;
+        let statement = self.statement(Kind::Count, &w, 0);
         dispatch_seen!(self, s => s.count_where(&statement).await)
     }
 
@@ -403,6 +478,7 @@ impl Store {
     /// [`filter::BULK_BATCH`], each re-checking the statuses on the rows it
     /// locks. A job a worker fails again meanwhile is not retried again.
     pub(crate) async fn retry_where(&self, w: Where<'_>) -> Result<u64> {
+        let w = self.windowed(w).await?;
         let guard = dispatch!(self, s => s.filtered().guard(w.statuses));
         let mut retried = 0;
         let mut pages = filter::Pages::new(w, Kind::Retry);
@@ -419,6 +495,7 @@ impl Store {
     /// [`retry_where`](Self::retry_where); `signal` gets the claims each
     /// batch ended once it has committed.
     pub(crate) async fn cancel_where(&self, w: Where<'_>, signal: fn(&[Fence])) -> Result<u64> {
+        let w = self.windowed(w).await?;
         let guard = dispatch!(self, s => s.filtered().guard(w.statuses));
         let mut cancelled = 0;
         let mut pages = filter::Pages::new(w, Kind::Cancel);
@@ -639,6 +716,70 @@ mod tests {
         ] {
             assert_eq!(Backend::from_url(url), backend, "{url}");
         }
+    }
+
+    /// Every backend's Cargo feature, from the list of backends.
+    macro_rules! features {
+        (() $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
+            [$($feature),*]
+        };
+    }
+
+    /// Checks each compiled-in backend's migrations with
+    /// [`embeds_every_file_of`].
+    macro_rules! check_embedded_migrations {
+        (() $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
+            $(
+                #[cfg(feature = $feature)]
+                embeds_every_file_of(stringify!($module), super::$module::sql::MIGRATIONS);
+            )*
+        };
+    }
+
+    /// The list names the backend features of jobq-runtime's Cargo.toml,
+    /// all and only those: each enables its sqlx driver alone
+    /// (`mysql = ["sqlx/mysql"]`), the form scripts/backends.sh finds them
+    /// by, and no other feature is of that form.
+    #[test]
+    fn the_list_names_every_backend_feature_of_the_manifest() {
+        let manifest =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+                .unwrap();
+        let mut in_manifest: Vec<&str> = manifest
+            .lines()
+            .filter_map(|line| {
+                let (name, value) = line.split_once(" = ")?;
+                (value == format!("[\"sqlx/{name}\"]")).then_some(name)
+            })
+            .collect();
+        in_manifest.sort_unstable();
+        let mut listed = super::backends::list!(features);
+        listed.sort_unstable();
+        assert_eq!(listed.as_slice(), in_manifest);
+    }
+
+    /// Each compiled-in backend embeds every file of its folder of
+    /// migrations (`migrations/<module>/{version}_{name}.sql`), in order.
+    #[test]
+    fn each_backend_embeds_every_migration_of_its_folder() {
+        super::backends::list!(check_embedded_migrations);
+    }
+
+    fn embeds_every_file_of(module: &str, migrations: &[super::migrate::Migration]) {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("migrations")
+            .join(module);
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort_unstable();
+        let embedded: Vec<String> = migrations
+            .iter()
+            .map(|m| format!("{}_{}.sql", m.version, m.description))
+            .collect();
+        assert!(!embedded.is_empty(), "{module}");
+        assert_eq!(embedded, files, "{}", dir.display());
     }
 
     /// The tests that exist only in a build without every backend.

@@ -361,7 +361,7 @@ where
 }
 
 /// A pooled connection that sat idle at least this long is pinged before use.
-#[cfg(any(feature = "mysql", feature = "postgres"))]
+#[cfg_attr(not(any(feature = "mysql", feature = "postgres")), allow(dead_code))]
 const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// The pools' `before_acquire` hook: pings a connection only when it has been
@@ -369,7 +369,7 @@ const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 /// a round trip that doubled the cost of a single-row enqueue. A connection
 /// in steady use has just proven itself alive; one that idled across a server
 /// restart is pinged, fails, and is replaced before a statement is lost on it.
-#[cfg(any(feature = "mysql", feature = "postgres"))]
+#[cfg_attr(not(any(feature = "mysql", feature = "postgres")), allow(dead_code))]
 pub(crate) fn ping_if_idle<DB: sqlx::Database>(
     conn: &mut DB::Connection,
     meta: sqlx::pool::PoolConnectionMetadata,

@@ -150,7 +150,10 @@ pub(crate) use reads;
 /// stands) and their text decodes as `String`; MySQL/MariaDB's take
 /// each value at each `?` and read text of binary collations.
 /// `queues_with_rows`, `paused_queues` and `stats_finished`.
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "sqlite")),
+    allow(unused_macros)
+)]
 macro_rules! numbered_reads {
     () => {
         async fn queues_with_rows(&self) -> Result<Vec<String>> {
@@ -181,14 +184,20 @@ macro_rules! numbered_reads {
         }
     };
 }
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "sqlite")),
+    allow(unused_imports)
+)]
 pub(crate) use numbered_reads;
 
 /// The writes MySQL/MariaDB and PostgreSQL run alike, one statement each
 /// on the stash with the same values in the same order (their SQL
 /// differs; SQLite binds the times its statements need, and takes the
 /// write turn): `retry`, `set_paused`, and the workers' rows.
-#[cfg(any(feature = "mysql", feature = "postgres"))]
+#[cfg_attr(
+    not(any(feature = "mysql", feature = "postgres")),
+    allow(unused_macros)
+)]
 macro_rules! server_writes {
     () => {
         async fn retry(&self, id: i64) -> Result<bool> {
@@ -240,7 +249,10 @@ macro_rules! server_writes {
         }
     };
 }
-#[cfg(any(feature = "mysql", feature = "postgres"))]
+#[cfg_attr(
+    not(any(feature = "mysql", feature = "postgres")),
+    allow(unused_imports)
+)]
 pub(crate) use server_writes;
 
 /// A statement's SQL as it is: the `$read` of [`reads`] for a

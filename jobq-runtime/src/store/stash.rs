@@ -193,7 +193,7 @@ impl<DB: Database> Stash<DB> {
 
     /// One statement of jobq's, as the server backends run their simple
     /// writes, on a connection of the stash; how many rows it changed.
-    #[cfg(any(feature = "mysql", feature = "postgres"))]
+    #[cfg_attr(not(any(feature = "mysql", feature = "postgres")), allow(dead_code))]
     pub(crate) async fn execute<'q, A>(
         &self,
         query: sqlx::query::Query<'q, DB, A>,
@@ -380,7 +380,6 @@ impl<DB: Database> Drop for Closing<DB> {
 }
 
 /// The rows a statement changed, whatever its backend.
-#[cfg(any(feature = "mysql", feature = "postgres"))]
 pub(crate) trait Affected {
     fn affected(&self) -> u64;
 }

@@ -1,16 +1,19 @@
 //! `Worker::builder(jobq)…build()`.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jobq_core::{Job, Registry, States};
 
-use super::cron::CronSpec;
-use super::shared::{QueueSpec, Settings};
-use super::supervisor::Worker;
+use super::pipeline::Observer;
+use super::settings::{QueueSpec, Settings};
+use super::supervisor::{Parts, Worker};
+use super::upkeep::cron::CronSpec;
 use crate::error::{ConfigError, Result};
 use crate::handle::Jobq;
 use crate::handle::{validate_job_name, validate_queue};
+use crate::seam::{JobLayer, JobLayers};
 use crate::types::Enqueue;
 
 /// Most jobs of one queue a worker runs at once. A claim takes up to this
@@ -85,7 +88,8 @@ pub struct WorkerBuilder {
     settings: Settings,
     worker_id: Option<String>,
     cron: Vec<CronSpec>,
-    observer: Option<super::shared::Observer>,
+    observer: Option<Observer>,
+    layers: JobLayers,
 }
 
 impl WorkerBuilder {
@@ -98,6 +102,7 @@ impl WorkerBuilder {
             worker_id: None,
             cron: Vec::new(),
             observer: None,
+            layers: JobLayers::default(),
         }
     }
 
@@ -263,7 +268,7 @@ impl WorkerBuilder {
 
     /// Reports how each attempt ended to `observer` (`testing`'s drain).
     #[cfg(feature = "testing")]
-    pub(crate) fn observer(mut self, observer: super::shared::Observer) -> Self {
+    pub(crate) fn observer(mut self, observer: Observer) -> Self {
         self.observer = Some(observer);
         self
     }
@@ -272,6 +277,15 @@ impl WorkerBuilder {
     #[cfg(feature = "testing")]
     pub(crate) fn states(mut self, states: States) -> Self {
         self.states = states;
+        self
+    }
+
+    /// Runs every attempt's handler call through `layer`, inside the
+    /// layers added before (see `jobq_runtime::__seam::JobLayer`).
+    /// Unstable: the seam the middleware feature builds on.
+    #[doc(hidden)]
+    pub fn job_layer(mut self, layer: impl JobLayer) -> Self {
+        self.layers.push(Arc::new(layer));
         self
     }
 
@@ -391,16 +405,17 @@ impl WorkerBuilder {
             cron.push(spec.parse()?);
         }
         let worker_id = self.worker_id.unwrap_or_else(default_worker_id);
-        Ok(Worker::new(
-            self.jobq,
-            self.queues,
+        Ok(Worker::new(Parts {
+            jobq: self.jobq,
+            queues: self.queues,
             registry,
-            self.states,
+            states: self.states,
             settings,
             worker_id,
             cron,
-            self.observer,
-        ))
+            observer: self.observer,
+            layers: self.layers,
+        }))
     }
 }
 

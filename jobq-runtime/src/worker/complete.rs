@@ -1,14 +1,17 @@
-//! The completer: settles successes in batches.
+//! The completer: settles successes in batches, taking turns with the
+//! heartbeat through the settle turn ([`super::turn`]).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::FutureExt;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::inject;
-use super::shared::{Shared, backoff, lock, panicked, quietly, unless};
+use super::shared::Shared;
+use super::turn::{SettleTurn, Turned};
+use super::util::{backoff, panicked, quietly, unless};
 use crate::error::Result;
 use crate::metrics::Settle;
 use crate::store::Fence;
@@ -16,40 +19,76 @@ use crate::store::Fence;
 /// Most successes the completer settles per statement.
 const COMPLETE_BATCH: usize = 1000;
 
-/// How long a batch of successes may hold the turn before it is deemed
-/// stuck on a row lock and finishes beside (at most half a heartbeat interval).
-const STUCK_AFTER: Duration = Duration::from_secs(1);
+/// Successes waiting to be settled before job tasks wait (backpressure).
+const COMPLETE_BACKLOG: usize = 10_000;
 
-/// Settles successes in batches: whatever accumulated while the previous
-/// batch was being written goes in the next one. On shutdown it drains what
-/// is left and stops.
-pub(super) async fn completer(shared: Arc<Shared>, mut completions: mpsc::Receiver<Fence>) {
-    let mut batch = Vec::with_capacity(COMPLETE_BATCH);
-    loop {
-        let stopping = tokio::select! {
-            biased;
-            received = completions.recv_many(&mut batch, COMPLETE_BATCH) => received == 0,
-            () = shared.stop_completer.cancelled() => true,
+/// The completer and what it owns: the receiving end of the successes the
+/// attempts hand it, its stop signal, and its side of the settle turn.
+#[derive(Debug)]
+pub(super) struct Completer {
+    shared: Arc<Shared>,
+    turn: Arc<SettleTurn>,
+    completions: mpsc::Receiver<Fence>,
+    /// Makes it drain what is left and stop.
+    stop: CancellationToken,
+}
+
+impl Completer {
+    /// A completer and the sender the attempts hand their successes to.
+    pub(super) fn new(shared: Arc<Shared>, turn: Arc<SettleTurn>) -> (Self, mpsc::Sender<Fence>) {
+        let (sender, completions) = mpsc::channel(COMPLETE_BACKLOG);
+        let completer = Self {
+            shared,
+            turn,
+            completions,
+            stop: CancellationToken::new(),
         };
-        if stopping {
-            while let Ok(fence) = completions.try_recv() {
-                batch.push(fence);
+        (completer, sender)
+    }
+
+    /// The signal that makes it drain what is left and stop.
+    pub(super) fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// Settles successes in batches: whatever accumulated while the previous
+    /// batch was being written goes in the next one. On stop it drains what
+    /// is left and ends.
+    pub(super) async fn run(self) {
+        let Self {
+            shared,
+            turn,
+            mut completions,
+            stop,
+        } = self;
+        let mut batch = Vec::with_capacity(COMPLETE_BATCH);
+        loop {
+            let stopping = tokio::select! {
+                biased;
+                received = completions.recv_many(&mut batch, COMPLETE_BATCH) => received == 0,
+                () = stop.cancelled() => true,
+            };
+            if stopping {
+                while let Ok(fence) = completions.try_recv() {
+                    batch.push(fence);
+                }
             }
-        }
-        if !batch.is_empty() {
-            // settle_completions catches what panics in its writes; this is
-            // for the rest (the completer must outlive any one batch).
-            let handed_off = AssertUnwindSafe(settle_completions(&shared, &batch, stopping))
-                .catch_unwind()
-                .await
-                .unwrap_or(false);
-            if !handed_off {
-                shared.release_held(&batch);
+            if !batch.is_empty() {
+                // settle_completions catches what panics in its writes; this
+                // is for the rest (the completer must outlive any one batch).
+                let settle = settle_completions(&shared, &turn, &batch, stopping);
+                let handed_off = AssertUnwindSafe(settle)
+                    .catch_unwind()
+                    .await
+                    .unwrap_or(false);
+                if !handed_off {
+                    shared.held.release(&batch);
+                }
+                batch.clear();
             }
-            batch.clear();
-        }
-        if stopping {
-            break;
+            if stopping {
+                break;
+            }
         }
     }
 }
@@ -60,10 +99,15 @@ pub(super) async fn completer(shared: Arc<Shared>, mut completions: mpsc::Receiv
 /// expire (at-least-once). Returns `true` if the write was stuck on a row
 /// lock and handed off to finish beside (which then releases the batch from
 /// the held set).
-async fn settle_completions(shared: &Arc<Shared>, batch: &[Fence], stopping: bool) -> bool {
+async fn settle_completions(
+    shared: &Arc<Shared>,
+    turn: &Arc<SettleTurn>,
+    batch: &[Fence],
+    stopping: bool,
+) -> bool {
     match unless(
         &shared.deadline_passed,
-        settle_until_done(shared, batch, stopping),
+        settle_until_done(shared, turn, batch, stopping),
     )
     .await
     {
@@ -81,39 +125,27 @@ async fn settle_completions(shared: &Arc<Shared>, batch: &[Fence], stopping: boo
 }
 
 /// [`settle_completions`] without the shutdown's deadline.
-async fn settle_until_done(shared: &Arc<Shared>, batch: &[Fence], stopping: bool) -> bool {
+async fn settle_until_done(
+    shared: &Arc<Shared>,
+    turn: &Arc<SettleTurn>,
+    batch: &[Fence],
+    stopping: bool,
+) -> bool {
     let give_up_after = if stopping { 3 } else { 20 };
     let mut failures = 0;
     loop {
-        let result = {
-            let turn = shared.bulk_writes.lock().await;
-            set_settling(shared, batch);
-            // Waits out a heartbeat renewing beside the previous batch (uncontended otherwise).
-            drop(shared.beside.lock().await);
-            let mut write = Box::pin(complete_batch(Arc::clone(shared), batch.to_vec()));
-            let stuck_after = STUCK_AFTER.min(shared.settings.heartbeat_interval() / 2);
-            let result = match tokio::time::timeout(stuck_after, &mut write).await {
-                Ok(result) => result,
-                Err(_) => {
-                    // Waiting on a row lock someone else holds: only these
-                    // rows wait for it; the turn goes back to the heartbeats
-                    // and to the batches after this one.
-                    lock(&shared.stuck).extend_from_slice(batch);
-                    set_settling(shared, &[]);
-                    drop(turn);
-                    let shared = Arc::clone(shared);
-                    let batch = batch.to_vec();
-                    shared.clone().beside_writes.spawn(async move {
-                        settle_beside(&shared, write, &batch).await;
-                        lock(&shared.stuck).retain(|fence| !batch.contains(fence));
-                        shared.release_held(&batch);
-                    });
-                    return true;
-                }
-            };
-            set_settling(shared, &[]);
-            drop(turn);
-            result
+        let write = complete_batch(Arc::clone(shared), batch.to_vec());
+        let result = match turn.write(batch, write).await {
+            Turned::Done(result) => result,
+            Turned::Stuck(write, stuck) => {
+                let shared = Arc::clone(shared);
+                turn.beside(async move {
+                    settle_beside(&shared, write, stuck.batch()).await;
+                    let batch = stuck.done();
+                    shared.held.release(&batch);
+                });
+                return true;
+            }
         };
         match result {
             Ok(settled) => {
@@ -160,8 +192,8 @@ async fn settle_until_done(shared: &Arc<Shared>, batch: &[Fence], stopping: bool
     }
 }
 
-/// Finishes the write of a batch that outlasted `STUCK_AFTER` beside the
-/// turn: waiting on a row lock, or on a database that does not answer (the
+/// Finishes, beside the settle turn, the write of a batch that held the
+/// turn too long: waiting on a row lock, or on a database that does not answer (the
 /// write then ends at its statement deadline). A failed write is tried
 /// again, with backoff, for one lease from now — long enough for a frozen
 /// database, or a connect list's move to the next node, not to make these
@@ -235,11 +267,4 @@ async fn complete_batch(shared: Arc<Shared>, batch: Vec<Fence>) -> Result<u64> {
     .catch_unwind()
     .await
     .unwrap_or_else(|panic| Err(panicked("completer", panic.as_ref())))
-}
-
-/// Records the batch of successes written under the turn (none: `&[]`).
-fn set_settling(shared: &Shared, batch: &[Fence]) {
-    let mut settling = lock(&shared.settling);
-    settling.clear();
-    settling.extend_from_slice(batch);
 }

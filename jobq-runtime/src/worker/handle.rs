@@ -6,9 +6,14 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::shared::{Shared, in_span, lock, panic_message, quietly};
+use super::pipeline::Pipeline;
+use super::shared::Shared;
+use super::turn::SettleTurn;
+use super::upkeep::presence;
+use super::util::{in_span, panic_message, quietly, unless};
 use crate::error::{Error, Result};
 
 /// A running worker; see [`Worker::start`](super::Worker::start).
@@ -50,6 +55,8 @@ use crate::error::{Error, Result};
 #[must_use = "dropping the handle shuts the worker down in the background; call shutdown to wait for it"]
 pub struct WorkerHandle {
     shared: Arc<Shared>,
+    /// The claim pipeline (what it holds claimed ahead).
+    pipeline: Arc<Pipeline>,
     /// The worker's tasks; taken by `shutdown` or by the drop guard.
     running: Option<Running>,
     /// The runtime the worker runs on, for the drop guard's shutdown.
@@ -58,21 +65,39 @@ pub struct WorkerHandle {
     span: tracing::Span,
 }
 
-/// The tasks of a started worker, stopped in order by [`Running::stop`].
+/// The tasks of a started worker and their stop signals, stopped in order
+/// by [`Running::stop`].
 #[derive(Debug)]
 pub(super) struct Running {
     /// The claim loops.
     pub(super) claimers: TaskTracker,
-    /// Heartbeat, reaper, pruner, cron and listener.
-    pub(super) tasks: TaskTracker,
+    /// The job tasks.
+    pub(super) jobs: TaskTracker,
     pub(super) completer: JoinHandle<()>,
+    /// Makes the completer drain and stop.
+    pub(super) stop_completer: CancellationToken,
+    /// The settle turn, whose writes finishing beside it the shutdown waits for.
+    pub(super) turn: Arc<SettleTurn>,
     pub(super) rescuer: JoinHandle<()>,
+    /// Makes the rescuer drain and stop.
+    pub(super) stop_rescuer: CancellationToken,
+    /// Heartbeat and the upkeep tasks (reaper, pauses, presence, pruner,
+    /// stats, listener, cron).
+    pub(super) tasks: TaskTracker,
+    /// The worker's row in `jobq_workers`, deleted at the end.
+    pub(super) presence_id: i64,
 }
 
 impl WorkerHandle {
-    pub(super) fn new(shared: Arc<Shared>, running: Running, span: tracing::Span) -> Self {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        pipeline: Arc<Pipeline>,
+        running: Running,
+        span: tracing::Span,
+    ) -> Self {
         Self {
             shared,
+            pipeline,
             running: Some(running),
             runtime: tokio::runtime::Handle::current(),
             span,
@@ -88,12 +113,12 @@ impl WorkerHandle {
     /// (for tests of `claim_ahead_bytes`).
     #[doc(hidden)]
     pub fn buffered_payload_bytes(&self) -> usize {
-        self.shared.buffered_bytes.load(Ordering::Relaxed)
+        self.pipeline.buffered_bytes.load(Ordering::Relaxed)
     }
 
     /// How many jobs this worker holds right now (running or awaiting settlement).
     pub fn held_jobs(&self) -> usize {
-        self.shared.held().len()
+        self.shared.held.len()
     }
 
     /// Stops claiming, waits for running jobs, then cancels the rest and
@@ -195,9 +220,14 @@ impl Running {
     async fn stop(self, shared: Arc<Shared>, deadline: Duration) -> Result<()> {
         let Self {
             claimers,
-            tasks,
+            jobs,
             completer,
+            stop_completer,
+            turn,
             rescuer,
+            stop_rescuer,
+            tasks,
+            presence_id,
         } = self;
         let started = tokio::time::Instant::now();
         let ends = started + deadline;
@@ -212,8 +242,8 @@ impl Running {
         // start; then the running jobs finish, or are stopped at `jobs_end`.
         let finished = async {
             claimers.wait().await;
-            shared.jobs.close();
-            shared.jobs.wait().await;
+            jobs.close();
+            jobs.wait().await;
         };
         tokio::pin!(finished);
         if tokio::time::timeout_at(jobs_end, &mut finished)
@@ -222,34 +252,30 @@ impl Running {
         {
             quietly(|| {
                 tracing::info!(
-                    running = shared.jobs.len(),
+                    running = jobs.len(),
                     "shutdown deadline near; cancelling running jobs and releasing them to pending"
                 );
             });
-            shared.stop_jobs.cancel();
+            shared.held.stop_all();
             finished.await;
         }
         // Every job task has handed its success to the completer by now.
-        shared.stop_completer.cancel();
+        stop_completer.cancel();
         let _ = completer.await;
         // Writes stuck on a row lock get one lease more, within the deadline.
-        shared.beside_writes.close();
-        let _ = tokio::time::timeout(shared.settings.lease, shared.beside_writes.wait()).await;
+        turn.wait_beside(shared.settings.lease).await;
         // What dead job tasks owed, now that no job task is left.
-        shared.stop_rescuer.cancel();
+        stop_rescuer.cancel();
         let _ = rescuer.await;
         // Heartbeat and reaper last: held jobs keep their leases until settled.
         shared.stop_background.cancel();
         tasks.wait().await;
         // Gone from the live workers; the presence loop has stopped. Not
         // past the deadline: a row left behind expires on its own.
-        let _ = super::shared::unless(
-            &shared.deadline_passed,
-            super::presence::unregister(&shared),
-        )
-        .await;
+        let unregister = presence::unregister(&shared, presence_id);
+        let _ = unless(&shared.deadline_passed, unregister).await;
         timer.abort();
-        match lock(&shared.failure).take() {
+        match shared.take_failure() {
             Some(error) => Err(error),
             None => Ok(()),
         }

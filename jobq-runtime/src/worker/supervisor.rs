@@ -1,30 +1,37 @@
-//! The worker itself: built from its settings, started, supervised — each
+//! The worker itself: its parts built from the builder's configuration,
+//! each task's state given to the task, then started and supervised — each
 //! task restarted if it fails, until shutdown (see the [module docs](super)).
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use jobq_core::{Registry, States};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::complete::Completer;
 use super::handle::{Running, WorkerHandle};
-
-use super::shared::{
-    QueueSpec, Settings, Shared, backoff, in_span, jittered_pause, panic_message, panicked, quietly,
-};
+use super::heartbeat::{self, Heartbeat};
+use super::pipeline::settle::Rescuer;
+use super::pipeline::{Observer, Pipeline, claim};
+use super::settings::{QueueSpec, Settings};
+use super::shared::Shared;
+use super::turn::SettleTurn;
+use super::upkeep::cron::{self, CronEntry};
+use super::upkeep::pause::{self, Pauses};
+use super::upkeep::presence::{self, Presence};
+use super::upkeep::reap::{self, Reaper};
+use super::upkeep::stats::{self, StatsGauges};
+use super::upkeep::{listen, prune};
+use super::util::{backoff, in_span, jittered_pause, panic_message, panicked, quietly};
 use crate::error::{Error, Result};
 use crate::handle::Jobq;
-use crate::metrics::{QueueMetrics, WorkerMetrics};
-use crate::store::{Fence, Transition};
-
-/// Successes waiting to be settled before job tasks wait (backpressure).
-const COMPLETE_BACKLOG: usize = 10_000;
+use crate::metrics::QueueMetrics;
+use crate::seam::JobLayers;
 
 /// Runs jobs from the queues it serves until shut down.
 ///
@@ -58,85 +65,115 @@ const COMPLETE_BACKLOG: usize = 10_000;
 #[derive(Debug)]
 pub struct Worker {
     shared: Arc<Shared>,
-    queues: Vec<QueueSpec>,
-    completions: mpsc::Receiver<Fence>,
-    rescues: mpsc::UnboundedReceiver<Transition>,
-    /// The handle cron schedules enqueue through.
+    pipeline: Arc<Pipeline>,
+    /// The served queues, each with its metric handles (one claim loop each).
+    queues: Vec<(QueueSpec, Arc<QueueMetrics>)>,
+    turn: Arc<SettleTurn>,
+    completer: Completer,
+    rescuer: Rescuer,
+    pauses: Pauses,
+    presence: Presence,
+    reaper: Reaper,
+    /// The handle cron schedules enqueue through and the stats gauges read.
     jobq: Jobq,
-    cron: Vec<super::cron::CronEntry>,
+    cron: Vec<CronEntry>,
+}
+
+/// What a [`Worker`] is built from: the builder's checked configuration.
+#[derive(Debug)]
+pub(super) struct Parts {
+    pub(super) jobq: Jobq,
+    pub(super) queues: Vec<QueueSpec>,
+    pub(super) registry: Registry,
+    pub(super) states: States,
+    pub(super) settings: Settings,
+    pub(super) worker_id: String,
+    pub(super) cron: Vec<CronEntry>,
+    pub(super) observer: Option<Observer>,
+    pub(super) layers: JobLayers,
 }
 
 impl Worker {
-    // Called once, by `WorkerBuilder::build`, with its fields.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn new(
-        jobq: Jobq,
-        queues: Vec<QueueSpec>,
-        registry: Registry,
-        states: States,
-        settings: Settings,
-        worker_id: String,
-        cron: Vec<super::cron::CronEntry>,
-        observer: Option<super::shared::Observer>,
-    ) -> Self {
-        let (completions, receiver) = mpsc::channel(COMPLETE_BACKLOG);
-        let (rescues, rescue_receiver) = mpsc::unbounded_channel();
-        // Every registered job, on every served queue: `Enqueue::queue` may
-        // put any job on any queue.
-        let queue_metrics = queues
-            .iter()
-            .map(|q| Arc::new(QueueMetrics::new(&q.name, registry.iter().map(|r| r.name))))
-            .collect();
-        let served: Vec<crate::ServedQueue> = queues
-            .iter()
-            .map(|q| crate::ServedQueue {
-                name: q.name.clone(),
-                concurrency: q.concurrency as u64,
-            })
-            .collect();
-        let presence = super::shared::Presence::new(
-            crate::roster::queues_json(&served),
-            crate::roster::jobs_json(&registry),
-        );
-        let shared = Arc::new(Shared {
-            presence,
-            store: jobq.store().clone(),
-            jobq: jobq.clone(),
+    /// Builds the worker's parts, each task's state with the task: the
+    /// shared state, the claim pipeline, the settle turn with the completer
+    /// and the heartbeat, the rescuer, the upkeep tasks.
+    pub(super) fn new(parts: Parts) -> Self {
+        let Parts {
+            jobq,
+            queues,
             registry,
             states,
             settings,
             worker_id,
-            held: Mutex::default(),
-            stop_claiming: CancellationToken::new(),
-            stop_jobs: CancellationToken::new(),
-            stop_completer: CancellationToken::new(),
-            stop_background: CancellationToken::new(),
-            deadline_passed: CancellationToken::new(),
-            queue_names: queues.iter().map(|q| q.name.clone()).collect(),
-            pauses: tokio::sync::watch::Sender::new(None),
-            queue_metrics,
-            metrics: WorkerMetrics::new(),
-            completions,
-            rescues,
-            stop_rescuer: CancellationToken::new(),
-            failed: CancellationToken::new(),
-            failure: Mutex::new(None),
-            jobs: TaskTracker::new(),
-            bulk_writes: tokio::sync::Mutex::new(()),
-            settling: Mutex::default(),
-            stuck: Mutex::default(),
-            beside_writes: TaskTracker::new(),
-            buffered_bytes: AtomicUsize::new(0),
-            beside: tokio::sync::Mutex::new(()),
+            cron,
             observer,
-        });
+            layers,
+        } = parts;
+        let queue_names = queues.iter().map(|q| q.name.clone()).collect();
+        let shared = Arc::new(Shared::new(
+            jobq.store().clone(),
+            settings,
+            worker_id,
+            queue_names,
+        ));
         let holder: Arc<dyn crate::cancels::Holder> = shared.clone();
         crate::cancels::register(Arc::downgrade(&holder));
+        let turn = Arc::new(SettleTurn::new(settings.heartbeat_interval()));
+        let (completer, completions) = Completer::new(Arc::clone(&shared), Arc::clone(&turn));
+        let (rescuer, rescues) = Rescuer::new(Arc::clone(&shared));
+        let (pauses, paused) = Pauses::new(Arc::clone(&shared));
+        // Every registered job, on every served queue: `Enqueue::queue` may
+        // put any job on any queue.
+        let queues: Vec<(QueueSpec, Arc<QueueMetrics>)> = queues
+            .into_iter()
+            .map(|q| {
+                let metrics = QueueMetrics::new(&q.name, registry.iter().map(|r| r.name));
+                (q, Arc::new(metrics))
+            })
+            .collect();
+        let served: Vec<crate::ServedQueue> = queues
+            .iter()
+            .map(|(q, _)| crate::ServedQueue {
+                name: q.name.clone(),
+                concurrency: q.concurrency as u64,
+            })
+            .collect();
+        let jobs = TaskTracker::new();
+        let presence = Presence::new(
+            Arc::clone(&shared),
+            crate::roster::queues_json(&served),
+            crate::roster::jobs_json(&registry),
+            jobs.clone(),
+        );
+        let reaper = Reaper {
+            shared: Arc::clone(&shared),
+            queues: queues
+                .iter()
+                .map(|(q, metrics)| (q.name.clone(), Arc::clone(metrics)))
+                .collect(),
+        };
+        let pipeline = Arc::new(Pipeline {
+            shared: Arc::clone(&shared),
+            registry,
+            states,
+            layers,
+            completions,
+            rescues,
+            jobs,
+            buffered_bytes: AtomicUsize::new(0),
+            pauses: paused,
+            observer,
+        });
         Self {
             shared,
+            pipeline,
             queues,
-            completions: receiver,
-            rescues: rescue_receiver,
+            turn,
+            completer,
+            rescuer,
+            pauses,
+            presence,
+            reaper,
             jobq,
             cron,
         }
@@ -187,34 +224,46 @@ impl Worker {
     /// # Panics
     /// Outside a tokio runtime.
     pub fn start(self) -> WorkerHandle {
-        let shared = self.shared;
+        let Self {
+            shared,
+            pipeline,
+            queues,
+            turn,
+            completer,
+            rescuer,
+            pauses,
+            presence,
+            reaper,
+            jobq,
+            cron,
+        } = self;
         let worker = tracing::info_span!("jobq.worker", worker.id = %shared.worker_id);
         let claimers = TaskTracker::new();
-        for queue in self.queues {
+        for (queue, metrics) in queues {
             let span = tracing::info_span!(parent: &worker, "jobq.claim", queue.name = %queue.name);
             let stop = shared.stop_claiming.clone();
-            let claim = super::claim::claim_loop(Arc::clone(&shared), queue);
+            let claim = claim::claim_loop(Arc::clone(&pipeline), queue, metrics);
             claimers.spawn(in_span(
                 span,
                 supervise(Arc::clone(&shared), "claim", stop, claim),
             ));
         }
         claimers.close();
-        let completer = super::complete::completer(Arc::clone(&shared), self.completions);
+        let stop_completer = completer.stop_token();
         let completer = supervise(
             Arc::clone(&shared),
             "completer",
-            shared.stop_completer.clone(),
-            completer,
+            stop_completer.clone(),
+            completer.run(),
         );
         let completer = tokio::spawn(in_span(
             tracing::info_span!(parent: &worker, "jobq.completer"),
             completer,
         ));
-        let rescuer = super::run::rescuer(Arc::clone(&shared), self.rescues);
+        let stop_rescuer = rescuer.stop_token();
         let rescuer = tokio::spawn(in_span(
             tracing::info_span!(parent: &worker, "jobq.rescuer"),
-            rescuer,
+            rescuer.run(),
         ));
         let tasks = TaskTracker::new();
         let background = |span, name, may_end, make| {
@@ -223,39 +272,42 @@ impl Worker {
         };
         if shared.settings.heartbeats_enabled {
             let span = tracing::info_span!(parent: &worker, "jobq.heartbeat");
-            background(
-                span,
-                "heartbeat",
-                false,
-                boxed(super::heartbeat::heartbeat_loop),
-            );
+            let heartbeat = Heartbeat {
+                shared: Arc::clone(&shared),
+                turn: Arc::clone(&turn),
+            };
+            let heartbeat = looping(heartbeat, heartbeat::heartbeat_loop);
+            background(span, "heartbeat", false, heartbeat);
         }
         let span = tracing::info_span!(parent: &worker, "jobq.reaper");
-        background(span, "reaper", false, boxed(super::reap::reaper_loop));
+        background(span, "reaper", false, looping(reaper, reap::reaper_loop));
         let span = tracing::info_span!(parent: &worker, "jobq.pauses");
-        background(span, "pauses", false, boxed(super::pause::pause_loop));
+        background(span, "pauses", false, looping(pauses, pause::pause_loop));
         let span = tracing::info_span!(parent: &worker, "jobq.presence");
-        background(
-            span,
-            "presence",
-            false,
-            boxed(super::presence::presence_loop),
-        );
+        let presence_id = presence.id;
+        let presence = looping(presence, presence::presence_loop);
+        background(span, "presence", false, presence);
         if shared.settings.prune_interval().is_some() {
             let span = tracing::info_span!(parent: &worker, "jobq.pruner");
-            background(span, "pruner", false, boxed(super::prune::prune_loop));
+            let pruner = looping_shared(&shared, prune::prune_loop);
+            background(span, "pruner", false, pruner);
         }
         if shared.settings.stats_gauges.is_some() {
             let span = tracing::info_span!(parent: &worker, "jobq.stats");
-            background(span, "stats", false, boxed(super::stats::stats_loop));
+            let gauges = StatsGauges {
+                shared: Arc::clone(&shared),
+                jobq: jobq.clone(),
+            };
+            background(span, "stats", false, looping(gauges, stats::stats_loop));
         }
         let span = tracing::info_span!(parent: &worker, "jobq.listener");
-        background(span, "listener", true, boxed(listen));
-        for entry in self.cron {
+        let listener = looping_shared(&shared, listen::listen);
+        background(span, "listener", true, listener);
+        for entry in cron {
             let span = tracing::info_span!(parent: &worker, "jobq.cron", job.name = entry.name());
             // Stopped with the claim loops: a worker shutting down enqueues no more.
             let stop = shared.stop_claiming.clone();
-            let cron = super::cron::cron_loop(self.jobq.clone(), entry, stop.clone());
+            let cron = cron::cron_loop(jobq.clone(), entry, stop.clone());
             tasks.spawn(in_span(
                 span,
                 supervise(Arc::clone(&shared), "cron", stop, cron),
@@ -264,21 +316,17 @@ impl Worker {
         tasks.close();
         let running = Running {
             claimers,
-            tasks,
+            jobs: pipeline.jobs.clone(),
             completer,
+            stop_completer,
+            turn,
             rescuer,
+            stop_rescuer,
+            tasks,
+            presence_id,
         };
-        WorkerHandle::new(shared, running, worker)
+        WorkerHandle::new(shared, pipeline, running, worker)
     }
-}
-
-/// Listens for other processes' enqueues (on backends that can) until the
-/// worker's background stops.
-async fn listen(shared: Arc<Shared>) {
-    shared
-        .store
-        .listen(&shared.queue_names, &shared.stop_background)
-        .await;
 }
 
 /// Runs `task`; if it panics, or ends before `stop` fired, the worker fails
@@ -300,14 +348,26 @@ async fn supervise(
 }
 
 /// A background loop, built anew by [`restarted`] after each panic.
-type Background = Box<dyn Fn(Arc<Shared>) -> BoxFuture<'static, ()> + Send>;
+type Background = Box<dyn Fn() -> BoxFuture<'static, ()> + Send>;
 
-/// The background loop `run` as a [`Background`].
-fn boxed<F>(run: fn(Arc<Shared>) -> F) -> Background
+/// The background loop `run` over its own state, as a [`Background`]
+/// (each start of it gets the same state).
+fn looping<T, F>(state: T, run: fn(Arc<T>) -> F) -> Background
+where
+    T: Send + Sync + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let state = Arc::new(state);
+    Box::new(move || Box::pin(run(Arc::clone(&state))))
+}
+
+/// [`looping`] for a loop whose only state is the worker's shared state.
+fn looping_shared<F>(shared: &Arc<Shared>, run: fn(Arc<Shared>) -> F) -> Background
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    Box::new(move |shared| Box::pin(run(shared)))
+    let shared = Arc::clone(shared);
+    Box::new(move || Box::pin(run(Arc::clone(&shared))))
 }
 
 /// Runs the background loop `make` builds until the worker's background
@@ -316,9 +376,7 @@ where
 async fn restarted(shared: Arc<Shared>, name: &'static str, may_end: bool, make: Background) {
     let mut failures = 0;
     loop {
-        let result = AssertUnwindSafe(make(Arc::clone(&shared)))
-            .catch_unwind()
-            .await;
+        let result = AssertUnwindSafe(make()).catch_unwind().await;
         if shared.stop_background.is_cancelled() || (may_end && result.is_ok()) {
             return;
         }

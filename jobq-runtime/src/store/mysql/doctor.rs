@@ -18,7 +18,6 @@ use crate::store::doctor::{
     self, DoctorOptions, PlanRule, VersionNeeds, clock_check, guarded, names, plan_check,
     version_check,
 };
-use crate::store::migrate;
 
 type Query<'q> = sqlx::query::Query<'q, MySql, MySqlArguments>;
 
@@ -105,13 +104,7 @@ impl MySqlStore {
                 binlog_format.as_deref().unwrap_or(""),
                 self.galera,
             ),
-            doctor::migrations(
-                &self.conns,
-                self.deadline,
-                DOCTOR_MIGRATIONS,
-                migrate::MYSQL,
-            )
-            .await,
+            doctor::migrations(&self.conns, self.deadline, DOCTOR_MIGRATIONS, MIGRATIONS).await,
             guarded(
                 names::CLOCK_SKEW,
                 self.deadline,

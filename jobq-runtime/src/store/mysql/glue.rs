@@ -1,5 +1,7 @@
-//! What the rest of the crate sees of MySQL/MariaDB: its URL schemes, the
-//! `Jobq` constructors and accessor, and the connection `enqueue_in` takes.
+//! What the rest of the crate sees of MySQL/MariaDB besides the list of
+//! backends (`backends.rs`): the connection `enqueue_in` takes and, for
+//! `testing`, a database of a test's own on its server. And how a
+//! `mariadb://` URL reaches the driver.
 
 use sqlx::MySqlConnection;
 

@@ -350,7 +350,7 @@ impl BackendStore for MySqlStore {
     }
 
     fn migrations(&self) -> &'static [migrate::Migration] {
-        migrate::MYSQL
+        MIGRATIONS
     }
 
     /// Under `GET_LOCK` (waiting up to 120 s for another migrator), within
@@ -1023,7 +1023,7 @@ fn padded<T: Copy>(items: &[T]) -> Vec<T> {
 async fn apply_pending(conn: &mut MySqlConnection, applied: &str) -> Result<(), sqlx::Error> {
     conn.execute(MIGRATIONS_TABLE).await?;
     let applied: Vec<i64> = sqlx::query_scalar(applied).fetch_all(&mut *conn).await?;
-    for migration in migrate::pending(migrate::MYSQL, &applied) {
+    for migration in migrate::pending(MIGRATIONS, &applied) {
         conn.execute(migration.sql).await?;
         sqlx::query(MIGRATION_RECORD)
             .bind(migration.version)

@@ -2,7 +2,8 @@
 //! the store's module docs). IN-lists are built here, from constant pieces, by the
 //! functions at the end; nothing else in the store holds SQL text.
 
-use crate::store::filter::{BULK_PAGE, Filtered, Hints, KeyPieces, Pieces};
+use crate::store::filter::{BULK_PAGE, Filtered, Hints, KeyPieces, Pieces, WindowPieces};
+use crate::store::migrate::{Migration, migrations};
 
 /// Every jobq transaction starts with this: READ COMMITTED for the one
 /// transaction, whatever the session default (for pools the caller built).
@@ -224,8 +225,9 @@ pub const RETRY: &str = concat!(
 /// walks the primary key in id order and stops once its page is full;
 /// a key prefix is a range of the unique key index; a job name is a range
 /// of `jobq_jobs_job_name` `(job_name, id)`, in id order, and an enqueue
-/// time one of `jobq_jobs_created` `(created_at, id)`. A filter with a
-/// job name or a time, and every count and bulk read of a filter, is held
+/// time a range of the primary key (see `filter::Window`; with a job name,
+/// of `(job_name, id)`). A filter with a
+/// job name, and every count and bulk read of a filter an index serves, is held
 /// to these secondary indexes (see `Hints`; the optimizer picks among them
 /// for a filter on several). A bulk action reads the ids it acts on
 /// without locks, in pages in id order (`ids`), then locks each batch of
@@ -242,15 +244,21 @@ pub(crate) const FILTERED: Filtered = Filtered {
     list: job_columns!(),
     count: "SELECT COUNT(*) FROM jobq_jobs",
     ids: "SELECT id FROM jobq_jobs",
+    window: WindowPieces {
+        last_id: "SELECT id FROM jobq_jobs ORDER BY id DESC LIMIT 1",
+        probe: [
+            "SELECT id FROM (SELECT id, created_at FROM jobq_jobs",
+            " WHERE id >= ",
+            " ORDER BY id LIMIT 1) AS probe WHERE created_at >= ",
+        ],
+    },
     // Left to itself, the optimizer walks the primary key for a page of
     // `pending` rows of a queue whose ids lie behind a million finished
-    // ones (2.6 s in the plan test), for a page of the jobs enqueued on one
-    // day long ago (0.67 s), and scans the table for a count of one queue's
+    // ones (2.6 s in the plan test), and scans the table for a count of one queue's
     // failed jobs of one job name (0.6 s); the indexes read only them.
     hints: Some(Hints {
         claim: " FORCE INDEX (jobq_jobs_claim)",
-        secondary: " FORCE INDEX (jobq_jobs_claim, jobq_jobs_job_name, jobq_jobs_created, jobq_jobs_idempotency_key)",
-        time: "",
+        secondary: " FORCE INDEX (jobq_jobs_claim, jobq_jobs_job_name, jobq_jobs_idempotency_key)",
     }),
     ids_page: BULK_PAGE,
 };
@@ -590,3 +598,13 @@ pub fn drop_database(name: &str) -> String {
 /// behind for the server's default (a year).
 #[cfg(feature = "testing")]
 pub const SHORT_LOCK_WAIT: &str = "SET SESSION lock_wait_timeout = 10";
+
+/// The embedded migrations (`jobq-runtime/migrations/mysql/`), in order.
+pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
+    20261129000001 "jobq_jobs",
+    20261201000001 "jobq_jobs_bytes",
+    20261201170001 "jobq_queues",
+    20261204000001 "jobq_jobs_job_name",
+    20261204000002 "jobq_workers",
+    20261204120001 "jobq_jobs_no_created_index",
+);

@@ -1,6 +1,7 @@
 //! The MySQL/MariaDB store's own tests of what needs no server: how a batch
 //! is split into statements, how IN-lists are built, how a URL is read. The
-//! rest runs against MariaDB in the conformance suite and `tests/tests/mysql.rs`.
+//! rest runs against MariaDB and Galera in the contract suite
+//! (`tests/tests/contract/`), the conformance suite and `tests/tests/mysql.rs`.
 
 use super::*;
 

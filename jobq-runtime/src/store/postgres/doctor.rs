@@ -14,7 +14,6 @@ use crate::ops::Check;
 use crate::store::doctor::{
     self, HostClock, PlanRule, VersionNeeds, clock_check, guarded, names, plan_check, version_check,
 };
-use crate::store::migrate;
 
 type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 
@@ -69,13 +68,7 @@ impl PgStore {
         let mut checks = vec![
             version_check(&version, &needs),
             guarded(names::ISOLATION, self.deadline, self.isolation()).await,
-            doctor::migrations(
-                &self.conns,
-                self.deadline,
-                DOCTOR_MIGRATIONS,
-                migrate::POSTGRES,
-            )
-            .await,
+            doctor::migrations(&self.conns, self.deadline, DOCTOR_MIGRATIONS, MIGRATIONS).await,
             guarded(names::CLOCK_SKEW, self.deadline, self.clock_skew(clock)).await,
         ];
         for (rule, sql) in PLANS.iter().zip([CLAIM, REAP, PRUNE]) {

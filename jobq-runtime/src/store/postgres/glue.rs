@@ -1,5 +1,6 @@
-//! What the rest of the crate sees of PostgreSQL: the `Jobq` constructor and
-//! accessor, and the connection `enqueue_in` takes.
+//! What the rest of the crate sees of PostgreSQL besides the list of backends
+//! (`backends.rs`): the connection `enqueue_in` takes and, for `testing`, a
+//! database of a test's own on its server.
 
 use sqlx::PgConnection;
 

@@ -145,7 +145,7 @@ impl BackendStore for PgStore {
     }
 
     fn migrations(&self) -> &'static [migrate::Migration] {
-        migrate::POSTGRES
+        MIGRATIONS
     }
 
     /// In one transaction under an advisory lock: DDL is transactional here,
@@ -462,7 +462,7 @@ async fn migrate_on(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     let applied: Vec<i64> = sqlx::query_scalar(MIGRATIONS_APPLIED)
         .fetch_all(&mut *tx)
         .await?;
-    for migration in migrate::pending(migrate::POSTGRES, &applied) {
+    for migration in migrate::pending(MIGRATIONS, &applied) {
         tx.execute(migration.sql).await?;
         sqlx::query(MIGRATION_RECORD)
             .bind(migration.version)

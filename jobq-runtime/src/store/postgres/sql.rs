@@ -1,6 +1,7 @@
 //! Every statement the PostgreSQL store runs (see the facts in the store's module docs).
 
-use crate::store::filter::{Filtered, KeyPieces, Pieces};
+use crate::store::filter::{Filtered, KeyPieces, Pieces, WindowPieces};
+use crate::store::migrate::{Migration, migrations};
 
 /// What follows the picked rows of a cancel: the UPDATE by primary key
 /// (`= ANY (ARRAY(…))`, as the claim, for the reason in the module docs)
@@ -367,6 +368,14 @@ pub(crate) const FILTERED: Filtered = Filtered {
     list: job_columns!(),
     count: "SELECT COUNT(*) FROM jobq_jobs",
     ids: "SELECT id FROM jobq_jobs",
+    window: WindowPieces {
+        last_id: "SELECT id FROM jobq_jobs ORDER BY id DESC LIMIT 1",
+        probe: [
+            "SELECT id FROM (SELECT id, created_at FROM jobq_jobs",
+            " WHERE id >= ",
+            " ORDER BY id LIMIT 1) AS probe WHERE created_at >= ",
+        ],
+    },
     hints: None,
     ids_page: 1_000,
 };
@@ -489,3 +498,12 @@ pub fn create_database(name: &str) -> String {
 pub fn drop_database(name: &str) -> String {
     format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")
 }
+
+/// The embedded migrations (`jobq-runtime/migrations/postgres/`), in order.
+pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
+    20261129000001 "jobq_jobs",
+    20261130000001 "jobq_jobs_finished",
+    20261201170001 "jobq_queues",
+    20261201170002 "jobq_jobs_finished_by_queue",
+    20261204000002 "jobq_workers",
+);

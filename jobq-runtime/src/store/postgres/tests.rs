@@ -1,6 +1,7 @@
 //! The PostgreSQL store's own tests of what needs no server: how values are
-//! bound. The rest runs against PostgreSQL in `jobq-runtime/tests/postgres_store.rs`
-//! and the conformance suite.
+//! bound. The rest runs against PostgreSQL in the contract suite
+//! (`tests/tests/contract/`), the conformance suite and
+//! `jobq-runtime/tests/postgres_store.rs`.
 
 use super::*;
 

@@ -13,7 +13,6 @@ use crate::ops::Check;
 use crate::store::doctor::{
     self, PlanRule, VersionNeeds, guarded, names, plan_check, version_check,
 };
-use crate::store::migrate;
 
 const MIGRATE_ADVICE: &str =
     "run `jobq migrate`: it creates the index (if it exists, run ANALYZE so the planner sees it)";
@@ -65,13 +64,7 @@ impl SqliteStore {
                 "serializable: one writer at a time, multi-statement writes BEGIN IMMEDIATE",
             ),
             guarded(names::JOURNAL_MODE, self.deadline, self.journal_mode()).await,
-            doctor::migrations(
-                &self.conns,
-                self.deadline,
-                DOCTOR_MIGRATIONS,
-                migrate::SQLITE,
-            )
-            .await,
+            doctor::migrations(&self.conns, self.deadline, DOCTOR_MIGRATIONS, MIGRATIONS).await,
             Check::ok(names::CLOCK_SKEW, "one clock: SQLite times are this host's"),
         ];
         for (rule, sql) in PLANS.iter().zip([PICK, REAP, PRUNE]) {

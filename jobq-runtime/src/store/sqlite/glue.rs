@@ -1,5 +1,5 @@
-//! What the rest of the crate sees of SQLite: the `Jobq` constructor and
-//! accessor, and the connection `enqueue_in` takes.
+//! What the rest of the crate sees of SQLite besides the list of backends
+//! (`backends.rs`): the connection `enqueue_in` takes.
 
 use sqlx::SqliteConnection;
 

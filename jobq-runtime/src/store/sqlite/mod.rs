@@ -236,7 +236,7 @@ impl BackendStore for SqliteStore {
     }
 
     fn migrations(&self) -> &'static [migrate::Migration] {
-        migrate::SQLITE
+        MIGRATIONS
     }
 
     /// Inside one `BEGIN IMMEDIATE` transaction: processes migrating a new
@@ -666,7 +666,7 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
     let applied: Vec<i64> = sqlx::query_scalar(MIGRATIONS_APPLIED)
         .fetch_all(&mut *tx)
         .await?;
-    for migration in migrate::pending(migrate::SQLITE, &applied) {
+    for migration in migrate::pending(MIGRATIONS, &applied) {
         tx.execute(migration.sql).await?;
         sqlx::query(MIGRATION_RECORD)
             .bind(migration.version)

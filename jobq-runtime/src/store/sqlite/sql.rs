@@ -1,6 +1,7 @@
 //! Every statement the SQLite store runs (see the facts in the store's module docs).
 
-use crate::store::filter::{BULK_PAGE, Filtered, Hints, KeyPieces, Pieces};
+use crate::store::filter::{BULK_PAGE, Filtered, KeyPieces, Pieces, WindowPieces};
+use crate::store::migrate::{Migration, migrations};
 
 /// Every column `Jobq::job` reports, text columns as bytes (decoded lossily:
 /// any row can be inspected).
@@ -18,11 +19,14 @@ macro_rules! job_columns {
 pub const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
 
 /// `?1` queue … `?8` created_at. A duplicate key bumps `dedupe_hits` and
-/// returns the existing row, so `dedupe_hits > 0` means "duplicate".
+/// returns the existing row, so `dedupe_hits > 0` means "duplicate". The
+/// key index is partial (rows with a key only): the conflict target names
+/// its condition.
 pub const INSERT: &str = "INSERT INTO jobq_jobs \
      (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-     ON CONFLICT (idempotency_key) DO UPDATE SET dedupe_hits = dedupe_hits + 1 \
+     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL \
+     DO UPDATE SET dedupe_hits = dedupe_hits + 1 \
      RETURNING id, dedupe_hits";
 
 /// [`INSERT`] for a job without a key, with the same parameters (`?7`, the
@@ -113,8 +117,8 @@ pub const RETRY: &str = concat!(
 /// the matching rows, not of the table); without a queue a list walks the
 /// primary key in id order until its page is full; a key prefix is a
 /// range of the unique key index (BINARY collation: byte order); a job
-/// name a range of `jobq_jobs_job_name` (in id order), an enqueue time one
-/// of `jobq_jobs_created`. A bulk action reads the ids it acts on
+/// name a range of `jobq_jobs_job_name` (in id order), an enqueue time a
+/// range of the primary key (see `filter::Window`). A bulk action reads the ids it acts on
 /// in pages in id order (`ids`); a batch of them is one statement (retry,
 /// [`bulk_retry`]) or one `BEGIN IMMEDIATE` transaction (cancel, which
 /// reads the tokens first, [`bulk_cancel_pick`]), by primary key.
@@ -130,11 +134,15 @@ pub(crate) const FILTERED: Filtered = Filtered {
     list: job_columns!(),
     count: "SELECT COUNT(*) FROM jobq_jobs",
     ids: "SELECT id FROM jobq_jobs",
-    hints: Some(Hints {
-        claim: "",
-        secondary: "",
-        time: " INDEXED BY jobq_jobs_created",
-    }),
+    window: WindowPieces {
+        last_id: "SELECT id FROM jobq_jobs ORDER BY id DESC LIMIT 1",
+        probe: [
+            "SELECT id FROM (SELECT id, created_at FROM jobq_jobs",
+            " WHERE id >= ",
+            " ORDER BY id LIMIT 1) AS probe WHERE created_at >= ",
+        ],
+    },
+    hints: None,
     ids_page: BULK_PAGE,
 };
 
@@ -297,3 +305,14 @@ pub const WORKERS_PRUNE: &str = "DELETE FROM jobq_workers WHERE expires_at < ?1"
 pub const WORKERS_LIVE: &str = "SELECT worker_id, host, pid, version, queues, jobs, running, \
      started_at, last_seen, expires_at \
      FROM jobq_workers WHERE expires_at > ?1 ORDER BY started_at, id";
+
+/// The embedded migrations (`jobq-runtime/migrations/sqlite/`), in order.
+pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
+    20261129000001 "jobq_jobs",
+    20261130000001 "jobq_jobs_finished",
+    20261201170001 "jobq_queues",
+    20261204000001 "jobq_jobs_job_name",
+    20261204000002 "jobq_workers",
+    20261204120001 "jobq_jobs_no_created_index",
+    20261204120002 "jobq_jobs_partial_key_index",
+);

@@ -2,11 +2,12 @@
 
 use std::sync::Arc;
 
-use super::shared::{Shared, jittered_pause, unless};
 use crate::store::Prunable;
+use crate::worker::shared::Shared;
+use crate::worker::util::{jittered_pause, unless};
 
 /// Deletes finished rows past their retention, at jittered intervals.
-pub(super) async fn prune_loop(shared: Arc<Shared>) {
+pub(in crate::worker) async fn prune_loop(shared: Arc<Shared>) {
     let Some(interval) = shared.settings.prune_interval() else {
         return;
     };

@@ -2,16 +2,29 @@
 
 use std::sync::Arc;
 
-use super::shared::{Shared, jittered_pause, unless};
+use crate::metrics::QueueMetrics;
 use crate::wakeup;
+use crate::worker::shared::Shared;
+use crate::worker::util::{jittered_pause, unless};
 
 /// Most expired jobs the reaper returns per statement.
 const REAP_BATCH: u32 = 500;
 
-pub(super) async fn reaper_loop(shared: Arc<Shared>) {
+/// The reaper's state: the served queues with their metric handles (it
+/// counts what it returns).
+#[derive(Debug)]
+pub(in crate::worker) struct Reaper {
+    pub(in crate::worker) shared: Arc<Shared>,
+    pub(in crate::worker) queues: Vec<(String, Arc<QueueMetrics>)>,
+}
+
+/// Returns the served queues' expired jobs to `pending`, at jittered
+/// intervals, until the worker's background stops.
+pub(in crate::worker) async fn reaper_loop(reaper: Arc<Reaper>) {
+    let shared = &reaper.shared;
     let interval = shared.settings.reap_interval();
     while jittered_pause(&shared.stop_background, interval).await {
-        for (queue, metrics) in shared.queue_names.iter().zip(&shared.queue_metrics) {
+        for (queue, metrics) in &reaper.queues {
             loop {
                 let reaped = unless(
                     &shared.stop_background,

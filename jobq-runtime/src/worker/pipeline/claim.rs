@@ -10,12 +10,15 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::run::{self, Pace};
-use super::shared::{QueueSpec, Shared, backoff, panicked, quietly, unless};
-use super::{inject, pause};
+use super::Pipeline;
+use super::attempt::{self, Pace};
 use crate::error::Result;
 use crate::metrics::{Outcome, QueueMetrics};
 use crate::wakeup;
+use crate::worker::inject;
+use crate::worker::settings::QueueSpec;
+use crate::worker::upkeep::pause;
+use crate::worker::util::{backoff, panicked, quietly, unless};
 
 /// A queue's claim loop: keeps the queue's slots fed from a small buffer of
 /// claimed jobs, refilled by one claim at a time.
@@ -35,20 +38,22 @@ use crate::wakeup;
 /// [`pause::pause_loop`]) the loop claims nothing, wake-ups included: the
 /// jobs it holds run and settle, and it claims at once when the pause is
 /// lifted.
-pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
-    let mut pauses = shared.pauses.subscribe();
+pub(in crate::worker) async fn claim_loop(
+    pipeline: Arc<Pipeline>,
+    queue: QueueSpec,
+    queue_metrics: Arc<QueueMetrics>,
+) {
+    let shared = &*pipeline.shared;
+    let mut pauses = pipeline.pauses.clone();
     let slots = Arc::new(Semaphore::new(queue.concurrency));
     let pace = Arc::new(Pace::default());
-    let Some(queue_metrics) = shared.queue_metrics(&queue.name).cloned() else {
-        // Every served queue has its handles (Worker::new): not reached.
-        return;
-    };
     let wake = wakeup::subscribe(&queue.name);
-    let mut buffer: VecDeque<run::Registered> = VecDeque::new();
+    let mut buffer: VecDeque<attempt::Registered> = VecDeque::new();
     // Payload bytes in `buffer`, and a moving average of a claimed payload's size.
     let mut buffered_bytes = 0usize;
     let mut payload_size = 0usize;
-    let mut claiming: Option<BoxFuture<'static, (Result<Vec<run::Registered>>, Duration)>> = None;
+    let mut claiming: Option<BoxFuture<'static, (Result<Vec<attempt::Registered>>, Duration)>> =
+        None;
     // Moving average of a claim's round trip.
     let mut round_trip = Duration::ZERO;
     let mut failures = 0u32;
@@ -75,7 +80,7 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
                 break;
             };
             let size = start_next(
-                &shared,
+                &pipeline,
                 &queue.name,
                 &mut buffer,
                 permit,
@@ -83,7 +88,7 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
                 &queue_metrics,
             );
             buffered_bytes -= size;
-            shared.buffered_bytes.fetch_sub(size, Ordering::Relaxed);
+            pipeline.buffered_bytes.fetch_sub(size, Ordering::Relaxed);
             started = true;
         }
         if started {
@@ -126,7 +131,7 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
             woken.set(wake.notified());
             woken.as_mut().enable();
             asked = wanted;
-            claiming = Some(claim(&shared, &queue.name, wanted, &queue_metrics));
+            claiming = Some(claim(&pipeline, &queue.name, wanted, &queue_metrics));
         }
         let idle_claimer = claiming.is_none() && wanted > 0 && !paused;
         tokio::select! {
@@ -149,7 +154,7 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
                             payload_size = if payload_size == 0 { size } else { payload_size - payload_size / 8 + size / 8 };
                         }
                         buffered_bytes += added;
-                        shared.buffered_bytes.fetch_add(added, Ordering::Relaxed);
+                        pipeline.buffered_bytes.fetch_add(added, Ordering::Relaxed);
                         buffer.extend(jobs);
                     }
                     Err(error) => {
@@ -195,10 +200,10 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
     {
         buffer.extend(jobs);
     }
-    shared
+    pipeline
         .buffered_bytes
         .fetch_sub(buffered_bytes, Ordering::Relaxed);
-    run::release_unstarted(&shared, &queue.name, buffer.into(), &queue_metrics).await;
+    attempt::release_unstarted(&pipeline, &queue.name, buffer.into(), &queue_metrics).await;
 }
 
 /// Claims up to `limit` jobs of `queue` and registers them as held (in the
@@ -207,17 +212,18 @@ pub(super) async fn claim_loop(shared: Arc<Shared>, queue: QueueSpec) {
 /// driver) is a failed claim. Records the claim's latency, its jobs and
 /// how long each had been due in `metrics`.
 fn claim(
-    shared: &Arc<Shared>,
+    pipeline: &Arc<Pipeline>,
     queue: &str,
     limit: usize,
     metrics: &Arc<QueueMetrics>,
-) -> BoxFuture<'static, (Result<Vec<run::Registered>>, Duration)> {
-    let shared = Arc::clone(shared);
+) -> BoxFuture<'static, (Result<Vec<attempt::Registered>>, Duration)> {
+    let pipeline = Arc::clone(pipeline);
     let queue = queue.to_owned();
     let metrics = Arc::clone(metrics);
     Box::pin(async move {
         let started = tokio::time::Instant::now();
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        let shared = &pipeline.shared;
         let result = AssertUnwindSafe(shared.store.claim(
             &queue,
             limit,
@@ -235,7 +241,7 @@ fn claim(
         }
         let registered = result.map(|jobs| {
             jobs.into_iter()
-                .map(|job| run::register(&shared, job, started))
+                .map(|job| attempt::register(&pipeline, job, started))
                 .collect::<Vec<_>>()
         });
         if registered.is_ok() && inject::fire(inject::Point::Claimed, &queue).is_some() {
@@ -249,9 +255,9 @@ fn claim(
 /// while it waited (then the permit goes back); returns the size of the
 /// payload it took from the buffer.
 fn start_next(
-    shared: &Arc<Shared>,
+    pipeline: &Arc<Pipeline>,
     queue: &str,
-    buffer: &mut VecDeque<run::Registered>,
+    buffer: &mut VecDeque<attempt::Registered>,
     permit: OwnedSemaphorePermit,
     pace: &Arc<Pace>,
     queue_metrics: &QueueMetrics,
@@ -263,7 +269,7 @@ fn start_next(
     if next.lost() {
         next.ended_unstarted(queue_metrics, Outcome::LeaseLost);
     } else {
-        run::start(shared, queue, next, permit, pace, queue_metrics);
+        attempt::start(pipeline, queue, next, permit, pace, queue_metrics);
     }
     size
 }

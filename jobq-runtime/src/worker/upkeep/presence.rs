@@ -2,7 +2,7 @@
 //! tools see which workers run, where, on which queues, and which jobs
 //! they can run ([`Jobq::workers`](crate::Jobq::workers)).
 //!
-//! One row per [`Worker`](super::Worker), keyed by a random id new at each
+//! One row per [`Worker`](crate::Worker), keyed by a random id new at each
 //! start. Written when the worker starts, refreshed every presence
 //! interval (running count, last seen, expiry three intervals ahead),
 //! deleted at the end of a clean shutdown. A worker that stops refreshing
@@ -15,14 +15,52 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::MissedTickBehavior;
+use tokio_util::task::TaskTracker;
 
-use super::shared::{Shared, backoff, quietly, unless};
 use crate::store::WorkerRow;
+use crate::worker::shared::Shared;
+use crate::worker::util::{backoff, quietly, unless};
+
+/// What a worker publishes of itself, computed once when it is built, and
+/// where its running count comes from.
+#[derive(Debug)]
+pub(in crate::worker) struct Presence {
+    pub(in crate::worker) shared: Arc<Shared>,
+    /// The row's key: random, new at each start.
+    pub(in crate::worker) id: i64,
+    host: String,
+    pid: i64,
+    /// The served queues and their concurrency, as JSON.
+    queues: String,
+    /// The job kinds of the registry, as JSON.
+    jobs: String,
+    /// The job tasks, counted as the running count.
+    running: TaskTracker,
+}
+
+impl Presence {
+    pub(in crate::worker) fn new(
+        shared: Arc<Shared>,
+        queues: String,
+        jobs: String,
+        running: TaskTracker,
+    ) -> Self {
+        Self {
+            shared,
+            id: crate::store::new_token_base(),
+            host: gethostname::gethostname().to_string_lossy().into_owned(),
+            pid: i64::from(std::process::id()),
+            queues,
+            jobs,
+            running,
+        }
+    }
+}
 
 /// A worker's row expires this many presence intervals after its last
 /// refresh: two refreshes may be missed (a slow statement, a short outage)
 /// before it counts as gone.
-pub(super) const EXPIRY_INTERVALS: u32 = 3;
+const EXPIRY_INTERVALS: u32 = 3;
 
 /// How long a row lives without a refresh.
 fn ttl(shared: &Shared) -> Duration {
@@ -35,7 +73,8 @@ fn ttl(shared: &Shared) -> Duration {
 /// not reach the database) registers it again. A failed write is logged
 /// and tried again after a backoff (at most one interval): presence never
 /// stops a worker from working.
-pub(super) async fn presence_loop(shared: Arc<Shared>) {
+pub(in crate::worker) async fn presence_loop(presence: Arc<Presence>) {
+    let shared = &presence.shared;
     let interval = shared.settings.presence;
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -47,7 +86,7 @@ pub(super) async fn presence_loop(shared: Arc<Shared>) {
             _ = ticks.tick() => {}
         }
         // Stopped mid-statement too: a frozen database does not hold up the shutdown.
-        let Some(beaten) = unless(&shared.stop_background, beat(&shared)).await else {
+        let Some(beaten) = unless(&shared.stop_background, beat(&presence)).await else {
             return;
         };
         match beaten {
@@ -67,9 +106,9 @@ pub(super) async fn presence_loop(shared: Arc<Shared>) {
 }
 
 /// One refresh (or registration) and one prune of expired rows.
-async fn beat(shared: &Shared) -> crate::Result<()> {
-    let presence = &shared.presence;
-    let running = i64::try_from(shared.jobs.len()).unwrap_or(i64::MAX);
+async fn beat(presence: &Presence) -> crate::Result<()> {
+    let shared = &*presence.shared;
+    let running = i64::try_from(presence.running.len()).unwrap_or(i64::MAX);
     let ttl = ttl(shared);
     if !shared
         .store
@@ -93,11 +132,10 @@ async fn beat(shared: &Shared) -> crate::Result<()> {
     Ok(())
 }
 
-/// Deletes the worker's row, at the end of its shutdown (after the
-/// presence loop stopped, so no refresh writes it again). Bounded by one
-/// presence interval; if it fails, the row expires on its own.
-pub(super) async fn unregister(shared: &Shared) {
-    let id = shared.presence.id;
+/// Deletes the row `id` of the worker, at the end of its shutdown (after
+/// the presence loop stopped, so no refresh writes it again). Bounded by
+/// one presence interval; if it fails, the row expires on its own.
+pub(in crate::worker) async fn unregister(shared: &Shared, id: i64) {
     let wait = shared.settings.presence.max(Duration::from_secs(1));
     match tokio::time::timeout(wait, shared.store.unregister_worker(id)).await {
         Ok(Ok(())) => {}

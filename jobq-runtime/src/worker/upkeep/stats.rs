@@ -4,15 +4,25 @@
 
 use std::sync::Arc;
 
-use super::shared::{Shared, jittered_pause, quietly, unless};
+use crate::handle::Jobq;
+use crate::worker::shared::Shared;
+use crate::worker::util::{jittered_pause, quietly, unless};
+
+/// The stats gauges' state: the handle the worker was built on, whose
+/// gauges they are (shared by its clones).
+#[derive(Debug)]
+pub(in crate::worker) struct StatsGauges {
+    pub(in crate::worker) shared: Arc<Shared>,
+    pub(in crate::worker) jobq: Jobq,
+}
 
 /// Refreshes the gauges every `stats_gauges` interval (jittered) until the
 /// worker's background stops; a failed read is logged and tried at the next one.
-pub(super) async fn stats_loop(shared: Arc<Shared>) {
+pub(in crate::worker) async fn stats_loop(gauges: Arc<StatsGauges>) {
+    let StatsGauges { shared, jobq } = &*gauges;
     let Some(interval) = shared.settings.stats_gauges else {
         return;
     };
-    let jobq = &shared.jobq;
     loop {
         if jobq.gauges().take_turn(interval) {
             let Some(stats) = unless(&shared.stop_background, jobq.stats()).await else {

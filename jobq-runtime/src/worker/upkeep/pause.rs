@@ -3,10 +3,30 @@
 
 use std::sync::Arc;
 
+use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 
-use super::shared::{Shared, backoff, jittered_pause, quietly, unless};
 use crate::error::Error;
+use crate::worker::shared::Shared;
+use crate::worker::util::{backoff, jittered_pause, quietly, unless};
+
+/// The paused queues as last read: `None` until the first read.
+pub(in crate::worker) type Paused = Option<Vec<String>>;
+
+/// The pause loop's state: the sending end of what the claim loops watch.
+#[derive(Debug)]
+pub(in crate::worker) struct Pauses {
+    shared: Arc<Shared>,
+    paused: watch::Sender<Paused>,
+}
+
+impl Pauses {
+    /// The pause loop's state, and what the claim loops watch.
+    pub(in crate::worker) fn new(shared: Arc<Shared>) -> (Self, watch::Receiver<Paused>) {
+        let (paused, watched) = watch::channel(None);
+        (Self { shared, paused }, watched)
+    }
+}
 
 /// First checks that the database has every migration this jobq needs
 /// ([`migrated`]), then reads the paused queues once per poll interval (one
@@ -17,8 +37,9 @@ use crate::error::Error;
 /// while its queue is paused claims nothing from it. When a read fails,
 /// the last set read stays in force and the next read comes after a
 /// backoff (at most one poll interval).
-pub(super) async fn pause_loop(shared: Arc<Shared>) {
-    if !migrated(&shared).await {
+pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
+    let shared = &pauses.shared;
+    if !migrated(shared).await {
         return;
     }
     let poll = shared.settings.poll;
@@ -41,7 +62,7 @@ pub(super) async fn pause_loop(shared: Arc<Shared>) {
                     .into_iter()
                     .filter(|queue| shared.queue_names.contains(queue))
                     .collect();
-                shared.pauses.send_if_modified(|known| {
+                pauses.paused.send_if_modified(|known| {
                     let changed = known.as_ref() != Some(&served);
                     if changed {
                         // The first read logs only queues found paused.
@@ -110,7 +131,7 @@ async fn migrated(shared: &Shared) -> bool {
 
 /// Whether `queue` is to claim nothing now: paused, or the paused queues
 /// not read yet.
-pub(super) fn holds(paused: &Option<Vec<String>>, queue: &str) -> bool {
+pub(in crate::worker) fn holds(paused: &Paused, queue: &str) -> bool {
     paused
         .as_ref()
         .is_none_or(|paused| paused.iter().any(|p| p == queue))

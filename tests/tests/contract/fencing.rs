@@ -1,8 +1,8 @@
 //! Fencing: a settle, a heartbeat or a release applies only through the
 //! exact claim — row *and* token — that holds the row now.
 //!
-//! Two kinds of test, on every backend, driving the store step by step
-//! through `jobq_runtime::__store` (one call per store operation):
+//! Two kinds of test, on every backend and Galera, driving the store step
+//! by step through `jobq_runtime::__store` (one call per store operation):
 //!
 //! - the scenarios of issue 13, finding 1: one worker holds a stale attempt
 //!   of job A and has re-claimed A together with B; a batch of its stale
@@ -16,7 +16,9 @@
 //!
 //! The model-based test runs `JOBQ_FENCING_SEEDS` seeds (default 8) of
 //! `JOBQ_FENCING_STEPS` steps (default 150) per backend; a failure names
-//! its seed and step and prints the steps before it.
+//! its seed and step and prints the steps before it. (`settle.rs` goes
+//! through every order of one stale and one current attempt's calls; this
+//! model, through long random schedules of every operation.)
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -614,7 +616,7 @@ async fn only_the_latest_claim_of_a_row_settles_renews_or_releases_it(db: TestDb
     );
 }
 
-jobq_tests::on_every_backend!(
+contract!(
     a_stale_success_cannot_settle_a_job_its_worker_reclaimed,
     a_stale_heartbeat_is_reported_lost_although_its_worker_reclaimed_the_job,
     each_claimed_row_gets_a_token_of_its_own,

@@ -30,7 +30,7 @@ const MAX_RETRY_PAUSE: Duration = Duration::from_secs(10);
 type EnqueueFn = Arc<dyn Fn(Jobq, String) -> BoxFuture<'static, Result<Enqueued>> + Send + Sync>;
 
 /// A schedule as given to the builder, parsed at `build`.
-pub(super) struct CronSpec {
+pub(in crate::worker) struct CronSpec {
     name: &'static str,
     schedule: String,
     enqueue: EnqueueFn,
@@ -46,7 +46,7 @@ impl fmt::Debug for CronSpec {
 }
 
 impl CronSpec {
-    pub(super) fn new<J>(schedule: &str, job: J, options: Enqueue) -> Self
+    pub(in crate::worker) fn new<J>(schedule: &str, job: J, options: Enqueue) -> Self
     where
         J: Job + Clone + Send + Sync + 'static,
     {
@@ -62,12 +62,12 @@ impl CronSpec {
         }
     }
 
-    pub(super) fn name(&self) -> &'static str {
+    pub(in crate::worker) fn name(&self) -> &'static str {
         self.name
     }
 
-    /// Parses the schedule (see [`WorkerBuilder::cron`](super::WorkerBuilder::cron)).
-    pub(super) fn parse(self) -> Result<CronEntry> {
+    /// Parses the schedule (see [`WorkerBuilder::cron`](crate::worker::WorkerBuilder::cron)).
+    pub(in crate::worker) fn parse(self) -> Result<CronEntry> {
         let cron = Cron::from_str(&self.schedule).map_err(|e| ConfigError::CronSchedule {
             job: self.name,
             schedule: self.schedule.clone(),
@@ -78,7 +78,7 @@ impl CronSpec {
 }
 
 /// A parsed schedule and the job it enqueues.
-pub(super) struct CronEntry {
+pub(in crate::worker) struct CronEntry {
     spec: CronSpec,
     cron: Cron,
 }
@@ -91,13 +91,13 @@ impl fmt::Debug for CronEntry {
 
 impl CronEntry {
     /// The job's name.
-    pub(super) fn name(&self) -> &'static str {
+    pub(in crate::worker) fn name(&self) -> &'static str {
         self.spec.name
     }
 }
 
 /// The idempotency key of `name`'s row for `tick`.
-pub(super) fn tick_key(name: &str, tick: DateTime<Utc>) -> String {
+pub(in crate::worker) fn tick_key(name: &str, tick: DateTime<Utc>) -> String {
     format!(
         "cron:{name}:{}",
         tick.to_rfc3339_opts(SecondsFormat::Secs, true)
@@ -107,7 +107,7 @@ pub(super) fn tick_key(name: &str, tick: DateTime<Utc>) -> String {
 /// Enqueues `entry`'s job at each tick until `stop`. Ticks that pass while
 /// the database refuses the enqueue, or while the process is not running,
 /// are skipped, not made up.
-pub(super) async fn cron_loop(jobq: Jobq, entry: CronEntry, stop: CancellationToken) {
+pub(in crate::worker) async fn cron_loop(jobq: Jobq, entry: CronEntry, stop: CancellationToken) {
     let mut after = Utc::now();
     loop {
         let tick = match entry.cron.find_next_occurrence(&after, false) {

@@ -1,0 +1,250 @@
+//! The jobs a worker holds: claimed and not settled yet, each with its
+//! lease by this host's clock and the token that stops its attempt.
+//!
+//! The claim pipeline adds a job when its claim returns; its settle (or
+//! the completer's, or the rescuer's) forgets it; the heartbeat renews
+//! what is held and stops what it finds lost; a cancel in this process
+//! stops it through [`crate::cancels`]. The set owns the parent of every
+//! attempt's cancellation token: a shutdown past its deadline stops them
+//! all at once ([`HeldJobs::stop_all`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::util::{lock, quietly};
+use crate::store::Fence;
+
+/// A job this worker holds, claimed and not yet settled: the handles its
+/// claim loop, its task, its settlement and the heartbeat share (one
+/// allocation per job).
+#[derive(Debug)]
+pub(super) struct Held {
+    /// Cancels the running attempt.
+    cancel: CancellationToken,
+    /// Its lease by this host's clock (see [`Lease`]).
+    lease: Mutex<Lease>,
+    /// Set before `cancel` when the lease was lost: the attempt must not settle.
+    lease_lost: AtomicBool,
+    /// Set when the attempt has ended and its outcome is being settled: a
+    /// heartbeat that then finds the row gone from `processing` is seeing
+    /// that settle (a fenced-out one is reported by the settle), not a lost lease.
+    ended: AtomicBool,
+}
+
+/// The latest a job's lease can end, by this host's clock: the moment the
+/// last renewal that went through (or the claim) was *sent*, plus the lease
+/// it asked for. The database sets the lease from its own clock when the
+/// statement runs, which is later, so the lease there ends no earlier than
+/// this (two clocks ticking at one rate). A renewal whose answer never came
+/// — an error, or no answer within the statement deadline — moves nothing:
+/// the worker cannot know whether it went through.
+#[derive(Debug, Clone, Copy)]
+struct Lease {
+    /// When the statement that set it was sent.
+    sent: Instant,
+    /// `sent` plus the lease it asked for.
+    ends: Instant,
+}
+
+impl Held {
+    fn new(cancel: CancellationToken, claimed: Instant, lease: Duration) -> Self {
+        Self {
+            cancel,
+            lease: Mutex::new(Lease {
+                sent: claimed,
+                ends: claimed + lease,
+            }),
+            lease_lost: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+        }
+    }
+
+    /// A renewal sent at `sent`, asking for `lease` from then, went
+    /// through. An older one answering after a newer one changes nothing
+    /// (the database keeps the newer one's, as it ran later).
+    pub(super) fn renewed(&self, sent: Instant, lease: Duration) {
+        let mut held = lock(&self.lease);
+        if sent >= held.sent {
+            *held = Lease {
+                sent,
+                ends: sent + lease,
+            };
+        }
+    }
+
+    /// When its lease can end, by this host's clock.
+    fn lease_ends(&self) -> Instant {
+        lock(&self.lease).ends
+    }
+
+    /// The token that cancels the running attempt.
+    pub(super) fn cancel_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Whether the heartbeat found the lease lost: the attempt must not settle.
+    pub(super) fn lease_lost(&self) -> bool {
+        self.lease_lost.load(Ordering::SeqCst)
+    }
+
+    /// The lease was lost: marks it so and stops the attempt.
+    pub(super) fn lose_lease(&self) {
+        self.lease_lost.store(true, Ordering::SeqCst);
+        self.cancel.cancel();
+    }
+
+    /// Whether the attempt has ended and its outcome is being settled.
+    pub(super) fn ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    /// The attempt has ended; its outcome is settled next.
+    pub(super) fn end(&self) {
+        self.ended.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The jobs claimed and not settled yet, by fence.
+#[derive(Debug)]
+pub(super) struct HeldJobs {
+    jobs: Mutex<HashMap<Fence, Arc<Held>>>,
+    /// The parent of every held attempt's token: fired when a shutdown's
+    /// deadline is near, it cancels the attempts still running (they are
+    /// released to `pending`).
+    stop_jobs: CancellationToken,
+    /// The lease a claim and a renewal ask for.
+    lease: Duration,
+    /// See [`Settings::lease_margin`](super::settings::Settings::lease_margin).
+    margin: Duration,
+}
+
+impl HeldJobs {
+    pub(super) fn new(lease: Duration, margin: Duration) -> Self {
+        Self {
+            jobs: Mutex::default(),
+            stop_jobs: CancellationToken::new(),
+            lease,
+            margin,
+        }
+    }
+
+    fn jobs(&self) -> MutexGuard<'_, HashMap<Fence, Arc<Held>>> {
+        lock(&self.jobs)
+    }
+
+    /// How many jobs are held.
+    pub(super) fn len(&self) -> usize {
+        self.jobs().len()
+    }
+
+    /// The fences of every held job.
+    pub(super) fn fences(&self) -> Vec<Fence> {
+        self.jobs().keys().copied().collect()
+    }
+
+    /// Registers a claimed job as held (heartbeats renew its lease from now
+    /// on), its attempt cancelled by [`stop_all`](Self::stop_all).
+    ///
+    /// `claimed` is when the claim was sent: its lease runs from then by
+    /// this host's clock (see [`Held::renewed`]).
+    pub(super) fn hold(&self, fence: Fence, claimed: Instant) -> Arc<Held> {
+        let held = Arc::new(Held::new(self.stop_jobs.child_token(), claimed, self.lease));
+        self.jobs().insert(fence, Arc::clone(&held));
+        held
+    }
+
+    /// Forgets settled (or given up) jobs.
+    pub(super) fn release(&self, fences: &[Fence]) {
+        let mut held = self.jobs();
+        for fence in fences {
+            held.remove(fence);
+        }
+    }
+
+    /// A renewal of `fences` sent at `sent` went through: moves the leases
+    /// of those still held.
+    pub(super) fn renewed(&self, fences: &[Fence], sent: Instant) {
+        let held = self.jobs();
+        for fence in fences {
+            if let Some(job) = held.get(fence) {
+                job.renewed(sent, self.lease);
+            }
+        }
+    }
+
+    /// Cancels every attempt still running (a shutdown's deadline is near).
+    pub(super) fn stop_all(&self) {
+        self.stop_jobs.cancel();
+    }
+
+    /// The soonest moment a running attempt must stop because its lease
+    /// was not renewed (see [`stop_unrenewed`](Self::stop_unrenewed)); `None`
+    /// while nothing that runs is held.
+    pub(super) fn next_lease_stop(&self) -> Option<Instant> {
+        let margin = self.margin;
+        self.jobs()
+            .values()
+            .filter(|job| !job.ended())
+            .map(|job| {
+                job.lease_ends()
+                    .checked_sub(margin)
+                    .unwrap_or_else(Instant::now)
+            })
+            .min()
+    }
+
+    /// Stops, as a lost lease does, every attempt whose lease may end within
+    /// the lease margin because no renewal went through (the database did
+    /// not answer): its cancellation token fires and it is not settled, so
+    /// that it does not run beside the attempt another worker starts once
+    /// the reaper returns the job. Attempts that have ended are left to
+    /// their settle. How many it stopped.
+    pub(super) fn stop_unrenewed(&self) -> usize {
+        let stop_from = Instant::now() + self.margin;
+        let mut held = self.jobs();
+        let unrenewed: Vec<Fence> = held
+            .iter()
+            .filter(|(_, job)| !job.ended() && job.lease_ends() <= stop_from)
+            .map(|(fence, _)| *fence)
+            .collect();
+        for fence in &unrenewed {
+            if let Some(job) = held.remove(fence) {
+                job.lose_lease();
+            }
+        }
+        drop(held);
+        for fence in &unrenewed {
+            quietly(|| {
+                tracing::warn!(
+                    job.id = fence.id,
+                    "lease lost: not renewed in time (the database did not answer) and it may end now; stopping the attempt without settling it, the reaper returns the job"
+                );
+            });
+        }
+        unrenewed.len()
+    }
+
+    /// Stops the attempt of `fence` whose row is no longer held (its lease
+    /// was lost, or it was cancelled): forgets it and cancels it, so it
+    /// neither renews nor settles; whether it was held and running. An
+    /// attempt that has ended already is left to its settle, which the
+    /// fence turns away.
+    pub(super) fn stop_lost(&self, fence: Fence) -> bool {
+        let mut held = self.jobs();
+        if held.get(&fence).is_none_or(|job| job.ended()) {
+            return false;
+        }
+        match held.remove(&fence) {
+            Some(job) => {
+                job.lose_lease();
+                true
+            }
+            None => false,
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! Settling an attempt's outcome: a success handed to the completer, a
+//! failure or an interruption written as one fenced transition, and what a
+//! task that died owed written by the rescuer.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use jobq_core::{JobError, JobErrorKind, RetryPolicy};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{Ended, Observed, Pipeline};
+use crate::metrics::{self, JobMetrics};
+use crate::options::MAX_DELAY;
+use crate::store::{ClaimedJob, Fence, Target, Transition};
+use crate::worker::held::Held;
+use crate::worker::inject;
+use crate::worker::shared::Shared;
+use crate::worker::util::{backoff, panicked, quietly, unless};
+
+/// How an attempt ended.
+pub(super) enum Outcome {
+    Succeeded,
+    Failed(JobError, RetryPolicy),
+    /// Cancelled by the shutdown deadline or a lost lease.
+    Interrupted,
+}
+
+/// What a held job is owed if whatever holds it ends without settling it.
+#[derive(Debug)]
+pub(super) enum Owed {
+    /// Back to `pending`, the attempt not counted (it never started).
+    Release,
+    /// A failed attempt: its task died (a panic outside the handler's poll,
+    /// or its future was dropped) before it settled.
+    Failure,
+    /// This transition, which was being written.
+    Transition(Transition),
+    /// Nothing: settled, handed to the completer, or given up on.
+    Nothing,
+}
+
+/// Owned by whatever holds a claimed job (the claim loop's buffer, then the
+/// job's task). Dropped while something is still owed — the task panicked
+/// where nothing catches it, in a log line, an instrumented span, or its
+/// future was dropped — it hands the settle to the worker's rescuer task,
+/// which does not depend on the dead task. The normal path pays nothing but
+/// the flag updates.
+#[derive(Debug)]
+pub(super) struct Settlement {
+    pub(super) rescues: mpsc::UnboundedSender<Transition>,
+    pub(super) fence: Fence,
+    pub(super) attempt: u32,
+    pub(super) max_attempts: u32,
+    /// The handles the heartbeat shares.
+    pub(super) held: Arc<Held>,
+    pub(super) owed: Owed,
+}
+
+impl Drop for Settlement {
+    fn drop(&mut self) {
+        if self.held.lease_lost() {
+            // The heartbeat forgot it: the attempt must not settle.
+            return;
+        }
+        let transition = match std::mem::replace(&mut self.owed, Owed::Nothing) {
+            Owed::Nothing => return,
+            Owed::Release => release(self.fence),
+            Owed::Transition(transition) => transition,
+            Owed::Failure => plan_failure(
+                self.attempt,
+                self.max_attempts,
+                self.fence,
+                &JobError::retry(
+                    "the attempt's task ended before settling it: a panic outside the handler (in a log line or tracing subscriber, a span, a Drop) or its future was dropped; the panic hook's report on stderr says where",
+                ),
+                &RetryPolicy::DEFAULT,
+            ),
+        };
+        // An unbounded send never blocks nor panics; it fails only once the
+        // worker is gone, and then the reaper returns the job.
+        let _ = self.rescues.send(transition);
+    }
+}
+
+/// A fenced move back to `pending`, the attempt not counted.
+pub(super) fn release(fence: Fence) -> Transition {
+    Transition {
+        fence,
+        target: Target::Pending,
+        delay: Duration::ZERO,
+        refund_attempt: true,
+        error: None,
+    }
+}
+
+/// The rescuer: writes what job tasks that died owed (see [`Settlement`]).
+#[derive(Debug)]
+pub(in crate::worker) struct Rescuer {
+    shared: Arc<Shared>,
+    rescues: mpsc::UnboundedReceiver<Transition>,
+    /// Makes it drain what is left and stop.
+    stop: CancellationToken,
+}
+
+impl Rescuer {
+    /// A rescuer and the sender job tasks hand it what they owe.
+    pub(in crate::worker) fn new(shared: Arc<Shared>) -> (Self, mpsc::UnboundedSender<Transition>) {
+        let (sender, rescues) = mpsc::unbounded_channel();
+        let rescuer = Self {
+            shared,
+            rescues,
+            stop: CancellationToken::new(),
+        };
+        (rescuer, sender)
+    }
+
+    /// The signal that makes it drain what is left and stop.
+    pub(in crate::worker) fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// Writes what dead tasks owed, one at a time, until stopped; then
+    /// what is left, for at most one lease.
+    pub(in crate::worker) async fn run(self) {
+        let Self {
+            shared,
+            mut rescues,
+            stop,
+        } = self;
+        loop {
+            tokio::select! {
+                biased;
+                received = rescues.recv() => match received {
+                    Some(transition) => rescue(&shared, &transition).await,
+                    None => return,
+                },
+                () = stop.cancelled() => break,
+            }
+        }
+        let drain = async {
+            while let Ok(transition) = rescues.try_recv() {
+                rescue(&shared, &transition).await;
+            }
+        };
+        let drain = tokio::time::timeout(shared.settings.lease, drain);
+        let _ = unless(&shared.deadline_passed, drain).await;
+    }
+}
+
+async fn rescue(shared: &Shared, transition: &Transition) {
+    let _ = AssertUnwindSafe(apply(shared, transition))
+        .catch_unwind()
+        .await;
+    shared.held.release(&[transition.fence]);
+}
+
+/// Settles `job`'s `outcome` and forgets the job (a success once the
+/// completer has it).
+pub(super) async fn settle(
+    pipeline: &Pipeline,
+    queue: &str,
+    job: &ClaimedJob,
+    span: &tracing::Span,
+    outcome: Outcome,
+    settlement: &mut Settlement,
+    job_metrics: &JobMetrics,
+) {
+    // Every log line and span record below is `quietly`: a subscriber that
+    // panics (a closed stderr) must not stop the settle. The attempt's span
+    // is not entered here (see `attempt::start`): log lines name it as their parent.
+    let shared = &*pipeline.shared;
+    let fence = job.fence();
+    observe(pipeline, job, &outcome);
+    let transition = match outcome {
+        Outcome::Succeeded => {
+            job_metrics.ended(metrics::Outcome::Succeeded);
+            quietly(|| {
+                span.record("job.outcome", "done");
+            });
+            inject::point!(CompleterSend, queue);
+            // A completer stuck on a database that does not answer fills
+            // the channel; past the shutdown's deadline nothing waits.
+            let sent = unless(&shared.deadline_passed, pipeline.completions.send(fence)).await;
+            if !matches!(sent, Some(Ok(()))) {
+                shared.held.release(&[fence]);
+            }
+            settlement.owed = Owed::Nothing;
+            quietly(|| tracing::debug!(parent: span, "job done"));
+            return;
+        }
+        Outcome::Interrupted if settlement.held.lease_lost() => {
+            job_metrics.ended(metrics::Outcome::LeaseLost);
+            settlement.owed = Owed::Nothing;
+            quietly(|| {
+                span.record("job.outcome", "lease_lost");
+            });
+            return;
+        }
+        Outcome::Interrupted => {
+            job_metrics.ended(metrics::Outcome::Released);
+            quietly(|| {
+                span.record("job.outcome", "released");
+            });
+            release(fence)
+        }
+        Outcome::Failed(error, policy) => {
+            let transition = plan_failure(job.attempt, job.max_attempts, fence, &error, &policy);
+            let (outcome, counted) = match (transition.target, error.kind()) {
+                (_, JobErrorKind::Snooze(_)) => ("snoozed", metrics::Outcome::Snoozed),
+                (Target::Failed, _) => ("failed", metrics::Outcome::Failed),
+                (Target::Pending, _) => ("retry", metrics::Outcome::Retried),
+            };
+            job_metrics.ended(counted);
+            quietly(|| {
+                span.record("job.outcome", outcome);
+                if transition.target == Target::Failed {
+                    tracing::warn!(parent: span, error = %error, outcome, "job failed");
+                } else {
+                    tracing::info!(parent: span, error = %error, retry_in = ?transition.delay, outcome, "attempt failed; the job will run again");
+                }
+            });
+            transition
+        }
+    };
+    settlement.owed = Owed::Transition(transition.clone());
+    apply(shared, &transition).await;
+    settlement.owed = Owed::Nothing;
+    shared.held.release(&[fence]);
+}
+
+/// Tells the worker's observer, if it has one, how the attempt ended.
+fn observe(pipeline: &Pipeline, job: &ClaimedJob, outcome: &Outcome) {
+    let Some(observer) = &pipeline.observer else {
+        return;
+    };
+    let ended = match outcome {
+        Outcome::Succeeded => Ended::Succeeded,
+        Outcome::Interrupted => Ended::Interrupted,
+        Outcome::Failed(error, policy) => {
+            let plan = plan_failure(job.attempt, job.max_attempts, job.fence(), error, policy);
+            match (plan.target, error.kind()) {
+                (_, JobErrorKind::Snooze(_)) => Ended::Snoozed(plan.delay),
+                (Target::Failed, _) => Ended::Failed(error.clone()),
+                (Target::Pending, _) => Ended::Retried(error.clone(), plan.delay),
+            }
+        }
+    };
+    let _ = observer.send(Observed {
+        id: job.id,
+        job_name: job.job_name.clone(),
+        attempt: job.attempt,
+        ended,
+    });
+}
+
+/// What a failed attempt turns into.
+pub(super) fn plan_failure(
+    attempt: u32,
+    max_attempts: u32,
+    fence: Fence,
+    error: &JobError,
+    policy: &RetryPolicy,
+) -> Transition {
+    let exhausted = attempt >= max_attempts;
+    let (target, delay, refund_attempt) = match error.kind() {
+        JobErrorKind::Snooze(delay) => (Target::Pending, delay, true),
+        JobErrorKind::Permanent => (Target::Failed, Duration::ZERO, false),
+        _ if exhausted => (Target::Failed, Duration::ZERO, false),
+        JobErrorKind::RetryIn(delay) => (Target::Pending, delay, false),
+        _ => (Target::Pending, policy.delay(attempt), false),
+    };
+    // Past what every backend's time arithmetic holds (MySQL's DATETIME ends
+    // in 9999, PostgreSQL's interval at about 178 million years): clamped to
+    // the limit enqueue has, and said so.
+    const CLAMPED: &str = "clamped to 100 years (jobq_runtime::MAX_DELAY)";
+    let error = match error.kind() {
+        JobErrorKind::Snooze(_) if delay > MAX_DELAY => {
+            Some(format!("{}, {CLAMPED}", error.message()))
+        }
+        _ if delay > MAX_DELAY => Some(format!(
+            "{}; to be retried in {delay:?}, {CLAMPED}",
+            error.message()
+        )),
+        _ => plan_error(attempt, max_attempts, error, target, exhausted),
+    };
+    let delay = delay.min(MAX_DELAY);
+    Transition {
+        fence,
+        target,
+        delay,
+        refund_attempt,
+        error,
+    }
+}
+
+/// The `last_error` a failed attempt writes (`None` keeps the old one).
+fn plan_error(
+    attempt: u32,
+    max_attempts: u32,
+    error: &JobError,
+    target: Target,
+    exhausted: bool,
+) -> Option<String> {
+    match error.kind() {
+        JobErrorKind::Snooze(_) => None,
+        _ if exhausted
+            && target == Target::Failed
+            && !matches!(error.kind(), JobErrorKind::Permanent) =>
+        {
+            Some(format!(
+                "{} (attempt {} of {}: attempts exhausted)",
+                error.message(),
+                attempt,
+                max_attempts
+            ))
+        }
+        _ => Some(error.message().to_owned()),
+    }
+}
+
+/// Writes a transition, retrying while the database is unreachable, for at
+/// most about one lease: after that the reaper owns the job anyway — and not
+/// past a shutdown's deadline. A panic in the write (a subscriber panicking
+/// on a log line inside the driver) counts as a failed try.
+pub(super) async fn apply(shared: &Shared, transition: &Transition) {
+    let give_up = tokio::time::Instant::now() + shared.settings.lease;
+    let mut failures = 0;
+    loop {
+        let started = tokio::time::Instant::now();
+        let write = AssertUnwindSafe(shared.store.transition(transition)).catch_unwind();
+        let Some(result) = unless(&shared.deadline_passed, write).await else {
+            quietly(|| {
+                tracing::error!(
+                    job.id = transition.fence.id,
+                    "the shutdown's deadline passed before the attempt was settled; the reaper returns the job when its lease expires"
+                );
+            });
+            return;
+        };
+        let result = result.unwrap_or_else(|panic| Err(panicked("settle", panic.as_ref())));
+        if result.is_ok() {
+            shared
+                .metrics
+                .settled(metrics::Settle::Transition, started.elapsed());
+        }
+        match result {
+            Ok(true) => return,
+            Ok(false) => {
+                shared.metrics.fenced_out(metrics::Settle::Transition, 1);
+                quietly(|| {
+                    if failures == 0 {
+                        tracing::warn!(
+                            job.id = transition.fence.id,
+                            "settle fenced out: the job is no longer held by this attempt (lease expired and re-claimed, or cancelled); nothing changed"
+                        );
+                    } else {
+                        // A failed try may have committed with only its
+                        // reply lost: the row then no longer matches the
+                        // fence because this very settle moved it.
+                        tracing::warn!(
+                            job.id = transition.fence.id,
+                            failed_tries = failures,
+                            "settle retried after an error found the job no longer held by this attempt: an earlier try committed and only its reply was lost, or the lease expired and the job was re-claimed or cancelled; this try changed nothing"
+                        );
+                    }
+                });
+                return;
+            }
+            Err(error) if tokio::time::Instant::now() < give_up => {
+                failures += 1;
+                let pause = backoff(failures);
+                quietly(|| {
+                    tracing::warn!(job.id = transition.fence.id, error = &error as &dyn std::error::Error, retry_in = ?pause, "settling the attempt failed; retrying");
+                });
+                // The next try, if any, sees the deadline passed.
+                let _ = unless(&shared.deadline_passed, tokio::time::sleep(pause)).await;
+            }
+            Err(error) => {
+                quietly(|| {
+                    tracing::error!(
+                        job.id = transition.fence.id,
+                        error = &error as &dyn std::error::Error,
+                        "giving up settling the attempt; the reaper will return the job when its lease expires"
+                    );
+                });
+                return;
+            }
+        }
+    }
+}

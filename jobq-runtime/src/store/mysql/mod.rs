@@ -616,20 +616,7 @@ impl BackendStore for MySqlStore {
     /// then retried by id.
     async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64> {
         let pick = bulk_pick_statement(ids, guard);
-        let changed = self
-            .conns
-            .run(async |conn| {
-                let mut tx = conn.begin_with(BEGIN_RC).await?;
-                let rows: Vec<(i64, Option<i64>)> =
-                    sqlx::query_as_with(&pick.sql, arguments(&pick.binds)?)
-                        .fetch_all(&mut *tx)
-                        .await?;
-                let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
-                let changed = update_ids(&mut tx, retry_ids, &ids).await?;
-                tx.commit().await?;
-                Ok(changed)
-            })
-            .await?;
+        let (_, changed) = self.pick_then_update(&pick, retry_ids).await?;
         Ok(changed)
     }
 
@@ -903,6 +890,18 @@ impl MySqlStore {
     /// One cancel transaction: the rows `pick` locks (with their tokens),
     /// then cancelled by id.
     async fn cancel_once(&self, pick: &Statement) -> Result<Cancelled, sqlx::Error> {
+        let (rows, _) = self.pick_then_update(pick, cancel_ids).await?;
+        Ok(Cancelled::of_rows(&rows))
+    }
+
+    /// One transaction: the rows `pick` locks, with the tokens they hold,
+    /// then the statement `update` makes for their ids; those rows and how
+    /// many it changed.
+    async fn pick_then_update(
+        &self,
+        pick: &Statement,
+        update: fn(usize) -> String,
+    ) -> Result<(Vec<(i64, Option<i64>)>, u64), sqlx::Error> {
         self.conns
             .run(async |conn| {
                 let mut tx = conn.begin_with(BEGIN_RC).await?;
@@ -911,9 +910,9 @@ impl MySqlStore {
                         .fetch_all(&mut *tx)
                         .await?;
                 let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
-                update_ids(&mut tx, cancel_ids, &ids).await?;
+                let changed = update_ids(&mut tx, update, &ids).await?;
                 tx.commit().await?;
-                Ok(Cancelled::of_rows(&rows))
+                Ok((rows, changed))
             })
             .await
     }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite against real MariaDB, PostgreSQL and SQLite.
-# Starts the databases if they are down. Extra arguments go to `cargo test`.
+# Starts the databases if they are down. Extra arguments go to `cargo test`
+# (`-p jobq-tests --test list` runs one target).
 #
 # It leaves nothing behind: the tests run in a database made for this run
 # on each server (jobq_run_<time>_<pid>, in place of the URLs' own), which
@@ -35,4 +36,9 @@ fi
 # are built too): a separate `--doc` run resolved dev-dependencies
 # differently and rebuilt half the tree. --no-fail-fast: a failing test
 # file does not hide the results of the others.
-cargo test --workspace --no-fail-fast "$@"
+# With `-p CRATE` among the arguments, only the crates named.
+scope=--workspace
+for arg in "$@"; do
+  case "$arg" in -p|--package|-p*|--package=*) scope= ;; esac
+done
+cargo test $scope --no-fail-fast "$@"

@@ -3,10 +3,10 @@
 # fixes and the layers) and AFTER_BIN (the layers), alternating sides in
 # each round, every backend, on one quiet machine; each run measures jobq
 # beside the raw-SQL baseline on the same server.
-# Usage: bench/round2-layers/run.sh BEFORE_BIN AFTER_BIN ROUNDS OUTDIR
+# Usage: [ONLY=rows] bench/round2-layers/run.sh BEFORE_BIN AFTER_BIN ROUNDS OUTDIR
 set -euo pipefail
 before=$1 after=$2 rounds=$3 out=$4
-only=drain1,drain8,drain32,enqueue1,enqueue8,enqueue100
+only=${ONLY:-drain1,drain8,drain32,enqueue1,enqueue8,enqueue100}
 mkdir -p "$out"
 for r in $(seq 1 "$rounds"); do
   for backend in mysql postgres sqlite; do

@@ -55,7 +55,8 @@
 //!   there from constant pieces), and its migrations (`MIGRATIONS`, the
 //!   files of `jobq-runtime/migrations/<backend>/`); tests reach the
 //!   statements as `jobq_runtime::__private::sql::<backend>`. No SQL text
-//!   lives anywhere else (a test below checks it);
+//!   lives anywhere else but `store/sql.rs`, the few statements every
+//!   backend writes word for word (a test below checks it);
 //! - `glue.rs`: the `EnqueueConnection` impl of its connection (and, for
 //!   `testing`, how a database of a test's own is made on its server);
 //! - its mechanism files: MySQL's resumed-claim `position.rs` and connect
@@ -129,6 +130,7 @@ pub(crate) mod policy;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 mod shared;
+pub(crate) mod sql;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 mod stash;
@@ -812,7 +814,8 @@ mod tests {
         }
     }
 
-    /// Each backend's SQL is in its own `store/<backend>/sql.rs` and nowhere
+    /// Each backend's SQL is in its own `store/<backend>/sql.rs` (what all
+    /// write word for word in `store/sql.rs`) and nowhere
     /// else: no other source file of the crate (unit tests aside) has a
     /// string literal that starts like a statement.
     #[test]

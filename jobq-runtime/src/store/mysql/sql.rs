@@ -2,7 +2,7 @@
 //! the store's module docs). IN-lists are built here, from constant pieces, by the
 //! functions at the end; nothing else in the store holds SQL text.
 
-use crate::store::filter::{BULK_PAGE, Filtered, Hints, KeyPieces, Pieces, WindowPieces};
+use crate::store::filter::{BULK_PAGE, Filtered, Hints, KeyPieces, Pieces};
 use crate::store::migrate::{Migration, migrations};
 
 /// Every jobq transaction starts with this: READ COMMITTED for the one
@@ -244,14 +244,7 @@ pub(crate) const FILTERED: Filtered = Filtered {
     list: job_columns!(),
     count: "SELECT COUNT(*) FROM jobq_jobs",
     ids: "SELECT id FROM jobq_jobs",
-    window: WindowPieces {
-        last_id: "SELECT id FROM jobq_jobs ORDER BY id DESC LIMIT 1",
-        probe: [
-            "SELECT id FROM (SELECT id, created_at FROM jobq_jobs",
-            " WHERE id >= ",
-            " ORDER BY id LIMIT 1) AS probe WHERE created_at >= ",
-        ],
-    },
+    window: crate::store::sql::WINDOW,
     // Left to itself, the optimizer walks the primary key for a page of
     // `pending` rows of a queue whose ids lie behind a million finished
     // ones (2.6 s in the plan test), and scans the table for a count of one queue's

@@ -1,6 +1,6 @@
 //! Every statement the SQLite store runs (see the facts in the store's module docs).
 
-use crate::store::filter::{BULK_PAGE, Filtered, KeyPieces, Pieces, WindowPieces};
+use crate::store::filter::{BULK_PAGE, Filtered, KeyPieces, Pieces};
 use crate::store::migrate::{Migration, migrations};
 
 /// Every column `Jobq::job` reports, text columns as bytes (decoded lossily:
@@ -134,14 +134,7 @@ pub(crate) const FILTERED: Filtered = Filtered {
     list: job_columns!(),
     count: "SELECT COUNT(*) FROM jobq_jobs",
     ids: "SELECT id FROM jobq_jobs",
-    window: WindowPieces {
-        last_id: "SELECT id FROM jobq_jobs ORDER BY id DESC LIMIT 1",
-        probe: [
-            "SELECT id FROM (SELECT id, created_at FROM jobq_jobs",
-            " WHERE id >= ",
-            " ORDER BY id LIMIT 1) AS probe WHERE created_at >= ",
-        ],
-    },
+    window: crate::store::sql::WINDOW,
     hints: None,
     ids_page: BULK_PAGE,
 };

@@ -1,0 +1,15 @@
+//! The statements every backend writes alike, word for word (each backend's
+//! own are in its `sql.rs`).
+
+use crate::store::filter::WindowPieces;
+
+/// The search for an enqueue-time bound (`filter::Window`): standard SQL
+/// that MySQL/MariaDB, PostgreSQL and SQLite all run as written.
+pub(crate) const WINDOW: WindowPieces = WindowPieces {
+    last_id: "SELECT id FROM jobq_jobs ORDER BY id DESC LIMIT 1",
+    probe: [
+        "SELECT id FROM (SELECT id, created_at FROM jobq_jobs",
+        " WHERE id >= ",
+        " ORDER BY id LIMIT 1) AS probe WHERE created_at >= ",
+    ],
+};

@@ -94,6 +94,12 @@ enum Side {
         concurrency: usize,
         metrics: bool,
     },
+    /// [`Side::JobqDrain`] on a queue with a global concurrency limit of
+    /// `limit` (`None`: no limit, the baseline of the limit rows).
+    JobqDrainLimited {
+        concurrency: usize,
+        limit: Option<u32>,
+    },
     /// Worker in this process; enqueues at `RATE` from this process or another.
     JobqLatency {
         other_process: bool,
@@ -120,6 +126,10 @@ impl Side {
                     "no recorder"
                 }
             ),
+            Self::JobqDrainLimited { concurrency, limit } => match limit {
+                Some(limit) => format!("worker, concurrency {concurrency}, queue limit {limit}"),
+                None => format!("worker, concurrency {concurrency}, no limit"),
+            },
             Self::JobqLatency { other_process } => format!(
                 "{RATE:.0} jobs/s from {}, concurrency {DEFAULT_CONCURRENCY}",
                 if other_process {
@@ -156,6 +166,13 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
         };
         spec(id, title, Some(side(false)), side(true), jobs)
     };
+    // The same worker on the same queue without and with a global limit
+    // equal to its concurrency.
+    let limited_drain = |id, title, concurrency: usize, jobs| {
+        let side = |limit| Side::JobqDrainLimited { concurrency, limit };
+        let limit = u32::try_from(concurrency).ok();
+        spec(id, title, Some(side(None)), side(limit), jobs)
+    };
     let enqueue_one = |id, title, tasks, jobs| {
         let raw = Side::RawEnqueueOne { tasks };
         spec(id, title, Some(raw), Side::JobqEnqueueOne { tasks }, jobs)
@@ -178,6 +195,19 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
         drain("drain1", "drain, concurrency 1", (1, 1), 1, s(600)),
         drain("drain8", "drain, concurrency 8", (1, 8), 8, s(4_000)),
         drain("drain32", "drain, concurrency 32", (1, 32), 32, s(20_000)),
+        // The "raw" side of these is jobq without a limit.
+        limited_drain(
+            "limit8",
+            "drain with a queue limit = concurrency 8 vs none",
+            8,
+            s(4_000),
+        ),
+        limited_drain(
+            "limit32",
+            "drain with a queue limit = concurrency 32 vs none",
+            32,
+            s(20_000),
+        ),
         // The "raw" side of these is jobq with metrics off.
         metrics_drain(
             "metrics8",
@@ -431,6 +461,7 @@ fn judge(specs: &[Spec], rows: &mut [Row], jobq: &Jobq, poll: Duration) {
                 ("≥ 0.90 × raw".to_owned(), row.ratio.map(|r| r >= 0.9))
             }
             "best" => ("≥ 0.80 × raw best".to_owned(), row.ratio.map(|r| r >= 0.8)),
+            "limit8" | "limit32" => ("≥ 0.90 × no limit".to_owned(), row.ratio.map(|r| r >= 0.9)),
             "metrics8" | "metrics32" => (
                 "≥ 0.97 × metrics off".to_owned(),
                 row.ratio.map(|r| r >= 0.97),
@@ -473,7 +504,10 @@ impl Bench {
             Side::RawEnqueueMany { batch } => self.raw_enqueue_many(batch, n).await?,
             Side::JobqEnqueueOne { tasks } => self.jobq_enqueue_one(tasks, n).await?,
             Side::JobqEnqueueMany { batch } => self.jobq_enqueue_many(batch, n).await?,
-            Side::RawDrain { .. } | Side::JobqDrain { .. } | Side::JobqDrainMetrics { .. } => {
+            Side::RawDrain { .. }
+            | Side::JobqDrain { .. }
+            | Side::JobqDrainMetrics { .. }
+            | Side::JobqDrainLimited { .. } => {
                 let mut total = Sample::default();
                 for _ in 0..spec.repeats {
                     self.db.fill(n).await?;
@@ -606,6 +640,16 @@ impl Bench {
                 if metrics && !crate::metrics::render().contains("jobq_attempts_total") {
                     return Err("the recorder saw no attempt: metrics were not on".into());
                 }
+                secs
+            }
+            Side::JobqDrainLimited { concurrency, limit } => {
+                self.jobq.set_queue_limit(QUEUE, limit).await?;
+                let start = Instant::now();
+                let worker = self.start_worker(concurrency, &probe)?;
+                probe.wait(DEADLINE).await?;
+                worker.shutdown(Duration::from_secs(60)).await?;
+                let secs = start.elapsed().as_secs_f64();
+                self.jobq.set_queue_limit(QUEUE, None).await?;
                 secs
             }
             _ => unreachable!("not a drain"),

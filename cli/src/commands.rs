@@ -136,6 +136,18 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             }
             Outcome::Done
         }
+        Command::Limit { queue, limit } => {
+            jobq.set_queue_limit(&queue, limit.0)
+                .await
+                .map_err(|e| error_chain(&e))?;
+            match limit.0 {
+                Some(n) => outln!(
+                    "queue {queue} is limited to {n} jobs at once across every worker (within one poll interval)"
+                ),
+                None => outln!("queue {queue} has no limit"),
+            }
+            Outcome::Done
+        }
         Command::Workers { format } => {
             let workers = jobq.workers().await.map_err(|e| error_chain(&e))?;
             let jobs = jobq.job_kinds().await.map_err(|e| error_chain(&e))?;

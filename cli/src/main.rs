@@ -121,6 +121,14 @@ enum Command {
         /// The queue.
         queue: String,
     },
+    /// Sets a queue's global concurrency limit: at most N of its jobs
+    /// running at once across every worker (`none` removes it).
+    Limit {
+        /// The queue.
+        queue: String,
+        /// The most jobs running at once, or `none`.
+        limit: LimitArg,
+    },
     /// The workers running now (host, pid, queues, running jobs, last seen),
     /// and the jobs they publish with their defaults.
     Workers {
@@ -297,4 +305,21 @@ async fn run(url: &str, command: Command) -> Result<Outcome, String> {
         .await
         .map_err(|e| jobq_runtime::error_chain(&e))?;
     commands::execute(&jobq, command).await
+}
+
+/// `jobq limit`'s value: a number of jobs, or `none`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LimitArg(pub(crate) Option<u32>);
+
+impl std::str::FromStr for LimitArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.eq_ignore_ascii_case("none") {
+            return Ok(Self(None));
+        }
+        s.parse::<u32>()
+            .map(|n| Self(Some(n)))
+            .map_err(|_| format!("`{s}` is not a number of jobs or `none`"))
+    }
 }

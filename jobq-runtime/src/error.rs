@@ -360,6 +360,18 @@ pub enum InvalidArgument {
         /// The byte offset of the first NUL.
         at: usize,
     },
+    /// A queue's global concurrency limit is 0 or over
+    /// [`MAX_QUEUE_LIMIT`](crate::MAX_QUEUE_LIMIT).
+    #[error(
+        "the limit of queue `{queue}` is {limit}; it must be 1 to {max} jobs at once (remove a limit with set_queue_limit(queue, None); pause a queue to run none)",
+        max = crate::options::MAX_QUEUE_LIMIT
+    )]
+    QueueLimit {
+        /// The queue.
+        queue: String,
+        /// The value given.
+        limit: u32,
+    },
     /// `max_attempts` is 0 or over `i32::MAX`.
     #[error(
         "max_attempts of job `{job}` is {max_attempts}; it must be 1 to {max}",

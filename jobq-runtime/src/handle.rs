@@ -356,7 +356,69 @@ impl Jobq {
 
     /// The queues paused now, by name.
     pub async fn paused_queues(&self) -> Result<Vec<String>> {
-        self.store().paused_queues().await
+        let controls = self.store().queue_controls().await?;
+        Ok(controls
+            .into_iter()
+            .filter(|c| c.paused)
+            .map(|c| c.queue)
+            .collect())
+    }
+
+    /// Sets `queue`'s global concurrency limit: at most `limit` of its jobs
+    /// `processing` at once, across every worker of every process (each
+    /// worker's own concurrency for the queue still bounds that worker);
+    /// `None` removes it. Stored in the database, like a pause, so it needs
+    /// no deploy and outlives restarts; workers apply a new limit within
+    /// one poll interval.
+    ///
+    /// Each job claimed under a limit holds one of the queue's slots (rows
+    /// of `jobq_slots`, written by the claim in its transaction) for as long
+    /// as its attempt holds its row: the slot is free again as soon as the
+    /// row moves on, whether the attempt settled, was released at shutdown,
+    /// cancelled, or reaped after its worker died (within about one lease).
+    /// A stale attempt's settle frees nothing. Lowering a limit stops new
+    /// claims at once; jobs running above the new limit finish. A queue
+    /// without a limit claims as it always did, at no cost.
+    ///
+    /// `limit` must be 1 to [`MAX_QUEUE_LIMIT`](crate::MAX_QUEUE_LIMIT)
+    /// ([`InvalidArgument::QueueLimit`](crate::InvalidArgument::QueueLimit));
+    /// pause a queue to run none of its jobs.
+    ///
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> jobq_runtime::Result<()> {
+    /// let jobq = jobq_runtime::Jobq::connect("sqlite::memory:").await?;
+    /// jobq.migrate().await?;
+    /// // At most 5 exports at once, whatever the number of workers.
+    /// jobq.set_queue_limit("exports", Some(5)).await?;
+    /// let stats = jobq.stats().await?;
+    /// assert_eq!(stats.queues[0].limit, Some(5));
+    /// jobq.set_queue_limit("exports", None).await?;
+    /// assert!(jobq.set_queue_limit("exports", Some(0)).await.is_err());
+    /// # Ok(()) }
+    /// ```
+    pub async fn set_queue_limit(&self, queue: &str, limit: Option<u32>) -> Result<()> {
+        validate_queue(queue)?;
+        if let Some(n) = limit
+            && !(1..=crate::options::MAX_QUEUE_LIMIT).contains(&n)
+        {
+            return Err(crate::error::InvalidArgument::QueueLimit {
+                queue: queue.to_owned(),
+                limit: n,
+            }
+            .into());
+        }
+        self.store().set_limit(queue, limit).await
+    }
+
+    /// The global concurrency limit of each limited queue
+    /// ([`set_queue_limit`](Self::set_queue_limit)), by queue name.
+    pub async fn queue_limits(&self) -> Result<Vec<(String, u32)>> {
+        let controls = self.store().queue_controls().await?;
+        Ok(controls
+            .into_iter()
+            .filter_map(|c| c.limit.map(|n| (c.queue, n)))
+            .collect())
     }
 
     /// One page of the jobs `filter` matches, by id (the order they were

@@ -91,6 +91,32 @@ pub async fn claim(
         .collect())
 }
 
+/// [`claim`] of a queue with a global concurrency limit, through its slots;
+/// also whether the limit held due jobs back.
+pub async fn claim_limited(
+    jobq: &Jobq,
+    queue: &str,
+    limit: u32,
+    lease: Duration,
+    worker: &str,
+) -> Result<(Vec<Claim>, bool)> {
+    let claimed = jobq
+        .store()
+        .claim_limited(queue, limit, lease, worker)
+        .await?;
+    let claims = claimed
+        .jobs
+        .into_iter()
+        .map(|c| Claim {
+            id: c.id,
+            token: c.token,
+            attempt: c.attempt,
+            max_attempts: c.max_attempts,
+        })
+        .collect();
+    Ok((claims, claimed.held_back))
+}
+
 /// Marks the `(id, token)` claims `done` in one batch; how many still held.
 pub async fn complete(jobq: &Jobq, fences: &[(i64, i64)]) -> Result<u64> {
     let fences: Vec<Fence> = fences

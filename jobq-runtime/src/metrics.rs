@@ -91,6 +91,10 @@ pub const QUEUE_EXPIRED_LEASES: &str = "jobq_queue_expired_leases";
 pub const QUEUE_OLDEST_AVAILABLE_AGE_SECONDS: &str = "jobq_queue_oldest_available_age_seconds";
 /// 1 if paused, by `queue`.
 pub const QUEUE_PAUSED: &str = "jobq_queue_paused";
+/// The global concurrency limit (0: none), by `queue`.
+pub const QUEUE_LIMIT: &str = "jobq_queue_limit";
+/// Due jobs held back by the global concurrency limit, by `queue`.
+pub const QUEUE_HELD_BACK: &str = "jobq_queue_held_back";
 /// Successes in the last hour, by `queue`.
 pub const QUEUE_SUCCEEDED_LAST_HOUR: &str = "jobq_queue_succeeded_last_hour";
 /// Failures for good in the last hour, by `queue`.
@@ -184,6 +188,8 @@ pub(crate) mod statement {
     pub(crate) const MIGRATE: &str = "migrate";
     pub(crate) const RETRY: &str = "retry";
     pub(crate) const PAUSE: &str = "pause";
+    /// Setting a queue's global concurrency limit.
+    pub(crate) const LIMIT: &str = "limit";
     /// `jobq_runtime::testing`'s drain with scheduled jobs.
     #[cfg(feature = "testing")]
     pub(crate) const MAKE_DUE: &str = "make_due";
@@ -243,6 +249,14 @@ fn describe() {
                 "How long the oldest due job has waited (queue lag).",
             ),
             (QUEUE_PAUSED, "1 if the queue is paused."),
+            (
+                QUEUE_LIMIT,
+                "The queue's global concurrency limit (0: none).",
+            ),
+            (
+                QUEUE_HELD_BACK,
+                "Due jobs held back by the queue's global concurrency limit.",
+            ),
             (
                 QUEUE_SUCCEEDED_LAST_HOUR,
                 "Jobs that succeeded in the last hour.",
@@ -458,6 +472,8 @@ impl Gauges {
                 (QUEUE_EXPIRED_LEASES, queue.expired_leases as f64),
                 (QUEUE_OLDEST_AVAILABLE_AGE_SECONDS, age),
                 (QUEUE_PAUSED, if queue.paused { 1.0 } else { 0.0 }),
+                (QUEUE_LIMIT, f64::from(queue.limit.unwrap_or(0))),
+                (QUEUE_HELD_BACK, queue.held_back as f64),
                 (
                     QUEUE_SUCCEEDED_LAST_HOUR,
                     queue.succeeded_last_hour() as f64,
@@ -479,13 +495,15 @@ impl Gauges {
 }
 
 /// Every gauge [`Gauges::set`] sets.
-const GAUGES: [&str; 8] = [
+const GAUGES: [&str; 10] = [
     QUEUE_AVAILABLE,
     QUEUE_SCHEDULED,
     QUEUE_PROCESSING,
     QUEUE_EXPIRED_LEASES,
     QUEUE_OLDEST_AVAILABLE_AGE_SECONDS,
     QUEUE_PAUSED,
+    QUEUE_LIMIT,
+    QUEUE_HELD_BACK,
     QUEUE_SUCCEEDED_LAST_HOUR,
     QUEUE_FAILED_LAST_HOUR,
 ];

@@ -80,6 +80,12 @@ pub struct QueueStats {
     pub paused: bool,
     /// How many live workers serve it ([`Jobq::workers`](crate::Jobq::workers)).
     pub workers: usize,
+    /// Its global concurrency limit ([`Jobq::set_queue_limit`](crate::Jobq::set_queue_limit)):
+    /// at most this many of its jobs `processing` at once, across every worker.
+    pub limit: Option<u32>,
+    /// Due jobs the limit holds back: [`available`](Self::available) while
+    /// the jobs holding leases fill the limit, else 0.
+    pub held_back: u64,
     /// `pending` jobs that are due: runnable now.
     pub available: u64,
     /// `pending` jobs due later (delayed, or waiting out a retry backoff).
@@ -444,23 +450,35 @@ impl CheckStatus {
 
 /// The [`Stats`] of one call from what the backend read: one
 /// [`QueueStats`] per queue of `figures` (sorted by name), `paused` marked,
-/// each with how many of the `served` queue names (one per live worker
-/// serving it) are its own. The one place rows become figures, whatever
-/// the backend.
+/// `limits` given, each with how many of the `served` queue names (one per
+/// live worker serving it) are its own. The one place rows become figures,
+/// whatever the backend.
 pub(crate) fn assemble(
     window: StatsWindow,
     figures: Vec<QueueFigures>,
     paused: &[String],
+    limits: &[(String, u32)],
     served: &[String],
 ) -> Stats {
     let mut queues: Vec<QueueStats> = figures
         .into_iter()
         .map(|f| {
             let workers = served.iter().filter(|q| **q == f.queue).count();
-            QueueStats {
+            let limit = limits
+                .iter()
+                .find(|(queue, _)| *queue == f.queue)
+                .map(|&(_, n)| n);
+            let mut stats = QueueStats {
                 workers,
+                limit,
                 ..queue_stats(window, f, paused)
+            };
+            // Jobs whose leases are still running hold the limit's slots.
+            let running = stats.processing.saturating_sub(stats.expired_leases);
+            if limit.is_some_and(|n| running >= u64::from(n)) {
+                stats.held_back = stats.available;
             }
+            stats
         })
         .collect();
     queues.sort_by(|a, b| a.queue.cmp(&b.queue));
@@ -560,7 +578,7 @@ mod tests {
             ..QueueFigures::default()
         };
         let served = ["b".to_owned(), "a".to_owned(), "b".to_owned()];
-        let stats = assemble(window, vec![figures, only_paused], &paused, &served);
+        let stats = assemble(window, vec![figures, only_paused], &paused, &[], &served);
         assert_eq!(stats.queues[0].queue, "a");
         assert!(stats.queues[0].paused);
         // Paused wins over the worker serving it.
@@ -599,7 +617,7 @@ mod tests {
             )],
             ..QueueFigures::default()
         };
-        let stats = assemble(window, vec![figures], &[], &[]);
+        let stats = assemble(window, vec![figures], &[], &[], &[]);
         assert_eq!(stats.queues[0].state().to_string(), "no worker");
         assert_eq!(stats.queues[0].oldest_available_age, None);
         assert_eq!(stats.queues[0].scheduled, 1);

@@ -7,6 +7,10 @@ use std::time::Duration;
 
 /// Longest queue name, in bytes.
 pub const MAX_QUEUE_LEN: usize = 128;
+/// The largest global concurrency limit of a queue
+/// ([`Jobq::set_queue_limit`](crate::Jobq::set_queue_limit)): each unit of
+/// a limit is a row a limited claim locks.
+pub const MAX_QUEUE_LIMIT: u32 = 10_000;
 /// Longest idempotency key, in characters.
 pub const MAX_KEY_LEN: usize = 255;
 /// Longest job name, in bytes: a periodic job's key `cron:{name}:{tick}`

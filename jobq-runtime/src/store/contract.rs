@@ -105,6 +105,25 @@ pub(crate) trait BackendStore: Sized {
     /// order. One try.
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>>;
 
+    /// [`claim`](Self::claim) of a queue with a global concurrency limit:
+    /// in one transaction, locks the queue's slot rows (`jobq_slots`) that
+    /// no other claim has locked, reads which of their holders still hold
+    /// their rows ([`free_slots`](super::policy::free_slots)), claims at
+    /// most as many jobs as there are free slots, and writes each job's
+    /// fence into a slot of its own. Other claims of the queue skip the
+    /// locked slots meanwhile. One try.
+    async fn claim_limited(&self, claim: ClaimRequest<'_>) -> Result<LimitedClaim>;
+
+    /// Sets `queue`'s global concurrency limit (`Some`, already checked:
+    /// 1..=[`MAX_QUEUE_LIMIT`](crate::MAX_QUEUE_LIMIT)) or removes it
+    /// (`None`): its row in `jobq_limits` and its slot rows `0..limit`,
+    /// dropping those above. One short transaction. One try.
+    async fn set_limit(&self, queue: &str, limit: Option<u32>) -> Result<()>;
+
+    /// Every queue that is paused or limited, with both (see
+    /// [`controls`](super::policy::controls)).
+    async fn queue_controls(&self) -> Result<Vec<QueueControl>>;
+
     /// Marks held jobs `done` (at most [`FENCE_CHUNK`](Self::FENCE_CHUNK),
     /// one statement); returns how many were still held.
     async fn complete(&self, fences: &[Fence]) -> Result<u64>;
@@ -194,9 +213,6 @@ pub(crate) trait BackendStore: Sized {
     /// Marks `queue` paused (`paused = true`) or not; whether that changed
     /// it. One try.
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool>;
-
-    /// The queues paused now, by name.
-    async fn paused_queues(&self) -> Result<Vec<String>>;
 
     /// Every `pending` job of `queue` not due yet becomes due now; how many
     /// (`jobq_runtime::testing`'s drain with scheduled jobs). One try.
@@ -376,6 +392,47 @@ pub(crate) struct ClaimRequest<'a> {
     pub(crate) limit: u32,
     pub(crate) lease: Duration,
     pub(crate) worker: &'a str,
+}
+
+/// What a [`claim_limited`](BackendStore::claim_limited) took.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LimitedClaim {
+    /// The jobs claimed, each holding a slot.
+    pub(crate) jobs: Vec<ClaimedJob>,
+    /// Whether the limit may have held due jobs back: the claim took as
+    /// many jobs as there were free slots, fewer than it was asked for (more
+    /// may be due: a claim cannot tell without reading past its limit), or
+    /// found no free slot while a job was due.
+    pub(crate) held_back: bool,
+}
+
+/// How a queue is steered from the database: paused, limited, or both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QueueControl {
+    pub(crate) queue: String,
+    /// Claims nothing while set ([`BackendStore::set_paused`]).
+    pub(crate) paused: bool,
+    /// At most this many of its jobs `processing` at once, across every
+    /// worker ([`BackendStore::set_limit`]).
+    pub(crate) limit: Option<u32>,
+}
+
+/// A slot row of a limited queue as a limited claim locked it: its number
+/// and the attempt written into it last (`None` if none ever was).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub(crate) slot: i32,
+    pub(crate) holder: Option<Fence>,
+}
+
+impl Slot {
+    /// From a slot row's `(slot, job_id, lease_token)`.
+    pub(crate) fn of_row((slot, job_id, token): (i32, Option<i64>, Option<i64>)) -> Self {
+        Self {
+            slot,
+            holder: job_id.zip(token).map(|(id, token)| Fence { id, token }),
+        }
+    }
 }
 
 /// A row this worker now holds.

@@ -136,8 +136,8 @@ pub(crate) mod sqlite;
 mod stash;
 
 pub(crate) use contract::{
-    BackendStore, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Target, Transition,
-    WorkerRefresh, WorkerRow,
+    BackendStore, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable, QueueControl,
+    Target, Transition, WorkerRefresh, WorkerRow,
 };
 pub(crate) use policy::new_token_base;
 
@@ -327,6 +327,34 @@ impl Store {
             worker,
         };
         retried!(self, CLAIM, s => s.claim(claim))
+    }
+
+    /// [`claim`](Self::claim) of a queue with a global concurrency limit
+    /// (see [`BackendStore::claim_limited`]).
+    pub(crate) async fn claim_limited(
+        &self,
+        queue: &str,
+        limit: u32,
+        lease: Duration,
+        worker: &str,
+    ) -> Result<LimitedClaim> {
+        let claim = ClaimRequest {
+            queue,
+            limit,
+            lease: lease.min(crate::MAX_DELAY),
+            worker,
+        };
+        retried!(self, CLAIM, s => s.claim_limited(claim))
+    }
+
+    /// See [`BackendStore::set_limit`].
+    pub(crate) async fn set_limit(&self, queue: &str, limit: Option<u32>) -> Result<()> {
+        retried!(self, LIMIT, s => s.set_limit(queue, limit))
+    }
+
+    /// See [`BackendStore::queue_controls`].
+    pub(crate) async fn queue_controls(&self) -> Result<Vec<QueueControl>> {
+        dispatch_seen!(self, s => s.queue_controls().await)
     }
 
     /// Deletes every row of the `which` kind that finished more than
@@ -534,7 +562,7 @@ impl Store {
         dispatch!(self, s => {
             let now = s.clock().await?;
             let window = StatsWindow::ending(now);
-            let paused = s.paused_queues().await?;
+            let controls = s.queue_controls().await?;
             // One name per live worker serving a queue.
             let served: Vec<String> = s
                 .live_workers()
@@ -543,7 +571,7 @@ impl Store {
                 .flat_map(|w| crate::roster::served_queue_names(&w.queues))
                 .collect();
             let mut queues = s.queues_with_rows().await?;
-            queues.extend(paused.iter().cloned());
+            queues.extend(controls.iter().map(|c| c.queue.clone()));
             queues.extend(served.iter().cloned());
             queues.sort_unstable();
             queues.dedup();
@@ -551,18 +579,22 @@ impl Store {
             for queue in &queues {
                 figures.push(policy::queue_figures(s, queue, window).await?);
             }
-            Ok(crate::ops::assemble(window, figures, &paused, &served))
+            let paused: Vec<String> = controls
+                .iter()
+                .filter(|c| c.paused)
+                .map(|c| c.queue.clone())
+                .collect();
+            let limits: Vec<(String, u32)> = controls
+                .iter()
+                .filter_map(|c| c.limit.map(|n| (c.queue.clone(), n)))
+                .collect();
+            Ok(crate::ops::assemble(window, figures, &paused, &limits, &served))
         })
     }
 
     /// See [`BackendStore::set_paused`].
     pub(crate) async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
         retried!(self, PAUSE, s => s.set_paused(queue, paused))
-    }
-
-    /// See [`BackendStore::paused_queues`].
-    pub(crate) async fn paused_queues(&self) -> Result<Vec<String>> {
-        dispatch_seen!(self, s => s.paused_queues().await)
     }
 
     /// See [`BackendStore::make_due`].

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::contract::{BackendStore, Fence, Prunable};
+use super::contract::{BackendStore, Fence, Prunable, QueueControl, Slot};
 use super::stash::Stash;
 use crate::error::{Error, Result};
 use crate::metrics::statement;
@@ -305,6 +305,58 @@ pub(crate) fn counts(rows: Vec<(String, i64)>) -> Result<QueueCounts> {
     Ok(counts)
 }
 
+/// The slots of a limited claim's `locked` slot rows that are free, in
+/// slot order: those never held, and those whose holder is not among
+/// `live`, the fences of the holders that still hold their rows
+/// (`processing` under that token, lease not expired) as the claim read
+/// them after locking the slots.
+///
+/// A slot is never handed back: it is free as soon as its attempt's row
+/// moves on, whatever moved it — the attempt's settle, a release at
+/// shutdown, a cancel, the reaper after a crash, an expired lease — and a
+/// stale attempt's settle, which changes no row, frees nothing. So no path
+/// can leak a slot or return one twice. A row's token is new at each claim
+/// and its `processing` state ends with the token, so a holder that was
+/// not live when read never becomes live again.
+pub(crate) fn free_slots(locked: &[Slot], live: &[Fence]) -> Vec<i32> {
+    let mut free: Vec<i32> = locked
+        .iter()
+        .filter(|slot| slot.holder.is_none_or(|holder| !live.contains(&holder)))
+        .map(|slot| slot.slot)
+        .collect();
+    free.sort_unstable();
+    free
+}
+
+/// The holders written in `locked` slot rows: the fences a limited claim
+/// asks the jobs table about.
+pub(crate) fn slot_holders(locked: &[Slot]) -> Vec<Fence> {
+    locked.iter().filter_map(|slot| slot.holder).collect()
+}
+
+/// [`QueueControl`]s from rows of `(queue, paused, limit)`, as every
+/// backend reads `jobq_queues`' paused rows and `jobq_limits`' rows in one
+/// statement (a queue may come twice: once paused, once limited), by name.
+pub(crate) fn controls(rows: Vec<(String, bool, Option<i64>)>) -> Vec<QueueControl> {
+    let mut controls: Vec<QueueControl> = Vec::new();
+    for (queue, paused, limit) in rows {
+        let limit = limit.and_then(|n| u32::try_from(n).ok()).filter(|&n| n > 0);
+        match controls.iter_mut().find(|c| c.queue == queue) {
+            Some(known) => {
+                known.paused |= paused;
+                known.limit = known.limit.or(limit);
+            }
+            None => controls.push(QueueControl {
+                queue,
+                paused,
+                limit,
+            }),
+        }
+    }
+    controls.sort_by(|a, b| a.queue.cmp(&b.queue));
+    controls
+}
+
 /// Microseconds in `d`, saturated to what a signed 64-bit column holds.
 pub(crate) fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
@@ -380,4 +432,50 @@ pub(crate) fn ping_if_idle<DB: sqlx::Database>(
         }
         Ok(true)
     })
+}
+
+#[cfg(test)]
+mod slot_tests {
+    use super::*;
+
+    fn slot(slot: i32, holder: Option<(i64, i64)>) -> Slot {
+        Slot {
+            slot,
+            holder: holder.map(|(id, token)| Fence { id, token }),
+        }
+    }
+
+    #[test]
+    fn a_slot_is_free_unless_its_holder_still_holds_its_row() {
+        let locked = [
+            slot(2, Some((10, 100))),
+            slot(0, None),
+            slot(1, Some((11, 111))),
+            slot(3, Some((12, 120))),
+        ];
+        // 10 holds its row; 11 settled; 12 was claimed again under another token.
+        let live = [Fence { id: 10, token: 100 }, Fence { id: 12, token: 121 }];
+        assert_eq!(free_slots(&locked, &live), vec![0, 1, 3]);
+        assert_eq!(slot_holders(&locked).len(), 3);
+        assert!(free_slots(&[], &live).is_empty());
+    }
+
+    #[test]
+    fn controls_merge_a_queue_paused_and_limited() {
+        let rows = vec![
+            ("b".to_owned(), false, Some(5)),
+            ("a".to_owned(), true, None),
+            ("b".to_owned(), true, None),
+            ("c".to_owned(), false, Some(0)),
+        ];
+        let controls = controls(rows);
+        let seen: Vec<_> = controls
+            .iter()
+            .map(|c| (c.queue.as_str(), c.paused, c.limit))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![("a", true, None), ("b", true, Some(5)), ("c", false, None)]
+        );
+    }
 }

@@ -149,7 +149,7 @@ pub(crate) use reads;
 /// their parameters (one value for each `$1`/`?1` however often it
 /// stands) and their text decodes as `String`; MySQL/MariaDB's take
 /// each value at each `?` and read text of binary collations.
-/// `queues_with_rows`, `paused_queues` and `stats_finished`.
+/// `queues_with_rows`, `queue_controls` and `stats_finished`.
 #[cfg_attr(
     not(any(feature = "postgres", feature = "sqlite")),
     allow(unused_macros)
@@ -163,11 +163,13 @@ macro_rules! numbered_reads {
             .await
         }
 
-        async fn paused_queues(&self) -> Result<Vec<String>> {
-            self.run(statement::READ, async |conn| {
-                sqlx::query_scalar(PAUSED).fetch_all(conn).await
-            })
-            .await
+        async fn queue_controls(&self) -> Result<Vec<QueueControl>> {
+            let rows = self
+                .run(statement::READ, async |conn| {
+                    sqlx::query_as(CONTROLS).fetch_all(conn).await
+                })
+                .await?;
+            Ok($crate::store::policy::controls(rows))
         }
 
         async fn stats_finished(&self, queue: &str, cap: i64) -> Result<[i64; 3]> {

@@ -257,6 +257,7 @@ async fn complete_batch(shared: Arc<Shared>, batch: Vec<Fence>) -> Result<u64> {
         }
         let started = tokio::time::Instant::now();
         let settled = shared.store.complete(&batch).await?;
+        shared.settled.notify_waiters();
         shared.metrics.settled(Settle::Complete, started.elapsed());
         let fenced_out = (batch.len() as u64).saturating_sub(settled);
         if fenced_out > 0 {

@@ -44,6 +44,10 @@ pub(super) struct Shared {
     pub(super) failed: CancellationToken,
     /// The first such panic, returned by `shutdown`.
     failure: Mutex<Option<Error>>,
+    /// Told each time a settle of this worker's went through: the slots
+    /// of a limited queue free with its jobs' settles, so its claim loop,
+    /// held back by the limit, claims again at once.
+    pub(super) settled: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -65,6 +69,7 @@ impl Shared {
             deadline_passed: CancellationToken::new(),
             failed: CancellationToken::new(),
             failure: Mutex::new(None),
+            settled: tokio::sync::Notify::new(),
         }
     }
 

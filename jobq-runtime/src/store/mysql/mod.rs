@@ -45,8 +45,8 @@ use crate::ops::LiveFigures;
 use crate::options::ConnectOptions;
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition,
-    WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable,
+    QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{micros, migrating, new_token_base, row_token, within};
 use crate::types::Backend;
@@ -400,6 +400,18 @@ impl BackendStore for MySqlStore {
         Ok(self.claim_once(claim).await?)
     }
 
+    async fn claim_limited(&self, claim: ClaimRequest<'_>) -> Result<LimitedClaim> {
+        let mut conn = self.conns.get().await?;
+        let result = claim_limited_on(&mut conn, claim).await;
+        Ok(conn.done(result)?)
+    }
+
+    async fn set_limit(&self, queue: &str, limit: Option<u32>) -> Result<()> {
+        let mut conn = self.conns.get().await?;
+        let result = set_limit_on(&mut conn, queue, limit).await;
+        Ok(conn.done(result)?)
+    }
+
     async fn complete(&self, fences: &[Fence]) -> Result<u64> {
         Ok(self.fenced_update(COMPLETE_SET, None, fences).await?)
     }
@@ -585,13 +597,17 @@ impl BackendStore for MySqlStore {
         .await
     }
 
-    async fn paused_queues(&self) -> Result<Vec<String>> {
-        let queues: Vec<Text> = self
+    async fn queue_controls(&self) -> Result<Vec<QueueControl>> {
+        let rows: Vec<(Text, i64, Option<i64>)> = self
             .run(statement::READ, async |conn| {
-                sqlx::query_scalar(PAUSED).fetch_all(conn).await
+                sqlx::query_as(CONTROLS).fetch_all(conn).await
             })
             .await?;
-        Ok(queues.into_iter().map(|Text(queue)| queue).collect())
+        Ok(super::policy::controls(
+            rows.into_iter()
+                .map(|(Text(queue), paused, limit)| (queue, paused != 0, limit))
+                .collect(),
+        ))
     }
 
     async fn live_workers(&self) -> Result<Vec<WorkerRecord>> {
@@ -1096,9 +1112,141 @@ async fn claim_on(
     claim: ClaimRequest<'_>,
     position: Option<Position>,
 ) -> Result<Claimed, sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_RC).await?;
+    let claimed = claim_rows(&mut tx, claim, position).await?;
+    tx.commit().await?;
+    Ok(claimed)
+}
+
+/// A limited claim's transaction on `conn` (see
+/// [`BackendStore::claim_limited`]): the free slots of the queue, then
+/// [`claim_rows`] for at most that many, each written into a slot.
+async fn claim_limited_on(
+    conn: &mut MySqlConnection,
+    claim: ClaimRequest<'_>,
+) -> Result<LimitedClaim, sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_RC).await?;
+    let locked: Vec<Slot> = sqlx::query_as(SLOTS_LOCK)
+        .bind(claim.queue)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(Slot::of_row)
+        .collect();
+    let holders = super::policy::slot_holders(&locked);
+    let live: Vec<Fence> = if holders.is_empty() {
+        Vec::new()
+    } else {
+        let ids = padded(&holders.iter().map(|f| f.id).collect::<Vec<_>>());
+        let sql = slot_holders(ids.len());
+        let mut read = sqlx::query_as::<_, (i64, i64)>(&sql);
+        for id in &ids {
+            read = read.bind(id);
+        }
+        read.fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .map(|(id, token)| Fence { id, token })
+            .collect()
+    };
+    let free = super::policy::free_slots(&locked, &live);
+    let take = u32::try_from(free.len())
+        .unwrap_or(u32::MAX)
+        .min(claim.limit);
+    if take == 0 {
+        let due: bool = sqlx::query_scalar(DUE_EXISTS)
+            .bind(claim.queue)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        return Ok(LimitedClaim {
+            jobs: Vec::new(),
+            held_back: due,
+        });
+    }
+    let claimed = claim_rows(
+        &mut tx,
+        ClaimRequest {
+            limit: take,
+            ..claim
+        },
+        None,
+    )
+    .await?;
+    if !claimed.jobs.is_empty() {
+        let sql = slots_assign(claimed.jobs.len());
+        let mut assign = sqlx::query(&sql);
+        for (slot, job) in free.iter().zip(&claimed.jobs) {
+            assign = assign
+                .bind(claim.queue)
+                .bind(slot)
+                .bind(job.id)
+                .bind(job.token);
+        }
+        assign.execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    let got = claimed.jobs.len();
+    Ok(LimitedClaim {
+        held_back: got == take as usize && take < claim.limit,
+        jobs: claimed.jobs,
+    })
+}
+
+/// Sets or removes `queue`'s limit in one transaction (see
+/// [`BackendStore::set_limit`]).
+async fn set_limit_on(
+    conn: &mut MySqlConnection,
+    queue: &str,
+    limit: Option<u32>,
+) -> Result<(), sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_RC).await?;
+    match limit {
+        Some(limit) => {
+            sqlx::query(LIMIT_SET)
+                .bind(queue)
+                .bind(limit)
+                .execute(&mut *tx)
+                .await?;
+            let slots: Vec<u32> = (0..limit).collect();
+            for chunk in slots.chunks(SLOTS_FILL_CHUNK) {
+                let sql = slots_fill(chunk.len());
+                let mut fill = sqlx::query(&sql);
+                for slot in chunk {
+                    fill = fill.bind(queue).bind(slot);
+                }
+                fill.execute(&mut *tx).await?;
+            }
+        }
+        None => {
+            sqlx::query(LIMIT_REMOVE)
+                .bind(queue)
+                .execute(&mut *tx)
+                .await?;
+        }
+    }
+    sqlx::query(SLOTS_TRIM)
+        .bind(queue)
+        .bind(limit.unwrap_or(0))
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
+}
+
+/// Slot rows one statement of [`set_limit_on`] makes.
+const SLOTS_FILL_CHUNK: usize = 1_000;
+
+/// The claim's statements inside the caller's transaction `tx`: lock up to
+/// `limit` due rows of `queue` (skipping rows other claimers hold), from
+/// the beginning of the claim order or from `position` on, and mark them
+/// held under a new token.
+async fn claim_rows(
+    tx: &mut MySqlConnection,
+    claim: ClaimRequest<'_>,
+    position: Option<Position>,
+) -> Result<Claimed, sqlx::Error> {
     let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
     type ClaimRow = (i64, Text, Text, i32, i32, Option<Text>, i16, NaiveDateTime);
-    let mut tx = conn.begin_with(BEGIN_RC).await?;
     let rows: Vec<ClaimRow> = match position {
         None => {
             sqlx::query_as(CLAIM_SELECT)
@@ -1125,7 +1273,6 @@ async fn claim_on(
         }
     };
     if rows.is_empty() {
-        tx.commit().await?;
         return Ok(Claimed {
             jobs: Vec::new(),
             end: None,
@@ -1150,7 +1297,6 @@ async fn claim_on(
         }
         update.execute(&mut *tx).await?;
     }
-    tx.commit().await?;
     let jobs = rows
         .into_iter()
         .map(

@@ -338,8 +338,61 @@ pub const RESUME: &str =
 pub const MAKE_DUE: &str = "UPDATE jobq_jobs SET run_at = UTC_TIMESTAMP(6) \
      WHERE queue = ? AND status = 'pending' AND run_at > UTC_TIMESTAMP(6)";
 
-/// The queues paused now (a small table: one row per queue ever paused).
-pub const PAUSED: &str = "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
+/// The queues paused or limited now, as `(queue, paused, limit)` (two small
+/// tables: a queue may come twice, see `policy::controls`).
+pub const CONTROLS: &str = "SELECT queue, CAST(1 AS SIGNED), CAST(NULL AS SIGNED) FROM jobq_queues \
+     WHERE paused_at IS NOT NULL \
+     UNION ALL SELECT queue, CAST(0 AS SIGNED), CAST(max_running AS SIGNED) FROM jobq_limits";
+
+// ---------------------------------------------------------------------------
+// Global concurrency limits (`jobq_limits`, `jobq_slots`; see `policy::free_slots`).
+
+/// A limited claim's first statement: the slot rows of queue `?` no other
+/// claim has locked, locked, with the attempt each holds last.
+pub const SLOTS_LOCK: &str = "SELECT slot, job_id, lease_token FROM jobq_slots \
+     WHERE queue = ? ORDER BY slot FOR UPDATE SKIP LOCKED";
+
+/// Whether queue `?` has a due job (a limited claim with no free slot).
+pub const DUE_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM jobq_jobs \
+     WHERE queue = ? AND status = 'pending' AND run_at <= UTC_TIMESTAMP(6))";
+
+/// Sets queue `?`'s limit to `?`.
+pub const LIMIT_SET: &str = "INSERT INTO jobq_limits (queue, max_running, updated_at) \
+     VALUES (?, ?, UTC_TIMESTAMP(6)) \
+     ON DUPLICATE KEY UPDATE max_running = VALUES(max_running), updated_at = VALUES(updated_at)";
+
+/// Removes queue `?`'s limit.
+pub const LIMIT_REMOVE: &str = "DELETE FROM jobq_limits WHERE queue = ?";
+
+/// Drops queue `?`'s slots from number `?` up.
+pub const SLOTS_TRIM: &str = "DELETE FROM jobq_slots WHERE queue = ? AND slot >= ?";
+
+/// Of the attempts written in slots (`id IN (…)`), the `(id, lease_token)`
+/// of the rows still held: `processing`, lease not expired.
+pub(crate) fn slot_holders(ids: usize) -> String {
+    format!(
+        "SELECT id, lease_token FROM jobq_jobs WHERE id IN ({}) \
+         AND status = 'processing' AND run_at > UTC_TIMESTAMP(6)",
+        placeholders(ids)
+    )
+}
+
+/// Writes `(queue, slot, job_id, lease_token)` for `slots` slot rows.
+pub(crate) fn slots_assign(slots: usize) -> String {
+    format!(
+        "INSERT INTO jobq_slots (queue, slot, job_id, lease_token) VALUES {} \
+         ON DUPLICATE KEY UPDATE job_id = VALUES(job_id), lease_token = VALUES(lease_token)",
+        vec!["(?, ?, ?, ?)"; slots].join(", ")
+    )
+}
+
+/// Makes `(queue, slot)` rows for `slots` slots (those there already stay as they are).
+pub(crate) fn slots_fill(slots: usize) -> String {
+    format!(
+        "INSERT INTO jobq_slots (queue, slot) VALUES {} ON DUPLICATE KEY UPDATE slot = slot",
+        vec!["(?, ?)"; slots].join(", ")
+    )
+}
 
 /// One queue's `done` and `failed` rows finished since `?` (the first
 /// bind), by minute since then: the claim index's ranges of
@@ -600,4 +653,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261204000001 "jobq_jobs_job_name",
     20261204000002 "jobq_workers",
     20261204120001 "jobq_jobs_no_created_index",
+    20261205000001 "jobq_limits",
 );

@@ -47,8 +47,8 @@ use crate::ops::LiveFigures;
 use crate::options::ConnectOptions;
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition,
-    WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable,
+    QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{micros, migrating, new_token_base, not_renewed, row_token, within};
 use crate::types::Backend;
@@ -200,40 +200,54 @@ impl BackendStore for PgStore {
     }
 
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
-        let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
-        let base = new_token_base();
-        let mut rows: Vec<ClaimRow> = self
+        Ok(self
+            .conns
+            .run(async |conn| claim_rows(conn, claim).await)
+            .await?)
+    }
+
+    async fn claim_limited(&self, claim: ClaimRequest<'_>) -> Result<LimitedClaim> {
+        Ok(self
+            .conns
+            .run(async |conn| claim_limited_on(conn, claim).await)
+            .await?)
+    }
+
+    async fn set_limit(&self, queue: &str, limit: Option<u32>) -> Result<()> {
+        Ok(self
             .conns
             .run(async |conn| {
-                sqlx::query_as(CLAIM)
+                let mut tx = conn.begin().await?;
+                match limit {
+                    Some(limit) => {
+                        let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+                        sqlx::query(LIMIT_SET)
+                            .bind(queue)
+                            .bind(limit)
+                            .execute(&mut *tx)
+                            .await?;
+                        sqlx::query(SLOTS_FILL)
+                            .bind(queue)
+                            .bind(limit)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    None => {
+                        sqlx::query(LIMIT_REMOVE)
+                            .bind(queue)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                }
+                let keep = limit.map_or(0, |n| i32::try_from(n).unwrap_or(i32::MAX));
+                sqlx::query(SLOTS_TRIM)
                     .bind(queue)
-                    .bind(i64::from(limit))
-                    .bind(base)
-                    .bind(micros(lease))
-                    .bind(worker)
-                    .fetch_all(conn)
-                    .await
+                    .bind(keep)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await
             })
-            .await?;
-        // Handed out in the order they were picked.
-        rows.sort_unstable_by_key(|row| (row.6, row.7, row.0));
-        Ok(rows
-            .into_iter()
-            .map(
-                |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, run_at)| {
-                    ClaimedJob::new(
-                        id,
-                        job_name,
-                        payload,
-                        attempts.into(),
-                        max_attempts.into(),
-                        idempotency_key,
-                        row_token(base, id),
-                    )
-                    .due_since(run_at)
-                },
-            )
-            .collect())
+            .await?)
     }
 
     async fn complete(&self, fences: &[Fence]) -> Result<u64> {
@@ -690,4 +704,114 @@ impl Columns for PgRow {
     fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
         self.try_get(column)
     }
+}
+
+/// The claim statement ([`CLAIM`]) on `conn` (a connection, or a limited
+/// claim's transaction): up to `claim.limit` due jobs of `claim.queue`,
+/// in the order they were picked.
+async fn claim_rows(
+    conn: &mut PgConnection,
+    claim: ClaimRequest<'_>,
+) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
+    let base = new_token_base();
+    let mut rows: Vec<ClaimRow> = sqlx::query_as(CLAIM)
+        .bind(queue)
+        .bind(i64::from(limit))
+        .bind(base)
+        .bind(micros(lease))
+        .bind(worker)
+        .fetch_all(conn)
+        .await?;
+    // Handed out in the order they were picked.
+    rows.sort_unstable_by_key(|row| (row.6, row.7, row.0));
+    Ok(rows
+        .into_iter()
+        .map(
+            |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, run_at)| {
+                ClaimedJob::new(
+                    id,
+                    job_name,
+                    payload,
+                    attempts.into(),
+                    max_attempts.into(),
+                    idempotency_key,
+                    row_token(base, id),
+                )
+                .due_since(run_at)
+            },
+        )
+        .collect())
+}
+
+/// A limited claim's transaction on `conn` (see
+/// [`BackendStore::claim_limited`]): the free slots of the queue, then
+/// [`claim_rows`] for at most that many, each written into a slot.
+async fn claim_limited_on(
+    conn: &mut PgConnection,
+    claim: ClaimRequest<'_>,
+) -> Result<LimitedClaim, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    let locked: Vec<Slot> = sqlx::query_as(SLOTS_LOCK)
+        .bind(claim.queue)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(Slot::of_row)
+        .collect();
+    let holders: Vec<i64> = crate::store::policy::slot_holders(&locked)
+        .iter()
+        .map(|f| f.id)
+        .collect();
+    let live: Vec<Fence> = if holders.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query_as::<_, (i64, i64)>(SLOT_HOLDERS)
+            .bind(&holders)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .map(|(id, token)| Fence { id, token })
+            .collect()
+    };
+    let free = crate::store::policy::free_slots(&locked, &live);
+    let take = u32::try_from(free.len())
+        .unwrap_or(u32::MAX)
+        .min(claim.limit);
+    if take == 0 {
+        let due: bool = sqlx::query_scalar(DUE_EXISTS)
+            .bind(claim.queue)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        return Ok(LimitedClaim {
+            jobs: Vec::new(),
+            held_back: due,
+        });
+    }
+    let jobs = claim_rows(
+        &mut tx,
+        ClaimRequest {
+            limit: take,
+            ..claim
+        },
+    )
+    .await?;
+    if !jobs.is_empty() {
+        let slots: Vec<i32> = free.iter().take(jobs.len()).copied().collect();
+        let ids: Vec<i64> = jobs.iter().map(|job| job.id).collect();
+        let tokens: Vec<i64> = jobs.iter().map(|job| job.token).collect();
+        sqlx::query(SLOTS_ASSIGN)
+            .bind(claim.queue)
+            .bind(&slots)
+            .bind(&ids)
+            .bind(&tokens)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(LimitedClaim {
+        held_back: jobs.len() == take as usize && take < claim.limit,
+        jobs,
+    })
 }

@@ -318,8 +318,49 @@ pub const RESUME: &str =
 pub const MAKE_DUE: &str = "UPDATE jobq_jobs SET run_at = now() \
      WHERE queue = $1 AND status = 'pending' AND run_at > now()";
 
-/// The queues paused now (a small table: one row per queue ever paused).
-pub const PAUSED: &str = "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
+/// The queues paused or limited now, as `(queue, paused, limit)` (two small
+/// tables: a queue may come twice, see `policy::controls`).
+pub const CONTROLS: &str = "SELECT queue, true, NULL::int8 FROM jobq_queues \
+     WHERE paused_at IS NOT NULL \
+     UNION ALL SELECT queue, false, max_running::int8 FROM jobq_limits";
+
+// ---------------------------------------------------------------------------
+// Global concurrency limits (`jobq_limits`, `jobq_slots`; see `policy::free_slots`).
+
+/// A limited claim's first statement: the slot rows of queue `$1` no other
+/// claim has locked, locked, with the attempt each holds last.
+pub const SLOTS_LOCK: &str = "SELECT slot, job_id, lease_token FROM jobq_slots \
+     WHERE queue = $1 ORDER BY slot FOR UPDATE SKIP LOCKED";
+
+/// Of the attempts written in slots (ids `$1`), the `(id, lease_token)` of
+/// the rows still held: `processing`, lease not expired.
+pub const SLOT_HOLDERS: &str = "SELECT id, lease_token FROM jobq_jobs \
+     WHERE id = ANY($1) AND status = 'processing' AND run_at > now()";
+
+/// Whether queue `$1` has a due job (a limited claim with no free slot).
+pub const DUE_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM jobq_jobs \
+     WHERE queue = $1 AND status = 'pending' AND run_at <= now())";
+
+/// Writes each `(slot, job_id, lease_token)` of the arrays `$2`, `$3`, `$4`
+/// into queue `$1`'s slot rows.
+pub const SLOTS_ASSIGN: &str = "UPDATE jobq_slots AS s SET job_id = v.job_id, lease_token = v.token \
+     FROM unnest($2::int4[], $3::int8[], $4::int8[]) AS v(slot, job_id, token) \
+     WHERE s.queue = $1 AND s.slot = v.slot";
+
+/// Sets queue `$1`'s limit to `$2`.
+pub const LIMIT_SET: &str = "INSERT INTO jobq_limits (queue, max_running, updated_at) \
+     VALUES ($1, $2, now()) \
+     ON CONFLICT (queue) DO UPDATE SET max_running = EXCLUDED.max_running, updated_at = EXCLUDED.updated_at";
+
+/// Removes queue `$1`'s limit.
+pub const LIMIT_REMOVE: &str = "DELETE FROM jobq_limits WHERE queue = $1";
+
+/// Makes queue `$1`'s slot rows `0..$2` (those there already stay as they are).
+pub const SLOTS_FILL: &str = "INSERT INTO jobq_slots (queue, slot) \
+     SELECT $1, g FROM generate_series(0, $2 - 1) AS g ON CONFLICT DO NOTHING";
+
+/// Drops queue `$1`'s slots from number `$2` up.
+pub const SLOTS_TRIM: &str = "DELETE FROM jobq_slots WHERE queue = $1 AND slot >= $2";
 
 /// Cancels a `pending` or `processing` row; returns its id and the lease
 /// token it had (the attempt a worker of this process is told to stop).
@@ -499,4 +540,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
     20261201170001 "jobq_queues",
     20261201170002 "jobq_jobs_finished_by_queue",
     20261204000002 "jobq_workers",
+    20261205000001 "jobq_limits",
 );

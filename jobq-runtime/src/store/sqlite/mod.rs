@@ -44,8 +44,8 @@ use crate::ops::LiveFigures;
 use crate::options::ConnectOptions;
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, NewJob, Prunable, Transition,
-    WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable,
+    QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
     micros, migrating, new_token_base, not_renewed, retry_transient, row_token, within,
@@ -280,29 +280,65 @@ impl BackendStore for SqliteStore {
 
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
         let base = new_token_base();
-        let jobs = self
-            .write(async |conn| claim_on(conn, claim, base).await)
+        let rows = self
+            .write(async |conn| {
+                let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
+                let rows = claim_rows(&mut tx, claim, base).await?;
+                tx.commit().await?;
+                Ok(rows)
+            })
             .await?;
-        Ok(jobs
-            .into_iter()
-            .map(
-                |((id, job_name, payload, attempts, max_attempts, idempotency_key), due)| {
-                    let job = ClaimedJob::from_bytes(
-                        id,
-                        job_name,
-                        payload,
-                        attempts,
-                        max_attempts,
-                        idempotency_key,
-                        row_token(base, id),
-                    );
-                    match due {
-                        Some(run_at) => job.due_since(utc(run_at)),
-                        None => job,
-                    }
-                },
-            )
-            .collect())
+        Ok(claimed_jobs(rows, base))
+    }
+
+    async fn claim_limited(&self, claim: ClaimRequest<'_>) -> Result<LimitedClaim> {
+        let base = new_token_base();
+        let (rows, take, due) = self
+            .write(async |conn| claim_limited_on(conn, claim, base).await)
+            .await?;
+        let jobs = claimed_jobs(rows, base);
+        Ok(LimitedClaim {
+            held_back: if take == 0 {
+                due
+            } else {
+                jobs.len() == take as usize && take < claim.limit
+            },
+            jobs,
+        })
+    }
+
+    async fn set_limit(&self, queue: &str, limit: Option<u32>) -> Result<()> {
+        self.write(async |conn| {
+            let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
+            match limit {
+                Some(limit) => {
+                    sqlx::query(LIMIT_SET)
+                        .bind(queue)
+                        .bind(i64::from(limit))
+                        .bind(now_micros())
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query(SLOTS_FILL)
+                        .bind(queue)
+                        .bind(i64::from(limit))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                None => {
+                    sqlx::query(LIMIT_REMOVE)
+                        .bind(queue)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            sqlx::query(SLOTS_TRIM)
+                .bind(queue)
+                .bind(limit.map_or(0, i64::from))
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await
+        })
+        .await
     }
 
     async fn complete(&self, fences: &[Fence]) -> Result<u64> {
@@ -787,13 +823,12 @@ type ClaimRow = (i64, Vec<u8>, Vec<u8>, i64, i64, Option<Vec<u8>>);
 /// particular order and has already overwritten the `run_at` they were
 /// picked by; the result is in pick order, each row with the `run_at` it
 /// was picked at.
-async fn claim_on(
-    conn: &mut SqliteConnection,
+async fn claim_rows(
+    tx: &mut SqliteConnection,
     claim: ClaimRequest<'_>,
     base: i64,
 ) -> Result<Vec<(ClaimRow, Option<i64>)>, sqlx::Error> {
     let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
-    let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
     let now = now_micros();
     let picked: Vec<(i64, i64)> = sqlx::query_as(PICK)
         .bind(queue)
@@ -802,7 +837,6 @@ async fn claim_on(
         .fetch_all(&mut *tx)
         .await?;
     if picked.is_empty() {
-        tx.commit().await?;
         return Ok(Vec::new());
     }
     let ids: Vec<i64> = picked.iter().map(|&(id, _)| id).collect();
@@ -815,7 +849,6 @@ async fn claim_on(
         .bind(ids)
         .fetch_all(&mut *tx)
         .await?;
-    tx.commit().await?;
     let rank: std::collections::HashMap<i64, (usize, i64)> = picked
         .iter()
         .enumerate()
@@ -830,6 +863,99 @@ async fn claim_on(
         .collect();
     rows.sort_unstable_by_key(|(row, _)| rank.get(&row.0).map(|&(i, _)| i));
     Ok(rows)
+}
+
+/// The jobs of a claim's rows ([`claim_rows`]), under tokens of `base`.
+fn claimed_jobs(rows: Vec<(ClaimRow, Option<i64>)>, base: i64) -> Vec<ClaimedJob> {
+    rows.into_iter()
+        .map(
+            |((id, job_name, payload, attempts, max_attempts, idempotency_key), due)| {
+                let job = ClaimedJob::from_bytes(
+                    id,
+                    job_name,
+                    payload,
+                    attempts,
+                    max_attempts,
+                    idempotency_key,
+                    row_token(base, id),
+                );
+                match due {
+                    Some(run_at) => job.due_since(utc(run_at)),
+                    None => job,
+                }
+            },
+        )
+        .collect()
+}
+
+/// A limited claim's transaction on `conn` (holding the write turn; see
+/// [`BackendStore::claim_limited`]): the free slots of the queue, then
+/// [`claim_rows`] for at most that many, each written into a slot. Returns
+/// the rows, how many it was allowed, and (when no slot was free) whether
+/// a job was due.
+async fn claim_limited_on(
+    conn: &mut SqliteConnection,
+    claim: ClaimRequest<'_>,
+    base: i64,
+) -> Result<(Vec<(ClaimRow, Option<i64>)>, u32, bool), sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
+    let now = now_micros();
+    let locked: Vec<Slot> = sqlx::query_as(SLOTS_READ)
+        .bind(claim.queue)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(Slot::of_row)
+        .collect();
+    let holders: Vec<i64> = crate::store::policy::slot_holders(&locked)
+        .iter()
+        .map(|f| f.id)
+        .collect();
+    let live: Vec<Fence> = if holders.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query_as::<_, (i64, i64)>(SLOT_HOLDERS)
+            .bind(json_list(&holders))
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .map(|(id, token)| Fence { id, token })
+            .collect()
+    };
+    let free = crate::store::policy::free_slots(&locked, &live);
+    let take = u32::try_from(free.len())
+        .unwrap_or(u32::MAX)
+        .min(claim.limit);
+    if take == 0 {
+        let due: bool = sqlx::query_scalar(DUE_EXISTS)
+            .bind(claim.queue)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        return Ok((Vec::new(), 0, due));
+    }
+    let rows = claim_rows(
+        &mut tx,
+        ClaimRequest {
+            limit: take,
+            ..claim
+        },
+        base,
+    )
+    .await?;
+    for (slot, (row, _)) in free.iter().zip(&rows) {
+        sqlx::query(SLOT_ASSIGN)
+            .bind(row.0)
+            .bind(row_token(base, row.0))
+            .bind(claim.queue)
+            .bind(slot)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok((rows, take, false))
 }
 
 /// `<set> WHERE status = 'processing' AND id IN <ids> AND lease_token IN <tokens><tail>`,

@@ -247,8 +247,49 @@ pub const PAUSE: &str =
 pub const RESUME: &str =
     "UPDATE jobq_queues SET paused_at = NULL WHERE queue = ?1 AND paused_at IS NOT NULL";
 
-/// The queues paused now (a small table: one row per queue ever paused).
-pub const PAUSED: &str = "SELECT queue FROM jobq_queues WHERE paused_at IS NOT NULL ORDER BY queue";
+/// The queues paused or limited now, as `(queue, paused, limit)` (two small
+/// tables: a queue may come twice, see `policy::controls`).
+pub const CONTROLS: &str = "SELECT queue, 1, NULL FROM jobq_queues \
+     WHERE paused_at IS NOT NULL \
+     UNION ALL SELECT queue, 0, max_running FROM jobq_limits";
+
+// ---------------------------------------------------------------------------
+// Global concurrency limits (`jobq_limits`, `jobq_slots`; see `policy::free_slots`).
+
+/// A limited claim's first statement (under the write lock, which no other
+/// claim shares): the slot rows of queue `?1`, with the attempt each holds last.
+pub const SLOTS_READ: &str = "SELECT slot, job_id, lease_token FROM jobq_slots \
+     WHERE queue = ?1 ORDER BY slot";
+
+/// Of the attempts written in slots (ids: the JSON array `?1`), the
+/// `(id, lease_token)` of the rows still held at `?2`: `processing`, lease
+/// not expired.
+pub const SLOT_HOLDERS: &str = "SELECT id, lease_token FROM jobq_jobs \
+     WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'processing' AND run_at > ?2";
+
+/// Whether queue `?1` has a job due at `?2` (a limited claim with no free slot).
+pub const DUE_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM jobq_jobs \
+     WHERE queue = ?1 AND status = 'pending' AND run_at <= ?2)";
+
+/// Writes attempt `(?1, ?2)` into queue `?3`'s slot `?4`.
+pub const SLOT_ASSIGN: &str =
+    "UPDATE jobq_slots SET job_id = ?1, lease_token = ?2 WHERE queue = ?3 AND slot = ?4";
+
+/// Sets queue `?1`'s limit to `?2` at `?3`.
+pub const LIMIT_SET: &str = "INSERT INTO jobq_limits (queue, max_running, updated_at) \
+     VALUES (?1, ?2, ?3) \
+     ON CONFLICT (queue) DO UPDATE SET max_running = excluded.max_running, updated_at = excluded.updated_at";
+
+/// Removes queue `?1`'s limit.
+pub const LIMIT_REMOVE: &str = "DELETE FROM jobq_limits WHERE queue = ?1";
+
+/// Makes queue `?1`'s slot rows `0..?2` (those there already stay as they are).
+pub const SLOTS_FILL: &str = "WITH RECURSIVE n(slot) AS \
+     (SELECT 0 UNION ALL SELECT slot + 1 FROM n WHERE slot + 1 < ?2) \
+     INSERT OR IGNORE INTO jobq_slots (queue, slot) SELECT ?1, slot FROM n";
+
+/// Drops queue `?1`'s slots from number `?2` up.
+pub const SLOTS_TRIM: &str = "DELETE FROM jobq_slots WHERE queue = ?1 AND slot >= ?2";
 
 /// `jobq_runtime::testing`'s drain with scheduled jobs: every pending job of
 /// queue `?2` not due yet becomes due at `?1` (now).
@@ -308,4 +349,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261204000002 "jobq_workers",
     20261204120001 "jobq_jobs_no_created_index",
     20261204120002 "jobq_jobs_partial_key_index",
+    20261205000001 "jobq_limits",
 );

@@ -52,8 +52,7 @@ pub(in crate::worker) async fn claim_loop(
     // Payload bytes in `buffer`, and a moving average of a claimed payload's size.
     let mut buffered_bytes = 0usize;
     let mut payload_size = 0usize;
-    let mut claiming: Option<BoxFuture<'static, (Result<Vec<attempt::Registered>>, Duration)>> =
-        None;
+    let mut claiming: Option<BoxFuture<'static, (Result<Claimed>, Duration)>> = None;
     // Moving average of a claim's round trip.
     let mut round_trip = Duration::ZERO;
     let mut failures = 0u32;
@@ -67,6 +66,14 @@ pub(in crate::worker) async fn claim_loop(
     tokio::pin!(woken);
     woken.as_mut().enable();
     let mut was_woken = false;
+    // The queue's global limit held due jobs back at the last claim (and
+    // how many claims in a row): the next claim comes when a settle of this
+    // worker frees a slot, or after a short pause for other workers' settles.
+    let mut held_back = false;
+    let mut held_claims = 0u32;
+    let settled = shared.settled.notified();
+    tokio::pin!(settled);
+    settled.as_mut().enable();
     // The limit of the claim in flight.
     let mut asked = 0;
     loop {
@@ -100,7 +107,15 @@ pub(in crate::worker) async fn claim_loop(
             // take them, and wakes one.
             tokio::spawn(async {});
         }
-        let ahead = prefetch(queue.concurrency, round_trip, pace.get()).min(
+        let limited = pause::limited(&pauses.borrow(), &queue.name);
+        // Under a global limit, a job claimed ahead would hold a slot
+        // another worker could be running it in.
+        let ahead = if limited {
+            0
+        } else {
+            prefetch(queue.concurrency, round_trip, pace.get())
+        }
+        .min(
             // Within the byte budget, at the payload size seen so far.
             shared
                 .settings
@@ -130,8 +145,16 @@ pub(in crate::worker) async fn claim_loop(
             was_woken = false;
             woken.set(wake.notified());
             woken.as_mut().enable();
+            settled.set(shared.settled.notified());
+            settled.as_mut().enable();
             asked = wanted;
-            claiming = Some(claim(&pipeline, &queue.name, wanted, &queue_metrics));
+            claiming = Some(claim(
+                &pipeline,
+                &queue.name,
+                wanted,
+                limited,
+                &queue_metrics,
+            ));
         }
         let idle_claimer = claiming.is_none() && wanted > 0 && !paused;
         tokio::select! {
@@ -140,13 +163,20 @@ pub(in crate::worker) async fn claim_loop(
             (result, took) = async { claiming.as_mut().expect("a claim in flight").await }, if claiming.is_some() => {
                 claiming = None;
                 match result {
-                    Ok(jobs) => {
+                    Ok(Claimed { jobs, held_back: held }) => {
                         quietly(|| tracing::trace!(asked, got = jobs.len(), ?took, buffered = buffer.len(), free = slots.available_permits(), "claimed"));
                         failures = 0;
                         round_trip = if round_trip.is_zero() { took } else { (round_trip * 7 + took) / 8 };
                         backlog = jobs.len() == asked;
                         empty_claims = if jobs.is_empty() { empty_claims.saturating_add(1) } else { 0 };
                         next_poll = tokio::time::Instant::now() + poll_after(shared.settings.poll, empty_claims);
+                        held_back = held;
+                        if held {
+                            held_claims = held_claims.saturating_add(1);
+                            next_poll = tokio::time::Instant::now() + held_poll(shared.settings.poll, held_claims);
+                        } else {
+                            held_claims = 0;
+                        }
                         let mut added = 0;
                         for job in &jobs {
                             let size = job.payload_len();
@@ -160,6 +190,7 @@ pub(in crate::worker) async fn claim_loop(
                     Err(error) => {
                         failures += 1;
                         backlog = false;
+                        held_back = false;
                         was_woken = false;
                         let pause = backoff(failures);
                         next_poll = tokio::time::Instant::now() + pause;
@@ -188,6 +219,8 @@ pub(in crate::worker) async fn claim_loop(
                 next_poll = tokio::time::Instant::now();
             }
             () = &mut woken, if idle_claimer && !was_woken && failures == 0 => was_woken = true,
+            // A settle of this worker's freed a slot of the limited queue.
+            () = &mut settled, if idle_claimer && held_back && !was_woken => was_woken = true,
             () = tokio::time::sleep_until(next_poll), if idle_claimer && !backlog && !was_woken => {}
         }
     }
@@ -196,9 +229,9 @@ pub(in crate::worker) async fn claim_loop(
     // the shutdown's deadline passes is dropped (its connection closed):
     // rows it may have claimed are reaped after their lease.
     if let Some(in_flight) = claiming
-        && let Some((Ok(jobs), _)) = unless(&shared.deadline_passed, in_flight).await
+        && let Some((Ok(claimed), _)) = unless(&shared.deadline_passed, in_flight).await
     {
-        buffer.extend(jobs);
+        buffer.extend(claimed.jobs);
     }
     pipeline
         .buffered_bytes
@@ -211,12 +244,17 @@ pub(in crate::worker) async fn claim_loop(
 /// long the claim took. A panic in the claim (a subscriber's, inside the
 /// driver) is a failed claim. Records the claim's latency, its jobs and
 /// how long each had been due in `metrics`.
+///
+/// A queue with a global concurrency limit (`limited`) claims through its
+/// slots ([`crate::store::Store::claim_limited`]); the claim then also says
+/// whether the limit held due jobs back.
 fn claim(
     pipeline: &Arc<Pipeline>,
     queue: &str,
     limit: usize,
+    limited: bool,
     metrics: &Arc<QueueMetrics>,
-) -> BoxFuture<'static, (Result<Vec<attempt::Registered>>, Duration)> {
+) -> BoxFuture<'static, (Result<Claimed>, Duration)> {
     let pipeline = Arc::clone(pipeline);
     let queue = queue.to_owned();
     let metrics = Arc::clone(metrics);
@@ -224,15 +262,28 @@ fn claim(
         let started = tokio::time::Instant::now();
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
         let shared = &pipeline.shared;
-        let result = AssertUnwindSafe(shared.store.claim(
-            &queue,
-            limit,
-            shared.settings.lease,
-            &shared.worker_id,
-        ))
+        let (lease, worker) = (shared.settings.lease, &shared.worker_id);
+        let result = AssertUnwindSafe(async {
+            if limited {
+                let claim = shared
+                    .store
+                    .claim_limited(&queue, limit, lease, worker)
+                    .await?;
+                Ok((claim.jobs, claim.held_back))
+            } else {
+                Ok((
+                    shared.store.claim(&queue, limit, lease, worker).await?,
+                    false,
+                ))
+            }
+        })
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| Err(panicked("claim", panic.as_ref())));
+        let (result, held_back) = match result {
+            Ok((jobs, held_back)) => (Ok(jobs), held_back),
+            Err(error) => (Err(error), false),
+        };
         if let Ok(jobs) = &result {
             metrics.claimed(jobs.len(), started.elapsed());
             for waited in jobs.iter().filter_map(|job| job.waited()) {
@@ -247,8 +298,16 @@ fn claim(
         if registered.is_ok() && inject::fire(inject::Point::Claimed, &queue).is_some() {
             panic!("jobq fault injection: the claim loop dropped after a claim");
         }
-        (registered, started.elapsed())
+        let claimed = registered.map(|jobs| Claimed { jobs, held_back });
+        (claimed, started.elapsed())
     })
+}
+
+/// What one claim of the loop took.
+struct Claimed {
+    jobs: Vec<attempt::Registered>,
+    /// The queue's global limit held due jobs back: no more slots were free.
+    held_back: bool,
 }
 
 /// Starts the oldest buffered job on `permit`, unless its lease was lost
@@ -292,6 +351,14 @@ fn prefetch(concurrency: usize, round_trip: Duration, job: Option<Duration>) -> 
     } else {
         ahead as usize
     }
+}
+
+/// How long a claim loop held back by its queue's global limit waits for
+/// another worker's settle to free a slot (its own settles wake it at
+/// once), after `held_claims` such claims in a row: as [`poll_after`],
+/// at most a quarter of the poll interval.
+fn held_poll(poll: Duration, held_claims: u32) -> Duration {
+    poll_after(poll, held_claims.saturating_sub(1)).min(poll / 4)
 }
 
 /// Adaptive polling: how long to wait for jobs from other processes (which

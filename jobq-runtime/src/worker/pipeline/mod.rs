@@ -42,9 +42,9 @@ pub(in crate::worker) struct Pipeline {
     pub(in crate::worker) jobs: TaskTracker,
     /// Payload bytes claimed ahead of free slots, all queues (see `claim_ahead_bytes`).
     pub(in crate::worker) buffered_bytes: AtomicUsize,
-    /// Which served queues are paused, as the pause loop last read them;
-    /// `None` until its first read. Each claim loop watches a clone.
-    pub(in crate::worker) pauses: watch::Receiver<Option<Vec<String>>>,
+    /// Which served queues are paused or limited, as the pause loop last
+    /// read them; `None` until its first read. Each claim loop watches a clone.
+    pub(in crate::worker) pauses: watch::Receiver<crate::worker::upkeep::pause::Paused>,
     /// Told how each attempt ended, before its settle is written
     /// (`jobq_runtime::testing`'s drain listens; `None` otherwise).
     pub(in crate::worker) observer: Option<Observer>,

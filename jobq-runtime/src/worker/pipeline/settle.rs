@@ -347,7 +347,10 @@ pub(super) async fn apply(shared: &Shared, transition: &Transition) {
                 .settled(metrics::Settle::Transition, started.elapsed());
         }
         match result {
-            Ok(true) => return,
+            Ok(true) => {
+                shared.settled.notify_waiters();
+                return;
+            }
             Ok(false) => {
                 shared.metrics.fenced_out(metrics::Settle::Transition, 1);
                 quietly(|| {

@@ -1,5 +1,6 @@
-//! Pauses: the worker's one reader of `jobq_queues`, telling its claim
-//! loops which of their queues are paused.
+//! Pauses and limits: the worker's one reader of `jobq_queues` and
+//! `jobq_limits`, telling its claim loops which of their queues are paused
+//! and which have a global concurrency limit.
 
 use std::sync::Arc;
 
@@ -7,11 +8,13 @@ use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 
 use crate::error::Error;
+use crate::store::QueueControl;
 use crate::worker::shared::Shared;
 use crate::worker::util::{backoff, jittered_pause, quietly, unless};
 
-/// The paused queues as last read: `None` until the first read.
-pub(in crate::worker) type Paused = Option<Vec<String>>;
+/// The controls of the served queues that are paused or limited, as last
+/// read: `None` until the first read.
+pub(in crate::worker) type Paused = Option<Vec<QueueControl>>;
 
 /// The pause loop's state: the sending end of what the claim loops watch.
 #[derive(Debug)]
@@ -52,30 +55,39 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
             () = shared.stop_background.cancelled() => return,
             _ = ticks.tick() => {}
         }
-        let Some(read) = unless(&shared.stop_background, shared.store.paused_queues()).await else {
+        let Some(read) = unless(&shared.stop_background, shared.store.queue_controls()).await
+        else {
             return;
         };
         match read {
-            Ok(paused) => {
+            Ok(controls) => {
                 failures = 0;
-                let served: Vec<String> = paused
+                let served: Vec<QueueControl> = controls
                     .into_iter()
-                    .filter(|queue| shared.queue_names.contains(queue))
+                    .filter(|c| shared.queue_names.contains(&c.queue))
+                    .collect();
+                let paused = names(&served, |c| c.paused);
+                let limited: Vec<(&str, u32)> = served
+                    .iter()
+                    .filter_map(|c| c.limit.map(|n| (c.queue.as_str(), n)))
                     .collect();
                 pauses.paused.send_if_modified(|known| {
                     let changed = known.as_ref() != Some(&served);
                     if changed {
-                        // The first read logs only queues found paused.
                         match known {
+                            // The first read logs only queues found paused or limited.
                             None if served.is_empty() => {}
                             None => quietly(|| {
-                                tracing::info!(paused = ?served, "queues paused at start: nothing is claimed from them until resumed");
+                                tracing::info!(?paused, ?limited, "queues paused or limited at start: nothing is claimed from paused ones until resumed");
                             }),
-                            Some(_) => quietly(|| {
-                                tracing::info!(paused = ?served, "paused queues changed");
-                            }),
+                            Some(before) => {
+                                if names(before, |c| c.paused) != paused {
+                                    quietly(|| tracing::info!(?paused, "paused queues changed"));
+                                }
+                                quietly(|| tracing::info!(?limited, "queue limits changed"));
+                            }
                         }
-                        *known = Some(served);
+                        *known = Some(served.clone());
                     }
                     changed
                 });
@@ -129,10 +141,29 @@ async fn migrated(shared: &Shared) -> bool {
     }
 }
 
-/// Whether `queue` is to claim nothing now: paused, or the paused queues
-/// not read yet.
+/// Whether `queue` is to claim nothing now: paused, or the controls not
+/// read yet.
 pub(in crate::worker) fn holds(paused: &Paused, queue: &str) -> bool {
     paused
         .as_ref()
-        .is_none_or(|paused| paused.iter().any(|p| p == queue))
+        .is_none_or(|controls| controls.iter().any(|c| c.paused && c.queue == queue))
+}
+
+/// Whether `queue` has a global concurrency limit, as last read: its
+/// claims then take slots ([`crate::store::Store::claim_limited`]).
+pub(in crate::worker) fn limited(paused: &Paused, queue: &str) -> bool {
+    paused.as_ref().is_some_and(|controls| {
+        controls
+            .iter()
+            .any(|c| c.limit.is_some() && c.queue == queue)
+    })
+}
+
+/// The names of `controls` that `which` picks.
+fn names(controls: &[QueueControl], which: impl Fn(&QueueControl) -> bool) -> Vec<&str> {
+    controls
+        .iter()
+        .filter(|c| which(c))
+        .map(|c| c.queue.as_str())
+        .collect()
 }

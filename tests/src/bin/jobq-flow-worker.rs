@@ -1,0 +1,85 @@
+//! A worker process of the flow-control tests (`tests/tests/flow_control.rs`):
+//! one real [`Worker`] serving one queue. It prints `started` once its
+//! worker runs, then `ran <id>` as each job starts (each job then takes
+//! `JOBQ_FLOW_JOB_MS`, default 20 ms), and shuts down gracefully when its
+//! stdin closes.
+//!
+//! - `JOBQ_FLOW_URL`: the database; `JOBQ_FLOW_QUEUE`: the queue;
+//! - `JOBQ_FLOW_CONCURRENCY` (default 4), `JOBQ_FLOW_POLL_MS` (default
+//!   100), `JOBQ_FLOW_LEASE_MS` (default 30,000).
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use jobq_runtime::{JobContext, Jobq, Worker, job};
+use tokio::io::AsyncReadExt;
+
+/// Says it started, then takes its time.
+#[job(name = "jobq_flow_work")]
+async fn work(ctx: JobContext, n: u64) {
+    let _ = n;
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "ran {}", ctx.id());
+        let _ = out.flush();
+    }
+    tokio::time::sleep(Duration::from_millis(number("JOBQ_FLOW_JOB_MS", 20))).await;
+}
+
+fn var(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
+}
+
+fn number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    let url = var("JOBQ_FLOW_URL");
+    let queue = var("JOBQ_FLOW_QUEUE");
+    let concurrency = usize::try_from(number("JOBQ_FLOW_CONCURRENCY", 4)).unwrap_or(4);
+    let jobq = match Jobq::connect_with(&url, 6).await {
+        Ok(jobq) => jobq,
+        Err(error) => {
+            eprintln!("flow worker: cannot connect: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let worker = match Worker::builder(jobq)
+        .queue_unchecked(&queue, concurrency)
+        .poll_interval(Duration::from_millis(number("JOBQ_FLOW_POLL_MS", 100)))
+        .lease(Duration::from_millis(number("JOBQ_FLOW_LEASE_MS", 30_000)))
+        .shutdown_timeout(Duration::from_secs(10))
+        .build()
+    {
+        Ok(worker) => worker,
+        Err(error) => {
+            eprintln!("flow worker: {error}");
+            return ExitCode::from(3);
+        }
+    };
+    let handle = worker.start();
+    println!("started");
+    let _ = std::io::stdout().flush();
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 64];
+    while let Ok(n) = stdin.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+    }
+    let result = handle.shutdown(Duration::from_secs(10)).await;
+    // The stdin reader is a blocking thread that would hold the runtime open.
+    match result {
+        Ok(()) => std::process::exit(0),
+        Err(error) => {
+            eprintln!("flow worker: {error}");
+            std::process::exit(1)
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! Global concurrency limits: a limited claim takes no more jobs than the
+//! queue has free slots, writes each job's fence into a slot of its own,
+//! and finds a slot free again whatever moved its job's row on; a stale
+//! attempt frees nothing; a limit is set, moved and removed in one
+//! transaction.
+
+use super::*;
+
+/// A limited claim of up to `limit` rows of `queue` by `worker`: the
+/// claims, and whether the limit held due jobs back.
+async fn claim_limited(jobq: &Jobq, queue: &str, limit: u32, worker: &str) -> (Vec<Claim>, bool) {
+    __store::claim_limited(jobq, queue, limit, LEASE, worker)
+        .await
+        .unwrap()
+}
+
+/// The slot rows of `queue` as stored: `(slot, job_id, lease_token)`.
+async fn slots(jobq: &Jobq, queue: &str) -> Vec<(i32, Option<i64>, Option<i64>)> {
+    let db = Db::of(jobq);
+    let sql = "SELECT slot, job_id, lease_token FROM jobq_slots WHERE queue = ? ORDER BY slot";
+    db.fetch_all(sql, &[Arg::Text(queue.to_owned())])
+        .await
+        .unwrap()
+}
+
+/// The fences the slot rows of `queue` hold, sorted.
+async fn slot_fences(jobq: &Jobq, queue: &str) -> Vec<(i64, i64)> {
+    let mut fences: Vec<(i64, i64)> = slots(jobq, queue)
+        .await
+        .into_iter()
+        .filter_map(|(_, id, token)| id.zip(token))
+        .collect();
+    fences.sort_unstable();
+    fences
+}
+
+/// The fences of `claims`, sorted.
+fn fences(claims: &[Claim]) -> Vec<(i64, i64)> {
+    let mut fences: Vec<(i64, i64)> = claims.iter().map(fence).collect();
+    fences.sort_unstable();
+    fences
+}
+
+/// A limit of 3: a claim asking for 10 takes 3 and says the limit held the
+/// rest back; the next takes none while the three hold their rows; each
+/// settle frees one slot; a claim that empties the queue is not held back,
+/// nor is one that finds every slot busy and nothing due.
+async fn a_limited_claim_takes_only_free_slots_and_says_when_the_limit_held_jobs_back(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("limit");
+    jobq.set_queue_limit(&queue, Some(3)).await.unwrap();
+    for n in 0..5 {
+        enqueue(&jobq, &queue, n).await;
+    }
+
+    let (first, held) = claim_limited(&jobq, &queue, 10, "w").await;
+    assert_eq!((first.len(), held), (3, true));
+    for claim in &first {
+        assert_held(&jobq, claim, "w", LEASE).await;
+    }
+    assert_eq!(slot_fences(&jobq, &queue).await, fences(&first));
+    assert_eq!(slots(&jobq, &queue).await.len(), 3);
+    let (none, held) = claim_limited(&jobq, &queue, 10, "w").await;
+    assert_eq!((none.len(), held), (0, true));
+
+    assert_eq!(
+        __store::complete(&jobq, &[fence(&first[0])]).await.unwrap(),
+        1
+    );
+    let (second, held) = claim_limited(&jobq, &queue, 10, "w").await;
+    assert_eq!(
+        (second.len(), held),
+        (1, true),
+        "one slot free, one job left behind"
+    );
+    let mut holders = fences(&first[1..]);
+    holders.extend(fences(&second));
+    holders.sort_unstable();
+    assert_eq!(slot_fences(&jobq, &queue).await, holders);
+
+    let done: Vec<(i64, i64)> = first[1..].iter().chain(&second).map(fence).collect();
+    assert_eq!(__store::complete(&jobq, &done).await.unwrap(), 3);
+    let (last, held) = claim_limited(&jobq, &queue, 10, "w").await;
+    assert_eq!((last.len(), held), (1, false), "the queue is empty now");
+
+    // Every slot busy and nothing due: not held back.
+    let other = unique_queue("limit-idle");
+    jobq.set_queue_limit(&other, Some(1)).await.unwrap();
+    enqueue(&jobq, &other, 9).await;
+    let (running, _) = claim_limited(&jobq, &other, 1, "w").await;
+    assert_eq!(running.len(), 1);
+    let (none, held) = claim_limited(&jobq, &other, 1, "w").await;
+    assert_eq!((none.len(), held), (0, false));
+
+    // The plain claim of another queue knows nothing of slots.
+    let plain = unique_queue("limit-plain");
+    for n in 0..5 {
+        enqueue(&jobq, &plain, n).await;
+    }
+    assert_eq!(claim(&jobq, &plain, 10, "w").await.len(), 5);
+    assert!(slots(&jobq, &plain).await.is_empty());
+}
+
+/// With a limit of 1, the slot is free again after each way its holder's
+/// row moves on — a retry's transition, a cancel, an expired lease (before
+/// any reaper runs) — and a stale attempt's settle of a row claimed again
+/// frees nothing.
+async fn every_way_a_row_moves_on_frees_its_slot_and_a_stale_settle_frees_none(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("limit-free");
+    jobq.set_queue_limit(&queue, Some(1)).await.unwrap();
+    let a = enqueue(&jobq, &queue, 1).await;
+    let b = enqueue(&jobq, &queue, 2).await;
+    let c = enqueue(&jobq, &queue, 3).await;
+
+    let (held, _) = claim_limited(&jobq, &queue, 5, "w").await;
+    assert_eq!(ids(&held), [a]);
+    assert!(claim_limited(&jobq, &queue, 5, "w").await.0.is_empty());
+
+    // A retry (back to pending, due now: behind `b` and `c` in the claim
+    // order): the slot is free.
+    let retry = __store::transition(&jobq, fence(&held[0]), false, Duration::ZERO, false, None);
+    assert!(retry.await.unwrap());
+    let (running_b, _) = claim_limited(&jobq, &queue, 5, "w").await;
+    assert_eq!(ids(&running_b), [b]);
+
+    // The first attempt of `a` is stale: its settle changes nothing and
+    // frees nothing.
+    assert_eq!(
+        __store::complete(&jobq, &[fence(&held[0])]).await.unwrap(),
+        0
+    );
+    let (none, held_back) = claim_limited(&jobq, &queue, 5, "w").await;
+    assert_eq!((none.len(), held_back), (0, true));
+
+    // A cancel frees it.
+    assert_eq!(
+        __store::cancel(&jobq, b).await.unwrap(),
+        (true, vec![fence(&running_b[0])])
+    );
+    let (running_c, _) = claim_limited(&jobq, &queue, 5, "w").await;
+    assert_eq!(ids(&running_c), [c]);
+
+    // An expired lease frees it before any reaper: its worker has stopped
+    // the attempt by then.
+    expire(&jobq, c).await;
+    let (running_a, held_back) = claim_limited(&jobq, &queue, 5, "w").await;
+    assert_eq!(
+        (ids(&running_a), held_back),
+        (vec![a], true),
+        "it took all the free slots allowed: more may wait"
+    );
+    assert_eq!(slot_fences(&jobq, &queue).await, [fence(&running_a[0])]);
+
+    // The reaper returns `c`; `a` still holds the one slot.
+    assert_eq!(__store::reap(&jobq, &queue, 10).await.unwrap(), 1);
+    let (none, held_back) = claim_limited(&jobq, &queue, 5, "w").await;
+    assert_eq!((none.len(), held_back), (0, true));
+    assert_eq!(
+        __store::complete(&jobq, &[fence(&running_a[0])])
+            .await
+            .unwrap(),
+        1
+    );
+    let (last, _) = claim_limited(&jobq, &queue, 5, "w").await;
+    assert_eq!(ids(&last), [c]);
+}
+
+/// Setting a limit makes its slot rows, raising it adds rows, lowering it
+/// drops those above (a job holding one runs on, and the claim counts only
+/// the slots below the new limit), removing it drops them all; each limit
+/// reads back from `queue_limits` and `stats`. Limits of 0 or above
+/// `MAX_QUEUE_LIMIT` are refused and change nothing.
+async fn a_limit_is_set_raised_lowered_and_removed(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("limit-set");
+    jobq.set_queue_limit(&queue, Some(2)).await.unwrap();
+    assert_eq!(slots(&jobq, &queue).await.len(), 2);
+    enqueue(&jobq, &queue, 1).await;
+    enqueue(&jobq, &queue, 2).await;
+    enqueue(&jobq, &queue, 3).await;
+    let (two, _) = claim_limited(&jobq, &queue, 5, "w").await;
+    assert_eq!(two.len(), 2);
+
+    jobq.set_queue_limit(&queue, Some(5)).await.unwrap();
+    assert_eq!(slots(&jobq, &queue).await.len(), 5);
+    assert_eq!(
+        slot_fences(&jobq, &queue).await,
+        fences(&two),
+        "raising keeps the holders"
+    );
+    assert!(
+        jobq.queue_limits()
+            .await
+            .unwrap()
+            .contains(&(queue.clone(), 5))
+    );
+
+    jobq.set_queue_limit(&queue, Some(1)).await.unwrap();
+    assert_eq!(slots(&jobq, &queue).await.len(), 1);
+    // Slot 0 went to the first job claimed, which still runs.
+    let (none, held_back) = claim_limited(&jobq, &queue, 5, "w").await;
+    assert_eq!((none.len(), held_back), (0, true));
+    assert_eq!(slot_fences(&jobq, &queue).await, [fence(&two[0])]);
+
+    for bad in [0, jobq_runtime::MAX_QUEUE_LIMIT + 1] {
+        let error = jobq.set_queue_limit(&queue, Some(bad)).await.unwrap_err();
+        assert!(error.to_string().contains("must be 1 to 10000"), "{error}");
+    }
+    assert!(
+        jobq.queue_limits()
+            .await
+            .unwrap()
+            .contains(&(queue.clone(), 1))
+    );
+    let stats = jobq.stats().await.unwrap();
+    let row = stats.queues.iter().find(|q| q.queue == queue).unwrap();
+    assert_eq!(row.limit, Some(1));
+
+    jobq.set_queue_limit(&queue, None).await.unwrap();
+    assert!(slots(&jobq, &queue).await.is_empty());
+    assert!(
+        !jobq
+            .queue_limits()
+            .await
+            .unwrap()
+            .iter()
+            .any(|(q, _)| *q == queue)
+    );
+}
+
+/// Eight claimers on connections of their own claim and settle a limited
+/// queue at once: the rows `processing`, read from the database after
+/// every claim, never exceed the limit, and every job runs once.
+async fn concurrent_limited_claims_never_exceed_the_limit(db: TestDb) {
+    const LIMIT: u32 = 3;
+    const JOBS: i64 = 120;
+    let jobq = db.jobq().await;
+    let queue = unique_queue("limit-race");
+    jobq.set_queue_limit(&queue, Some(LIMIT)).await.unwrap();
+    for n in 0..JOBS {
+        enqueue(&jobq, &queue, n).await;
+    }
+    let count_sql = "SELECT COUNT(*) FROM jobq_jobs WHERE queue = ? AND status = 'processing'";
+    let mut tasks = Vec::new();
+    for claimer in 0..8 {
+        let jobq = jobq.clone();
+        let queue = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let db = Db::of(&jobq);
+            let worker = format!("w{claimer}");
+            let mut ran = Vec::new();
+            let mut most = 0i64;
+            let started = Instant::now();
+            loop {
+                assert!(started.elapsed() < Duration::from_secs(60), "not drained");
+                let (claimed, held_back) = __store::claim_limited(&jobq, &queue, 2, LEASE, &worker)
+                    .await
+                    .unwrap();
+                let (running,): (i64,) = db
+                    .fetch_all(count_sql, &[Arg::Text(queue.clone())])
+                    .await
+                    .unwrap()[0];
+                most = most.max(running);
+                if claimed.is_empty() {
+                    if !held_back && jobq.counts(&queue).await.unwrap().pending == 0 {
+                        return (ran, most);
+                    }
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                tokio::task::yield_now().await;
+                let settled: Vec<(i64, i64)> = claimed.iter().map(fence).collect();
+                assert_eq!(
+                    __store::complete(&jobq, &settled).await.unwrap(),
+                    settled.len() as u64
+                );
+                ran.extend(ids(&claimed));
+            }
+        }));
+    }
+    let mut ran = Vec::new();
+    let mut most = 0;
+    for task in tasks {
+        let (mine, peak) = task.await.unwrap();
+        ran.extend(mine);
+        most = most.max(peak);
+    }
+    ran.sort_unstable();
+    let before = ran.len();
+    ran.dedup();
+    assert_eq!((before, ran.len()), (JOBS as usize, JOBS as usize));
+    assert!(
+        (1..=i64::from(LIMIT)).contains(&most),
+        "{most} rows processing at once under a limit of {LIMIT}"
+    );
+}
+
+contract!(
+    a_limited_claim_takes_only_free_slots_and_says_when_the_limit_held_jobs_back,
+    every_way_a_row_moves_on_frees_its_slot_and_a_stale_settle_frees_none,
+    a_limit_is_set_raised_lowered_and_removed,
+    concurrent_limited_claims_never_exceed_the_limit,
+);

@@ -1,0 +1,261 @@
+//! Flow control across processes: a queue's global concurrency limit holds
+//! for every worker of every process, sampled from the database while the
+//! queue drains, and a worker killed with its slots held gives them back
+//! with its leases.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use jobq_runtime::{JobStatus, Jobq, job};
+use jobq_tests::sql::{Arg, Db};
+use jobq_tests::{TestDb, on, unique_queue, wait_until};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_jobq-flow-worker");
+const LONG: Duration = Duration::from_secs(60);
+
+/// The job the worker processes run (`jobq-flow-worker`'s `work`).
+#[job(name = "jobq_flow_work")]
+async fn work(n: u64) {
+    let _ = n;
+}
+
+/// A `jobq-flow-worker` process and what it printed.
+struct Process {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Process {
+    /// Starts one on `queue` with `concurrency` slots, jobs of `job`, and
+    /// `lease`; waits until its worker runs.
+    async fn start(
+        db: &TestDb,
+        queue: &str,
+        concurrency: usize,
+        job: Duration,
+        lease: Duration,
+    ) -> Self {
+        let mut child = Command::new(WORKER)
+            .env("JOBQ_FLOW_URL", db.url())
+            .env("JOBQ_FLOW_QUEUE", queue)
+            .env("JOBQ_FLOW_CONCURRENCY", concurrency.to_string())
+            .env("JOBQ_FLOW_JOB_MS", job.as_millis().to_string())
+            .env("JOBQ_FLOW_LEASE_MS", lease.as_millis().to_string())
+            .env("JOBQ_FLOW_POLL_MS", "100")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn jobq-flow-worker");
+        let stdout = child.stdout.take().expect("stdout");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&lines);
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                sink.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(line);
+            }
+        });
+        let process = Self { child, lines };
+        wait_until("the worker process started", LONG, || async {
+            process.printed().iter().any(|l| l == "started")
+        })
+        .await;
+        process
+    }
+
+    fn printed(&self) -> Vec<String> {
+        self.lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How many jobs it started.
+    fn started_jobs(&self) -> usize {
+        self.printed()
+            .iter()
+            .filter(|l| l.starts_with("ran "))
+            .count()
+    }
+
+    /// Closes its stdin (it shuts down gracefully) and waits for it to exit.
+    async fn stop(mut self) {
+        drop(self.child.stdin.take());
+        let status = tokio::time::timeout(LONG, self.child.wait())
+            .await
+            .expect("the worker process exits")
+            .expect("wait");
+        assert!(status.success(), "the worker process exited with {status}");
+    }
+}
+
+/// Enqueues `n` jobs on `queue`; their ids.
+async fn enqueue(jobq: &Jobq, queue: &str, n: u64) -> Vec<i64> {
+    let jobs = (0..n).map(|i| (Work::new(i), on(queue)));
+    let enqueued = jobq.enqueue_many_with(jobs).await.unwrap();
+    enqueued.into_iter().map(|e| e.id).collect()
+}
+
+/// The rows of `queue` running now as the database sees them:
+/// `processing` with a lease not yet expired (a killed worker's rows stop
+/// counting when their leases end, as its slots do).
+async fn running(db: &Db, queue: &str) -> i64 {
+    let sql = db.pick(
+        "SELECT COUNT(*) FROM jobq_jobs WHERE queue = ? AND status = 'processing' AND run_at > UTC_TIMESTAMP(6)",
+        "SELECT COUNT(*) FROM jobq_jobs WHERE queue = ? AND status = 'processing' AND run_at > now()",
+        "SELECT COUNT(*) FROM jobq_jobs WHERE queue = ? AND status = 'processing' AND run_at > CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)",
+    );
+    let rows: Vec<(i64,)> = db
+        .fetch_all(sql, &[Arg::Text(queue.to_owned())])
+        .await
+        .unwrap();
+    rows[0].0
+}
+
+/// Samples [`running`] until `done` says stop; the most seen at once and how many samples.
+async fn sample_until(db: Db, queue: String, done: Arc<tokio::sync::Notify>) -> (i64, usize) {
+    let mut most = 0;
+    let mut samples = 0;
+    let stop = done.notified();
+    tokio::pin!(stop);
+    stop.as_mut().enable();
+    loop {
+        most = most.max(running(&db, &queue).await);
+        samples += 1;
+        tokio::select! {
+            () = &mut stop => return (most, samples),
+            () = tokio::time::sleep(Duration::from_millis(2)) => {}
+        }
+    }
+}
+
+/// Three worker processes of 4 slots each drain a queue limited to 3: the
+/// rows running at once, sampled from the database throughout, never
+/// exceed 3 and reach it; every job runs; the processes share the work.
+async fn a_global_limit_holds_across_three_worker_processes(db: TestDb) {
+    const LIMIT: u32 = 3;
+    let jobq = db.jobq().await;
+    let queue = unique_queue("flow-limit");
+    jobq.set_queue_limit(&queue, Some(LIMIT)).await.unwrap();
+    let ids = enqueue(&jobq, &queue, 150).await;
+    let done = Arc::new(tokio::sync::Notify::new());
+    let sampler = tokio::spawn(sample_until(
+        Db::of(&jobq),
+        queue.clone(),
+        Arc::clone(&done),
+    ));
+    let started = Instant::now();
+    let mut processes = Vec::new();
+    for _ in 0..3 {
+        processes.push(
+            Process::start(
+                &db,
+                &queue,
+                4,
+                Duration::from_millis(20),
+                Duration::from_secs(30),
+            )
+            .await,
+        );
+    }
+    wait_until("every job done", LONG, || async {
+        jobq.counts(&queue).await.unwrap().done == ids.len() as u64
+    })
+    .await;
+    let took = started.elapsed();
+    done.notify_one();
+    let (most, samples) = sampler.await.unwrap();
+    let shares: Vec<usize> = processes.iter().map(Process::started_jobs).collect();
+    for process in processes {
+        process.stop().await;
+    }
+    eprintln!(
+        "{} jobs in {took:?}; at most {most} running in {samples} samples; started per process {shares:?}",
+        ids.len()
+    );
+    assert_eq!(
+        most,
+        i64::from(LIMIT),
+        "the limit was exceeded or never reached"
+    );
+    assert_eq!(
+        shares.iter().sum::<usize>(),
+        ids.len(),
+        "each job ran once: {shares:?}"
+    );
+    assert!(
+        shares.iter().filter(|&&n| n > 0).count() >= 2,
+        "one process did all the work: {shares:?}"
+    );
+}
+
+/// A worker process killed (`kill -9`) while its jobs hold both slots of a
+/// queue limited to 2: the other process starts nothing while their leases
+/// run, then takes the slots once the leases end (the rows are not reaped
+/// yet) and finishes every job; never more than 2 run.
+async fn a_killed_workers_slots_come_back_with_its_leases(db: TestDb) {
+    const LEASE: Duration = Duration::from_secs(3);
+    let jobq = db.jobq().await;
+    let queue = unique_queue("flow-kill");
+    jobq.set_queue_limit(&queue, Some(2)).await.unwrap();
+    let ids = enqueue(&jobq, &queue, 6).await;
+    let probe = Db::of(&jobq);
+    let mut doomed = Process::start(&db, &queue, 2, Duration::from_secs(30), LEASE).await;
+    wait_until("the first process holds both slots", LONG, || async {
+        doomed.started_jobs() == 2
+    })
+    .await;
+    let done = Arc::new(tokio::sync::Notify::new());
+    let sampler = tokio::spawn(sample_until(
+        Db::of(&jobq),
+        queue.clone(),
+        Arc::clone(&done),
+    ));
+    let survivor = Process::start(&db, &queue, 2, Duration::from_millis(50), LEASE).await;
+    doomed.child.start_kill().unwrap();
+    let killed = Instant::now();
+    let _ = doomed.child.wait().await;
+    wait_until("the survivor starts a job", LONG, || async {
+        survivor.started_jobs() > 0
+    })
+    .await;
+    let back = killed.elapsed();
+    assert!(
+        back < LEASE * 3,
+        "the slots came back {back:?} after the kill"
+    );
+    wait_until("the survivor runs the rest", LONG, || async {
+        jobq.counts(&queue).await.unwrap().done >= 4
+    })
+    .await;
+    done.notify_one();
+    let (most, _) = sampler.await.unwrap();
+    eprintln!("slots back {back:?} after the kill (lease {LEASE:?}); at most {most} running");
+    assert!(most <= 2, "{most} running under a limit of 2");
+    assert!(running(&probe, &queue).await <= 2);
+    survivor.stop().await;
+    // The killed process's two jobs run again once reaped.
+    let left = ids.len() as u64 - jobq.counts(&queue).await.unwrap().done;
+    assert!(left <= 2, "{left} jobs not run");
+    for &id in &ids {
+        let status = jobq.job(id).await.unwrap().unwrap().status;
+        assert!(
+            matches!(
+                status,
+                JobStatus::Done | JobStatus::Processing | JobStatus::Pending
+            ),
+            "{status:?}"
+        );
+    }
+}
+
+jobq_tests::on_every_backend!(
+    a_global_limit_holds_across_three_worker_processes,
+    a_killed_workers_slots_come_back_with_its_leases,
+);

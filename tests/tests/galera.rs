@@ -455,3 +455,97 @@ async fn enqueuers_of_one_key_on_every_node_make_one_job() {
     let counts = handles[2].counts("default").await.unwrap();
     assert_eq!(counts.total(), 10, "{counts:?}");
 }
+
+/// How many [`limited`] jobs run at once in this process, and the most seen.
+#[derive(Debug, Clone, Default)]
+struct Running {
+    now: std::sync::Arc<AtomicU64>,
+    most: std::sync::Arc<AtomicU64>,
+    ran: std::sync::Arc<AtomicU64>,
+}
+
+/// Counts itself running for a few milliseconds.
+#[job(name = "galera_limited")]
+async fn limited(running: State<Running>, n: u64) {
+    let _ = n;
+    let now = running.now.fetch_add(1, Ordering::SeqCst) + 1;
+    running.most.fetch_max(now, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    running.now.fetch_sub(1, Ordering::SeqCst);
+    running.ran.fetch_add(1, Ordering::SeqCst);
+}
+
+/// A queue limited to 3 drained by workers on all three nodes (4 slots
+/// each): slots are rows each limited claim writes, so two nodes taking one
+/// slot meet at certification. Handlers running at once (all in this
+/// process) never exceed 3, nor do the rows processing as node 0 sees them
+/// after every other node's commits (`wsrep_sync_wait`), and every job runs
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_queue_limit_holds_with_workers_on_every_node() {
+    let Some(cluster) = cluster("galera limit") else {
+        return;
+    };
+    let db = cluster.database("limit").unwrap();
+    connect(&db.url(0)).await.migrate().await.unwrap();
+    let handles: Vec<Jobq> = join_all(db.urls().iter().map(|u| connect(u))).await;
+    let queue = jobq_tests::unique_queue("galera-limit");
+    handles[1].set_queue_limit(&queue, Some(3)).await.unwrap();
+    let jobs = 300u64;
+    handles[0]
+        .enqueue_many_with((0..jobs).map(|n| (Limited::new(n), Enqueue::new().queue(&queue))))
+        .await
+        .unwrap();
+    let running = Running::default();
+    let pool = sqlx::MySqlPool::connect(&db.url(0)).await.unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (pool, queue, stop) = (pool.clone(), queue.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut most = 0i64;
+            while !stop.load(Ordering::SeqCst) {
+                let (n,): (i64,) = sqlx::query_as(
+                    "SET STATEMENT wsrep_sync_wait = 1 FOR SELECT COUNT(*) FROM jobq_jobs \
+                     WHERE queue = ? AND status = 'processing' AND run_at > UTC_TIMESTAMP(6)",
+                )
+                .bind(&queue)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+                most = most.max(n);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            most
+        })
+    };
+    let started = Instant::now();
+    let workers: Vec<_> = handles
+        .iter()
+        .map(|h| {
+            Worker::builder(h.clone())
+                .queue_unchecked(&queue, 4)
+                .state(running.clone())
+                .poll_interval(Duration::from_millis(20))
+                .build()
+                .unwrap()
+                .start()
+        })
+        .collect();
+    wait_until("every job ran", Duration::from_secs(120), || async {
+        running.ran.load(Ordering::SeqCst) == jobs
+    })
+    .await;
+    let took = started.elapsed();
+    stop.store(true, Ordering::SeqCst);
+    let in_database = sampler.await.unwrap();
+    for w in workers {
+        jobq_tests::stop(w).await;
+    }
+    let most = running.most.load(Ordering::SeqCst);
+    eprintln!(
+        "galera limit: {jobs} jobs under a limit of 3 on 3 nodes in {took:.2?}; at most {most} handlers and {in_database} rows running at once"
+    );
+    assert_eq!(most, 3, "handlers running at once");
+    assert!(in_database <= 3, "{in_database} rows running at once");
+    assert_eq!(handles[2].counts(&queue).await.unwrap().done, jobs);
+}

@@ -435,7 +435,7 @@ pub(crate) fn ping_if_idle<DB: sqlx::Database>(
 }
 
 #[cfg(test)]
-mod slot_tests {
+mod tests {
     use super::*;
 
     fn slot(slot: i32, holder: Option<(i64, i64)>) -> Slot {

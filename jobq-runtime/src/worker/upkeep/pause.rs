@@ -42,9 +42,13 @@ impl Pauses {
 /// backoff (at most one poll interval).
 pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
     let shared = &pauses.shared;
-    if !migrated(shared).await {
+    // The first read goes out beside the migrations' check, so a worker
+    // starting waits one round trip for both before it claims.
+    let (migrated, first) = tokio::join!(migrated(shared), shared.store.queue_controls());
+    if !migrated {
         return;
     }
+    let mut first = Some(first);
     let poll = shared.settings.poll;
     let mut ticks = tokio::time::interval(poll);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -55,9 +59,15 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
             () = shared.stop_background.cancelled() => return,
             _ = ticks.tick() => {}
         }
-        let Some(read) = unless(&shared.stop_background, shared.store.queue_controls()).await
-        else {
-            return;
+        let read = match first.take() {
+            Some(read) => read,
+            None => {
+                let read = unless(&shared.stop_background, shared.store.queue_controls());
+                let Some(read) = read.await else {
+                    return;
+                };
+                read
+            }
         };
         match read {
             Ok(controls) => {

@@ -79,6 +79,7 @@ pub(in crate::worker) async fn presence_loop(presence: Arc<Presence>) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut failures = 0u32;
+    let mut registered = false;
     loop {
         tokio::select! {
             biased;
@@ -86,9 +87,13 @@ pub(in crate::worker) async fn presence_loop(presence: Arc<Presence>) {
             _ = ticks.tick() => {}
         }
         // Stopped mid-statement too: a frozen database does not hold up the shutdown.
-        let Some(beaten) = unless(&shared.stop_background, beat(&presence)).await else {
+        let Some(beaten) = unless(&shared.stop_background, beat(&presence, registered)).await
+        else {
             return;
         };
+        // Tried once: later beats refresh first, so a registration whose
+        // outcome was unknown is not inserted twice.
+        registered = true;
         match beaten {
             Ok(()) => failures = 0,
             Err(error) => {
@@ -105,15 +110,20 @@ pub(in crate::worker) async fn presence_loop(presence: Arc<Presence>) {
     }
 }
 
-/// One refresh (or registration) and one prune of expired rows.
-async fn beat(presence: &Presence) -> crate::Result<()> {
+/// The first beat registers the worker: one INSERT, which a worker
+/// starting has to wait for on SQLite's one write lock, and nothing else
+/// (a worker started for a short drain pays one statement at its start).
+/// Every later one refreshes the row (registering it again if it was
+/// deleted as expired) and prunes the rows of workers gone.
+async fn beat(presence: &Presence, registered: bool) -> crate::Result<()> {
     let shared = &*presence.shared;
     let running = i64::try_from(presence.running.len()).unwrap_or(i64::MAX);
     let ttl = ttl(shared);
-    if !shared
-        .store
-        .refresh_worker(presence.id, running, ttl)
-        .await?
+    if !registered
+        || !shared
+            .store
+            .refresh_worker(presence.id, running, ttl)
+            .await?
     {
         let row = WorkerRow {
             id: presence.id,
@@ -128,7 +138,9 @@ async fn beat(presence: &Presence) -> crate::Result<()> {
         };
         shared.store.register_worker(&row).await?;
     }
-    shared.store.prune_workers().await?;
+    if registered {
+        shared.store.prune_workers().await?;
+    }
     Ok(())
 }
 

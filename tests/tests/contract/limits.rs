@@ -296,9 +296,101 @@ async fn concurrent_limited_claims_never_exceed_the_limit(db: TestDb) {
     );
 }
 
+/// A hand-over settles the successes it is given and claims into the
+/// slots that still hold them, in one transaction: a slot whose success
+/// was fenced out (its lease ran out and another claim took the slot) is
+/// not reused, and a slot left over when the queue has no more jobs is
+/// free for any claim.
+async fn a_hand_over_settles_and_claims_into_the_same_slots(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("limit-hand");
+    jobq.set_queue_limit(&queue, Some(2)).await.unwrap();
+    let mut rows = Vec::new();
+    for n in 0..5 {
+        rows.push(enqueue(&jobq, &queue, n).await);
+    }
+    let (first, _) = claim_limited(&jobq, &queue, 2, "w").await;
+    assert_eq!(ids(&first), rows[..2]);
+    let slot_of = |claim: &Claim, slots: &[(i32, Option<i64>, Option<i64>)]| {
+        slots
+            .iter()
+            .find(|(_, id, token)| *id == Some(claim.id) && *token == Some(claim.token))
+            .map(|(slot, _, _)| *slot)
+            .expect("the claim holds a slot")
+    };
+    let before = slots(&jobq, &queue).await;
+    let handed: Vec<((i64, i64), i32)> = first
+        .iter()
+        .map(|c| (fence(c), slot_of(c, &before)))
+        .collect();
+    let (completed, next) = __store::hand_over(&jobq, &queue, &handed, 5, LEASE, "w")
+        .await
+        .unwrap();
+    assert_eq!(completed, 2);
+    for claim in &first {
+        assert_finished(&jobq, claim.id, JobStatus::Done).await;
+    }
+    let next_ids: Vec<i64> = next.iter().map(|(c, _)| c.id).collect();
+    assert_eq!(next_ids, rows[2..4], "as many as the slots handed over");
+    let mut slots_used: Vec<i32> = next.iter().map(|&(_, slot)| slot).collect();
+    slots_used.sort_unstable();
+    assert_eq!(slots_used, [0, 1]);
+    let mut holders: Vec<(i64, i64)> = next.iter().map(|(c, _)| fence(c)).collect();
+    holders.sort_unstable();
+    assert_eq!(slot_fences(&jobq, &queue).await, holders);
+    assert!(claim_limited(&jobq, &queue, 5, "w").await.0.is_empty());
+
+    // The first of them loses its lease and another claim takes its slot:
+    // handing it over completes nothing and claims nothing into that slot.
+    let (lost, lost_slot) = next[0];
+    let (kept, kept_slot) = next[1];
+    expire(&jobq, lost.id).await;
+    let (thief, _) = claim_limited(&jobq, &queue, 5, "other").await;
+    assert_eq!(ids(&thief), [rows[4]]);
+    let spare = enqueue(&jobq, &queue, 7).await;
+    let (completed, none) =
+        __store::hand_over(&jobq, &queue, &[(fence(&lost), lost_slot)], 5, LEASE, "w")
+            .await
+            .unwrap();
+    assert_eq!(
+        (completed, none.len()),
+        (1, 0),
+        "its row was still held (expired, not reaped); its slot was not"
+    );
+    // The other success's slot is still its own: the spare job goes in.
+    let (completed, spare_claim) =
+        __store::hand_over(&jobq, &queue, &[(fence(&kept), kept_slot)], 5, LEASE, "w")
+            .await
+            .unwrap();
+    assert_eq!(completed, 1);
+    assert_eq!(
+        spare_claim
+            .iter()
+            .map(|&(c, slot)| (c.id, slot))
+            .collect::<Vec<_>>(),
+        [(spare, kept_slot)]
+    );
+    // Handed over with nothing left to claim, a slot is free for anyone.
+    let (completed, none) = __store::hand_over(
+        &jobq,
+        &queue,
+        &[(fence(&spare_claim[0].0), kept_slot)],
+        5,
+        LEASE,
+        "w",
+    )
+    .await
+    .unwrap();
+    assert_eq!((completed, none.len()), (1, 0));
+    let again = enqueue(&jobq, &queue, 9).await;
+    let (last, _) = claim_limited(&jobq, &queue, 5, "w").await;
+    assert_eq!(ids(&last), [again]);
+}
+
 contract!(
     a_limited_claim_takes_only_free_slots_and_says_when_the_limit_held_jobs_back,
     every_way_a_row_moves_on_frees_its_slot_and_a_stale_settle_frees_none,
     a_limit_is_set_raised_lowered_and_removed,
     concurrent_limited_claims_never_exceed_the_limit,
+    a_hand_over_settles_and_claims_into_the_same_slots,
 );

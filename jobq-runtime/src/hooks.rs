@@ -117,42 +117,6 @@ pub async fn claim_limited(
     Ok((claims, claimed.held_back))
 }
 
-/// Completes `done` (`(id, token)` claims of a limited queue, each with
-/// the slot it holds) and claims up to `limit` jobs into the slots still
-/// holding them, in one transaction: how many were completed, and the
-/// claims with their slots.
-pub async fn hand_over(
-    jobq: &Jobq,
-    queue: &str,
-    done: &[((i64, i64), i32)],
-    limit: u32,
-    lease: Duration,
-    worker: &str,
-) -> Result<(u64, Vec<(Claim, i32)>)> {
-    let done: Vec<(Fence, i32)> = done
-        .iter()
-        .map(|&((id, token), slot)| (Fence { id, token }, slot))
-        .collect();
-    let handed = jobq
-        .store()
-        .hand_over(&done, limit, lease, worker, queue)
-        .await?;
-    let claims = handed
-        .jobs
-        .into_iter()
-        .map(|c| {
-            let claim = Claim {
-                id: c.id,
-                token: c.token,
-                attempt: c.attempt,
-                max_attempts: c.max_attempts,
-            };
-            (claim, c.slot.unwrap_or(-1))
-        })
-        .collect();
-    Ok((handed.completed, claims))
-}
-
 /// Marks the `(id, token)` claims `done` in one batch; how many still held.
 pub async fn complete(jobq: &Jobq, fences: &[(i64, i64)]) -> Result<u64> {
     let fences: Vec<Fence> = fences

@@ -114,17 +114,6 @@ pub(crate) trait BackendStore: Sized {
     /// locked slots meanwhile. One try.
     async fn claim_limited(&self, claim: ClaimRequest<'_>) -> Result<LimitedClaim>;
 
-    /// Hands the slots of a limited queue's successes to its next jobs, in
-    /// one transaction: marks each of `done` `done` as
-    /// [`complete`](Self::complete) does (fenced), locks the slots they
-    /// were claimed into, keeps those still holding the fence handed with
-    /// them ([`kept_slots`](super::policy::kept_slots)), and claims at most
-    /// that many jobs into them (`claim.limit` at most). No slot is free
-    /// for another worker in between, so a busy limited worker pays one
-    /// transaction per batch of jobs, not a settle and a claim. One try.
-    async fn hand_over(&self, done: &[(Fence, i32)], claim: ClaimRequest<'_>)
-    -> Result<HandedOver>;
-
     /// Sets `queue`'s global concurrency limit (`Some`, already checked:
     /// 1..=[`MAX_QUEUE_LIMIT`](crate::MAX_QUEUE_LIMIT)) or removes it
     /// (`None`): its row in `jobq_limits` and its slot rows `0..limit`,
@@ -417,15 +406,6 @@ pub(crate) struct LimitedClaim {
     pub(crate) held_back: bool,
 }
 
-/// What a [`hand_over`](BackendStore::hand_over) did.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct HandedOver {
-    /// How many of the successes were still held and are `done` now.
-    pub(crate) completed: u64,
-    /// The jobs claimed into the slots handed over, each with its slot.
-    pub(crate) jobs: Vec<ClaimedJob>,
-}
-
 /// How a queue is steered from the database: paused, limited, or both.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct QueueControl {
@@ -472,9 +452,6 @@ pub(crate) struct ClaimedJob {
     /// When it became due: its `run_at` as the claim picked it (the claim
     /// overwrites the column with the lease deadline), for the queue-wait metric.
     pub(crate) due: Option<DateTime<Utc>>,
-    /// The slot of its queue's global limit the claim wrote it into
-    /// ([`BackendStore::claim_limited`]); `None` for an unlimited claim.
-    pub(crate) slot: Option<i32>,
 }
 
 impl ClaimedJob {
@@ -499,14 +476,7 @@ impl ClaimedJob {
             token,
             unreadable: None,
             due: None,
-            slot: None,
         }
-    }
-
-    /// The same job, written into `slot` of its queue's limit.
-    pub(crate) fn in_slot(mut self, slot: i32) -> Self {
-        self.slot = Some(slot);
-        self
     }
 
     /// The same job, due since `run_at` (see [`due`](Self::due)).

@@ -136,8 +136,8 @@ pub(crate) mod sqlite;
 mod stash;
 
 pub(crate) use contract::{
-    BackendStore, ClaimRequest, ClaimedJob, Fence, HandedOver, LimitedClaim, NewJob, Prunable,
-    QueueControl, Target, Transition, WorkerRefresh, WorkerRow,
+    BackendStore, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable, QueueControl,
+    Target, Transition, WorkerRefresh, WorkerRow,
 };
 pub(crate) use policy::new_token_base;
 
@@ -345,24 +345,6 @@ impl Store {
             worker,
         };
         retried!(self, CLAIM, s => s.claim_limited(claim))
-    }
-
-    /// See [`BackendStore::hand_over`].
-    pub(crate) async fn hand_over(
-        &self,
-        done: &[(Fence, i32)],
-        limit: u32,
-        lease: Duration,
-        worker: &str,
-        queue: &str,
-    ) -> Result<HandedOver> {
-        let claim = ClaimRequest {
-            queue,
-            limit,
-            lease: lease.min(crate::MAX_DELAY),
-            worker,
-        };
-        retried!(self, COMPLETE, s => s.hand_over(done, claim))
     }
 
     /// See [`BackendStore::set_limit`].

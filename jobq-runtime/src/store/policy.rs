@@ -328,25 +328,6 @@ pub(crate) fn free_slots(locked: &[Slot], live: &[Fence]) -> Vec<i32> {
     free
 }
 
-/// The slots of `handed` (a hand-over's successes, each with the slot its
-/// claim wrote it into) whose rows, as `locked` by the hand-over, still
-/// hold that success's fence: no other claim has taken them since (one
-/// may have, if the success's lease had run out). In slot order.
-pub(crate) fn kept_slots(locked: &[Slot], handed: &[(Fence, i32)]) -> Vec<i32> {
-    let mut kept: Vec<i32> = handed
-        .iter()
-        .filter(|&&(fence, slot)| {
-            locked
-                .iter()
-                .any(|row| row.slot == slot && row.holder == Some(fence))
-        })
-        .map(|&(_, slot)| slot)
-        .collect();
-    kept.sort_unstable();
-    kept.dedup();
-    kept
-}
-
 /// The holders written in `locked` slot rows: the fences a limited claim
 /// asks the jobs table about.
 pub(crate) fn slot_holders(locked: &[Slot]) -> Vec<Fence> {
@@ -477,23 +458,6 @@ mod tests {
         assert_eq!(free_slots(&locked, &live), vec![0, 1, 3]);
         assert_eq!(slot_holders(&locked).len(), 3);
         assert!(free_slots(&[], &live).is_empty());
-    }
-
-    #[test]
-    fn a_hand_over_keeps_only_the_slots_that_still_hold_its_fences() {
-        let locked = [
-            slot(0, Some((10, 100))),
-            slot(1, Some((11, 999))),
-            slot(2, None),
-            slot(3, Some((12, 120))),
-        ];
-        let handed = [
-            (Fence { id: 12, token: 120 }, 3),
-            (Fence { id: 10, token: 100 }, 0),
-            (Fence { id: 11, token: 110 }, 1),
-            (Fence { id: 13, token: 130 }, 2),
-        ];
-        assert_eq!(kept_slots(&locked, &handed), vec![0, 3]);
     }
 
     #[test]

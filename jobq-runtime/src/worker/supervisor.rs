@@ -152,21 +152,12 @@ impl Worker {
                 .map(|(q, metrics)| (q.name.clone(), Arc::clone(metrics)))
                 .collect(),
         };
-        let (handovers, handed) = queues
-            .iter()
-            .map(|(q, _)| {
-                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-                ((q.name.clone(), tx), (q.name.clone(), rx))
-            })
-            .unzip();
         let pipeline = Arc::new(Pipeline {
             shared: Arc::clone(&shared),
             registry,
             states,
             layers,
             completions,
-            handovers,
-            handed: std::sync::Mutex::new(handed),
             rescues,
             jobs,
             buffered_bytes: AtomicUsize::new(0),

@@ -45,8 +45,8 @@ use crate::ops::LiveFigures;
 use crate::options::ConnectOptions;
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, HandedOver, LimitedClaim, NewJob,
-    Prunable, QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable,
+    QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{micros, migrating, new_token_base, row_token, within};
 use crate::types::Backend;
@@ -403,16 +403,6 @@ impl BackendStore for MySqlStore {
     async fn claim_limited(&self, claim: ClaimRequest<'_>) -> Result<LimitedClaim> {
         let mut conn = self.conns.get().await?;
         let result = claim_limited_on(&mut conn, claim).await;
-        Ok(conn.done(result)?)
-    }
-
-    async fn hand_over(
-        &self,
-        done: &[(Fence, i32)],
-        claim: ClaimRequest<'_>,
-    ) -> Result<HandedOver> {
-        let mut conn = self.conns.get().await?;
-        let result = hand_over_on(&mut conn, done, claim).await;
         Ok(conn.done(result)?)
     }
 
@@ -820,9 +810,22 @@ impl MySqlStore {
         lease: Option<Duration>,
         fences: &[Fence],
     ) -> Result<u64, sqlx::Error> {
+        let ids = padded(&fences.iter().map(|f| f.id).collect::<Vec<_>>());
+        let tokens = padded(&fences.iter().map(|f| f.token).collect::<Vec<_>>());
+        let sql = fenced_update(set, ids.len(), tokens.len());
+        let mut query = sqlx::query(&sql);
+        if let Some(lease) = lease {
+            query = query.bind(micros(lease));
+        }
+        for id in &ids {
+            query = query.bind(id);
+        }
+        for token in &tokens {
+            query = query.bind(token);
+        }
         let mut conn = self.conns.get().await?;
-        let result = fenced_update_on(&mut conn, set, lease, fences).await;
-        conn.done(result)
+        let result = query.execute(&mut *conn).await;
+        Ok(conn.done(result)?.rows_affected())
     }
 
     async fn heartbeat_unlocked_once(
@@ -1170,101 +1173,24 @@ async fn claim_limited_on(
         None,
     )
     .await?;
-    let jobs = assign_slots(&mut tx, claim.queue, &free, claimed.jobs).await?;
+    if !claimed.jobs.is_empty() {
+        let sql = slots_assign(claimed.jobs.len());
+        let mut assign = sqlx::query(&sql);
+        for (slot, job) in free.iter().zip(&claimed.jobs) {
+            assign = assign
+                .bind(claim.queue)
+                .bind(slot)
+                .bind(job.id)
+                .bind(job.token);
+        }
+        assign.execute(&mut *tx).await?;
+    }
     tx.commit().await?;
+    let got = claimed.jobs.len();
     Ok(LimitedClaim {
-        held_back: jobs.len() == take as usize && take < claim.limit,
-        jobs,
+        held_back: got == take as usize && take < claim.limit,
+        jobs: claimed.jobs,
     })
-}
-
-/// [`MySqlStore::fenced_update`] on `conn`.
-async fn fenced_update_on(
-    conn: &mut MySqlConnection,
-    set: &str,
-    lease: Option<Duration>,
-    fences: &[Fence],
-) -> Result<u64, sqlx::Error> {
-    let ids = padded(&fences.iter().map(|f| f.id).collect::<Vec<_>>());
-    let tokens = padded(&fences.iter().map(|f| f.token).collect::<Vec<_>>());
-    let sql = fenced_update(set, ids.len(), tokens.len());
-    let mut query = sqlx::query(&sql);
-    if let Some(lease) = lease {
-        query = query.bind(micros(lease));
-    }
-    for id in &ids {
-        query = query.bind(id);
-    }
-    for token in &tokens {
-        query = query.bind(token);
-    }
-    Ok(query.execute(conn).await?.rows_affected())
-}
-
-/// A hand-over's transaction on `conn` (see [`BackendStore::hand_over`]).
-async fn hand_over_on(
-    conn: &mut MySqlConnection,
-    done: &[(Fence, i32)],
-    claim: ClaimRequest<'_>,
-) -> Result<HandedOver, sqlx::Error> {
-    let mut tx = conn.begin_with(BEGIN_RC).await?;
-    let fences: Vec<Fence> = done.iter().map(|&(fence, _)| fence).collect();
-    let completed = fenced_update_on(&mut tx, COMPLETE_SET, None, &fences).await?;
-    let slots = padded(&done.iter().map(|&(_, slot)| slot).collect::<Vec<_>>());
-    let sql = slots_lock_these(slots.len());
-    let mut lock = sqlx::query_as(&sql).bind(claim.queue);
-    for slot in &slots {
-        lock = lock.bind(slot);
-    }
-    let locked: Vec<Slot> = lock
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .map(Slot::of_row)
-        .collect();
-    let kept = super::policy::kept_slots(&locked, done);
-    let take = u32::try_from(kept.len())
-        .unwrap_or(u32::MAX)
-        .min(claim.limit);
-    let mut jobs = Vec::new();
-    if take > 0 {
-        let claimed = claim_rows(
-            &mut tx,
-            ClaimRequest {
-                limit: take,
-                ..claim
-            },
-            None,
-        )
-        .await?;
-        jobs = assign_slots(&mut tx, claim.queue, &kept, claimed.jobs).await?;
-    }
-    tx.commit().await?;
-    Ok(HandedOver { completed, jobs })
-}
-
-/// Writes each of `jobs` into the next of `slots` of `queue`, in one
-/// statement; the jobs, each with its slot.
-async fn assign_slots(
-    tx: &mut MySqlConnection,
-    queue: &str,
-    slots: &[i32],
-    jobs: Vec<ClaimedJob>,
-) -> Result<Vec<ClaimedJob>, sqlx::Error> {
-    if jobs.is_empty() {
-        return Ok(jobs);
-    }
-    let sql = slots_assign(jobs.len());
-    let mut assign = sqlx::query(&sql);
-    for (slot, job) in slots.iter().zip(&jobs) {
-        assign = assign.bind(queue).bind(slot).bind(job.id).bind(job.token);
-    }
-    assign.execute(&mut *tx).await?;
-    Ok(jobs
-        .into_iter()
-        .zip(slots)
-        .map(|(job, &slot)| job.in_slot(slot))
-        .collect())
 }
 
 /// Sets or removes `queue`'s limit in one transaction (see

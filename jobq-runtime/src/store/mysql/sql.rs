@@ -377,15 +377,6 @@ pub(crate) fn slot_holders(ids: usize) -> String {
     )
 }
 
-/// A hand-over's lock of the slots (`slot IN (…)`) of queue `?` its
-/// successes were claimed into, with the attempt each holds now.
-pub(crate) fn slots_lock_these(slots: usize) -> String {
-    format!(
-        "SELECT slot, job_id, lease_token FROM jobq_slots WHERE queue = ? AND slot IN ({}) FOR UPDATE",
-        placeholders(slots)
-    )
-}
-
 /// Writes `(queue, slot, job_id, lease_token)` for `slots` slot rows.
 pub(crate) fn slots_assign(slots: usize) -> String {
     format!(

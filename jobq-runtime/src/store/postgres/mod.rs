@@ -47,8 +47,8 @@ use crate::ops::LiveFigures;
 use crate::options::ConnectOptions;
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, HandedOver, LimitedClaim, NewJob,
-    Prunable, QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable,
+    QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{micros, migrating, new_token_base, not_renewed, row_token, within};
 use crate::types::Backend;
@@ -210,17 +210,6 @@ impl BackendStore for PgStore {
         Ok(self
             .conns
             .run(async |conn| claim_limited_on(conn, claim).await)
-            .await?)
-    }
-
-    async fn hand_over(
-        &self,
-        done: &[(Fence, i32)],
-        claim: ClaimRequest<'_>,
-    ) -> Result<HandedOver> {
-        Ok(self
-            .conns
-            .run(async |conn| hand_over_on(conn, done, claim).await)
             .await?)
     }
 
@@ -808,86 +797,21 @@ async fn claim_limited_on(
         },
     )
     .await?;
-    let jobs = assign_slots(&mut tx, claim.queue, &free, jobs).await?;
+    if !jobs.is_empty() {
+        let slots: Vec<i32> = free.iter().take(jobs.len()).copied().collect();
+        let ids: Vec<i64> = jobs.iter().map(|job| job.id).collect();
+        let tokens: Vec<i64> = jobs.iter().map(|job| job.token).collect();
+        sqlx::query(SLOTS_ASSIGN)
+            .bind(claim.queue)
+            .bind(&slots)
+            .bind(&ids)
+            .bind(&tokens)
+            .execute(&mut *tx)
+            .await?;
+    }
     tx.commit().await?;
     Ok(LimitedClaim {
         held_back: jobs.len() == take as usize && take < claim.limit,
         jobs,
     })
-}
-
-/// Writes each of `jobs` into the next of `slots` of `queue`, in one
-/// statement ([`SLOTS_ASSIGN`]); the jobs, each with its slot.
-async fn assign_slots(
-    tx: &mut PgConnection,
-    queue: &str,
-    slots: &[i32],
-    jobs: Vec<ClaimedJob>,
-) -> Result<Vec<ClaimedJob>, sqlx::Error> {
-    if jobs.is_empty() {
-        return Ok(jobs);
-    }
-    let slots: Vec<i32> = slots.iter().take(jobs.len()).copied().collect();
-    let ids: Vec<i64> = jobs.iter().map(|job| job.id).collect();
-    let tokens: Vec<i64> = jobs.iter().map(|job| job.token).collect();
-    sqlx::query(SLOTS_ASSIGN)
-        .bind(queue)
-        .bind(&slots)
-        .bind(&ids)
-        .bind(&tokens)
-        .execute(&mut *tx)
-        .await?;
-    Ok(jobs
-        .into_iter()
-        .zip(slots)
-        .map(|(job, slot)| job.in_slot(slot))
-        .collect())
-}
-
-/// A hand-over's transaction on `conn` (see [`BackendStore::hand_over`]).
-async fn hand_over_on(
-    conn: &mut PgConnection,
-    done: &[(Fence, i32)],
-    claim: ClaimRequest<'_>,
-) -> Result<HandedOver, sqlx::Error> {
-    let mut tx = conn.begin().await?;
-    let fences: Vec<Fence> = done.iter().map(|&(fence, _)| fence).collect();
-    let (ids, tokens) = fence_arrays(&fences);
-    let completed = sqlx::query(COMPLETE)
-        .bind(ids)
-        .bind(tokens)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    let slots: Vec<i32> = done.iter().map(|&(_, slot)| slot).collect();
-    let locked: Vec<Slot> = sqlx::query_as(SLOTS_LOCK_THESE)
-        .bind(claim.queue)
-        .bind(&slots)
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .map(Slot::of_row)
-        .collect();
-    let kept = crate::store::policy::kept_slots(&locked, done);
-    let take = u32::try_from(kept.len())
-        .unwrap_or(u32::MAX)
-        .min(claim.limit);
-    let mut jobs = Vec::new();
-    if take > 0 {
-        let claimed = claim_rows(
-            &mut tx,
-            ClaimRequest {
-                limit: take,
-                ..claim
-            },
-        )
-        .await?;
-        jobs = assign_slots(&mut tx, claim.queue, &kept, claimed).await?;
-        // The claim statement lets its transaction commit without waiting
-        // for the WAL flush; this one settles successes, which must not be
-        // lost in a server crash.
-        sqlx::query(SYNCHRONOUS_COMMIT_ON).execute(&mut *tx).await?;
-    }
-    tx.commit().await?;
-    Ok(HandedOver { completed, jobs })
 }

@@ -332,15 +332,6 @@ pub const CONTROLS: &str = "SELECT queue, true, NULL::int8 FROM jobq_queues \
 pub const SLOTS_LOCK: &str = "SELECT slot, job_id, lease_token FROM jobq_slots \
      WHERE queue = $1 ORDER BY slot FOR UPDATE SKIP LOCKED";
 
-/// Undoes, for the rest of its transaction, the [`CLAIM`] statement's
-/// commit without waiting for the WAL flush (a hand-over also settles).
-pub const SYNCHRONOUS_COMMIT_ON: &str = "SET LOCAL synchronous_commit = on";
-
-/// A hand-over's lock of the slots `$2` of queue `$1` its successes were
-/// claimed into, with the attempt each holds now.
-pub const SLOTS_LOCK_THESE: &str = "SELECT slot, job_id, lease_token FROM jobq_slots \
-     WHERE queue = $1 AND slot = ANY($2) FOR UPDATE";
-
 /// Of the attempts written in slots (ids `$1`), the `(id, lease_token)` of
 /// the rows still held: `processing`, lease not expired.
 pub const SLOT_HOLDERS: &str = "SELECT id, lease_token FROM jobq_jobs \

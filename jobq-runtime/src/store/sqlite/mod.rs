@@ -44,8 +44,8 @@ use crate::ops::LiveFigures;
 use crate::options::ConnectOptions;
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, HandedOver, LimitedClaim, NewJob,
-    Prunable, QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable,
+    QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
     micros, migrating, new_token_base, not_renewed, retry_transient, row_token, within,
@@ -293,10 +293,10 @@ impl BackendStore for SqliteStore {
 
     async fn claim_limited(&self, claim: ClaimRequest<'_>) -> Result<LimitedClaim> {
         let base = new_token_base();
-        let (rows, slots, take, due) = self
+        let (rows, take, due) = self
             .write(async |conn| claim_limited_on(conn, claim, base).await)
             .await?;
-        let jobs = in_slots(claimed_jobs(rows, base), &slots);
+        let jobs = claimed_jobs(rows, base);
         Ok(LimitedClaim {
             held_back: if take == 0 {
                 due
@@ -304,21 +304,6 @@ impl BackendStore for SqliteStore {
                 jobs.len() == take as usize && take < claim.limit
             },
             jobs,
-        })
-    }
-
-    async fn hand_over(
-        &self,
-        done: &[(Fence, i32)],
-        claim: ClaimRequest<'_>,
-    ) -> Result<HandedOver> {
-        let base = new_token_base();
-        let (completed, rows, kept) = self
-            .write(async |conn| hand_over_on(conn, done, claim, base).await)
-            .await?;
-        Ok(HandedOver {
-            completed,
-            jobs: in_slots(claimed_jobs(rows, base), &kept),
         })
     }
 
@@ -906,14 +891,13 @@ fn claimed_jobs(rows: Vec<(ClaimRow, Option<i64>)>, base: i64) -> Vec<ClaimedJob
 /// A limited claim's transaction on `conn` (holding the write turn; see
 /// [`BackendStore::claim_limited`]): the free slots of the queue, then
 /// [`claim_rows`] for at most that many, each written into a slot. Returns
-/// the rows, the free slots (the rows were written into the first ones),
-/// how many it was allowed, and (when no slot was free) whether a job was
-/// due.
+/// the rows, how many it was allowed, and (when no slot was free) whether
+/// a job was due.
 async fn claim_limited_on(
     conn: &mut SqliteConnection,
     claim: ClaimRequest<'_>,
     base: i64,
-) -> Result<(Vec<(ClaimRow, Option<i64>)>, Vec<i32>, u32, bool), sqlx::Error> {
+) -> Result<(Vec<(ClaimRow, Option<i64>)>, u32, bool), sqlx::Error> {
     let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
     let now = now_micros();
     let locked: Vec<Slot> = sqlx::query_as(SLOTS_READ)
@@ -950,7 +934,7 @@ async fn claim_limited_on(
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
-        return Ok((Vec::new(), free, 0, due));
+        return Ok((Vec::new(), 0, due));
     }
     let rows = claim_rows(
         &mut tx,
@@ -961,79 +945,17 @@ async fn claim_limited_on(
         base,
     )
     .await?;
-    assign_slots(&mut tx, claim.queue, &free, &rows, base).await?;
-    tx.commit().await?;
-    Ok((rows, free, take, false))
-}
-
-/// Writes each claimed row of `rows` (tokens of `base`) into the next of
-/// `slots` of `queue`.
-async fn assign_slots(
-    tx: &mut SqliteConnection,
-    queue: &str,
-    slots: &[i32],
-    rows: &[(ClaimRow, Option<i64>)],
-    base: i64,
-) -> Result<(), sqlx::Error> {
-    for (slot, (row, _)) in slots.iter().zip(rows) {
+    for (slot, (row, _)) in free.iter().zip(&rows) {
         sqlx::query(SLOT_ASSIGN)
             .bind(row.0)
             .bind(row_token(base, row.0))
-            .bind(queue)
+            .bind(claim.queue)
             .bind(slot)
             .execute(&mut *tx)
             .await?;
     }
-    Ok(())
-}
-
-/// `jobs` (in claim order), each written into the next of `slots`.
-fn in_slots(jobs: Vec<ClaimedJob>, slots: &[i32]) -> Vec<ClaimedJob> {
-    jobs.into_iter()
-        .zip(slots)
-        .map(|(job, &slot)| job.in_slot(slot))
-        .collect()
-}
-
-/// A hand-over's transaction on `conn` (holding the write turn; see
-/// [`BackendStore::hand_over`]): how many successes it completed, the rows
-/// it claimed (tokens of `base`), and the slots kept (the rows were
-/// written into the first ones).
-async fn hand_over_on(
-    conn: &mut SqliteConnection,
-    done: &[(Fence, i32)],
-    claim: ClaimRequest<'_>,
-    base: i64,
-) -> Result<(u64, Vec<(ClaimRow, Option<i64>)>, Vec<i32>), sqlx::Error> {
-    let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
-    let fences: Vec<Fence> = done.iter().map(|&(fence, _)| fence).collect();
-    let completed = Fenced::new(COMPLETE, &fences)
-        .query(now_micros())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    let locked: Vec<Slot> = sqlx::query_as(SLOTS_READ)
-        .bind(claim.queue)
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .map(Slot::of_row)
-        .collect();
-    let kept = crate::store::policy::kept_slots(&locked, done);
-    let take = u32::try_from(kept.len())
-        .unwrap_or(u32::MAX)
-        .min(claim.limit);
-    let mut rows = Vec::new();
-    if take > 0 {
-        let ask = ClaimRequest {
-            limit: take,
-            ..claim
-        };
-        rows = claim_rows(&mut tx, ask, base).await?;
-        assign_slots(&mut tx, claim.queue, &kept, &rows, base).await?;
-    }
     tx.commit().await?;
-    Ok((completed, rows, kept))
+    Ok((rows, take, false))
 }
 
 /// `<set> WHERE status = 'processing' AND id IN <ids> AND lease_token IN <tokens><tail>`,

@@ -13,14 +13,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::Pipeline;
 use super::attempt::{self, Pace};
 use crate::error::Result;
-use crate::metrics::Settle;
 use crate::metrics::{Outcome, QueueMetrics};
-use crate::store::Fence;
 use crate::wakeup;
 use crate::worker::inject;
 use crate::worker::settings::QueueSpec;
 use crate::worker::upkeep::pause;
-use crate::worker::util::{backoff, lock, panicked, quietly, unless};
+use crate::worker::util::{backoff, panicked, quietly, unless};
 
 /// A queue's claim loop: keeps the queue's slots fed from a small buffer of
 /// claimed jobs, refilled by one claim at a time.
@@ -76,12 +74,6 @@ pub(in crate::worker) async fn claim_loop(
     let settled = shared.settled.notified();
     tokio::pin!(settled);
     settled.as_mut().enable();
-    // Successes of this queue's limited jobs, whose slots go to the next
-    // claim with their settle (see [`hand_over`]).
-    let mut handed_rx = lock(&pipeline.handed).remove(&queue.name);
-    let mut handed: Vec<(Fence, i32)> = Vec::new();
-    // Hand-overs in a row since the last batch let go to the completer.
-    let mut streak = 0u32;
     // The limit of the claim in flight.
     let mut asked = 0;
     loop {
@@ -134,37 +126,6 @@ pub(in crate::worker) async fn claim_loop(
         let wanted_now = || (slots.available_permits() + ahead).saturating_sub(buffer.len());
         let wanted = wanted_now();
         let paused = pause::holds(&pauses.borrow_and_update(), &queue.name);
-        if let Some(rx) = handed_rx.as_mut() {
-            while let Ok(success) = rx.try_recv() {
-                handed.push(success);
-            }
-        }
-        if claiming.is_none() && !handed.is_empty() {
-            let batch = std::mem::take(&mut handed);
-            streak += 1;
-            if paused || !limited || streak > HANDOVER_STREAK {
-                // Now and then the slots go back to every worker's claims:
-                // a busy worker does not keep a limit's slots for ever.
-                streak = 0;
-                to_completer(&pipeline, batch).await;
-            } else {
-                // Their tasks are ending: their slots here are about to free.
-                let wanted = wanted.max(batch.len()).min(queue.concurrency);
-                was_woken = false;
-                woken.set(wake.notified());
-                woken.as_mut().enable();
-                settled.set(shared.settled.notified());
-                settled.as_mut().enable();
-                asked = wanted;
-                claiming = Some(hand_over(
-                    &pipeline,
-                    &queue.name,
-                    batch,
-                    wanted,
-                    &queue_metrics,
-                ));
-            }
-        }
         let due = !paused && (backlog || was_woken || tokio::time::Instant::now() >= next_poll);
         if claiming.is_none() && wanted > 0 && due {
             if backlog && buffer.is_empty() && ahead == 0 {
@@ -260,13 +221,6 @@ pub(in crate::worker) async fn claim_loop(
             () = &mut woken, if idle_claimer && !was_woken && failures == 0 => was_woken = true,
             // A settle of this worker's freed a slot of the limited queue.
             () = &mut settled, if idle_claimer && held_back && !was_woken => was_woken = true,
-            // A success whose slot goes to the next claim.
-            received = async { handed_rx.as_mut().expect("open").recv().await }, if handed_rx.is_some() && claiming.is_none() => {
-                match received {
-                    Some(success) => handed.push(success),
-                    None => handed_rx = None,
-                }
-            }
             () = tokio::time::sleep_until(next_poll), if idle_claimer && !backlog && !was_woken => {}
         }
     }
@@ -279,14 +233,6 @@ pub(in crate::worker) async fn claim_loop(
     {
         buffer.extend(claimed.jobs);
     }
-    // Successes handed here from now on go to the completer.
-    if let Some(mut rx) = handed_rx.take() {
-        rx.close();
-        while let Ok(success) = rx.try_recv() {
-            handed.push(success);
-        }
-    }
-    to_completer(&pipeline, handed).await;
     pipeline
         .buffered_bytes
         .fetch_sub(buffered_bytes, Ordering::Relaxed);
@@ -355,79 +301,6 @@ fn claim(
         let claimed = registered.map(|jobs| Claimed { jobs, held_back });
         (claimed, started.elapsed())
     })
-}
-
-/// Settles `batch` (successes of this limited queue, each with the slot it
-/// held) and claims up to `limit` jobs into their slots, in one transaction
-/// ([`crate::store::Store::hand_over`]): a busy limited worker pays one
-/// transaction per batch, and its slots never stand free between two of
-/// its jobs. Reports as [`claim`] does. If the transaction fails, the
-/// successes go to the completer (nothing of it committed; a settle that
-/// did commit matches nothing the second time).
-fn hand_over(
-    pipeline: &Arc<Pipeline>,
-    queue: &str,
-    batch: Vec<(Fence, i32)>,
-    limit: usize,
-    metrics: &Arc<QueueMetrics>,
-) -> BoxFuture<'static, (Result<Claimed>, Duration)> {
-    let pipeline = Arc::clone(pipeline);
-    let queue = queue.to_owned();
-    let metrics = Arc::clone(metrics);
-    Box::pin(async move {
-        let started = tokio::time::Instant::now();
-        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
-        let shared = &pipeline.shared;
-        let (lease, worker) = (shared.settings.lease, &shared.worker_id);
-        let write = shared.store.hand_over(&batch, limit, lease, worker, &queue);
-        let result = AssertUnwindSafe(write)
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|panic| Err(panicked("claim", panic.as_ref())));
-        let handed = match result {
-            Ok(handed) => handed,
-            Err(error) => {
-                to_completer(&pipeline, batch).await;
-                return (Err(error), started.elapsed());
-            }
-        };
-        let fences: Vec<Fence> = batch.iter().map(|&(fence, _)| fence).collect();
-        shared.metrics.settled(Settle::Complete, started.elapsed());
-        let fenced_out = (fences.len() as u64).saturating_sub(handed.completed);
-        if fenced_out > 0 {
-            shared.metrics.fenced_out(Settle::Complete, fenced_out);
-        }
-        shared.held.release(&fences);
-        shared.settled.notify_waiters();
-        metrics.claimed(handed.jobs.len(), started.elapsed());
-        for waited in handed.jobs.iter().filter_map(|job| job.waited()) {
-            metrics.waited(waited);
-        }
-        let got = handed.jobs.len();
-        let jobs = handed
-            .jobs
-            .into_iter()
-            .map(|job| attempt::register(&pipeline, job, started))
-            .collect();
-        let held_back = got > 0 && got < limit as usize;
-        (Ok(Claimed { jobs, held_back }), started.elapsed())
-    })
-}
-
-/// Hand-overs in a row a claim loop makes before it lets a batch's slots
-/// go through the completer instead, where any worker's claim may take them.
-const HANDOVER_STREAK: u32 = 8;
-
-/// Hands `successes` to the completer (their queue is not limited any
-/// more, is paused, or its claim loop stops).
-async fn to_completer(pipeline: &Pipeline, successes: Vec<(Fence, i32)>) {
-    let shared = &pipeline.shared;
-    for (fence, _) in successes {
-        let sent = unless(&shared.deadline_passed, pipeline.completions.send(fence)).await;
-        if !matches!(sent, Some(Ok(()))) {
-            shared.held.release(&[fence]);
-        }
-    }
 }
 
 /// What one claim of the loop took.

@@ -11,9 +11,8 @@ pub(in crate::worker) mod attempt;
 pub(in crate::worker) mod claim;
 pub(in crate::worker) mod settle;
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jobq_core::{Registry, States};
@@ -37,12 +36,6 @@ pub(in crate::worker) struct Pipeline {
     pub(in crate::worker) layers: JobLayers,
     /// Where successes go, to be settled in batches by the completer.
     pub(in crate::worker) completions: mpsc::Sender<Fence>,
-    /// Successes of jobs claimed into a slot of their queue's limit, each
-    /// with its slot, by queue: the queue's claim loop settles them and
-    /// claims into their slots in one transaction (see `claim::hand_over`).
-    pub(in crate::worker) handovers: HashMap<String, mpsc::UnboundedSender<(Fence, i32)>>,
-    /// Their receiving ends, each taken by its claim loop when it starts.
-    pub(in crate::worker) handed: Mutex<HashMap<String, mpsc::UnboundedReceiver<(Fence, i32)>>>,
     /// Settles owed by job tasks that died (see `settle::Settlement`).
     pub(in crate::worker) rescues: mpsc::UnboundedSender<Transition>,
     /// The job tasks: the shutdown waits for them, the presence row counts them.

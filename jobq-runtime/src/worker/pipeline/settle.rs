@@ -181,16 +181,6 @@ pub(super) async fn settle(
                 span.record("job.outcome", "done");
             });
             inject::point!(CompleterSend, queue);
-            // Under a limit, its slot goes to the claim loop's next claim
-            // with its settle (unless the loop has stopped).
-            if let Some(slot) = job.slot
-                && let Some(handovers) = pipeline.handovers.get(queue)
-                && handovers.send((fence, slot)).is_ok()
-            {
-                settlement.owed = Owed::Nothing;
-                quietly(|| tracing::debug!(parent: span, "job done"));
-                return;
-            }
             // A completer stuck on a database that does not answer fills
             // the channel; past the shutdown's deadline nothing waits.
             let sent = unless(&shared.deadline_passed, pipeline.completions.send(fence)).await;

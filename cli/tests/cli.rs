@@ -211,6 +211,44 @@ async fn every_command_does_what_it_says_and_exits_accordingly(db: TestDb) {
     assert!(ok(&url, &["resume", q]).contains("is resumed"));
     assert!(ok(&url, &["resume", q]).contains("was not paused"));
 
+    // limit: set, seen by stats (text and JSON), refused out of range, removed.
+    assert!(ok(&url, &["limit", q, "3"]).contains("limited to 3 jobs at once"));
+    let limit_of = |url: &str| {
+        json(url, &["stats", "--json"])["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["queue"] == q)
+            .map(|r| r["limit"].clone())
+    };
+    assert_eq!(limit_of(&url), Some(Value::from(3)));
+    let table = ok(&url, &["stats"]);
+    // Counted from the end: the STATE cell may hold a space ("no worker").
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    let from_end = header.len()
+        - header
+            .iter()
+            .position(|h| *h == "LIMIT")
+            .expect("a LIMIT column");
+    let cells: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with(q))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(cells[cells.len() - from_end], "3", "{table}");
+    for bad in ["0", "10001", "many"] {
+        let refused = jobq_cli(&url, &["limit", q, bad]);
+        assert!(!refused.status.success(), "limit {bad}: {refused:?}");
+    }
+    assert_eq!(
+        limit_of(&url),
+        Some(Value::from(3)),
+        "a refused limit changes nothing"
+    );
+    assert!(ok(&url, &["limit", q, "none"]).contains("has no limit"));
+    assert_eq!(limit_of(&url), Some(Value::Null));
+
     // doctor: every check passes on this machine's servers.
     let report = jobq_cli(&url, &["doctor"]);
     assert!(report.status.success(), "{report:?}");

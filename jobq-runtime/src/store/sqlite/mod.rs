@@ -280,13 +280,13 @@ impl BackendStore for SqliteStore {
 
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
         let base = new_token_base();
+        // Two statements, each its own transaction: no BEGIN and COMMIT
+        // round trips to the connection's thread. This process's writes
+        // take turns already; another process may claim a picked row in
+        // between, and [`CLAIM`]'s guard (still `pending` and due) leaves
+        // such a row out rather than claiming it twice.
         let rows = self
-            .write(async |conn| {
-                let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
-                let rows = claim_rows(&mut tx, claim, base).await?;
-                tx.commit().await?;
-                Ok(rows)
-            })
+            .write(async |conn| claim_rows(conn, claim, base).await)
             .await?;
         Ok(claimed_jobs(rows, base))
     }
@@ -817,12 +817,13 @@ fn run_at_micros(run_at: RunAt, now: i64) -> i64 {
 /// `id, job_name, payload, attempts, max_attempts, idempotency_key`, text as bytes.
 type ClaimRow = (i64, Vec<u8>, Vec<u8>, i64, i64, Option<Vec<u8>>);
 
-/// Picks the due rows in claim order and marks them held, in one
-/// `BEGIN IMMEDIATE` transaction (no other writer in between). Two
-/// statements, because an `UPDATE … RETURNING` hands rows back in no
-/// particular order and has already overwritten the `run_at` they were
-/// picked by; the result is in pick order, each row with the `run_at` it
-/// was picked at.
+/// Picks the due rows in claim order and marks those still due and
+/// `pending` held ([`CLAIM`]'s guard), on `tx`: a connection (the plain
+/// claim, two statements each its own transaction) or a transaction (a
+/// limited claim's). Two statements, because an `UPDATE … RETURNING`
+/// hands rows back in no particular order and has already overwritten the
+/// `run_at` they were picked by; the result is in pick order, each row
+/// with the `run_at` it was picked at.
 async fn claim_rows(
     tx: &mut SqliteConnection,
     claim: ClaimRequest<'_>,

@@ -179,3 +179,50 @@ fn versions_compare_by_major_then_minor() {
     assert!(!version_at_least("3.34.1", (3, 35)));
     assert!(version_at_least("4.0.0", (3, 35)));
 }
+
+/// The plain claim picks, then claims in a second statement (no
+/// transaction around them): a row another process claimed in between, or
+/// that went back to `pending` for later, is left out by the claim's guard
+/// rather than claimed twice. Here the rows are picked, then changed
+/// behind the claim's back, then the claim statement runs on the pick.
+#[tokio::test]
+async fn a_row_claimed_or_rescheduled_since_the_pick_is_not_claimed() {
+    let (_dir, store) = store().await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(store.enqueue(&job("guard")).await.unwrap().id);
+    }
+    let now = now_micros();
+    let picked: Vec<(i64, i64)> = sqlx::query_as(PICK)
+        .bind("guard")
+        .bind(now)
+        .bind(10)
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(picked.len(), 3);
+    // Another process claims the first; the second is rescheduled an hour out.
+    let other = store
+        .claim(ask("guard", 1, Duration::from_secs(30), "other"))
+        .await
+        .unwrap();
+    assert_eq!(other.iter().map(|j| j.id).collect::<Vec<_>>(), [ids[0]]);
+    sqlx::query("UPDATE jobq_jobs SET run_at = run_at + 3600000000 WHERE id = ?1")
+        .bind(ids[1])
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let rows: Vec<ClaimRow> = sqlx::query_as(CLAIM)
+        .bind(new_token_base())
+        .bind(now)
+        .bind(now + 30_000_000)
+        .bind("late")
+        .bind(json_list(&ids))
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(rows.iter().map(|r| r.0).collect::<Vec<_>>(), [ids[2]]);
+    let first = store.job(ids[0]).await.unwrap().unwrap();
+    assert_eq!(first.claimed_by.as_deref(), Some("other"));
+    assert_eq!(first.attempts, 1, "claimed once");
+}

@@ -6,9 +6,12 @@
 //!   waits for it under the busy timeout. A *deferred* transaction that reads
 //!   and then writes fails at once with `SQLITE_BUSY`/`SQLITE_BUSY_SNAPSHOT`
 //!   when another connection wrote in between, whatever the busy timeout. So the
-//!   claim is one `UPDATE … WHERE id IN (SELECT … LIMIT ?) RETURNING …`, the
-//!   reaper one `UPDATE`, and the only multi-statement transactions jobq opens
-//!   (batch enqueue, migrations) begin `IMMEDIATE`;
+//!   plain claim is a pick (a read) and then one guarded `UPDATE … WHERE id IN
+//!   (…) AND status = 'pending' AND run_at <= ? RETURNING …`, each its own
+//!   transaction (a row another process claimed in between is left out, not
+//!   claimed twice), the reaper one `UPDATE`, and the multi-statement
+//!   transactions jobq opens (a limited claim, batch enqueue, bulk actions,
+//!   limits, migrations) begin `IMMEDIATE`;
 //! - the order of `RETURNING` rows is unspecified, so nothing relies on it: a
 //!   claimed batch is sorted in Rust, and a batch enqueue is one single-row
 //!   INSERT per job inside one `BEGIN IMMEDIATE` transaction (no network round

@@ -45,12 +45,15 @@ pub const PICK: &str = "SELECT id, run_at FROM jobq_jobs \
 /// `new_token_base`), `?2` now, `?3` lease deadline, `?4` worker,
 /// `?5` the picked ids as a JSON array (one statement text for any batch
 /// size); of those, only rows still `pending` and due at `?2` (another
-/// process may have claimed one since the pick). The text columns come back as bytes: SQLite holds whatever another
+/// process may have claimed one since the pick; the unary `+` keeps the
+/// planner from reading the guard through the claim index rather than
+/// each id by primary key, as it did under small-table statistics). The
+/// text columns come back as bytes: SQLite holds whatever another
 /// program wrote (a BLOB, text that is not UTF-8), and one such row must fail
 /// on its own, not fail every claim of its queue (see `ClaimedJob::from_bytes`).
 pub const CLAIM: &str = "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, \
      lease_token = ?1 + id, run_at = ?3, claimed_by = ?4, claimed_at = ?2 \
-     WHERE id IN (SELECT value FROM json_each(?5)) AND status = 'pending' AND run_at <= ?2 \
+     WHERE id IN (SELECT value FROM json_each(?5)) AND +status = 'pending' AND +run_at <= ?2 \
      RETURNING id, CAST(job_name AS BLOB), CAST(payload AS BLOB), attempts, max_attempts, \
      CAST(idempotency_key AS BLOB)";
 

@@ -406,6 +406,24 @@ pub(crate) struct LimitedClaim {
     pub(crate) held_back: bool,
 }
 
+impl LimitedClaim {
+    /// How many jobs a limited claim asked for `asked` may take with
+    /// `free` slots free.
+    pub(crate) fn take(free: &[i32], asked: u32) -> u32 {
+        u32::try_from(free.len()).unwrap_or(u32::MAX).min(asked)
+    }
+
+    /// The claim's `jobs`, allowed `take` (some slots were free) of the
+    /// `asked`: held back if it took all it was allowed and that was fewer
+    /// than asked.
+    pub(crate) fn of(jobs: Vec<ClaimedJob>, take: u32, asked: u32) -> Self {
+        Self {
+            held_back: jobs.len() == take as usize && take < asked,
+            jobs,
+        }
+    }
+}
+
 /// How a queue is steered from the database: paused, limited, or both.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct QueueControl {

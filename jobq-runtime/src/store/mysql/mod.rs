@@ -1150,9 +1150,7 @@ async fn claim_limited_on(
             .collect()
     };
     let free = super::policy::free_slots(&locked, &live);
-    let take = u32::try_from(free.len())
-        .unwrap_or(u32::MAX)
-        .min(claim.limit);
+    let take = LimitedClaim::take(&free, claim.limit);
     if take == 0 {
         let due: bool = sqlx::query_scalar(DUE_EXISTS)
             .bind(claim.queue)
@@ -1186,11 +1184,7 @@ async fn claim_limited_on(
         assign.execute(&mut *tx).await?;
     }
     tx.commit().await?;
-    let got = claimed.jobs.len();
-    Ok(LimitedClaim {
-        held_back: got == take as usize && take < claim.limit,
-        jobs: claimed.jobs,
-    })
+    Ok(LimitedClaim::of(claimed.jobs, take, claim.limit))
 }
 
 /// Sets or removes `queue`'s limit in one transaction (see

@@ -775,9 +775,7 @@ async fn claim_limited_on(
             .collect()
     };
     let free = crate::store::policy::free_slots(&locked, &live);
-    let take = u32::try_from(free.len())
-        .unwrap_or(u32::MAX)
-        .min(claim.limit);
+    let take = LimitedClaim::take(&free, claim.limit);
     if take == 0 {
         let due: bool = sqlx::query_scalar(DUE_EXISTS)
             .bind(claim.queue)
@@ -810,8 +808,5 @@ async fn claim_limited_on(
             .await?;
     }
     tx.commit().await?;
-    Ok(LimitedClaim {
-        held_back: jobs.len() == take as usize && take < claim.limit,
-        jobs,
-    })
+    Ok(LimitedClaim::of(jobs, take, claim.limit))
 }

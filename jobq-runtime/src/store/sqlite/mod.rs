@@ -300,14 +300,13 @@ impl BackendStore for SqliteStore {
             .write(async |conn| claim_limited_on(conn, claim, base).await)
             .await?;
         let jobs = claimed_jobs(rows, base);
-        Ok(LimitedClaim {
-            held_back: if take == 0 {
-                due
-            } else {
-                jobs.len() == take as usize && take < claim.limit
-            },
-            jobs,
-        })
+        if take == 0 {
+            return Ok(LimitedClaim {
+                jobs,
+                held_back: due,
+            });
+        }
+        Ok(LimitedClaim::of(jobs, take, claim.limit))
     }
 
     async fn set_limit(&self, queue: &str, limit: Option<u32>) -> Result<()> {
@@ -928,9 +927,7 @@ async fn claim_limited_on(
             .collect()
     };
     let free = crate::store::policy::free_slots(&locked, &live);
-    let take = u32::try_from(free.len())
-        .unwrap_or(u32::MAX)
-        .min(claim.limit);
+    let take = LimitedClaim::take(&free, claim.limit);
     if take == 0 {
         let due: bool = sqlx::query_scalar(DUE_EXISTS)
             .bind(claim.queue)

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{FieldSpec, RetryPolicy};
+use crate::{FieldSpec, RetryPolicy, Unique};
 
 /// The queue a job goes to when it names none.
 pub const DEFAULT_QUEUE: &str = "default";
@@ -34,6 +34,11 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// (`"welcome:{user_id}"`), published so that tools enqueueing by name
     /// can compute the same key; `None` when the job has none.
     const KEY_TEMPLATE: Option<&'static str> = None;
+
+    /// How long the job's key keeps other jobs of that key out, when it is
+    /// unique by state or period (`#[job(unique = "…", unique_for = "…")]`);
+    /// `None`: the key is a plain idempotency key, taken while its row exists.
+    const UNIQUE: Option<Unique> = None;
 
     /// The payload's fields, published so that tools enqueueing by name
     /// can check a JSON payload; `None` when unknown (a hand-written `Job`).

@@ -22,6 +22,7 @@ mod job;
 mod registry;
 pub mod retry;
 mod state;
+mod unique;
 
 pub use context::{ExtendFuture, JobContext, JobMeta, LeaseError, LeaseExtender};
 pub use error::{DispatchError, IntoJobResult, JobError, JobErrorKind, error_chain};
@@ -30,6 +31,7 @@ pub use job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job};
 pub use registry::{Definition, JobFuture, JobRegistration, Registry, RegistryError, RunFn};
 pub use retry::RetryPolicy;
 pub use state::{State, StateRequirement, States, type_name_as_written};
+pub use unique::Unique;
 
 pub use jobq_macros::job;
 
@@ -43,7 +45,7 @@ pub mod __private {
 
     pub use crate::{
         Definition, DispatchError, FieldSpec, IntoJobResult, Job, JobContext, JobFuture,
-        JobRegistration, RetryPolicy, StateRequirement, States,
+        JobRegistration, RetryPolicy, StateRequirement, States, Unique,
     };
 
     /// What a payload field's type must be; `#[job]` asserts it on each

@@ -7,11 +7,11 @@
 
 use std::time::Duration;
 
-use proc_macro2::{Literal, TokenStream};
+use proc_macro2::{Literal, Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
-use syn::{ReturnType, Type, Visibility};
+use syn::{Ident, ReturnType, Type, Visibility};
 
 use crate::parse::{self, Model, Param, Retry};
 
@@ -210,6 +210,7 @@ fn job_impl(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
                 ::core::option::Option::Some(#template);
         }
     });
+    let unique = unique(model);
     let payload_fields = payload_fields(model);
 
     quote! {
@@ -221,11 +222,38 @@ fn job_impl(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
             #max_attempts
             #timeout
             #key_template
+            #unique
             #retry_policy
             #idempotency_key
             #payload_fields
         }
     }
+}
+
+/// `const UNIQUE`, when `unique` or `unique_for` was given: the states'
+/// constructor (any state with a period only), then the period.
+fn unique(model: &Model) -> Option<TokenStream> {
+    let krate = &model.krate;
+    let unique = quote!(#krate::__private::Unique);
+    let value = match (model.unique, model.unique_for) {
+        (None, None) => return None,
+        (Some(states), None) => {
+            let states = Ident::new(states, Span::call_site());
+            quote!(#unique::#states())
+        }
+        (None, Some(period)) => {
+            let period = duration(period);
+            quote!(#unique::for_period(#period))
+        }
+        (Some(states), Some(period)) => {
+            let states = Ident::new(states, Span::call_site());
+            let period = duration(period);
+            quote!(#unique::#states().within(#period))
+        }
+    };
+    Some(quote! {
+        const UNIQUE: ::core::option::Option<#unique> = ::core::option::Option::Some(#value);
+    })
 }
 
 /// `fn payload_fields()`: each payload field's name (as serde names it in

@@ -94,6 +94,8 @@ use proc_macro::TokenStream;
 /// | `backoff` | `exponential("1s", "1h")` (base, cap), `fixed("5s")`, or `linear("10s", "10m")` (step, cap) | `RetryPolicy::DEFAULT` |
 /// | `retry` | `["1s", "30s", "5m"]`: the delay after attempt 1, 2, …; the last repeats | — |
 /// | `key` | idempotency-key template, e.g. `"welcome:{user_id}"` | none |
+/// | `unique` | `"pending"`, `"active"` (pending or processing) or `"active_or_failed"`: the key is taken only while its job is in those states (`Unique::while_pending`, …) | taken while the row exists |
+/// | `unique_for` | duration string: the key is taken at most that long after its job's enqueue (`Unique::for_period`, or `.within` with `unique`) | — |
 /// | `crate` | path to jobq-runtime, `crate = jobq` or `crate = "jobq"` | `::jobq_runtime` |
 ///
 /// Durations are read with `humantime` when the macro runs, so a typo is a
@@ -101,6 +103,7 @@ use proc_macro::TokenStream;
 /// In `key`, each `{field}` names a payload field and is formatted with
 /// `Display` (a format spec is allowed: `{id:08}`); `{{` and `}}` are
 /// literal braces. Enqueueing a job whose key exists returns the existing job.
+/// `unique` and `unique_for` need a `key` (a compile error without one).
 ///
 /// The stored `name` is part of the storage contract: queued rows find their
 /// handler by it. Pin it with `name = "…"` before renaming a fn that has
@@ -118,7 +121,7 @@ use proc_macro::TokenStream;
 ///   as `{}`, which also implements `Default`.
 /// - `SendWelcome::new(user_id, locale)`, taking the payload fields in order.
 /// - `impl Job for SendWelcome`: `NAME`, plus `QUEUE`, `PRIORITY`,
-///   `MAX_ATTEMPTS`, `TIMEOUT`, `retry_policy` and `idempotency_key` for the
+///   `MAX_ATTEMPTS`, `TIMEOUT`, `UNIQUE`, `retry_policy` and `idempotency_key` for the
 ///   keys given; the others keep the trait's defaults.
 /// - In `const _: () = { … };`: the handler that decodes the JSON payload,
 ///   takes the `State`s, calls the fn and boxes its future, submitted to

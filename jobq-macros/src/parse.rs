@@ -26,7 +26,17 @@ const KEYS: &[&str] = &[
     "backoff",
     "retry",
     "key",
+    "unique",
+    "unique_for",
     "crate",
+];
+
+/// The values `unique = "…"` accepts, each with the `Unique` constructor it
+/// names.
+pub(crate) const UNIQUE_STATES: &[(&str, &str)] = &[
+    ("pending", "while_pending"),
+    ("active", "while_active"),
+    ("active_or_failed", "while_active_or_failed"),
 ];
 
 /// A `#[job]` fn, checked and ready to expand.
@@ -45,6 +55,10 @@ pub(crate) struct Model {
     pub(crate) timeout: Option<Duration>,
     pub(crate) retry: Option<Retry>,
     pub(crate) key: Option<KeyTemplate>,
+    /// `unique = "…"`: the `Unique` constructor of the states given.
+    pub(crate) unique: Option<&'static str>,
+    /// `unique_for = "…"`.
+    pub(crate) unique_for: Option<Duration>,
     /// The fn's parameters, in order.
     pub(crate) params: Vec<Param>,
 }
@@ -142,6 +156,16 @@ pub(crate) fn parse(args: TokenStream, item: TokenStream) -> syn::Result<Model> 
         .key
         .as_ref()
         .and_then(|lit| parse_key_template(lit, &fields, &mut errors));
+    if raw.key.is_none() {
+        let unique = raw.unique.as_ref().map(|(lit, _)| lit);
+        let unique_for = raw.unique_for.as_ref().map(|(lit, _)| lit);
+        for lit in [unique, unique_for].into_iter().flatten() {
+            errors.at(
+                lit,
+                "a unique job needs a key to be unique by: add `key = \"…\"` (a template of payload fields, like `key = \"digest:{user_id}\"`)",
+            );
+        }
+    }
     let fn_name = func.sig.ident.unraw().to_string();
     match &raw.name {
         Some(lit) => check_name_len(&lit.value(), lit, &mut errors),
@@ -161,6 +185,8 @@ pub(crate) fn parse(args: TokenStream, item: TokenStream) -> syn::Result<Model> 
         timeout: raw.timeout,
         retry: raw.retry.map(|(_, retry)| retry),
         key,
+        unique: raw.unique.and_then(|(_, states)| states),
+        unique_for: raw.unique_for.and_then(|(_, period)| period),
         params,
         func,
     })
@@ -178,6 +204,10 @@ struct RawArgs {
     /// The policy and the key (`backoff` or `retry`) that gave it.
     retry: Option<(Ident, Retry)>,
     key: Option<LitStr>,
+    /// `unique = "…"` as given, and the constructor it names if valid.
+    unique: Option<(LitStr, Option<&'static str>)>,
+    /// `unique_for = "…"` as given, and its period if valid.
+    unique_for: Option<(LitStr, Option<Duration>)>,
     krate: Option<Path>,
 }
 
@@ -240,11 +270,49 @@ impl RawArgs {
                 }
             }
             "key" => self.key = non_empty_str(&value, "key", errors),
+            "unique" => {
+                self.unique = lit_str(&value, "unique", "\"active\"", errors).map(|lit| {
+                    let states = unique_states(&lit, errors);
+                    (lit, states)
+                });
+            }
+            "unique_for" => {
+                self.unique_for = lit_str(&value, "unique_for", "\"1h\"", errors).map(|lit| {
+                    let period = duration(&lit, errors).filter(|period| {
+                        if period.is_zero() {
+                            errors.at(&lit, "`unique_for` must be longer than zero");
+                        }
+                        !period.is_zero()
+                    });
+                    (lit, period)
+                });
+            }
             "crate" => self.krate = crate_path(&value, errors),
             _ => unreachable!("every key in KEYS is handled"),
         }
         Ok(())
     }
+}
+
+/// The `Unique` constructor `unique = "…"` names, or an error listing the
+/// values it takes.
+fn unique_states(lit: &LitStr, errors: &mut Errors) -> Option<&'static str> {
+    let value = lit.value();
+    let found = UNIQUE_STATES.iter().find(|(name, _)| *name == value);
+    if found.is_none() {
+        let expected: Vec<String> = UNIQUE_STATES
+            .iter()
+            .map(|(name, _)| format!("`\"{name}\"`"))
+            .collect();
+        errors.at(
+            lit,
+            format!(
+                "unknown `unique` states `{value}`; expected one of: {} (while waiting; while waiting or running; while waiting, running or failed)",
+                expected.join(", ")
+            ),
+        );
+    }
+    found.map(|(_, constructor)| *constructor)
 }
 
 fn unknown_key(key: &str) -> String {

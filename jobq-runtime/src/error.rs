@@ -285,6 +285,27 @@ pub enum InvalidArgument {
         /// The key's length, in characters.
         chars: usize,
     },
+    /// A job is unique by state or period ([`Unique`](crate::Unique)) but
+    /// has no key to be unique by.
+    #[error(
+        "job `{job}` is unique by state or period but has no key: give it one with #[job(key = \"…\")] or Enqueue::idempotency_key"
+    )]
+    UniqueWithoutKey {
+        /// The job name.
+        job: String,
+    },
+    /// A [`Unique`](crate::Unique) period is zero or over
+    /// [`MAX_DELAY`](crate::MAX_DELAY).
+    #[error(
+        "the unique period of job `{job}` is {period:?}; it must be more than zero and at most {max:?}",
+        max = crate::MAX_DELAY
+    )]
+    UniquePeriod {
+        /// The job name.
+        job: String,
+        /// The period given.
+        period: std::time::Duration,
+    },
     /// The idempotency key holds a NUL character.
     #[error(
         "idempotency key {key:?} of job `{job}` has a NUL character (byte {at}), which PostgreSQL cannot store; jobq refuses it on every backend: remove it or hash the key"

@@ -741,6 +741,10 @@ impl Jobq {
             priority: J::PRIORITY,
             max_attempts: J::MAX_ATTEMPTS,
         };
+        let options = Enqueue {
+            unique: options.unique.or(J::UNIQUE),
+            ..options
+        };
         self.row_of(J::NAME, payload, job.idempotency_key(), defaults, options)
     }
 
@@ -763,6 +767,7 @@ impl Jobq {
             max_attempts: options.max_attempts.unwrap_or(defaults.max_attempts),
             run_at: options.run_at,
             idempotency_key: options.idempotency_key.or(key),
+            unique: options.unique,
         };
         if !self.inner.enqueue_layers.is_empty() {
             self.inner.enqueue_layers.apply(&mut row)?;
@@ -815,6 +820,23 @@ impl Jobq {
                     at,
                 }
                 .into());
+            }
+        }
+        if let Some(unique) = row.unique {
+            if row.idempotency_key.is_none() {
+                return Err(InvalidArgument::UniqueWithoutKey {
+                    job: job_name.to_owned(),
+                }
+                .into());
+            }
+            if let Some(period) = unique.period() {
+                if period.is_zero() || period > MAX_DELAY {
+                    return Err(InvalidArgument::UniquePeriod {
+                        job: job_name.to_owned(),
+                        period,
+                    }
+                    .into());
+                }
             }
         }
         let max_attempts = row.max_attempts;

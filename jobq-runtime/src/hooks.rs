@@ -32,6 +32,7 @@ impl Row {
             max_attempts: options.max_attempts.unwrap_or(crate::DEFAULT_MAX_ATTEMPTS),
             run_at: options.run_at,
             idempotency_key: options.idempotency_key,
+            unique: options.unique,
         })
     }
 }

@@ -168,7 +168,7 @@ pub use handle::Jobq;
 pub use jobq_core::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, FieldSpec, IntoJobResult, Job,
     JobContext, JobError, JobErrorKind, JobMeta, JobRegistration, LeaseError, Registry,
-    RegistryError, RetryPolicy, State, StateRequirement, States, error_chain, retry,
+    RegistryError, RetryPolicy, State, StateRequirement, States, Unique, error_chain, retry,
 };
 pub use jobq_macros::job;
 pub use ops::{

@@ -180,6 +180,7 @@ pub struct Enqueue {
     pub(crate) queue: Option<String>,
     pub(crate) max_attempts: Option<u32>,
     pub(crate) idempotency_key: Option<String>,
+    pub(crate) unique: Option<jobq_core::Unique>,
 }
 
 /// When a job may first run.
@@ -235,6 +236,37 @@ impl Enqueue {
     /// and its id is returned. Overrides the key the job's `key` template gives.
     pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Makes the key unique by state and/or period rather than for as
+    /// long as its row exists (see [`Unique`](crate::Unique)); overrides
+    /// the job's own `#[job(unique = …)]`. The job must have a key.
+    ///
+    /// ```
+    /// use jobq_runtime::{job, Enqueue, Jobq, Unique};
+    ///
+    /// /// Mails a user their digest.
+    /// #[job(queue = "digests", key = "digest:{user_id}")]
+    /// async fn digest(user_id: u64) {
+    ///     let _ = user_id;
+    /// }
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> jobq_runtime::Result<()> {
+    /// let jobq = Jobq::connect("sqlite::memory:").await?;
+    /// jobq.migrate().await?;
+    /// let active = || Enqueue::new().unique(Unique::while_active());
+    /// let first = jobq.enqueue_with(Digest::new(7), active()).await?;
+    /// let again = jobq.enqueue_with(Digest::new(7), active()).await?;
+    /// assert_eq!((again.id, again.duplicate), (first.id, true));
+    /// jobq.cancel(first.id).await?; // no longer pending or processing
+    /// let next = jobq.enqueue_with(Digest::new(7), active()).await?;
+    /// assert!(!next.duplicate && next.id != first.id);
+    /// # Ok(()) }
+    /// ```
+    pub fn unique(mut self, unique: jobq_core::Unique) -> Self {
+        self.unique = Some(unique);
         self
     }
 }

@@ -381,7 +381,19 @@ pub(crate) struct NewJob {
     pub(crate) priority: i16,
     pub(crate) max_attempts: u32,
     pub(crate) run_at: RunAt,
+    /// The key: an idempotency key (taken while its row exists, in
+    /// `idempotency_key`), or with `unique` a unique key (taken as
+    /// [`Unique`](jobq_core::Unique) says, in `jobq_unique`; the row keeps
+    /// it in `unique_key`).
     pub(crate) idempotency_key: Option<String>,
+    pub(crate) unique: Option<jobq_core::Unique>,
+}
+
+impl NewJob {
+    /// The unique key and its rules, if the job is unique by state or period.
+    pub(crate) fn unique_key(&self) -> Option<(&str, jobq_core::Unique)> {
+        self.idempotency_key.as_deref().zip(self.unique)
+    }
 }
 
 /// What a claim asks for: up to `limit` due jobs of `queue`, leased to

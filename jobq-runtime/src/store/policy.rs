@@ -334,6 +334,32 @@ pub(crate) fn slot_holders(locked: &[Slot]) -> Vec<Fence> {
     locked.iter().filter_map(|slot| slot.holder).collect()
 }
 
+/// A unique key's row as an enqueue of the key read it, having locked it
+/// (see each backend's `jobq_unique` migration): the job written into it
+/// last (0: none yet), the states in which that job keeps the key, whether
+/// its period (if any) has not passed by the database's clock, and the
+/// [`Unique::state_bit`](jobq_core::Unique::state_bit) of the job's status
+/// now (0: the job is gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UniqueRow {
+    pub(crate) job_id: i64,
+    pub(crate) states: i64,
+    pub(crate) within_period: bool,
+    pub(crate) status_bit: i64,
+}
+
+impl UniqueRow {
+    /// The job that still holds the key, if one does: it exists, is in one
+    /// of its states, and its period has not passed. Nothing hands a key
+    /// back: a key is free as soon as its holder's row moves to a state
+    /// outside its states (settle, cancel, reap) or is pruned, or its
+    /// period passes, so no path can leak a key.
+    pub(crate) fn holder(self) -> Option<i64> {
+        (self.job_id != 0 && self.within_period && self.states & self.status_bit != 0)
+            .then_some(self.job_id)
+    }
+}
+
 /// [`QueueControl`]s from rows of `(queue, paused, limit)`, as every
 /// backend reads `jobq_queues`' paused rows and `jobq_limits`' rows in one
 /// statement (a queue may come twice: once paused, once limited), by name.
@@ -458,6 +484,23 @@ mod tests {
         assert_eq!(free_slots(&locked, &live), vec![0, 1, 3]);
         assert_eq!(slot_holders(&locked).len(), 3);
         assert!(free_slots(&[], &live).is_empty());
+    }
+
+    #[test]
+    fn a_unique_key_is_held_only_by_an_existing_job_in_its_states_within_its_period() {
+        let row = |job_id, status: &str, within_period| UniqueRow {
+            job_id,
+            states: i64::from(jobq_core::Unique::while_active().state_bits()),
+            within_period,
+            status_bit: i64::from(jobq_core::Unique::state_bit(status)),
+        };
+        assert_eq!(row(7, "pending", true).holder(), Some(7));
+        assert_eq!(row(7, "processing", true).holder(), Some(7));
+        for status in ["done", "failed", "cancelled", "gone"] {
+            assert_eq!(row(7, status, true).holder(), None, "{status}");
+        }
+        assert_eq!(row(7, "pending", false).holder(), None, "period passed");
+        assert_eq!(row(0, "pending", true).holder(), None, "no job yet");
     }
 
     #[test]

@@ -48,6 +48,7 @@ mod limits;
 mod prune;
 mod reap;
 mod settle;
+mod unique;
 mod workers;
 
 use std::time::{Duration, Instant};

@@ -48,7 +48,7 @@ use crate::store::contract::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable,
     QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
-use crate::store::policy::{micros, migrating, new_token_base, row_token, within};
+use crate::store::policy::{UniqueRow, micros, migrating, new_token_base, row_token, within};
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 
@@ -747,9 +747,10 @@ impl MySqlStore {
         in_transaction: bool,
     ) -> Result<Vec<Enqueued>, sqlx::Error> {
         let keyless = chunk.iter().all(|job| job.idempotency_key.is_none());
+        let unique = chunk.iter().any(|job| job.unique.is_some());
         if let (true, Some(step)) = (keyless, self.id_step) {
             insert_keyless(conn, chunk, step).await
-        } else if self.mariadb {
+        } else if self.mariadb && !unique {
             insert_returning(conn, chunk).await
         } else if in_transaction {
             insert_each(conn, chunk).await
@@ -1387,6 +1388,9 @@ async fn insert_each(
 
 /// One idempotent INSERT on any MySQL connection (the pool's or the caller's transaction).
 async fn insert(conn: &mut MySqlConnection, job: &NewJob) -> Result<Enqueued, sqlx::Error> {
+    if let Some((key, unique)) = job.unique_key() {
+        return insert_unique(conn, job, key, unique).await;
+    }
     let result = sqlx::query_with(insert_sql(job), row_arguments(std::slice::from_ref(job))?)
         .execute(&mut *conn)
         .await?;
@@ -1394,6 +1398,52 @@ async fn insert(conn: &mut MySqlConnection, job: &NewJob) -> Result<Enqueued, sq
     Ok(Enqueued {
         id,
         duplicate: result.rows_affected() == 2,
+    })
+}
+
+/// A unique job (see [`UNIQUE_TAKE`]) in a transaction of its own on
+/// `conn`, or a savepoint of the caller's: takes its key's row, and
+/// returns the job holding the key or inserts this one and writes it in.
+async fn insert_unique(
+    conn: &mut MySqlConnection,
+    job: &NewJob,
+    key: &str,
+    unique: jobq_core::Unique,
+) -> Result<Enqueued, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    sqlx::query(UNIQUE_TAKE).bind(key).execute(&mut *tx).await?;
+    let (job_id, states, within, status_bit): (i64, i64, i64, i64) = sqlx::query_as(UNIQUE_HOLDER)
+        .bind(key)
+        .fetch_one(&mut *tx)
+        .await?;
+    let row = UniqueRow {
+        job_id,
+        states,
+        within_period: within != 0,
+        status_bit,
+    };
+    if let Some(id) = row.holder() {
+        tx.commit().await?;
+        return Ok(Enqueued {
+            id,
+            duplicate: true,
+        });
+    }
+    let inserted = sqlx::query_with(INSERT_UNIQUE, row_arguments(std::slice::from_ref(job))?)
+        .execute(&mut *tx)
+        .await?;
+    let id = i64::try_from(inserted.last_insert_id()).unwrap_or(i64::MAX);
+    sqlx::query(UNIQUE_HOLD)
+        .bind(id)
+        .bind(i16::from(unique.state_bits()))
+        .bind(unique.period().map(micros))
+        .bind(key)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Enqueued {
+        id,
+        duplicate: false,
     })
 }
 

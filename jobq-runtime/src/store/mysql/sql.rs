@@ -45,8 +45,36 @@ pub const ON_DUPLICATE: &str = concat!(
     bump_hits!()
 );
 
+/// A unique job's first statement: makes its key's row in `jobq_unique`
+/// (no job yet) or, if the row exists, locks it (an exclusive lock, which
+/// a duplicate-key INSERT … ON DUPLICATE KEY UPDATE takes) until the
+/// enqueue's transaction ends: enqueues of one key take turns.
+pub const UNIQUE_TAKE: &str = "INSERT INTO jobq_unique (ukey, job_id, states) VALUES (?, 0, 0) \
+     ON DUPLICATE KEY UPDATE job_id = job_id";
+
+/// The key's row and its holder's status bit (see `UniqueRow`), read with
+/// a locking read: the newest committed versions, also in a caller's
+/// REPEATABLE READ transaction, whose snapshot could predate the holder.
+pub const UNIQUE_HOLDER: &str = "SELECT u.job_id, CAST(u.states AS SIGNED), \
+     CAST(u.held_until IS NULL OR u.held_until > UTC_TIMESTAMP(6) AS SIGNED), \
+     CAST(CASE j.status WHEN 'pending' THEN 1 WHEN 'processing' THEN 2 WHEN 'done' THEN 4 \
+       WHEN 'failed' THEN 8 WHEN 'cancelled' THEN 16 ELSE 0 END AS SIGNED) \
+     FROM jobq_unique u LEFT JOIN jobq_jobs j ON j.id = u.job_id \
+     WHERE u.ukey = ? LOCK IN SHARE MODE";
+
+/// A unique job's row: [`INSERT_ROW`]'s values, the key into `unique_key`.
+pub const INSERT_UNIQUE: &str = concat!(
+    "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, unique_key, created_at) VALUES ",
+    "(?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), ?, ?, UTC_TIMESTAMP(6))"
+);
+
+/// Writes the new holder into its key's row: `?` key, job id, states,
+/// period in µs (NULL: none).
+pub const UNIQUE_HOLD: &str = "UPDATE jobq_unique SET job_id = ?, states = ?, \
+     held_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE ukey = ?";
+
 /// The claim's locking read.
-pub const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_attempts, idempotency_key, priority, run_at \
+pub const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_attempts, COALESCE(idempotency_key, unique_key), priority, run_at \
      FROM jobq_jobs \
      WHERE queue = ? AND status = 'pending' AND run_at <= UTC_TIMESTAMP(6) \
      ORDER BY priority, run_at, id \
@@ -65,7 +93,7 @@ pub const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_atte
 /// the optimizer makes it one range scan over the whole index key starting
 /// at that position; with `status = 'pending'` outside the OR it chose a
 /// scan of all of `pending` instead.
-pub const CLAIM_SELECT_AFTER: &str = "SELECT id, job_name, payload, attempts, max_attempts, idempotency_key, priority, run_at \
+pub const CLAIM_SELECT_AFTER: &str = "SELECT id, job_name, payload, attempts, max_attempts, COALESCE(idempotency_key, unique_key), priority, run_at \
      FROM jobq_jobs FORCE INDEX (jobq_jobs_claim) \
      WHERE queue = ? AND run_at <= UTC_TIMESTAMP(6) \
        AND ((status = 'pending' AND priority > ?) \
@@ -121,7 +149,8 @@ pub const REAP_SELECT: &str = "SELECT id FROM jobq_jobs \
 macro_rules! job_columns {
     () => {
         "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts, \
-         run_at, idempotency_key, last_error, claimed_by, claimed_at, created_at, finished_at \
+         run_at, COALESCE(idempotency_key, unique_key) AS idempotency_key, last_error, claimed_by, \
+         claimed_at, created_at, finished_at \
          FROM jobq_jobs"
     };
 }
@@ -654,4 +683,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261204000002 "jobq_workers",
     20261204120001 "jobq_jobs_no_created_index",
     20261205000001 "jobq_limits",
+    20261206000001 "jobq_unique",
 );

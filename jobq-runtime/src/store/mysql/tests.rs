@@ -14,6 +14,7 @@ fn job(payload_bytes: usize) -> NewJob {
         max_attempts: 1,
         run_at: RunAt::Now,
         idempotency_key: None,
+        unique: None,
     }
 }
 

@@ -50,7 +50,9 @@ use crate::store::contract::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable,
     QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
-use crate::store::policy::{micros, migrating, new_token_base, not_renewed, row_token, within};
+use crate::store::policy::{
+    UniqueRow, micros, migrating, new_token_base, not_renewed, row_token, within,
+};
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 
@@ -180,7 +182,9 @@ impl BackendStore for PgStore {
         let out = self
             .conns
             .run(async |conn| {
-                if jobs.len() <= INSERT_CHUNK {
+                if jobs.iter().any(|job| job.unique.is_some()) {
+                    insert_each(conn, jobs).await
+                } else if jobs.len() <= INSERT_CHUNK {
                     insert_chunk(conn, jobs).await
                 } else {
                     insert_chunks(conn, jobs).await
@@ -635,6 +639,9 @@ async fn insert_with(
     job: &NewJob,
     sql: &'static str,
 ) -> Result<Enqueued, sqlx::Error> {
+    if let Some((key, unique)) = job.unique_key() {
+        return insert_unique(conn, job, key, unique, sql == INSERT).await;
+    }
     let (at, delay) = run_at_binds(job.run_at);
     let query = sqlx::query_as(sql)
         .bind(&job.queue)
@@ -654,6 +661,85 @@ async fn insert_with(
         id,
         duplicate: hits > 0,
     })
+}
+
+/// A unique job (see [`UNIQUE_TAKE`]) in a transaction of its own on
+/// `conn`, or a savepoint of the caller's (whose transaction an error
+/// here then leaves usable): takes its key's row, and returns the job
+/// holding the key or inserts this one (with its NOTIFY if `notify`) and
+/// writes it in.
+async fn insert_unique(
+    conn: &mut PgConnection,
+    job: &NewJob,
+    key: &str,
+    unique: jobq_core::Unique,
+    notify: bool,
+) -> Result<Enqueued, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    sqlx::query(UNIQUE_TAKE).bind(key).execute(&mut *tx).await?;
+    let (job_id, states, within_period, status_bit): (i64, i64, bool, i64) =
+        sqlx::query_as(UNIQUE_HOLDER)
+            .bind(key)
+            .fetch_one(&mut *tx)
+            .await?;
+    let row = UniqueRow {
+        job_id,
+        states,
+        within_period,
+        status_bit,
+    };
+    if let Some(id) = row.holder() {
+        tx.commit().await?;
+        return Ok(Enqueued {
+            id,
+            duplicate: true,
+        });
+    }
+    let (at, delay) = run_at_binds(job.run_at);
+    let (id, _): (i64, Option<String>) = sqlx::query_as(INSERT_UNIQUE)
+        .bind(&job.queue)
+        .bind(&job.job_name)
+        .bind(&job.payload)
+        .bind(job.priority)
+        .bind(at)
+        .bind(delay)
+        .bind(attempts_bind(job.max_attempts))
+        .bind(key)
+        .bind(notify)
+        .fetch_one(&mut *tx)
+        .await?;
+    sqlx::query(UNIQUE_HOLD)
+        .bind(key)
+        .bind(id)
+        .bind(i16::from(unique.state_bits()))
+        .bind(unique.period().map(micros))
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Enqueued {
+        id,
+        duplicate: false,
+    })
+}
+
+/// Every job of `jobs`, one at a time, in one transaction on `conn`: a
+/// batch with unique jobs (each takes its key's row on its own).
+async fn insert_each(
+    conn: &mut PgConnection,
+    jobs: &[NewJob],
+) -> Result<Vec<Enqueued>, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    let mut out = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let sql = if job.idempotency_key.is_some() {
+            INSERT_QUIET
+        } else {
+            INSERT_QUIET_KEYLESS
+        };
+        out.push(insert_with(&mut tx, job, sql).await?);
+    }
+    tx.commit().await?;
+    Ok(out)
 }
 
 /// `(absolute time, delay µs)` for the `COALESCE($at, statement_timestamp() + $delay µs)` pair.

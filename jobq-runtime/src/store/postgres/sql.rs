@@ -30,10 +30,42 @@ macro_rules! retry_set {
 macro_rules! job_columns {
     () => {
         "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts,
-       run_at, idempotency_key, last_error, claimed_by, claimed_at, created_at, finished_at
+       run_at, COALESCE(idempotency_key, unique_key) AS idempotency_key, last_error, claimed_by,
+       claimed_at, created_at, finished_at
   FROM jobq_jobs"
     };
 }
+
+/// A unique job's first statement: makes its key's row in `jobq_unique`
+/// (no job yet) or locks the existing one (`DO UPDATE` locks it; in a
+/// caller's REPEATABLE READ transaction a row changed since its snapshot
+/// fails with a serialization error rather than being read stale) until
+/// the enqueue's transaction ends: enqueues of one key take turns.
+pub const UNIQUE_TAKE: &str = "INSERT INTO jobq_unique (ukey, job_id, states) VALUES ($1, 0, 0)
+    ON CONFLICT (ukey) DO UPDATE SET job_id = jobq_unique.job_id";
+
+/// The key's row and its holder's status bit (see `UniqueRow`).
+pub const UNIQUE_HOLDER: &str = "SELECT u.job_id, u.states::bigint,
+       (u.held_until IS NULL OR u.held_until > statement_timestamp()),
+       (CASE j.status WHEN 'pending' THEN 1 WHEN 'processing' THEN 2 WHEN 'done' THEN 4
+          WHEN 'failed' THEN 8 WHEN 'cancelled' THEN 16 ELSE 0 END)::bigint
+  FROM jobq_unique u LEFT JOIN jobq_jobs j ON j.id = u.job_id
+ WHERE u.ukey = $1";
+
+/// A unique job's row, its key in `unique_key`; `$9`: whether to NOTIFY
+/// (an enqueue in the caller's transaction: sent when that commits).
+pub const INSERT_UNIQUE: &str = "WITH ins AS (
+    INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, unique_key, created_at)
+    VALUES ($1, $2, $3, $4, COALESCE($5, statement_timestamp() + $6 * interval '1 microsecond'), $7, $8, statement_timestamp())
+    RETURNING id, queue
+)
+SELECT id, CASE WHEN $9 THEN pg_notify('jobq', queue)::text END FROM ins";
+
+/// Writes the new holder into its key's row: `$1` key, `$2` job id, `$3`
+/// states, `$4` period in µs (NULL: none).
+pub const UNIQUE_HOLD: &str = "UPDATE jobq_unique SET job_id = $2, states = $3,
+       held_until = statement_timestamp() + $4 * interval '1 microsecond'
+ WHERE ukey = $1";
 
 /// One row; `ON CONFLICT` returns the existing row for a known key, and
 /// `dedupe_hits > 0` tells a duplicate from a new row (the count wraps from
@@ -134,7 +166,8 @@ pub const CLAIM: &str = r#"WITH picked AS (
            claimed_by = $5,
            claimed_at = now()
      WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
-    RETURNING j.id, j.job_name, j.payload, j.attempts, j.max_attempts, j.idempotency_key
+    RETURNING j.id, j.job_name, j.payload, j.attempts, j.max_attempts,
+              COALESCE(j.idempotency_key, j.unique_key) AS idempotency_key
 ), no_flush AS (
     -- This statement's transaction commits without waiting for its WAL
     -- flush: a claim lost in a server crash leaves its jobs pending, to be
@@ -541,4 +574,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
     20261201170002 "jobq_jobs_finished_by_queue",
     20261204000002 "jobq_workers",
     20261205000001 "jobq_limits",
+    20261206000001 "jobq_unique",
 );

@@ -51,7 +51,7 @@ use crate::store::contract::{
     QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
-    micros, migrating, new_token_base, not_renewed, retry_transient, row_token, within,
+    UniqueRow, micros, migrating, new_token_base, not_renewed, retry_transient, row_token, within,
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -781,6 +781,9 @@ async fn insert_row(
     job: &NewJob,
     now: i64,
 ) -> Result<Enqueued, sqlx::Error> {
+    if let Some((key, unique)) = job.unique_key() {
+        return insert_unique(conn, job, key, unique, now).await;
+    }
     let keyless = job.idempotency_key.is_none();
     // Nothing can conflict without a key: a plain INSERT, its id from the
     // connection (no conflict check, no row to send back from the worker thread).
@@ -804,6 +807,64 @@ async fn insert_row(
     Ok(Enqueued {
         id: row.try_get(0)?,
         duplicate: row.try_get::<i64, _>(1)? > 0,
+    })
+}
+
+/// A unique job (see [`UNIQUE_TAKE`]) enqueued at `now`, in a transaction
+/// of its own on `conn` or a savepoint of the caller's: takes its key's
+/// row, and returns the job holding the key or inserts this one and
+/// writes it in.
+async fn insert_unique(
+    conn: &mut SqliteConnection,
+    job: &NewJob,
+    key: &str,
+    unique: jobq_core::Unique,
+    now: i64,
+) -> Result<Enqueued, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    sqlx::query(UNIQUE_TAKE).bind(key).execute(&mut *tx).await?;
+    let (job_id, states, within_period, status_bit): (i64, i64, bool, i64) =
+        sqlx::query_as(UNIQUE_HOLDER)
+            .bind(key)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+    let row = UniqueRow {
+        job_id,
+        states,
+        within_period,
+        status_bit,
+    };
+    if let Some(id) = row.holder() {
+        tx.commit().await?;
+        return Ok(Enqueued {
+            id,
+            duplicate: true,
+        });
+    }
+    let inserted = sqlx::query(INSERT_UNIQUE)
+        .bind(&job.queue)
+        .bind(&job.job_name)
+        .bind(&job.payload)
+        .bind(job.priority)
+        .bind(run_at_micros(job.run_at, now))
+        .bind(job.max_attempts)
+        .bind(key)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    let id = inserted.last_insert_rowid();
+    sqlx::query(UNIQUE_HOLD)
+        .bind(key)
+        .bind(id)
+        .bind(i64::from(unique.state_bits()))
+        .bind(unique.period().map(|p| now.saturating_add(micros(p))))
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Enqueued {
+        id,
+        duplicate: false,
     })
 }
 

@@ -9,7 +9,8 @@ macro_rules! job_columns {
     () => {
         "SELECT id, CAST(queue AS BLOB) AS queue, CAST(job_name AS BLOB) AS job_name, \
          CAST(payload AS BLOB) AS payload, status, priority, attempts, max_attempts, run_at, \
-         CAST(idempotency_key AS BLOB) AS idempotency_key, CAST(last_error AS BLOB) AS last_error, \
+         CAST(COALESCE(idempotency_key, unique_key) AS BLOB) AS idempotency_key, \
+         CAST(last_error AS BLOB) AS last_error, \
          CAST(claimed_by AS BLOB) AS claimed_by, claimed_at, created_at, finished_at \
          FROM jobq_jobs"
     };
@@ -35,6 +36,30 @@ pub const INSERT_KEYLESS: &str = "INSERT INTO jobq_jobs \
      (queue, job_name, payload, priority, run_at, max_attempts, created_at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?8)";
 
+/// A unique job's first statement: makes its key's row in `jobq_unique`
+/// (no job yet) unless it exists; the enqueue's write transaction keeps
+/// other enqueues of the key out until it ends.
+pub const UNIQUE_TAKE: &str = "INSERT INTO jobq_unique (ukey, job_id, states) VALUES (?1, 0, 0) \
+     ON CONFLICT (ukey) DO NOTHING";
+
+/// `?1` key, `?2` now: the key's row and its holder's status bit (see
+/// `UniqueRow`).
+pub const UNIQUE_HOLDER: &str = "SELECT u.job_id, u.states, \
+     (u.held_until IS NULL OR u.held_until > ?2), \
+     CASE j.status WHEN 'pending' THEN 1 WHEN 'processing' THEN 2 WHEN 'done' THEN 4 \
+       WHEN 'failed' THEN 8 WHEN 'cancelled' THEN 16 ELSE 0 END \
+     FROM jobq_unique u LEFT JOIN jobq_jobs j ON j.id = u.job_id WHERE u.ukey = ?1";
+
+/// A unique job's row ([`INSERT`]'s parameters), its key in `unique_key`.
+pub const INSERT_UNIQUE: &str = "INSERT INTO jobq_jobs \
+     (queue, job_name, payload, priority, run_at, max_attempts, unique_key, created_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+
+/// Writes the new holder into its key's row: `?1` key, `?2` job id,
+/// `?3` states, `?4` end of its period in unix µs (NULL: none).
+pub const UNIQUE_HOLD: &str =
+    "UPDATE jobq_unique SET job_id = ?2, states = ?3, held_until = ?4 WHERE ukey = ?1";
+
 /// `?1` queue, `?2` now, `?3` limit: the claim's rows, in claim order, with
 /// the `run_at` they were due at (in the index: the read stays covering).
 pub const PICK: &str = "SELECT id, run_at FROM jobq_jobs \
@@ -55,7 +80,7 @@ pub const CLAIM: &str = "UPDATE jobq_jobs SET status = 'processing', attempts = 
      lease_token = ?1 + id, run_at = ?3, claimed_by = ?4, claimed_at = ?2 \
      WHERE id IN (SELECT value FROM json_each(?5)) AND +status = 'pending' AND +run_at <= ?2 \
      RETURNING id, CAST(job_name AS BLOB), CAST(payload AS BLOB), attempts, max_attempts, \
-     CAST(idempotency_key AS BLOB)";
+     CAST(COALESCE(idempotency_key, unique_key) AS BLOB)";
 
 /// `?1` status, `?2` new run_at, `?3` refunded attempts, `?4` error, `?5` now,
 /// `?6` id, `?7` token. SQLite's SET sees the old row, hence `?1` in `finished_at`.
@@ -354,4 +379,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261204120001 "jobq_jobs_no_created_index",
     20261204120002 "jobq_jobs_partial_key_index",
     20261205000001 "jobq_limits",
+    20261206000001 "jobq_unique",
 );

@@ -38,6 +38,7 @@ fn job(queue: &str) -> NewJob {
         max_attempts: 3,
         run_at: RunAt::Now,
         idempotency_key: None,
+        unique: None,
     }
 }
 

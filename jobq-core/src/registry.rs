@@ -59,6 +59,8 @@ pub struct JobRegistration {
     pub timeout: Option<Duration>,
     /// The idempotency key template, as written ([`Job::KEY_TEMPLATE`]).
     pub key_template: Option<&'static str>,
+    /// How long the key keeps others out, if unique by state or period ([`Job::UNIQUE`]).
+    pub unique: Option<crate::Unique>,
     /// The payload's fields ([`Job::payload_fields`]).
     pub payload_fields: fn() -> Option<Vec<FieldSpec>>,
     /// The retry policy.
@@ -85,6 +87,7 @@ impl JobRegistration {
             max_attempts: J::MAX_ATTEMPTS,
             timeout: J::TIMEOUT,
             key_template: J::KEY_TEMPLATE,
+            unique: J::UNIQUE,
             payload_fields: J::payload_fields,
             retry_policy: J::retry_policy,
             states,
@@ -103,6 +106,7 @@ impl fmt::Debug for JobRegistration {
             .field("max_attempts", &self.max_attempts)
             .field("timeout", &self.timeout)
             .field("key_template", &self.key_template)
+            .field("unique", &self.unique)
             .field("definition", &self.definition)
             .finish_non_exhaustive()
     }

@@ -117,6 +117,17 @@ impl Unique {
         self.states
     }
 
+    /// The rules whose [`state_bits`](Self::state_bits) are `states` (only
+    /// the bits of stored statuses kept; `pending` always, which every new
+    /// job is in) and whose period is `period`: as a worker publishes them.
+    #[doc(hidden)]
+    pub const fn from_parts(states: u8, period: Option<Duration>) -> Self {
+        Self {
+            states: (states & ANY) | PENDING,
+            period,
+        }
+    }
+
     /// The bit of a stored status in [`state_bits`](Self::state_bits)
     /// (`0` for a status jobq does not store): pending 1, processing 2,
     /// done 4, failed 8, cancelled 16. Each backend computes the same

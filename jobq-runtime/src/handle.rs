@@ -629,7 +629,7 @@ impl Jobq {
                     .await?
             }
         };
-        let (defaults, key) = match &kind {
+        let (defaults, key, unique) = match &kind {
             Some(kind) => {
                 kind.check(&value)
                     .map_err(|problem| InvalidArgument::PayloadFields {
@@ -654,7 +654,7 @@ impl Jobq {
                     priority: kind.priority,
                     max_attempts: kind.max_attempts,
                 };
-                (defaults, key)
+                (defaults, key, kind.unique)
             }
             None => (
                 Defaults {
@@ -663,7 +663,12 @@ impl Jobq {
                     max_attempts: jobq_core::DEFAULT_MAX_ATTEMPTS,
                 },
                 None,
+                None,
             ),
+        };
+        let options = Enqueue {
+            unique: options.unique.or(unique),
+            ..options
         };
         let row = self.row_of(job_name, payload.to_owned(), key, defaults, options)?;
         let enqueued = self.store().enqueue(&row).await?;

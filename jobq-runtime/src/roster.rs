@@ -94,6 +94,9 @@ pub struct JobKind {
     pub timeout: Option<Duration>,
     /// Its idempotency key template, as written (`"welcome:{user_id}"`).
     pub key_template: Option<String>,
+    /// How long its key keeps other jobs of that key out, if unique by
+    /// state or period (`#[job(unique = …)]`).
+    pub unique: Option<jobq_core::Unique>,
     /// Its payload's fields, in parameter order; `None` when the job did
     /// not say (a `Job` implemented by hand).
     pub fields: Option<Vec<KindField>>,
@@ -140,6 +143,7 @@ impl JobKind {
             max_attempts: registration.max_attempts,
             timeout: registration.timeout,
             key_template: registration.key_template.map(str::to_owned),
+            unique: registration.unique,
             fields: (registration.payload_fields)().map(|fields| {
                 fields
                     .into_iter()
@@ -389,6 +393,11 @@ struct WireKind {
     timeout_ms: Option<u64>,
     #[serde(default)]
     key: Option<String>,
+    /// [`Unique::state_bits`](jobq_core::Unique::state_bits), if unique.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unique_states: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unique_period_ms: Option<u64>,
     #[serde(default)]
     fields: Option<Vec<WireField>>,
 }
@@ -413,6 +422,11 @@ impl From<JobKind> for WireKind {
                 .timeout
                 .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
             key: kind.key_template,
+            unique_states: kind.unique.map(|u| u.state_bits()),
+            unique_period_ms: kind
+                .unique
+                .and_then(|u| u.period())
+                .map(|p| u64::try_from(p.as_millis()).unwrap_or(u64::MAX)),
             fields: kind.fields.map(|fields| {
                 fields
                     .into_iter()
@@ -436,6 +450,12 @@ impl From<WireKind> for JobKind {
             max_attempts: wire.max_attempts,
             timeout: wire.timeout_ms.map(Duration::from_millis),
             key_template: wire.key,
+            unique: wire.unique_states.map(|states| {
+                jobq_core::Unique::from_parts(
+                    states,
+                    wire.unique_period_ms.map(Duration::from_millis),
+                )
+            }),
             fields: wire.fields.map(|fields| {
                 fields
                     .into_iter()
@@ -464,6 +484,7 @@ mod tests {
             max_attempts: 5,
             timeout: None,
             key_template: Some("welcome:{user_id}".to_owned()),
+            unique: None,
             fields: Some(vec![
                 KindField {
                     name: "user_id".to_owned(),

@@ -259,3 +259,130 @@ jobq_tests::on_every_backend!(
     a_global_limit_holds_across_three_worker_processes,
     a_killed_workers_slots_come_back_with_its_leases,
 );
+
+/// Unique jobs by state and period, through `#[job]`, `Jobq` and a worker
+/// (the contract suite, `tests/tests/contract/unique.rs`, tests the store's
+/// side on every backend and Galera, concurrent enqueuers included).
+mod unique {
+    use super::*;
+
+    /// The keys the digest handler saw, in the order it ran.
+    static DIGESTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    /// A digest per user, at most one waiting or running.
+    #[job(key = "digest:{user_id}", unique = "active", name = "jobq_flow_digest")]
+    async fn digest(ctx: jobq_runtime::JobContext, user_id: u64) {
+        let _ = user_id;
+        DIGESTS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(ctx.idempotency_key());
+    }
+
+    /// `#[job(unique = "active")]`: five enqueues of one user's digest before
+    /// any worker runs make one job (the others return it), which runs once
+    /// and sees its key; once it is done the next enqueue makes a new job.
+    /// `Enqueue::unique` overrides the job's rules, and an enqueue by name (as
+    /// the `jobq` command does) applies the registered job's.
+    async fn a_job_unique_while_active_runs_once_per_burst_and_again_once_done(db: TestDb) {
+        let jobq = db.jobq().await;
+        let queue = unique_queue("flow-unique");
+        let user = u64::from(rand::random::<u32>());
+        let key = format!("digest:{user}");
+        let mut ids = Vec::new();
+        for _ in 0..5 {
+            ids.push(
+                jobq.enqueue_with(Digest::new(user), on(&queue))
+                    .await
+                    .unwrap(),
+            );
+        }
+        assert!(
+            !ids[0].duplicate && ids[1..].iter().all(|e| e.duplicate && e.id == ids[0].id),
+            "{ids:?}"
+        );
+        let by_name = jobq
+            .enqueue_json(
+                "jobq_flow_digest",
+                &format!(r#"{{"user_id":{user}}}"#),
+                on(&queue),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (by_name.id, by_name.duplicate),
+            (ids[0].id, true),
+            "by name"
+        );
+        let stored = jobq.job(ids[0].id).await.unwrap().unwrap();
+        assert_eq!(stored.idempotency_key.as_deref(), Some(key.as_str()));
+
+        let worker = jobq_tests::start_worker(&jobq, &queue, 4);
+        jobq_tests::wait_for_done(&jobq, &queue, 1, LONG).await;
+        let seen: Vec<String> = DIGESTS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|k| **k == key)
+            .cloned()
+            .collect();
+        assert_eq!(seen, [key.clone()], "ran once, with its key");
+
+        let next = jobq
+            .enqueue_with(Digest::new(user), on(&queue))
+            .await
+            .unwrap();
+        assert!(
+            !next.duplicate && next.id != ids[0].id,
+            "done: the key is free"
+        );
+        jobq_tests::wait_for_done(&jobq, &queue, 2, LONG).await;
+        jobq_tests::stop(worker).await;
+
+        // A period overrides the job's states: the done job holds the key now.
+        let hourly = on(&queue).unique(jobq_runtime::Unique::for_period(LONG * 60));
+        let again = jobq.enqueue_with(Digest::new(user), hourly).await.unwrap();
+        assert!(
+            !again.duplicate,
+            "the last holder was unique while active only"
+        );
+        let hourly = on(&queue).unique(jobq_runtime::Unique::for_period(LONG * 60));
+        let held = jobq.enqueue_with(Digest::new(user), hourly).await.unwrap();
+        assert_eq!((held.id, held.duplicate), (again.id, true));
+    }
+
+    /// A unique job needs a key, and a period more than zero and at most
+    /// `MAX_DELAY`: each refused with a message saying so, nothing stored.
+    async fn a_unique_job_without_a_key_or_with_a_bad_period_is_refused(db: TestDb) {
+        let jobq = db.jobq().await;
+        let queue = unique_queue("flow-unique-bad");
+        let unique = |u| on(&queue).unique(u);
+        let no_key = jobq
+            .enqueue_with(Work::new(1), unique(jobq_runtime::Unique::while_active()))
+            .await;
+        let message = jobq_tests::invalid(no_key);
+        assert!(
+            message.contains("unique by state or period but has no key"),
+            "{message}"
+        );
+        for period in [Duration::ZERO, jobq_runtime::MAX_DELAY * 2] {
+            let bad = jobq
+                .enqueue_with(
+                    Digest::new(1),
+                    unique(jobq_runtime::Unique::for_period(period)),
+                )
+                .await;
+            let message = jobq_tests::invalid(bad);
+            assert!(
+                message.contains("the unique period of job `jobq_flow_digest`"),
+                "{message}"
+            );
+        }
+        assert_eq!(jobq.counts(&queue).await.unwrap().total(), 0);
+    }
+
+    jobq_tests::on_every_backend!(
+        a_job_unique_while_active_runs_once_per_burst_and_again_once_done,
+        a_unique_job_without_a_key_or_with_a_bad_period_is_refused,
+    );
+}

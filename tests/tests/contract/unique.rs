@@ -204,7 +204,9 @@ async fn a_pruned_holder_frees_its_key(db: TestDb) {
 
 /// Concurrent enqueues of one unique key from 6 handles, each with a pool
 /// of its own (on Galera, spread over the nodes), 20 keys one after the
-/// other: each key makes one job, and every enqueue returns its id.
+/// other (unique while active, and for a period, in turn; half of them
+/// held before by a job that finished, so the racers take the key over):
+/// each key makes one job, and every enqueue returns its id.
 async fn concurrent_enqueues_of_one_unique_key_make_one_job(db: TestDb) {
     let jobq = db.jobq().await;
     let queue = unique_queue("unique-race");
@@ -214,13 +216,24 @@ async fn concurrent_enqueues_of_one_unique_key_make_one_job(db: TestDb) {
     }
     for round in 0..20 {
         let key = format!("race:{queue}:{round}");
+        if round % 4 < 2 {
+            // A key whose holder has finished: the racers take it over.
+            let row = unique_row(&queue, &key, Unique::while_active(), -1);
+            let (holder, _) = enqueue_unique(&jobq, &row).await;
+            assert!(__store::cancel(&jobq, holder).await.unwrap().0);
+        }
         let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(handles.len()));
         let tasks: Vec<_> = handles
             .iter()
             .enumerate()
             .map(|(i, handle)| {
                 let (handle, barrier) = (handle.clone(), barrier.clone());
-                let row = unique_row(&queue, &key, Unique::while_active(), i as i64);
+                let rules = if round % 2 == 0 {
+                    Unique::while_active()
+                } else {
+                    Unique::for_period(Duration::from_secs(3600))
+                };
+                let row = unique_row(&queue, &key, rules, i as i64);
                 tokio::spawn(async move {
                     barrier.wait().await;
                     __store::enqueue(&handle, &row).await.unwrap()
@@ -232,6 +245,8 @@ async fn concurrent_enqueues_of_one_unique_key_make_one_job(db: TestDb) {
             results.push(task.await.unwrap());
         }
         let ids: std::collections::BTreeSet<i64> = results.iter().map(|e| e.id).collect();
+        let counts = jobq.counts(&queue).await.unwrap();
+        assert_eq!(counts.pending, round + 1, "round {round}: one pending job per key: {counts:?}");
         assert_eq!(ids.len(), 1, "round {round}: {results:?}");
         let new = results.iter().filter(|e| !e.duplicate).count();
         assert_eq!(
@@ -240,7 +255,7 @@ async fn concurrent_enqueues_of_one_unique_key_make_one_job(db: TestDb) {
         );
     }
     let counts = jobq.counts(&queue).await.unwrap();
-    assert_eq!(counts.total(), 20, "{counts:?}");
+    assert_eq!((counts.pending, counts.cancelled), (20, 10), "{counts:?}");
 }
 
 /// A batch takes unique keys one row at a time (a key repeated in it
@@ -303,6 +318,56 @@ async fn batches_and_callers_transactions_take_unique_keys(db: TestDb) {
     assert_eq!(counts.pending, 4, "a, the plain row, b, c: {counts:?}");
 }
 
+/// An enqueue of a key another transaction is taking waits for it, and
+/// when that transaction rolls back, makes the job itself (the race of
+/// Oban #1093, where a waiter on an advisory lock assumed the holder's
+/// insert would commit and returned none).
+async fn an_enqueue_waiting_on_a_key_makes_the_job_when_the_taker_rolls_back(db: TestDb) {
+    let jobq = db.jobq().await;
+    // Another handle on the same server (on Galera, the same node: locks
+    // are node-local there, and nodes meet at certification instead).
+    let other = db.jobq().await;
+    let queue = unique_queue("unique-rollback");
+    let key = format!("rollback:{queue}");
+    let active = |n| unique_row(&queue, &key, Unique::while_active(), n);
+    macro_rules! race {
+        ($pool:expr) => {{
+            let mut tx = $pool.begin().await.unwrap();
+            let taken = __store::enqueue_in(&jobq, &mut *tx, &active(1))
+                .await
+                .unwrap();
+            let waiter = {
+                let (other, row) = (other.clone(), active(2));
+                tokio::spawn(async move { __store::enqueue(&other, &row).await })
+            };
+            // The waiter is blocked on the key's row (or the write lock).
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(
+                !waiter.is_finished(),
+                "the waiter did not wait for the taker"
+            );
+            tx.rollback().await.unwrap();
+            (taken, waiter.await.unwrap().unwrap())
+        }};
+    }
+    let (taken, waited) = match db.backend() {
+        Backend::MySql => race!(jobq.mysql_pool().unwrap()),
+        Backend::Postgres => race!(jobq.pg_pool().unwrap()),
+        _ => race!(jobq.sqlite_pool().unwrap()),
+    };
+    assert!(
+        !taken.duplicate && !waited.duplicate,
+        "{taken:?} {waited:?}"
+    );
+    let row = info(&jobq, waited.id).await;
+    assert_eq!(
+        (row.status, row.payload.as_str()),
+        (JobStatus::Pending, r#"{"n":2}"#)
+    );
+    assert_eq!(enqueue_unique(&jobq, &active(3)).await, (waited.id, true));
+    assert_eq!(jobq.counts(&queue).await.unwrap().total(), 1);
+}
+
 contract!(
     a_key_unique_while_active_is_taken_until_its_job_finishes,
     each_state_set_frees_its_key_when_its_job_leaves_it,
@@ -310,4 +375,5 @@ contract!(
     a_pruned_holder_frees_its_key,
     concurrent_enqueues_of_one_unique_key_make_one_job,
     batches_and_callers_transactions_take_unique_keys,
+    an_enqueue_waiting_on_a_key_makes_the_job_when_the_taker_rolls_back,
 );

@@ -419,12 +419,6 @@ pub(crate) struct LimitedClaim {
 }
 
 impl LimitedClaim {
-    /// How many jobs a limited claim asked for `asked` may take with
-    /// `free` slots free.
-    pub(crate) fn take(free: &[i32], asked: u32) -> u32 {
-        u32::try_from(free.len()).unwrap_or(u32::MAX).min(asked)
-    }
-
     /// The claim's `jobs`, allowed `take` (some slots were free) of the
     /// `asked`: held back if it took all it was allowed and that was fewer
     /// than asked.

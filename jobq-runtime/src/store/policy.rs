@@ -305,11 +305,10 @@ pub(crate) fn counts(rows: Vec<(String, i64)>) -> Result<QueueCounts> {
     Ok(counts)
 }
 
-/// The slots of a limited claim's `locked` slot rows that are free, in
-/// slot order: those never held, and those whose holder is not among
-/// `live`, the fences of the holders that still hold their rows
-/// (`processing` under that token, lease not expired) as the claim read
-/// them after locking the slots.
+/// What a limited claim may do with the slot rows it locked: the free
+/// slots it may write jobs into (below the limit, holder no longer
+/// holding its row), how many jobs it may start (`room`), and the rows
+/// above the limit whose holders have gone (`retired`: it deletes them).
 ///
 /// A slot is never handed back: it is free as soon as its attempt's row
 /// moves on, whatever moved it — the attempt's settle, a release at
@@ -318,14 +317,65 @@ pub(crate) fn counts(rows: Vec<(String, i64)>) -> Result<QueueCounts> {
 /// can leak a slot or return one twice. A row's token is new at each claim
 /// and its `processing` state ends with the token, so a holder that was
 /// not live when read never becomes live again.
-pub(crate) fn free_slots(locked: &[Slot], live: &[Fence]) -> Vec<i32> {
-    let mut free: Vec<i32> = locked
-        .iter()
-        .filter(|slot| slot.holder.is_none_or(|holder| !live.contains(&holder)))
-        .map(|slot| slot.slot)
-        .collect();
-    free.sort_unstable();
-    free
+///
+/// Rows at or above the limit exist after a limit was lowered while their
+/// jobs ran: their live holders count against the limit until they finish
+/// (then the rows go), and so does every row another claim has locked
+/// (`total` less those locked here), whose holder this claim cannot see:
+/// the room is the limit less all of them, never more than the free slots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SlotPlan {
+    pub(crate) free: Vec<i32>,
+    pub(crate) room: u32,
+    pub(crate) retired: Vec<i32>,
+}
+
+impl SlotPlan {
+    /// The plan for `locked` slot rows of a queue limited to `limit` with
+    /// `total` slot rows in all, `live` the fences of the holders that still
+    /// hold their rows (`processing` under that token, lease not expired)
+    /// as the claim read them after locking the slots.
+    pub(crate) fn of(locked: &[Slot], live: &[Fence], limit: u32, total: u32) -> Self {
+        let is_live = |slot: &&Slot| slot.holder.is_some_and(|holder| live.contains(&holder));
+        let below = |slot: &&Slot| u32::try_from(slot.slot).is_ok_and(|n| n < limit);
+        let mut free: Vec<i32> = locked
+            .iter()
+            .filter(|slot| below(slot) && !is_live(slot))
+            .map(|slot| slot.slot)
+            .collect();
+        free.sort_unstable();
+        let retired = locked
+            .iter()
+            .filter(|slot| !below(slot) && !is_live(slot))
+            .map(|slot| slot.slot)
+            .collect();
+        let held = locked.iter().filter(is_live).count();
+        let unseen = (total as usize).saturating_sub(locked.len());
+        let room = (limit as usize)
+            .saturating_sub(held + unseen)
+            .min(free.len());
+        Self {
+            free,
+            room: u32::try_from(room).unwrap_or(0),
+            retired,
+        }
+    }
+
+    /// How many jobs a limited claim asked for `asked` may take.
+    pub(crate) fn take(&self, asked: u32) -> u32 {
+        self.room.min(asked)
+    }
+}
+
+/// A limit as a slot-size read returned it (`None`: the limit was removed
+/// meanwhile, so nothing may start under it).
+pub(crate) fn slots_limit(limit: Option<i64>) -> u32 {
+    limit.and_then(|n| u32::try_from(n).ok()).unwrap_or(0)
+}
+
+/// A slot-row count as a slot-size read returned it.
+pub(crate) fn slots_total(total: i64) -> u32 {
+    u32::try_from(total).unwrap_or(u32::MAX)
 }
 
 /// The holders written in `locked` slot rows: the fences a limited claim
@@ -481,9 +531,37 @@ mod tests {
         ];
         // 10 holds its row; 11 settled; 12 was claimed again under another token.
         let live = [Fence { id: 10, token: 100 }, Fence { id: 12, token: 121 }];
-        assert_eq!(free_slots(&locked, &live), vec![0, 1, 3]);
+        let plan = SlotPlan::of(&locked, &live, 4, 4);
+        assert_eq!(
+            (plan.free, plan.room, plan.retired),
+            (vec![0, 1, 3], 3, vec![])
+        );
         assert_eq!(slot_holders(&locked).len(), 3);
-        assert!(free_slots(&[], &live).is_empty());
+        assert_eq!(SlotPlan::of(&[], &live, 4, 0).room, 0);
+    }
+
+    #[test]
+    fn rows_above_a_lowered_limit_and_rows_locked_elsewhere_count_against_it() {
+        let live = [Fence { id: 11, token: 1 }, Fence { id: 12, token: 2 }];
+        // Lowered from 3 to 2 while 11 and 12 ran in slots 1 and 2.
+        let locked = [
+            slot(0, None),
+            slot(1, Some((11, 1))),
+            slot(2, Some((12, 2))),
+        ];
+        let plan = SlotPlan::of(&locked, &live, 2, 3);
+        assert_eq!(
+            (plan.free.clone(), plan.room, plan.retired),
+            (vec![0], 0, vec![])
+        );
+        // 12 finished: slot 2 is retired, and one job may start in slot 0.
+        let plan = SlotPlan::of(&locked, &live[..1], 2, 3);
+        assert_eq!((plan.free, plan.room, plan.retired), (vec![0], 1, vec![2]));
+        // Another claim holds slot 1 locked: it may be filling it.
+        let plan = SlotPlan::of(&[slot(0, None), slot(2, None)], &[], 2, 3);
+        assert_eq!((plan.free, plan.room, plan.retired), (vec![0], 1, vec![2]));
+        let plan = SlotPlan::of(&[slot(0, None)], &[], 2, 3);
+        assert_eq!(plan.room, 0, "two rows unseen, either may hold a job");
     }
 
     #[test]

@@ -167,8 +167,8 @@ async fn every_way_a_row_moves_on_frees_its_slot_and_a_stale_settle_frees_none(d
 }
 
 /// Setting a limit makes its slot rows, raising it adds rows, lowering it
-/// drops those above (a job holding one runs on, and the claim counts only
-/// the slots below the new limit), removing it drops them all; each limit
+/// drops the idle ones above (a job holding one runs on and counts against
+/// the new limit; its row goes once it finished), removing it drops them all; each limit
 /// reads back from `queue_limits` and `stats`. Limits of 0 or above
 /// `MAX_QUEUE_LIMIT` are refused and change nothing.
 async fn a_limit_is_set_raised_lowered_and_removed(db: TestDb) {
@@ -197,11 +197,22 @@ async fn a_limit_is_set_raised_lowered_and_removed(db: TestDb) {
     );
 
     jobq.set_queue_limit(&queue, Some(1)).await.unwrap();
-    assert_eq!(slots(&jobq, &queue).await.len(), 1);
-    // Slot 0 went to the first job claimed, which still runs.
+    // The idle slots above the new limit went; the two running jobs keep
+    // theirs, and count against it until they finish.
+    assert_eq!(slots(&jobq, &queue).await.len(), 2);
+    let (none, held_back) = claim_limited(&jobq, &queue, 5, "w").await;
+    assert_eq!((none.len(), held_back), (0, true));
+    assert_eq!(slot_fences(&jobq, &queue).await, fences(&two));
+    // Slot 1's job finishes: its row goes at the next claim, and slot 0's
+    // job, still running, keeps the limit of 1 full.
+    assert_eq!(
+        __store::complete(&jobq, &[fence(&two[1])]).await.unwrap(),
+        1
+    );
     let (none, held_back) = claim_limited(&jobq, &queue, 5, "w").await;
     assert_eq!((none.len(), held_back), (0, true));
     assert_eq!(slot_fences(&jobq, &queue).await, [fence(&two[0])]);
+    assert_eq!(slots(&jobq, &queue).await.len(), 1);
 
     for bad in [0, jobq_runtime::MAX_QUEUE_LIMIT + 1] {
         let error = jobq.set_queue_limit(&queue, Some(bad)).await.unwrap_err();
@@ -227,6 +238,46 @@ async fn a_limit_is_set_raised_lowered_and_removed(db: TestDb) {
             .iter()
             .any(|(q, _)| *q == queue)
     );
+}
+
+/// Lowering a limit below the jobs running under it: no claim takes a job
+/// until fewer than the new limit run, however the running jobs sit in the
+/// slots (here the one in slot 0 finished first, and the two still running
+/// hold slots 1 and 2, one of them above the new limit of 2).
+async fn a_lowered_limit_holds_while_jobs_started_under_the_old_one_run(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("limit-lower");
+    jobq.set_queue_limit(&queue, Some(3)).await.unwrap();
+    for n in 0..6 {
+        enqueue(&jobq, &queue, n).await;
+    }
+    let (three, _) = claim_limited(&jobq, &queue, 3, "w").await;
+    assert_eq!(three.len(), 3);
+    assert_eq!(
+        __store::complete(&jobq, &[fence(&three[0])]).await.unwrap(),
+        1
+    );
+
+    jobq.set_queue_limit(&queue, Some(2)).await.unwrap();
+    let (none, held_back) = claim_limited(&jobq, &queue, 5, "w").await;
+    assert_eq!(
+        (none.len(), held_back),
+        (0, true),
+        "two run, the limit is two"
+    );
+
+    assert_eq!(
+        __store::complete(&jobq, &[fence(&three[2])]).await.unwrap(),
+        1
+    );
+    let (one, held_back) = claim_limited(&jobq, &queue, 5, "w").await;
+    assert_eq!((one.len(), held_back), (1, true), "one ran, one more may");
+    let (none, _) = claim_limited(&jobq, &queue, 5, "w").await;
+    assert!(none.is_empty());
+    let mut running = fences(&three[1..2]);
+    running.extend(fences(&one));
+    running.sort_unstable();
+    assert_eq!(slot_fences(&jobq, &queue).await, running);
 }
 
 /// Eight claimers on connections of their own claim and settle a limited
@@ -298,6 +349,7 @@ async fn concurrent_limited_claims_never_exceed_the_limit(db: TestDb) {
 
 contract!(
     a_limited_claim_takes_only_free_slots_and_says_when_the_limit_held_jobs_back,
+    a_lowered_limit_holds_while_jobs_started_under_the_old_one_run,
     every_way_a_row_moves_on_frees_its_slot_and_a_stale_settle_frees_none,
     a_limit_is_set_raised_lowered_and_removed,
     concurrent_limited_claims_never_exceed_the_limit,

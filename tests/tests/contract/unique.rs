@@ -246,7 +246,11 @@ async fn concurrent_enqueues_of_one_unique_key_make_one_job(db: TestDb) {
         }
         let ids: std::collections::BTreeSet<i64> = results.iter().map(|e| e.id).collect();
         let counts = jobq.counts(&queue).await.unwrap();
-        assert_eq!(counts.pending, round + 1, "round {round}: one pending job per key: {counts:?}");
+        assert_eq!(
+            counts.pending,
+            round + 1,
+            "round {round}: one pending job per key: {counts:?}"
+        );
         assert_eq!(ids.len(), 1, "round {round}: {results:?}");
         let new = results.iter().filter(|e| !e.duplicate).count();
         assert_eq!(

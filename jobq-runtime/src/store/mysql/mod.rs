@@ -48,7 +48,10 @@ use crate::store::contract::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable,
     QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
-use crate::store::policy::{UniqueRow, micros, migrating, new_token_base, row_token, within};
+use crate::store::policy::{
+    SlotPlan, UniqueRow, micros, migrating, new_token_base, row_token, slots_limit, slots_total,
+    within,
+};
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
 
@@ -1150,8 +1153,21 @@ async fn claim_limited_on(
             .map(|(id, token)| Fence { id, token })
             .collect()
     };
-    let free = super::policy::free_slots(&locked, &live);
-    let take = LimitedClaim::take(&free, claim.limit);
+    let (limit, total): (Option<i64>, i64) = sqlx::query_as(SLOTS_SIZE)
+        .bind(claim.queue)
+        .bind(claim.queue)
+        .fetch_one(&mut *tx)
+        .await?;
+    let plan = SlotPlan::of(&locked, &live, slots_limit(limit), slots_total(total));
+    for slot in &plan.retired {
+        sqlx::query(SLOT_RETIRE)
+            .bind(claim.queue)
+            .bind(slot)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let free = plan.free.clone();
+    let take = plan.take(claim.limit);
     if take == 0 {
         let due: bool = sqlx::query_scalar(DUE_EXISTS)
             .bind(claim.queue)
@@ -1220,11 +1236,15 @@ async fn set_limit_on(
                 .await?;
         }
     }
-    sqlx::query(SLOTS_TRIM)
-        .bind(queue)
-        .bind(limit.unwrap_or(0))
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query(if limit.is_some() {
+        SLOTS_TRIM_IDLE
+    } else {
+        SLOTS_TRIM
+    })
+    .bind(queue)
+    .bind(limit.unwrap_or(0))
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await
 }
 

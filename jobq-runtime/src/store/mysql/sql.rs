@@ -381,6 +381,22 @@ pub const CONTROLS: &str = "SELECT queue, CAST(1 AS SIGNED), CAST(NULL AS SIGNED
 pub const SLOTS_LOCK: &str = "SELECT slot, job_id, lease_token FROM jobq_slots \
      WHERE queue = ? ORDER BY slot FOR UPDATE SKIP LOCKED";
 
+/// Queue `?`'s limit and how many slot rows it has (rows above a lowered
+/// limit included), read after [`SLOTS_LOCK`] without locking.
+pub const SLOTS_SIZE: &str = "SELECT (SELECT max_running FROM jobq_limits WHERE queue = ?), \
+     (SELECT COUNT(*) FROM jobq_slots WHERE queue = ?)";
+
+/// Deletes queue `?`'s slot row `?` (above its limit, its holder gone).
+pub const SLOT_RETIRE: &str = "DELETE FROM jobq_slots WHERE queue = ? AND slot = ?";
+
+/// Drops queue `?`'s slot rows from number `?` up whose holders no longer
+/// hold their rows (a lowered limit: a job running keeps its row, and
+/// counts against the new limit, until it finishes).
+pub const SLOTS_TRIM_IDLE: &str = "DELETE FROM jobq_slots WHERE queue = ? AND slot >= ? \
+     AND NOT EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_slots.job_id \
+       AND j.lease_token = jobq_slots.lease_token AND j.status = 'processing' \
+       AND j.run_at > UTC_TIMESTAMP(6))";
+
 /// Whether queue `?` has a due job (a limited claim with no free slot).
 pub const DUE_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM jobq_jobs \
      WHERE queue = ? AND status = 'pending' AND run_at <= UTC_TIMESTAMP(6))";

@@ -51,7 +51,8 @@ use crate::store::contract::{
     QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
-    UniqueRow, micros, migrating, new_token_base, not_renewed, row_token, within,
+    SlotPlan, UniqueRow, micros, migrating, new_token_base, not_renewed, row_token, slots_limit,
+    slots_total, within,
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -244,11 +245,15 @@ impl BackendStore for PgStore {
                     }
                 }
                 let keep = limit.map_or(0, |n| i32::try_from(n).unwrap_or(i32::MAX));
-                sqlx::query(SLOTS_TRIM)
-                    .bind(queue)
-                    .bind(keep)
-                    .execute(&mut *tx)
-                    .await?;
+                sqlx::query(if limit.is_some() {
+                    SLOTS_TRIM_IDLE
+                } else {
+                    SLOTS_TRIM
+                })
+                .bind(queue)
+                .bind(keep)
+                .execute(&mut *tx)
+                .await?;
                 tx.commit().await
             })
             .await?)
@@ -860,8 +865,20 @@ async fn claim_limited_on(
             .map(|(id, token)| Fence { id, token })
             .collect()
     };
-    let free = crate::store::policy::free_slots(&locked, &live);
-    let take = LimitedClaim::take(&free, claim.limit);
+    let (limit, total): (Option<i64>, i64) = sqlx::query_as(SLOTS_SIZE)
+        .bind(claim.queue)
+        .fetch_one(&mut *tx)
+        .await?;
+    let plan = SlotPlan::of(&locked, &live, slots_limit(limit), slots_total(total));
+    if !plan.retired.is_empty() {
+        sqlx::query(SLOTS_RETIRE)
+            .bind(claim.queue)
+            .bind(&plan.retired)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let free = plan.free.clone();
+    let take = plan.take(claim.limit);
     if take == 0 {
         let due: bool = sqlx::query_scalar(DUE_EXISTS)
             .bind(claim.queue)

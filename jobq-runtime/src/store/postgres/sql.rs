@@ -370,6 +370,21 @@ pub const SLOTS_LOCK: &str = "SELECT slot, job_id, lease_token FROM jobq_slots \
 pub const SLOT_HOLDERS: &str = "SELECT id, lease_token FROM jobq_jobs \
      WHERE id = ANY($1) AND status = 'processing' AND run_at > now()";
 
+/// Queue `$1`'s limit and how many slot rows it has (rows above a lowered
+/// limit included), read after [`SLOTS_LOCK`] without locking.
+pub const SLOTS_SIZE: &str = "SELECT (SELECT max_running::bigint FROM jobq_limits WHERE queue = $1), \
+     (SELECT COUNT(*) FROM jobq_slots WHERE queue = $1)";
+
+/// Deletes queue `$1`'s slot rows `$2` (above its limit, their holders gone).
+pub const SLOTS_RETIRE: &str = "DELETE FROM jobq_slots WHERE queue = $1 AND slot = ANY($2)";
+
+/// Drops queue `$1`'s slot rows from number `$2` up whose holders no longer
+/// hold their rows (a lowered limit: a job running keeps its row, and
+/// counts against the new limit, until it finishes).
+pub const SLOTS_TRIM_IDLE: &str = "DELETE FROM jobq_slots s WHERE s.queue = $1 AND s.slot >= $2 \
+     AND NOT EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = s.job_id \
+       AND j.lease_token = s.lease_token AND j.status = 'processing' AND j.run_at > now())";
+
 /// Whether queue `$1` has a due job (a limited claim with no free slot).
 pub const DUE_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM jobq_jobs \
      WHERE queue = $1 AND status = 'pending' AND run_at <= now())";

@@ -51,7 +51,8 @@ use crate::store::contract::{
     QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
-    UniqueRow, micros, migrating, new_token_base, not_renewed, retry_transient, row_token, within,
+    SlotPlan, UniqueRow, micros, migrating, new_token_base, not_renewed, retry_transient,
+    row_token, slots_limit, slots_total, within,
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -333,11 +334,16 @@ impl BackendStore for SqliteStore {
                         .await?;
                 }
             }
-            sqlx::query(SLOTS_TRIM)
-                .bind(queue)
-                .bind(limit.map_or(0, i64::from))
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(if limit.is_some() {
+                SLOTS_TRIM_IDLE
+            } else {
+                SLOTS_TRIM
+            })
+            .bind(queue)
+            .bind(limit.map_or(0, i64::from))
+            .bind(now_micros())
+            .execute(&mut *tx)
+            .await?;
             tx.commit().await
         })
         .await
@@ -987,8 +993,20 @@ async fn claim_limited_on(
             .map(|(id, token)| Fence { id, token })
             .collect()
     };
-    let free = crate::store::policy::free_slots(&locked, &live);
-    let take = LimitedClaim::take(&free, claim.limit);
+    let (limit, total): (Option<i64>, i64) = sqlx::query_as(SLOTS_SIZE)
+        .bind(claim.queue)
+        .fetch_one(&mut *tx)
+        .await?;
+    let plan = SlotPlan::of(&locked, &live, slots_limit(limit), slots_total(total));
+    for slot in &plan.retired {
+        sqlx::query(SLOT_RETIRE)
+            .bind(claim.queue)
+            .bind(slot)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let free = plan.free.clone();
+    let take = plan.take(claim.limit);
     if take == 0 {
         let due: bool = sqlx::query_scalar(DUE_EXISTS)
             .bind(claim.queue)

@@ -312,11 +312,14 @@ pub(crate) fn counts(rows: Vec<(String, i64)>) -> Result<QueueCounts> {
 ///
 /// A slot is never handed back: it is free as soon as its attempt's row
 /// moves on, whatever moved it — the attempt's settle, a release at
-/// shutdown, a cancel, the reaper after a crash, an expired lease — and a
-/// stale attempt's settle, which changes no row, frees nothing. So no path
-/// can leak a slot or return one twice. A row's token is new at each claim
-/// and its `processing` state ends with the token, so a holder that was
-/// not live when read never becomes live again.
+/// shutdown, a cancel, the reaper after a crash — and a stale attempt's
+/// settle, which changes no row, frees nothing. So no path can leak a slot
+/// or return one twice. A row's token is new at each claim and its
+/// `processing` state ends with the token, so a holder that was not live
+/// when read never becomes live again. An expired lease alone frees
+/// nothing: until the reaper moves the row, its worker may still renew it
+/// (a heartbeat late by more than the lease), and the attempt would run
+/// beside the one given its slot.
 ///
 /// Rows at or above the limit exist after a limit was lowered while their
 /// jobs ran: their live holders count against the limit until they finish
@@ -333,7 +336,7 @@ pub(crate) struct SlotPlan {
 impl SlotPlan {
     /// The plan for `locked` slot rows of a queue limited to `limit` with
     /// `total` slot rows in all, `live` the fences of the holders that still
-    /// hold their rows (`processing` under that token, lease not expired)
+    /// hold their rows (`processing` under that token)
     /// as the claim read them after locking the slots.
     pub(crate) fn of(locked: &[Slot], live: &[Fence], limit: u32, total: u32) -> Self {
         let is_live = |slot: &&Slot| slot.holder.is_some_and(|holder| live.contains(&holder));

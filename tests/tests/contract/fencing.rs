@@ -182,6 +182,9 @@ struct Model {
     /// The claimer whose turn it is.
     turn: usize,
     enqueued: u64,
+    /// The queue's global concurrency limit, if the model runs under one:
+    /// claims are limited claims, and the limit changes now and then.
+    limit: Option<u32>,
     /// The steps so far, for the failure message.
     log: Vec<String>,
 }
@@ -212,6 +215,11 @@ impl Model {
         // claims again rows it still holds stale attempts of.
         if rng.random_bool(0.25) {
             self.turn = 1 - self.turn;
+        }
+        if self.limit.is_some() && rng.random_bool(0.04) {
+            self.set_limit(rng.random_range(1..=4)).await;
+            self.compare().await;
+            return;
         }
         let w = self.turn;
         let worker = WORKERS[w];
@@ -316,21 +324,66 @@ impl Model {
         );
     }
 
+    /// The rows `processing` (an expired lease included: its worker may
+    /// yet renew it, until the reaper moves the row): what holds a slot.
+    fn live(&self) -> Vec<(i64, i64)> {
+        self.rows
+            .iter()
+            .filter(|(_, r)| r.status == JobStatus::Processing)
+            .map(|(id, r)| (*id, r.token.expect("a processing row has a token")))
+            .collect()
+    }
+
+    async fn set_limit(&mut self, limit: u32) {
+        self.jobq
+            .set_queue_limit(&self.queue, Some(limit))
+            .await
+            .expect("set limit");
+        self.log.push(format!("limit -> {limit}"));
+        self.limit = Some(limit);
+    }
+
     async fn claim(&mut self, w: usize, worker: &str, limit: u32) {
-        let claimed = claim(&self.jobq, &self.queue, limit, worker).await;
-        self.log.push(format!(
-            "{worker} claims up to {limit} -> {:?}",
-            claimed.iter().map(fence).collect::<Vec<_>>()
-        ));
         let due = self
             .rows
             .values()
             .filter(|r| r.status == JobStatus::Pending && r.due)
             .count();
-        self.check(claimed.len() == due.min(limit as usize), || {
+        let (claimed, expected) = match self.limit {
+            None => (
+                claim(&self.jobq, &self.queue, limit, worker).await,
+                due.min(limit as usize),
+            ),
+            Some(max) => {
+                let live = self.live().len();
+                let room = (max as usize).saturating_sub(live);
+                let take = room.min(limit as usize);
+                let (claimed, held_back) =
+                    __store::claim_limited(&self.jobq, &self.queue, limit, LEASE, worker)
+                        .await
+                        .expect("limited claim");
+                let expected_held = if take == 0 {
+                    due > 0
+                } else {
+                    due >= take && take < limit as usize
+                };
+                self.check(held_back == expected_held, || {
+                    format!(
+                        "a limited claim of up to {limit} (limit {max}, {live} running, {due} due) said held back: {held_back}"
+                    )
+                });
+                (claimed, due.min(take))
+            }
+        };
+        self.log.push(format!(
+            "{worker} claims up to {limit} -> {:?}",
+            claimed.iter().map(fence).collect::<Vec<_>>()
+        ));
+        self.check(claimed.len() == expected, || {
             format!(
-                "claim of up to {limit} got {}, with {due} due",
-                claimed.len()
+                "claim of up to {limit} got {}, with {due} due (limit {:?}): expected {expected}",
+                claimed.len(),
+                self.limit
             )
         });
         for c in &claimed {
@@ -561,6 +614,33 @@ impl Model {
                 "stored rows (id, status, attempts, token):\n  {stored:?}\nmodel:\n  {expected:?}"
             )
         });
+        if self.limit.is_some() {
+            self.compare_slots().await;
+        }
+    }
+
+    /// Under a limit: every running row holds exactly one slot row, and
+    /// no slot row holds an attempt that is not running (no slot leaked,
+    /// none given twice).
+    async fn compare_slots(&self) {
+        let slots: Vec<(i32, Option<i64>, Option<i64>)> = self
+            .db
+            .fetch_all(
+                "SELECT slot, job_id, lease_token FROM jobq_slots WHERE queue = ? ORDER BY slot",
+                &[Arg::Text(self.queue.clone())],
+            )
+            .await
+            .expect("read slots");
+        let live = self.live();
+        let mut held: Vec<(i64, i64)> = slots
+            .iter()
+            .filter_map(|&(_, id, token)| id.zip(token))
+            .filter(|fence| live.contains(fence))
+            .collect();
+        held.sort_unstable();
+        self.check(held == live, || {
+            format!("slot rows {slots:?} hold the running attempts {held:?}; running: {live:?}")
+        });
     }
 }
 
@@ -591,6 +671,7 @@ async fn only_the_latest_claim_of_a_row_settles_renews_or_releases_it(db: TestDb
             held: [Vec::new(), Vec::new()],
             turn: 0,
             enqueued: 0,
+            limit: None,
             log: vec![format!("seed {seed} on {:?}", db.backend())],
         };
         for step in 0..steps {
@@ -616,9 +697,51 @@ async fn only_the_latest_claim_of_a_row_settles_renews_or_releases_it(db: TestDb
     );
 }
 
+/// The model under a global concurrency limit that changes now and then
+/// (1 to 4, raised and lowered while jobs run): every claim is a limited
+/// claim, takes exactly as many jobs as the limit leaves room for
+/// (counting every job still running, also those started under a higher
+/// limit) and says whether it held due jobs back; after every step each
+/// running attempt holds exactly one slot row and no slot row holds an
+/// attempt that is not running — whatever settled, failed, released,
+/// expired, was reaped, cancelled or retried it — and the rows are what
+/// the model says.
+async fn a_limited_model_never_exceeds_its_limit_nor_leaks_a_slot(db: TestDb) {
+    let seeds = env_number("JOBQ_FENCING_SEEDS", 8);
+    let steps = env_number("JOBQ_FENCING_STEPS", 150);
+    let first_seed = env_number("JOBQ_FENCING_SEED", 0);
+    let jobq = db.jobq().await;
+    for seed in first_seed..first_seed + seeds {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut model = Model {
+            db: Db::of(&jobq),
+            jobq: jobq.clone(),
+            queue: unique_queue("fence-limited"),
+            rows: BTreeMap::new(),
+            held: [Vec::new(), Vec::new()],
+            turn: 0,
+            enqueued: 0,
+            limit: None,
+            log: vec![format!("limited, seed {seed} on {:?}", db.backend())],
+        };
+        model.set_limit(rng.random_range(1..=3)).await;
+        for step in 0..steps {
+            model.log.push(format!("step {step}:"));
+            model.step(&mut rng).await;
+        }
+        model.shutdown(0).await;
+        model.shutdown(1).await;
+        model.compare().await;
+        model.check(model.live().is_empty(), || {
+            "rows running after shutdown".into()
+        });
+    }
+}
+
 contract!(
     a_stale_success_cannot_settle_a_job_its_worker_reclaimed,
     a_stale_heartbeat_is_reported_lost_although_its_worker_reclaimed_the_job,
     each_claimed_row_gets_a_token_of_its_own,
     only_the_latest_claim_of_a_row_settles_renews_or_releases_it,
+    a_limited_model_never_exceeds_its_limit_nor_leaks_a_slot,
 );

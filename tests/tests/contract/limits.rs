@@ -102,9 +102,10 @@ async fn a_limited_claim_takes_only_free_slots_and_says_when_the_limit_held_jobs
 }
 
 /// With a limit of 1, the slot is free again after each way its holder's
-/// row moves on — a retry's transition, a cancel, an expired lease (before
-/// any reaper runs) — and a stale attempt's settle of a row claimed again
-/// frees nothing.
+/// row moves on — a retry's transition, a cancel, the reaper after its
+/// lease expired (an expired lease alone holds it: its worker may yet
+/// renew it) — and a stale attempt's settle of a row claimed again frees
+/// nothing.
 async fn every_way_a_row_moves_on_frees_its_slot_and_a_stale_settle_frees_none(db: TestDb) {
     let jobq = db.jobq().await;
     let queue = unique_queue("limit-free");
@@ -141,29 +142,31 @@ async fn every_way_a_row_moves_on_frees_its_slot_and_a_stale_settle_frees_none(d
     let (running_c, _) = claim_limited(&jobq, &queue, 5, "w").await;
     assert_eq!(ids(&running_c), [c]);
 
-    // An expired lease frees it before any reaper: its worker has stopped
-    // the attempt by then.
+    // An expired lease alone frees nothing: until the reaper moves the
+    // row, its worker may still renew it and run on.
     expire(&jobq, c).await;
-    let (running_a, held_back) = claim_limited(&jobq, &queue, 5, "w").await;
-    assert_eq!(
-        (ids(&running_a), held_back),
-        (vec![a], true),
-        "it took all the free slots allowed: more may wait"
-    );
-    assert_eq!(slot_fences(&jobq, &queue).await, [fence(&running_a[0])]);
-
-    // The reaper returns `c`; `a` still holds the one slot.
-    assert_eq!(__store::reap(&jobq, &queue, 10).await.unwrap(), 1);
     let (none, held_back) = claim_limited(&jobq, &queue, 5, "w").await;
     assert_eq!((none.len(), held_back), (0, true));
+    assert_eq!(slot_fences(&jobq, &queue).await, [fence(&running_c[0])]);
+
+    // The reaper returns `c` to pending, in its place in line (ahead of
+    // `a`, retried later): the slot is free, and `c` takes it again.
+    assert_eq!(__store::reap(&jobq, &queue, 10).await.unwrap(), 1);
+    let (again_c, held_back) = claim_limited(&jobq, &queue, 5, "w").await;
     assert_eq!(
-        __store::complete(&jobq, &[fence(&running_a[0])])
+        (ids(&again_c), held_back),
+        (vec![c], true),
+        "it took all the free slots allowed: more may wait"
+    );
+    assert_eq!(slot_fences(&jobq, &queue).await, [fence(&again_c[0])]);
+    assert_eq!(
+        __store::complete(&jobq, &[fence(&again_c[0])])
             .await
             .unwrap(),
         1
     );
     let (last, _) = claim_limited(&jobq, &queue, 5, "w").await;
-    assert_eq!(ids(&last), [c]);
+    assert_eq!(ids(&last), [a]);
 }
 
 /// Setting a limit makes its slot rows, raising it adds rows, lowering it

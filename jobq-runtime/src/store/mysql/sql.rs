@@ -394,8 +394,7 @@ pub const SLOT_RETIRE: &str = "DELETE FROM jobq_slots WHERE queue = ? AND slot =
 /// counts against the new limit, until it finishes).
 pub const SLOTS_TRIM_IDLE: &str = "DELETE FROM jobq_slots WHERE queue = ? AND slot >= ? \
      AND NOT EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_slots.job_id \
-       AND j.lease_token = jobq_slots.lease_token AND j.status = 'processing' \
-       AND j.run_at > UTC_TIMESTAMP(6))";
+       AND j.lease_token = jobq_slots.lease_token AND j.status = 'processing')";
 
 /// Whether queue `?` has a due job (a limited claim with no free slot).
 pub const DUE_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM jobq_jobs \
@@ -413,11 +412,12 @@ pub const LIMIT_REMOVE: &str = "DELETE FROM jobq_limits WHERE queue = ?";
 pub const SLOTS_TRIM: &str = "DELETE FROM jobq_slots WHERE queue = ? AND slot >= ?";
 
 /// Of the attempts written in slots (`id IN (…)`), the `(id, lease_token)`
-/// of the rows still held: `processing`, lease not expired.
+/// of the rows still held: `processing` (an expired lease still holds its
+/// slot until the reaper moves the row: its worker may yet renew it).
 pub(crate) fn slot_holders(ids: usize) -> String {
     format!(
         "SELECT id, lease_token FROM jobq_jobs WHERE id IN ({}) \
-         AND status = 'processing' AND run_at > UTC_TIMESTAMP(6)",
+         AND status = 'processing'",
         placeholders(ids)
     )
 }

@@ -366,9 +366,10 @@ pub const SLOTS_LOCK: &str = "SELECT slot, job_id, lease_token FROM jobq_slots \
      WHERE queue = $1 ORDER BY slot FOR UPDATE SKIP LOCKED";
 
 /// Of the attempts written in slots (ids `$1`), the `(id, lease_token)` of
-/// the rows still held: `processing`, lease not expired.
+/// the rows still held: `processing` (an expired lease still holds its
+/// slot until the reaper moves the row: its worker may yet renew it).
 pub const SLOT_HOLDERS: &str = "SELECT id, lease_token FROM jobq_jobs \
-     WHERE id = ANY($1) AND status = 'processing' AND run_at > now()";
+     WHERE id = ANY($1) AND status = 'processing'";
 
 /// Queue `$1`'s limit and how many slot rows it has (rows above a lowered
 /// limit included), read after [`SLOTS_LOCK`] without locking.
@@ -383,7 +384,7 @@ pub const SLOTS_RETIRE: &str = "DELETE FROM jobq_slots WHERE queue = $1 AND slot
 /// counts against the new limit, until it finishes).
 pub const SLOTS_TRIM_IDLE: &str = "DELETE FROM jobq_slots s WHERE s.queue = $1 AND s.slot >= $2 \
      AND NOT EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = s.job_id \
-       AND j.lease_token = s.lease_token AND j.status = 'processing' AND j.run_at > now())";
+       AND j.lease_token = s.lease_token AND j.status = 'processing')";
 
 /// Whether queue `$1` has a due job (a limited claim with no free slot).
 pub const DUE_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM jobq_jobs \

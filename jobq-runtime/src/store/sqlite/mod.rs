@@ -341,7 +341,6 @@ impl BackendStore for SqliteStore {
             })
             .bind(queue)
             .bind(limit.map_or(0, i64::from))
-            .bind(now_micros())
             .execute(&mut *tx)
             .await?;
             tx.commit().await
@@ -986,7 +985,6 @@ async fn claim_limited_on(
     } else {
         sqlx::query_as::<_, (i64, i64)>(SLOT_HOLDERS)
             .bind(json_list(&holders))
-            .bind(now)
             .fetch_all(&mut *tx)
             .await?
             .into_iter()

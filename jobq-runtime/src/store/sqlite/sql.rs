@@ -291,10 +291,11 @@ pub const SLOTS_READ: &str = "SELECT slot, job_id, lease_token FROM jobq_slots \
      WHERE queue = ?1 ORDER BY slot";
 
 /// Of the attempts written in slots (ids: the JSON array `?1`), the
-/// `(id, lease_token)` of the rows still held at `?2`: `processing`, lease
-/// not expired.
+/// `(id, lease_token)` of the rows still held: `processing` (an expired
+/// lease still holds its slot until the reaper moves the row: its worker
+/// may yet renew it).
 pub const SLOT_HOLDERS: &str = "SELECT id, lease_token FROM jobq_jobs \
-     WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'processing' AND run_at > ?2";
+     WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'processing'";
 
 /// Queue `?1`'s limit and how many slot rows it has (rows above a lowered
 /// limit included).
@@ -305,11 +306,11 @@ pub const SLOTS_SIZE: &str = "SELECT (SELECT max_running FROM jobq_limits WHERE 
 pub const SLOT_RETIRE: &str = "DELETE FROM jobq_slots WHERE queue = ?1 AND slot = ?2";
 
 /// Drops queue `?1`'s slot rows from number `?2` up whose holders no longer
-/// hold their rows at `?3` (a lowered limit: a job running keeps its row,
+/// hold their rows (a lowered limit: a job running keeps its row,
 /// and counts against the new limit, until it finishes).
 pub const SLOTS_TRIM_IDLE: &str = "DELETE FROM jobq_slots WHERE queue = ?1 AND slot >= ?2 \
      AND NOT EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_slots.job_id \
-       AND j.lease_token = jobq_slots.lease_token AND j.status = 'processing' AND j.run_at > ?3)";
+       AND j.lease_token = jobq_slots.lease_token AND j.status = 'processing')";
 
 /// Whether queue `?1` has a job due at `?2` (a limited claim with no free slot).
 pub const DUE_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM jobq_jobs \

@@ -326,7 +326,7 @@ mod unique {
             .filter(|k| **k == key)
             .cloned()
             .collect();
-        assert_eq!(seen, [key.clone()], "ran once, with its key");
+        assert_eq!(seen, std::slice::from_ref(&key), "ran once, with its key");
 
         let next = jobq
             .enqueue_with(Digest::new(user), on(&queue))

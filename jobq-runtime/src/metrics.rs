@@ -190,6 +190,8 @@ pub(crate) mod statement {
     pub(crate) const PAUSE: &str = "pause";
     /// Setting a queue's global concurrency limit.
     pub(crate) const LIMIT: &str = "limit";
+    /// Setting a queue's rate.
+    pub(crate) const RATE: &str = "rate";
     /// `jobq_runtime::testing`'s drain with scheduled jobs.
     #[cfg(feature = "testing")]
     pub(crate) const MAKE_DUE: &str = "make_due";

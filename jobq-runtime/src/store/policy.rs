@@ -400,9 +400,12 @@ pub(crate) fn controls(rows: Vec<ControlRow>) -> Vec<QueueControl> {
 /// `m·T < L + b·T`, that is `m ≤ ⌈L ÷ T⌉ + b − 1` — at most `starts + b − 1`
 /// in any period, `b` in any interval.
 ///
-/// A TAT ahead of `now` is also written back as `now` by a claim that
-/// takes nothing, so a clock stepped back holds the rate for one
-/// interval, not until it catches up.
+/// A TAT ahead of `now` by more than [`CLOCK_STEP`] (or the burst's
+/// `b·T`, if longer) — more than a race of two claims makes, where the one
+/// that read the clock first locks the row after the other committed — is
+/// the clock stepped back: a claim that finds it writes it back as `now`,
+/// so the rate holds for one interval, not until the clock catches up. A
+/// TAT ahead by less allows nothing and is left as it is.
 ///
 /// Times are microseconds; the arithmetic is done in microseconds ×
 /// starts, where `T` is the whole number `period_us`; the TAT stored is
@@ -413,14 +416,22 @@ pub(crate) fn controls(rows: Vec<ControlRow>) -> Vec<QueueControl> {
 pub(crate) struct Gcra {
     /// Starts the rate allows now.
     pub(crate) allowed: u32,
-    /// The stored TAT was ahead of `now`: pulled back, to be written.
+    /// The stored TAT was ahead of `now` by more than a race makes: pulled
+    /// back, to be written.
     ahead: bool,
-    /// `base` above, `now` and `T`, in microseconds × starts.
+    /// `base` above, `now` and `T`, in microseconds × starts; and where
+    /// the next start is counted from: `base`, or the TAT while it is ahead
+    /// of `now` by less than a clock step.
     base: i128,
+    from: i128,
     now: i128,
     interval: i128,
     starts: i128,
 }
+
+/// How far ahead of the clock a rate's TAT may be before a claim takes the
+/// clock for stepped back and pulls the TAT back (see [`Gcra`]).
+pub(crate) const CLOCK_STEP: Duration = Duration::from_secs(1);
 
 /// What `rate` allows at `now` with the stored theoretical arrival time
 /// `tat` (both microseconds since the Unix epoch of the same clock). See
@@ -433,10 +444,16 @@ pub(crate) fn gcra(rate: &Rate, tat: i64, now: i64) -> Gcra {
     let tat = i128::from(tat) * starts;
     let base = tat.clamp(now - burst, now);
     let allowed = u32::try_from((now - base) / interval).unwrap_or(0);
+    let step = burst.max(i128::from(micros(CLOCK_STEP)) * starts);
     Gcra {
         allowed,
-        ahead: tat > now,
+        ahead: tat > now + step,
         base,
+        from: if tat > now + step {
+            base
+        } else {
+            base.max(tat)
+        },
         now,
         interval,
         starts,
@@ -459,7 +476,7 @@ impl Gcra {
     /// How long after `now` the rate allows its next start once `taken`
     /// were taken: zero while it still allows one.
     pub(crate) fn next_start_after(&self, taken: u32) -> Duration {
-        let next = self.base + i128::from(taken) * self.interval + self.interval - self.now;
+        let next = self.from + i128::from(taken) * self.interval + self.interval - self.now;
         if next <= 0 {
             return Duration::ZERO;
         }
@@ -723,6 +740,11 @@ mod tests {
         assert_eq!(tat, now);
         assert_eq!(gcra(&rate, tat, now + 99_999).allowed, 0);
         assert_eq!(gcra(&rate, tat, now + 100_000).allowed, 1);
+        // Ahead by what a race of two claims makes (the one that read the
+        // clock first committing second): nothing allowed, nothing written.
+        let g = gcra(&rate, now + 5_000, now);
+        assert_eq!((g.allowed, g.tat_after(0)), (0, None));
+        assert_eq!(g.next_start_after(0), Duration::from_millis(105));
     }
 
     #[test]

@@ -210,9 +210,10 @@ async fn a_claim_takes_nothing_without_waiting_while_another_holds_the_rate(db: 
     assert_eq!(took.claims.len(), 1);
 }
 
-/// A stored time ahead of the database's clock (the clock stepped back, or
-/// another Galera node's runs ahead) holds the rate for one interval, not
-/// until the clock catches up: the claim that finds it writes it back.
+/// A stored time ahead of the database's clock by more than a second (the
+/// clock stepped back, or another Galera node's runs ahead) holds the rate
+/// for one interval, not until the clock catches up: the claim that finds
+/// it writes it back.
 async fn a_rate_ahead_of_the_clock_is_pulled_back_to_it(db: TestDb) {
     let jobq = db.jobq().await;
     let queue = unique_queue("rate-ahead");

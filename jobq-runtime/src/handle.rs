@@ -438,10 +438,11 @@ impl Jobq {
     /// claims at most that many, and moves the rate on by the jobs it
     /// claimed, in one transaction — a claim that fails spends nothing, and
     /// nothing is held between claims, so a crash or an outage leaves
-    /// nothing to give back. A retry is a new start. Workers claim a
-    /// rate-limited queue without claiming ahead, so each job starts when
-    /// it is claimed, and sleep until the rate allows the next start. See
-    /// [`Rate`](crate::Rate) for what is guaranteed.
+    /// nothing to give back. A retry is a new start. Workers sleep until
+    /// the rate allows the next start. A job a worker claimed ahead of a
+    /// free slot (short jobs, see [`Worker`](crate::Worker)) has spent its
+    /// start at the claim and runs when a slot frees, about one claim round
+    /// trip later. See [`Rate`](crate::Rate) for what is guaranteed.
     ///
     /// The rate must have 1 to [`MAX_RATE_STARTS`](crate::MAX_RATE_STARTS)
     /// starts, at most one a microsecond, a period of

@@ -114,9 +114,11 @@ pub(in crate::worker) async fn claim_loop(
         }
         let limited = pause::limited(&pauses.borrow(), &queue.name);
         // Under a global limit, a job claimed ahead would hold a slot
-        // another worker could be running it in; under a rate, it would
-        // spend a start now and run later, bunched with others.
-        let ahead = if limited.slots || limited.rate {
+        // another worker could be running it in. Under a rate it spends its
+        // start at the claim and runs when a slot frees: about one claim
+        // round trip later, what claiming ahead is sized for (jobs longer
+        // than a claim are never claimed ahead).
+        let ahead = if limited.slots {
             0
         } else {
             prefetch(queue.concurrency, round_trip, pace.get())
@@ -226,8 +228,10 @@ pub(in crate::worker) async fn claim_loop(
                     break;
                 }
             }
-            // The paused queues changed: claim at once if this one was lifted.
-            changed = pauses.changed(), if paused => {
+            // The paused queues changed: claim at once if this one was
+            // lifted. Likewise the rates: a rate changed or removed while
+            // this loop waits for its next start is claimed under at once.
+            changed = pauses.changed(), if paused || rate_held => {
                 if changed.is_err() {
                     break;
                 }

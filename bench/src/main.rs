@@ -65,7 +65,8 @@ struct Cli {
     /// Only these workloads (comma-separated ids: enqueue1, enqueue8,
     /// enqueue100, drain1, drain8, drain32, limit8, limit32 (drain with a
     /// queue limit equal to the concurrency; its "raw" side is the same worker
-    /// without a limit), metrics8, metrics32 (drain with
+    /// without a limit), rate (drain with a queue rate far above the drain's;
+    /// its "raw" side is the same worker without a rate), metrics8, metrics32 (drain with
     /// metrics on vs off; its "raw" side is jobq without a recorder), best,
     /// latency, latency_xproc, backlog1k, backlog100k, history1m); all by default.
     #[arg(long, value_delimiter = ',')]

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use jobq_runtime::{Jobq, Worker, WorkerHandle};
+use jobq_runtime::{Jobq, Rate, Worker, WorkerHandle};
 use tokio::task::JoinSet;
 
 use crate::job::{BenchNoop, Probe, QUEUE, now_us};
@@ -100,6 +100,12 @@ enum Side {
         concurrency: usize,
         limit: Option<u32>,
     },
+    /// [`Side::JobqDrain`] on a queue with a rate far above what the drain
+    /// achieves (`rated` false: no rate, the baseline of the rate rows).
+    JobqDrainRated {
+        concurrency: usize,
+        rated: bool,
+    },
     /// Worker in this process; enqueues at `RATE` from this process or another.
     JobqLatency {
         other_process: bool,
@@ -130,6 +136,14 @@ impl Side {
                 Some(limit) => format!("worker, concurrency {concurrency}, queue limit {limit}"),
                 None => format!("worker, concurrency {concurrency}, no limit"),
             },
+            Self::JobqDrainRated { concurrency, rated } => format!(
+                "worker, concurrency {concurrency}, {}",
+                if rated {
+                    "queue rate 1,000,000/s burst 10,000"
+                } else {
+                    "no rate"
+                }
+            ),
             Self::JobqLatency { other_process } => format!(
                 "{RATE:.0} jobs/s from {}, concurrency {DEFAULT_CONCURRENCY}",
                 if other_process {
@@ -173,6 +187,12 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
         let limit = u32::try_from(concurrency).ok();
         spec(id, title, Some(side(None)), side(limit), jobs)
     };
+    // The same worker on the same queue without and with a rate far above
+    // what it drains at.
+    let rated_drain = |id, title, concurrency: usize, jobs| {
+        let side = |rated| Side::JobqDrainRated { concurrency, rated };
+        spec(id, title, Some(side(false)), side(true), jobs)
+    };
     let enqueue_one = |id, title, tasks, jobs| {
         let raw = Side::RawEnqueueOne { tasks };
         spec(id, title, Some(raw), Side::JobqEnqueueOne { tasks }, jobs)
@@ -207,6 +227,13 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
             "drain with a queue limit = concurrency 32 vs none",
             32,
             s(20_000),
+        ),
+        // The "raw" side of this is jobq without a rate.
+        rated_drain(
+            "rate",
+            "drain with a queue rate far above the drain's vs none, concurrency 8",
+            8,
+            s(4_000),
         ),
         // The "raw" side of these is jobq with metrics off.
         metrics_drain(
@@ -462,6 +489,7 @@ fn judge(specs: &[Spec], rows: &mut [Row], jobq: &Jobq, poll: Duration) {
             }
             "best" => ("≥ 0.80 × raw best".to_owned(), row.ratio.map(|r| r >= 0.8)),
             "limit8" | "limit32" => ("≥ 0.90 × no limit".to_owned(), row.ratio.map(|r| r >= 0.9)),
+            "rate" => ("≥ 0.90 × no rate".to_owned(), row.ratio.map(|r| r >= 0.9)),
             "metrics8" | "metrics32" => (
                 "≥ 0.97 × metrics off".to_owned(),
                 row.ratio.map(|r| r >= 0.97),
@@ -507,7 +535,8 @@ impl Bench {
             Side::RawDrain { .. }
             | Side::JobqDrain { .. }
             | Side::JobqDrainMetrics { .. }
-            | Side::JobqDrainLimited { .. } => {
+            | Side::JobqDrainLimited { .. }
+            | Side::JobqDrainRated { .. } => {
                 let mut total = Sample::default();
                 for _ in 0..spec.repeats {
                     self.db.fill(n).await?;
@@ -650,6 +679,19 @@ impl Bench {
                 worker.shutdown(Duration::from_secs(60)).await?;
                 let secs = start.elapsed().as_secs_f64();
                 self.jobq.set_queue_limit(QUEUE, None).await?;
+                secs
+            }
+            Side::JobqDrainRated { concurrency, rated } => {
+                let rate = Rate::per(1_000_000, Duration::from_secs(1)).with_burst(10_000);
+                self.jobq
+                    .set_queue_rate(QUEUE, rated.then_some(rate))
+                    .await?;
+                let start = Instant::now();
+                let worker = self.start_worker(concurrency, &probe)?;
+                probe.wait(DEADLINE).await?;
+                worker.shutdown(Duration::from_secs(60)).await?;
+                let secs = start.elapsed().as_secs_f64();
+                self.jobq.set_queue_rate(QUEUE, None).await?;
                 secs
             }
             _ => unreachable!("not a drain"),

@@ -148,6 +148,22 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             }
             Outcome::Done
         }
+        Command::Rate { queue, rate, burst } => {
+            let rate = rate
+                .0
+                .map(|(starts, period)| jobq_runtime::Rate::per(starts, period).with_burst(burst));
+            jobq.set_queue_rate(&queue, rate)
+                .await
+                .map_err(|e| error_chain(&e))?;
+            match rate {
+                Some(rate) => outln!(
+                    "queue {queue} starts at most {rate} across every worker, one every {:?} (within one poll interval)",
+                    rate.interval()
+                ),
+                None => outln!("queue {queue} has no rate"),
+            }
+            Outcome::Done
+        }
         Command::Workers { format } => {
             let workers = jobq.workers().await.map_err(|e| error_chain(&e))?;
             let jobs = jobq.job_kinds().await.map_err(|e| error_chain(&e))?;

@@ -129,6 +129,18 @@ enum Command {
         /// The most jobs running at once, or `none`.
         limit: LimitArg,
     },
+    /// Sets a queue's rate limit: at most N job starts per PERIOD across
+    /// every worker, spread evenly (one every PERIOD/N; `none` removes it).
+    Rate {
+        /// The queue.
+        queue: String,
+        /// `N/PERIOD` (`100/1m`, `5/1s`, `20/500ms`, `1000/1h`; a bare unit
+        /// is one of it: `100/min`), or `none`.
+        rate: RateArg,
+        /// Starts that may go at once after an idle spell (1 to N).
+        #[arg(long, default_value_t = 1)]
+        burst: u32,
+    },
     /// The workers running now (host, pid, queues, running jobs, last seen),
     /// and the jobs they publish with their defaults.
     Workers {
@@ -321,5 +333,31 @@ impl std::str::FromStr for LimitArg {
         s.parse::<u32>()
             .map(|n| Self(Some(n)))
             .map_err(|_| format!("`{s}` is not a number of jobs or `none`"))
+    }
+}
+
+/// `jobq rate`'s value: `N/PERIOD`, or `none`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RateArg(pub(crate) Option<(u32, Duration)>);
+
+impl std::str::FromStr for RateArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.eq_ignore_ascii_case("none") {
+            return Ok(Self(None));
+        }
+        let bad = || format!("`{s}` is not N/PERIOD (as `100/1m` or `5/1s`) or `none`");
+        let (starts, period) = s.split_once('/').ok_or_else(bad)?;
+        let starts: u32 = starts.trim().parse().map_err(|_| bad())?;
+        let period = period.trim();
+        // `100/min`: one of the unit.
+        let period = if period.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            format!("1{period}")
+        } else {
+            period.to_owned()
+        };
+        let period = humantime::parse_duration(&period).map_err(|e| format!("{}: {e}", bad()))?;
+        Ok(Self(Some((starts, period))))
     }
 }

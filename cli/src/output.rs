@@ -125,6 +125,19 @@ pub(crate) fn stats_table(stats: &Stats) -> String {
                     None,
                 ),
                 alert(q.held_back.to_string(), q.held_back > 0, Colour::Yellow),
+                (
+                    // One word: `100/60s`, `100/60s,burst=5`.
+                    q.rate.map_or_else(
+                        || "-".to_owned(),
+                        |r| r.to_string().replace(" burst ", ",burst="),
+                    ),
+                    None,
+                ),
+                alert(
+                    q.rate_held_back.to_string(),
+                    q.rate_held_back > 0,
+                    Colour::Yellow,
+                ),
                 alert(
                     q.expired_leases.to_string(),
                     q.expired_leases > 0,
@@ -153,6 +166,8 @@ pub(crate) fn stats_table(stats: &Stats) -> String {
             "PROCESSING",
             "LIMIT",
             "HELD",
+            "RATE",
+            "RATE-HELD",
             "EXPIRED",
             "LAG",
             "DONE",
@@ -178,6 +193,12 @@ fn queue_json(q: &QueueStats) -> Value {
         "processing": q.processing,
         "limit": q.limit,
         "held_back": q.held_back,
+        "rate": q.rate.map(|r| json!({
+            "starts": r.starts(),
+            "period_seconds": r.period().as_secs_f64(),
+            "burst": r.burst(),
+        })),
+        "rate_held_back": q.rate_held_back,
         "expired_leases": q.expired_leases,
         "oldest_available_age_seconds": q.oldest_available_age.map(|a| a.as_secs_f64()),
         "done": q.done,

@@ -249,6 +249,61 @@ async fn every_command_does_what_it_says_and_exits_accordingly(db: TestDb) {
     assert!(ok(&url, &["limit", q, "none"]).contains("has no limit"));
     assert_eq!(limit_of(&url), Some(Value::Null));
 
+    // rate: set, seen by stats (text and JSON), refused out of range, removed.
+    assert!(ok(&url, &["rate", q, "100/1m"]).contains("at most 100/60s"));
+    let rate_of = |url: &str| {
+        json(url, &["stats", "--json"])["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["queue"] == q)
+            .map(|r| (r["rate"].clone(), r["rate_held_back"].clone()))
+    };
+    let (rate, held) = rate_of(&url).unwrap();
+    assert_eq!(
+        (
+            rate["starts"].as_u64(),
+            rate["period_seconds"].as_f64(),
+            rate["burst"].as_u64()
+        ),
+        (Some(100), Some(60.0), Some(1))
+    );
+    assert!(held.is_u64());
+    assert!(ok(&url, &["rate", q, "5/min", "--burst", "2"]).contains("5/60s burst 2"));
+    let table = ok(&url, &["stats"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    let from_end = header.len()
+        - header
+            .iter()
+            .position(|h| *h == "RATE")
+            .expect("a RATE column");
+    let cells: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with(q))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(cells[cells.len() - from_end], "5/60s,burst=2", "{table}");
+    for bad in [
+        &["0/1s"][..],
+        &["10/0s"],
+        &["10/2d"],
+        &["often"],
+        &["5/1s", "--burst", "6"],
+    ] {
+        let mut args = vec!["rate", q];
+        args.extend_from_slice(bad);
+        let refused = jobq_cli(&url, &args);
+        assert!(!refused.status.success(), "rate {bad:?}: {refused:?}");
+    }
+    assert_eq!(
+        rate_of(&url).unwrap().0["starts"].as_u64(),
+        Some(5),
+        "a refused rate changes nothing"
+    );
+    assert!(ok(&url, &["rate", q, "none"]).contains("has no rate"));
+    assert_eq!(rate_of(&url).unwrap().0, Value::Null);
+
     // doctor: every check passes on this machine's servers.
     let report = jobq_cli(&url, &["doctor"]);
     assert!(report.status.success(), "{report:?}");

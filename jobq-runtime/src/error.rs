@@ -393,6 +393,22 @@ pub enum InvalidArgument {
         /// The value given.
         limit: u32,
     },
+    /// A queue's rate limit is out of range: no starts, a period under
+    /// [`MIN_RATE_PERIOD`](crate::MIN_RATE_PERIOD) or over
+    /// [`MAX_RATE_PERIOD`](crate::MAX_RATE_PERIOD), more than
+    /// [`MAX_RATE_STARTS`](crate::MAX_RATE_STARTS) starts or more than one
+    /// a microsecond, or a burst of 0 or over its starts.
+    #[error(
+        "the rate of queue `{queue}` is {rate}: {problem} (remove a rate with set_queue_rate(queue, None))"
+    )]
+    QueueRate {
+        /// The queue.
+        queue: String,
+        /// The rate given.
+        rate: crate::options::Rate,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
     /// `max_attempts` is 0 or over `i32::MAX`.
     #[error(
         "max_attempts of job `{job}` is {max_attempts}; it must be 1 to {max}",

@@ -421,6 +421,76 @@ impl Jobq {
             .collect())
     }
 
+    /// Sets `queue`'s rate limit: at most [`Rate::starts`](crate::Rate::starts)
+    /// job starts per [`Rate::period`](crate::Rate::period), across every
+    /// worker of every process, spread evenly — one start per
+    /// [`interval`](crate::Rate::interval) on average, never more than the
+    /// rate's [`burst`](crate::Rate::burst) at once — or removes it
+    /// (`None`). Stored in the database, like a pause or a limit, so it needs
+    /// no deploy and outlives restarts; workers apply a new rate within one
+    /// poll interval. A queue may have a rate and a concurrency limit
+    /// ([`set_queue_limit`](Self::set_queue_limit)): its claims take the
+    /// least of both.
+    ///
+    /// A start is a claim: each claim of a rate-limited queue locks the
+    /// queue's rate row without waiting, reads how many starts the rate
+    /// allows at the database's clock (the application's on SQLite),
+    /// claims at most that many, and moves the rate on by the jobs it
+    /// claimed, in one transaction — a claim that fails spends nothing, and
+    /// nothing is held between claims, so a crash or an outage leaves
+    /// nothing to give back. A retry is a new start. Workers sleep until
+    /// the rate allows the next start. A job a worker claimed ahead of a
+    /// free slot (short jobs, see [`Worker`](crate::Worker)) has spent its
+    /// start at the claim and runs when a slot frees, about one claim round
+    /// trip later. See [`Rate`](crate::Rate) for what is guaranteed.
+    ///
+    /// The rate must have 1 to [`MAX_RATE_STARTS`](crate::MAX_RATE_STARTS)
+    /// starts, at most one a microsecond, a period of
+    /// [`MIN_RATE_PERIOD`](crate::MIN_RATE_PERIOD) to
+    /// [`MAX_RATE_PERIOD`](crate::MAX_RATE_PERIOD) and a burst of 1 to its
+    /// starts ([`InvalidArgument::QueueRate`](crate::InvalidArgument::QueueRate)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # #[tokio::main]
+    /// # async fn main() -> jobq_runtime::Result<()> {
+    /// use jobq_runtime::Rate;
+    ///
+    /// let jobq = jobq_runtime::Jobq::connect("sqlite::memory:").await?;
+    /// jobq.migrate().await?;
+    /// // At most 100 calls a minute to the payment provider, one every 600 ms.
+    /// let rate = Rate::per(100, Duration::from_secs(60));
+    /// jobq.set_queue_rate("payments", Some(rate)).await?;
+    /// assert_eq!(jobq.queue_rates().await?, vec![("payments".to_owned(), rate)]);
+    /// jobq.set_queue_rate("payments", None).await?;
+    /// assert!(jobq.set_queue_rate("payments", Some(Rate::per(0, Duration::from_secs(1)))).await.is_err());
+    /// # Ok(()) }
+    /// ```
+    pub async fn set_queue_rate(&self, queue: &str, rate: Option<crate::Rate>) -> Result<()> {
+        validate_queue(queue)?;
+        if let Some(rate) = rate
+            && let Some(problem) = rate.problem()
+        {
+            return Err(crate::error::InvalidArgument::QueueRate {
+                queue: queue.to_owned(),
+                rate,
+                problem,
+            }
+            .into());
+        }
+        self.store().set_rate(queue, rate).await
+    }
+
+    /// The rate of each rate-limited queue
+    /// ([`set_queue_rate`](Self::set_queue_rate)), by queue name.
+    pub async fn queue_rates(&self) -> Result<Vec<(String, crate::Rate)>> {
+        let controls = self.store().queue_controls().await?;
+        Ok(controls
+            .into_iter()
+            .filter_map(|c| c.rate.map(|rate| (c.queue, rate)))
+            .collect())
+    }
+
     /// One page of the jobs `filter` matches, by id (the order they were
     /// enqueued in), [`Page::limit`] clamped to 1..=[`MAX_PAGE_LEN`].
     ///

@@ -101,9 +101,13 @@ pub async fn claim_limited(
     lease: Duration,
     worker: &str,
 ) -> Result<(Vec<Claim>, bool)> {
+    let flow = crate::store::Flow {
+        slots: true,
+        rate: false,
+    };
     let claimed = jobq
         .store()
-        .claim_limited(queue, limit, lease, worker)
+        .claim_limited(queue, limit, lease, worker, flow)
         .await?;
     let claims = claimed
         .jobs
@@ -116,6 +120,41 @@ pub async fn claim_limited(
         })
         .collect();
     Ok((claims, claimed.held_back))
+}
+
+/// What [`claim_flow`] took: the claims, whether the concurrency limit held
+/// due jobs back, and when the rate did, how long until its next start.
+pub type FlowClaim = (Vec<Claim>, bool, Option<Duration>);
+
+/// [`claim`] of a queue with a rate (`limited`: and its global concurrency
+/// limit), as a worker claims it.
+pub async fn claim_flow(
+    jobq: &Jobq,
+    queue: &str,
+    limit: u32,
+    lease: Duration,
+    worker: &str,
+    limited: bool,
+) -> Result<FlowClaim> {
+    let flow = crate::store::Flow {
+        slots: limited,
+        rate: true,
+    };
+    let claimed = jobq
+        .store()
+        .claim_limited(queue, limit, lease, worker, flow)
+        .await?;
+    let claims = claimed
+        .jobs
+        .into_iter()
+        .map(|c| Claim {
+            id: c.id,
+            token: c.token,
+            attempt: c.attempt,
+            max_attempts: c.max_attempts,
+        })
+        .collect();
+    Ok((claims, claimed.held_back, claimed.next_start))
 }
 
 /// Marks the `(id, token)` claims `done` in one batch; how many still held.

@@ -178,7 +178,7 @@ pub use ops::{
 pub use options::{
     ConnectOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_STATEMENT_TIMEOUT, MAX_DELAY, MAX_JOB_NAME_LEN, MAX_KEY_LEN, MAX_QUEUE_LEN,
-    MAX_QUEUE_LIMIT,
+    MAX_QUEUE_LIMIT, MAX_RATE_PERIOD, MAX_RATE_STARTS, MIN_RATE_PERIOD, Rate,
 };
 pub use roster::{JobKind, KindField, PublishedJob, ServedQueue, WorkerInfo};
 /// The sqlx jobq is built on (0.8), with the drivers of the enabled backends.

@@ -30,6 +30,10 @@
 //! | `jobq_queue_expired_leases` | gauge | `queue` | `processing` rows whose lease expired |
 //! | `jobq_queue_oldest_available_age_seconds` | gauge | `queue` | how long the oldest due job has waited (queue lag); 0 when none is due |
 //! | `jobq_queue_paused` | gauge | `queue` | 1 if the queue is paused, else 0 |
+//! | `jobq_queue_limit` | gauge | `queue` | its global concurrency limit, 0 when none |
+//! | `jobq_queue_held_back` | gauge | `queue` | due jobs held back by the global concurrency limit |
+//! | `jobq_queue_rate_per_second` | gauge | `queue` | job starts a second its rate allows (starts ÷ period), 0 when none |
+//! | `jobq_queue_rate_held_back` | gauge | `queue` | due jobs held back by the rate |
 //! | `jobq_queue_succeeded_last_hour` | gauge | `queue` | jobs that succeeded in the last hour |
 //! | `jobq_queue_failed_last_hour` | gauge | `queue` | jobs that failed for good in the last hour |
 //!
@@ -95,6 +99,10 @@ pub const QUEUE_PAUSED: &str = "jobq_queue_paused";
 pub const QUEUE_LIMIT: &str = "jobq_queue_limit";
 /// Due jobs held back by the global concurrency limit, by `queue`.
 pub const QUEUE_HELD_BACK: &str = "jobq_queue_held_back";
+/// Job starts a second the queue's rate allows (0: none), by `queue`.
+pub const QUEUE_RATE_PER_SECOND: &str = "jobq_queue_rate_per_second";
+/// Due jobs held back by the queue's rate, by `queue`.
+pub const QUEUE_RATE_HELD_BACK: &str = "jobq_queue_rate_held_back";
 /// Successes in the last hour, by `queue`.
 pub const QUEUE_SUCCEEDED_LAST_HOUR: &str = "jobq_queue_succeeded_last_hour";
 /// Failures for good in the last hour, by `queue`.
@@ -190,6 +198,8 @@ pub(crate) mod statement {
     pub(crate) const PAUSE: &str = "pause";
     /// Setting a queue's global concurrency limit.
     pub(crate) const LIMIT: &str = "limit";
+    /// Setting a queue's rate.
+    pub(crate) const RATE: &str = "rate";
     /// `jobq_runtime::testing`'s drain with scheduled jobs.
     #[cfg(feature = "testing")]
     pub(crate) const MAKE_DUE: &str = "make_due";
@@ -256,6 +266,14 @@ fn describe() {
             (
                 QUEUE_HELD_BACK,
                 "Due jobs held back by the queue's global concurrency limit.",
+            ),
+            (
+                QUEUE_RATE_PER_SECOND,
+                "Job starts a second the queue's rate allows (0: none).",
+            ),
+            (
+                QUEUE_RATE_HELD_BACK,
+                "Due jobs held back by the queue's rate.",
             ),
             (
                 QUEUE_SUCCEEDED_LAST_HOUR,
@@ -475,6 +493,13 @@ impl Gauges {
                 (QUEUE_LIMIT, f64::from(queue.limit.unwrap_or(0))),
                 (QUEUE_HELD_BACK, queue.held_back as f64),
                 (
+                    QUEUE_RATE_PER_SECOND,
+                    queue
+                        .rate
+                        .map_or(0.0, |r| f64::from(r.starts()) / r.period().as_secs_f64()),
+                ),
+                (QUEUE_RATE_HELD_BACK, queue.rate_held_back as f64),
+                (
                     QUEUE_SUCCEEDED_LAST_HOUR,
                     queue.succeeded_last_hour() as f64,
                 ),
@@ -495,7 +520,7 @@ impl Gauges {
 }
 
 /// Every gauge [`Gauges::set`] sets.
-const GAUGES: [&str; 10] = [
+const GAUGES: [&str; 12] = [
     QUEUE_AVAILABLE,
     QUEUE_SCHEDULED,
     QUEUE_PROCESSING,
@@ -504,6 +529,8 @@ const GAUGES: [&str; 10] = [
     QUEUE_PAUSED,
     QUEUE_LIMIT,
     QUEUE_HELD_BACK,
+    QUEUE_RATE_PER_SECOND,
+    QUEUE_RATE_HELD_BACK,
     QUEUE_SUCCEEDED_LAST_HOUR,
     QUEUE_FAILED_LAST_HOUR,
 ];

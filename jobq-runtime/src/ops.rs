@@ -86,6 +86,14 @@ pub struct QueueStats {
     /// Due jobs the limit holds back: [`available`](Self::available) while
     /// the jobs holding leases fill the limit, else 0.
     pub held_back: u64,
+    /// Its rate limit ([`Jobq::set_queue_rate`](crate::Jobq::set_queue_rate)):
+    /// at most so many job starts per period, across every worker.
+    pub rate: Option<crate::options::Rate>,
+    /// Due jobs the rate holds back: those of
+    /// [`available`](Self::available) beyond the starts the rate allows
+    /// at [`Stats::taken_at`] (with a burst of 1, all but one of them, or
+    /// all while the last start is less than an interval ago).
+    pub rate_held_back: u64,
     /// `pending` jobs that are due: runnable now.
     pub available: u64,
     /// `pending` jobs due later (delayed, or waiting out a retry backoff).
@@ -450,7 +458,8 @@ impl CheckStatus {
 
 /// The [`Stats`] of one call from what the backend read: one
 /// [`QueueStats`] per queue of `figures` (sorted by name), `paused` marked,
-/// `limits` given, each with how many of the `served` queue names (one per
+/// `limits` and `rates` (with the starts each allows at the window's end)
+/// given, each with how many of the `served` queue names (one per
 /// live worker serving it) are its own. The one place rows become figures,
 /// whatever the backend.
 pub(crate) fn assemble(
@@ -458,6 +467,7 @@ pub(crate) fn assemble(
     figures: Vec<QueueFigures>,
     paused: &[String],
     limits: &[(String, u32)],
+    rates: &[(String, crate::options::Rate, u32)],
     served: &[String],
 ) -> Stats {
     let mut queues: Vec<QueueStats> = figures
@@ -477,6 +487,13 @@ pub(crate) fn assemble(
             let running = stats.processing.saturating_sub(stats.expired_leases);
             if limit.is_some_and(|n| running >= u64::from(n)) {
                 stats.held_back = stats.available;
+            }
+            // Due jobs beyond the starts the rate allows now wait for it.
+            if let Some(&(_, rate, allowed)) =
+                rates.iter().find(|(queue, ..)| *queue == stats.queue)
+            {
+                stats.rate = Some(rate);
+                stats.rate_held_back = stats.available.saturating_sub(u64::from(allowed));
             }
             stats
         })
@@ -578,7 +595,14 @@ mod tests {
             ..QueueFigures::default()
         };
         let served = ["b".to_owned(), "a".to_owned(), "b".to_owned()];
-        let stats = assemble(window, vec![figures, only_paused], &paused, &[], &served);
+        let stats = assemble(
+            window,
+            vec![figures, only_paused],
+            &paused,
+            &[],
+            &[],
+            &served,
+        );
         assert_eq!(stats.queues[0].queue, "a");
         assert!(stats.queues[0].paused);
         // Paused wins over the worker serving it.
@@ -617,7 +641,7 @@ mod tests {
             )],
             ..QueueFigures::default()
         };
-        let stats = assemble(window, vec![figures], &[], &[], &[]);
+        let stats = assemble(window, vec![figures], &[], &[], &[], &[]);
         assert_eq!(stats.queues[0].state().to_string(), "no worker");
         assert_eq!(stats.queues[0].oldest_available_age, None);
         assert_eq!(stats.queues[0].scheduled, 1);

@@ -11,6 +11,141 @@ pub const MAX_QUEUE_LEN: usize = 128;
 /// ([`Jobq::set_queue_limit`](crate::Jobq::set_queue_limit)): each unit of
 /// a limit is a row a limited claim locks.
 pub const MAX_QUEUE_LIMIT: u32 = 10_000;
+/// The most starts a queue's rate may allow per period
+/// ([`Jobq::set_queue_rate`](crate::Jobq::set_queue_rate)).
+pub const MAX_RATE_STARTS: u32 = 1_000_000;
+/// The shortest period of a queue's rate.
+pub const MIN_RATE_PERIOD: Duration = Duration::from_millis(1);
+/// The longest period of a queue's rate (one day, the longest window of the
+/// peers' limiters: a longer quota is a slower rate per day).
+pub const MAX_RATE_PERIOD: Duration = Duration::from_secs(24 * 3600);
+
+/// A queue's rate limit ([`Jobq::set_queue_rate`](crate::Jobq::set_queue_rate)):
+/// at most [`starts`](Self::starts) job starts per [`period`](Self::period),
+/// across every worker of every process, spread evenly: one start per
+/// [`interval`](Self::interval) (period ÷ starts) on average, at most
+/// [`burst`](Self::burst) of them at once after an idle spell (1 unless
+/// set with [`with_burst`](Self::with_burst)).
+///
+/// Enforced with the generic cell rate algorithm (GCRA): one stored time
+/// per queue, the *theoretical arrival time* up to which the starts
+/// already granted are paid for, one interval each. What it guarantees, by
+/// the database's clock at each claim: in any window of length `period`
+/// at most `starts + burst − 1` claims start (exactly `starts` with the
+/// default burst of 1), and in any window of length `interval` at most
+/// `burst` — so no burst at the edge of a window, and idle time never
+/// saves up more than `burst` starts.
+///
+/// ```
+/// use std::time::Duration;
+/// use jobq_runtime::Rate;
+///
+/// let rate = Rate::per(100, Duration::from_secs(60));
+/// assert_eq!(rate.interval(), Duration::from_millis(600));
+/// assert_eq!(rate.burst(), 1);
+/// assert_eq!(rate.with_burst(10).to_string(), "100/60s burst 10");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Rate {
+    starts: u32,
+    period: Duration,
+    burst: u32,
+}
+
+impl Rate {
+    /// At most `starts` job starts per `period`, with a burst of 1.
+    /// Checked when set ([`Jobq::set_queue_rate`](crate::Jobq::set_queue_rate)).
+    pub const fn per(starts: u32, period: Duration) -> Self {
+        Self {
+            starts,
+            period,
+            burst: 1,
+        }
+    }
+
+    /// This rate, letting up to `burst` starts go at once after an idle
+    /// spell (1 to [`starts`](Self::starts)): idle time saves up at most
+    /// `burst` starts, and a window of length `period` then holds at most
+    /// `starts + burst − 1`.
+    #[must_use]
+    pub const fn with_burst(self, burst: u32) -> Self {
+        Self { burst, ..self }
+    }
+
+    /// Job starts allowed per [`period`](Self::period).
+    pub const fn starts(&self) -> u32 {
+        self.starts
+    }
+
+    /// The period the starts are counted over.
+    pub const fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// Starts that may go at once after an idle spell.
+    pub const fn burst(&self) -> u32 {
+        self.burst
+    }
+
+    /// The emission interval: the period divided by the starts, the
+    /// average time between two starts at full rate.
+    pub fn interval(&self) -> Duration {
+        self.period / self.starts.max(1)
+    }
+
+    /// What is wrong with this rate, if anything (the reason of
+    /// [`InvalidArgument::QueueRate`](crate::InvalidArgument::QueueRate)).
+    pub(crate) fn problem(&self) -> Option<&'static str> {
+        if !(1..=MAX_RATE_STARTS).contains(&self.starts) {
+            Some("its starts must be 1 to 1000000 per period (pause a queue to start none)")
+        } else if self.period < MIN_RATE_PERIOD || self.period > MAX_RATE_PERIOD {
+            Some("its period must be 1ms to 1 day")
+        } else if self.period.as_micros() < u128::from(self.starts) {
+            Some("it is over one start per microsecond (remove the rate to start jobs unlimited)")
+        } else if !(1..=self.starts).contains(&self.burst) {
+            Some("its burst must be 1 to its starts per period")
+        } else {
+            None
+        }
+    }
+
+    /// The period in microseconds, as stored.
+    pub(crate) fn period_us(&self) -> i64 {
+        i64::try_from(self.period.as_micros()).unwrap_or(i64::MAX)
+    }
+
+    /// A rate as a row stores it: `None` for a value no valid rate has.
+    pub(crate) fn from_row(starts: i64, period_us: i64, burst: i64) -> Option<Self> {
+        let rate = Self {
+            starts: u32::try_from(starts).ok()?,
+            period: Duration::from_micros(u64::try_from(period_us).ok()?),
+            burst: u32::try_from(burst).ok()?,
+        };
+        rate.problem().is_none().then_some(rate)
+    }
+}
+
+/// `100/60s`, `5/1500ms`, with ` burst N` when the burst is not 1 (the
+/// period in whole seconds, milliseconds or microseconds, the largest that
+/// is exact).
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let us = self.period.as_micros();
+        write!(f, "{}/", self.starts)?;
+        if us % 1_000_000 == 0 {
+            write!(f, "{}s", us / 1_000_000)?;
+        } else if us % 1_000 == 0 {
+            write!(f, "{}ms", us / 1_000)?;
+        } else {
+            write!(f, "{us}us")?;
+        }
+        if self.burst != 1 {
+            write!(f, " burst {}", self.burst)?;
+        }
+        Ok(())
+    }
+}
+
 /// Longest idempotency key, in characters.
 pub const MAX_KEY_LEN: usize = 255;
 /// Longest job name, in bytes: a periodic job's key `cron:{name}:{tick}`

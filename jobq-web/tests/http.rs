@@ -303,6 +303,18 @@ async fn every_page_renders_with_data_and_empty(db: TestDb) {
     let row = &row[..row.find("</tr>").unwrap()];
     assert!(row.contains("paused"), "{row}");
     assert!(row.contains("data-figure=\"available\">1<"), "{row}");
+    // The Queues page shows a queue's rate and the jobs it holds back.
+    let rate = jobq_runtime::Rate::per(5, std::time::Duration::from_secs(60));
+    jobq.set_queue_rate(&queue, Some(rate)).await.unwrap();
+    let queues = get(&router, "/queues").await;
+    let row = &queues.body[queues
+        .body
+        .find(&format!("data-queue=\"{queue}\""))
+        .unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("data-figure=\"rate\">5/60s<"), "{row}");
+    assert!(row.contains("data-figure=\"rate-held-back\">"), "{row}");
+    jobq.set_queue_rate(&queue, None).await.unwrap();
     let list = get(&router, &format!("/list?queue={queue}")).await;
     assert!(
         list.body.contains(&format!("href=\"/job/{id}\"")),

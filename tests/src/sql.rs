@@ -250,6 +250,33 @@ impl Tx {
         })
     }
 
+    /// Locks queue `queue`'s rate row (`SELECT … FOR UPDATE`), as a
+    /// rate-limited claim in progress does; on SQLite, which has no row
+    /// locks, reads it (see [`claim`](Self::claim)). How many rows it found.
+    pub async fn lock_rate(&mut self, queue: &str) -> sqlx::Result<usize> {
+        Ok(match self {
+            Self::MySql(tx) => {
+                sqlx::query("SELECT queue FROM jobq_rates WHERE queue = ? FOR UPDATE")
+                    .bind(queue)
+                    .fetch_all(&mut **tx)
+                    .await?
+                    .len()
+            }
+            Self::Postgres(tx) => {
+                sqlx::query("SELECT queue FROM jobq_rates WHERE queue = $1 FOR UPDATE")
+                    .bind(queue)
+                    .fetch_all(&mut **tx)
+                    .await?
+                    .len()
+            }
+            Self::Sqlite(tx) => sqlx::query("SELECT queue FROM jobq_rates WHERE queue = ?1")
+                .bind(queue)
+                .fetch_all(&mut **tx)
+                .await?
+                .len(),
+        })
+    }
+
     /// Ends the transaction, releasing what it held.
     pub async fn rollback(self) -> sqlx::Result<()> {
         match self {

@@ -549,3 +549,82 @@ async fn a_queue_limit_holds_with_workers_on_every_node() {
     assert!(in_database <= 3, "{in_database} rows running at once");
     assert_eq!(handles[2].counts(&queue).await.unwrap().done, jobs);
 }
+
+/// A queue rate-limited to 20 a second drained by workers on all three
+/// nodes (4 slots each): the rate is one row every rate-limited claim
+/// writes, so two nodes writing it meet at certification. The starts as
+/// node 0 records them after every node's commits (`claimed_at`, each node
+/// writing with its own clock — one machine's here) hold no more than 20 in
+/// any second and 1 in any 50 ms (+ 1 for the distance between the clock
+/// reading of the rate and the one of `claimed_at`); every job runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_queue_rate_holds_with_workers_on_every_node() {
+    let Some(cluster) = cluster("galera rate") else {
+        return;
+    };
+    let db = cluster.database("rate").unwrap();
+    connect(&db.url(0)).await.migrate().await.unwrap();
+    let handles: Vec<Jobq> = join_all(db.urls().iter().map(|u| connect(u))).await;
+    let queue = jobq_tests::unique_queue("galera-rate");
+    let rate = jobq_runtime::Rate::per(20, Duration::from_secs(1));
+    handles[1].set_queue_rate(&queue, Some(rate)).await.unwrap();
+    let jobs = 60u64;
+    handles[0]
+        .enqueue_many_with((0..jobs).map(|n| (Limited::new(n), Enqueue::new().queue(&queue))))
+        .await
+        .unwrap();
+    let running = Running::default();
+    let started = Instant::now();
+    let workers: Vec<_> = handles
+        .iter()
+        .map(|h| {
+            Worker::builder(h.clone())
+                .queue_unchecked(&queue, 4)
+                .state(running.clone())
+                .poll_interval(Duration::from_millis(100))
+                .build()
+                .unwrap()
+                .start()
+        })
+        .collect();
+    wait_until("every job ran", Duration::from_secs(120), || async {
+        running.ran.load(Ordering::SeqCst) == jobs
+    })
+    .await;
+    let took = started.elapsed();
+    for w in workers {
+        jobq_tests::stop(w).await;
+    }
+    let pool = sqlx::MySqlPool::connect(&db.url(0)).await.unwrap();
+    let mut starts: Vec<i64> = sqlx::query_scalar(
+        "SET STATEMENT wsrep_sync_wait = 1 FOR SELECT \
+         TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', claimed_at) FROM jobq_jobs \
+         WHERE queue = ? AND attempts = 1",
+    )
+    .bind(&queue)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    starts.sort_unstable();
+    let most_in = |window: i64| {
+        let mut most = 0;
+        let mut from = 0;
+        for (to, &at) in starts.iter().enumerate() {
+            while at - starts[from] >= window {
+                from += 1;
+            }
+            most = most.max(to - from + 1);
+        }
+        most
+    };
+    let (in_second, in_interval) = (most_in(1_000_000), most_in(50_000));
+    let span = (starts[starts.len() - 1] - starts[0]) as f64 / 1e6;
+    eprintln!(
+        "galera rate: {jobs} jobs at {rate} on 3 nodes in {took:.2?}: {:.2}/s; at most {in_second} in any second, {in_interval} in any 50 ms",
+        (starts.len() - 1) as f64 / span
+    );
+    assert_eq!(starts.len() as u64, jobs, "each job started once");
+    assert!(in_second <= 21, "{in_second} starts in one second");
+    assert!(in_interval <= 2, "{in_interval} starts in one interval");
+    assert!(span >= 59.0 * 0.05 * 0.98, "{jobs} starts in {span} s");
+}

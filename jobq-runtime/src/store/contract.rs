@@ -19,10 +19,11 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use super::filter::{Filtered, Statement};
+use super::policy::Gcra;
 use super::{doctor, migrate};
 use crate::error::Result;
 use crate::ops::LiveFigures;
-use crate::options::ConnectOptions;
+use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -105,14 +106,21 @@ pub(crate) trait BackendStore: Sized {
     /// order. One try.
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>>;
 
-    /// [`claim`](Self::claim) of a queue with a global concurrency limit:
-    /// in one transaction, locks the queue's slot rows (`jobq_slots`) that
-    /// no other claim has locked, reads which of their holders still hold
-    /// their rows ([`free_slots`](super::policy::free_slots)), claims at
-    /// most as many jobs as there are free slots, and writes each job's
-    /// fence into a slot of its own. Other claims of the queue skip the
-    /// locked slots meanwhile. One try.
-    async fn claim_limited(&self, claim: ClaimRequest<'_>) -> Result<LimitedClaim>;
+    /// [`claim`](Self::claim) of a queue with a global concurrency limit,
+    /// a rate limit, or both (`flow` says which, as the worker last read
+    /// them), in one transaction. Under a limit: locks the queue's slot
+    /// rows (`jobq_slots`) that no other claim has locked, reads which of
+    /// their holders still hold their rows
+    /// ([`SlotPlan`](super::policy::SlotPlan)), and writes each job
+    /// claimed into a free slot of its own; other claims of the queue skip
+    /// the locked slots meanwhile. Under a rate: locks the queue's rate row
+    /// (`jobq_rates`) without waiting — another claim holding it means this
+    /// one takes nothing — reads what the rate allows at the database's
+    /// clock ([`gcra`](super::policy::gcra)), and moves its theoretical
+    /// arrival time on by the jobs claimed. Claims at most the least of
+    /// what was asked, the free slots and the starts allowed
+    /// ([`Allowed`]). One try.
+    async fn claim_limited(&self, claim: ClaimRequest<'_>, flow: Flow) -> Result<LimitedClaim>;
 
     /// Sets `queue`'s global concurrency limit (`Some`, already checked:
     /// 1..=[`MAX_QUEUE_LIMIT`](crate::MAX_QUEUE_LIMIT)) or removes it
@@ -120,8 +128,14 @@ pub(crate) trait BackendStore: Sized {
     /// dropping those above. One short transaction. One try.
     async fn set_limit(&self, queue: &str, limit: Option<u32>) -> Result<()>;
 
-    /// Every queue that is paused or limited, with both (see
-    /// [`controls`](super::policy::controls)).
+    /// Sets `queue`'s rate (`Some`, already checked: [`Rate::problem`] is
+    /// `None`) or removes it (`None`): its row in `jobq_rates`. A new row's
+    /// theoretical arrival time is 0 (the burst is available at once); a
+    /// changed rate keeps its row's. One statement. One try.
+    async fn set_rate(&self, queue: &str, rate: Option<Rate>) -> Result<()>;
+
+    /// Every queue that is paused, limited or rate limited, with all three
+    /// (see [`controls`](super::policy::controls)).
     async fn queue_controls(&self) -> Result<Vec<QueueControl>>;
 
     /// Marks held jobs `done` (at most [`FENCE_CHUNK`](Self::FENCE_CHUNK),
@@ -406,31 +420,124 @@ pub(crate) struct ClaimRequest<'a> {
     pub(crate) worker: &'a str,
 }
 
+/// Which of a queue's limits a [`claim_limited`](BackendStore::claim_limited)
+/// applies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Flow {
+    /// Its global concurrency limit: the claim takes free slots.
+    pub(crate) slots: bool,
+    /// Its rate: the claim spends starts.
+    pub(crate) rate: bool,
+}
+
 /// What a [`claim_limited`](BackendStore::claim_limited) took.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LimitedClaim {
-    /// The jobs claimed, each holding a slot.
+    /// The jobs claimed, each holding a slot (under a limit) and having
+    /// spent a start (under a rate).
     pub(crate) jobs: Vec<ClaimedJob>,
-    /// Whether the limit may have held due jobs back: the claim took as
-    /// many jobs as there were free slots, fewer than it was asked for (more
-    /// may be due: a claim cannot tell without reading past its limit), or
-    /// found no free slot while a job was due.
+    /// Whether the concurrency limit may have held due jobs back: the
+    /// claim took as many jobs as there were free slots, fewer than it was
+    /// asked for (more may be due: a claim cannot tell without reading past
+    /// its limit), or found no free slot while a job was due.
     pub(crate) held_back: bool,
+    /// When the rate may have held due jobs back (the same way, by the
+    /// starts it allowed), how long after the claim the rate allows the
+    /// next start: zero when another claim held the rate's row (try again
+    /// soon). `None` when the rate held nothing back.
+    pub(crate) next_start: Option<Duration>,
 }
 
-impl LimitedClaim {
-    /// The claim's `jobs`, allowed `take` (some slots were free) of the
-    /// `asked`: held back if it took all it was allowed and that was fewer
-    /// than asked.
-    pub(crate) fn of(jobs: Vec<ClaimedJob>, take: u32, asked: u32) -> Self {
+/// What one limited claim may take, put together from what it read: the
+/// one rule every backend's [`claim_limited`](BackendStore::claim_limited)
+/// follows for its take, what it writes back and what it reports.
+#[derive(Debug, Clone)]
+pub(crate) struct Allowed {
+    asked: u32,
+    /// How many jobs the concurrency limit leaves room for
+    /// ([`SlotPlan::room`](super::policy::SlotPlan)), under one.
+    room: Option<u32>,
+    /// Under a rate whose row the claim read: what it allows. `Some(None)`:
+    /// another claim held the row (or it is gone), so no start now.
+    rate: Option<Option<Gcra>>,
+}
+
+impl Allowed {
+    /// A claim asked for `asked`, with room for `room` jobs under a limit.
+    pub(crate) fn new(asked: u32, room: Option<u32>) -> Self {
         Self {
-            held_back: jobs.len() == take as usize && take < asked,
+            asked,
+            room,
+            rate: None,
+        }
+    }
+
+    /// Whether the claim has anything to read the rate's row for: the
+    /// queue has a rate and a slot is free.
+    pub(crate) fn reads_rate(&self, flow: Flow) -> bool {
+        flow.rate && self.take() > 0
+    }
+
+    /// The rate's row as the claim locked it, `(starts, period_us, burst,
+    /// tat_us, now_us)` (now by the clock the claim writes `claimed_at`
+    /// with), or `None` when another claim holds it.
+    pub(crate) fn rate_row(&mut self, row: Option<(i64, i64, i64, i64, i64)>) {
+        self.rate = Some(row.and_then(|(starts, period_us, burst, tat, now)| {
+            Rate::from_row(starts, period_us, burst)
+                .map(|rate| super::policy::gcra(&rate, tat, now))
+        }));
+    }
+
+    /// How many jobs the claim takes: the least of what was asked, the
+    /// free slots and the starts the rate allows.
+    pub(crate) fn take(&self) -> u32 {
+        let rate = match self.rate {
+            None => u32::MAX,
+            Some(None) => 0,
+            Some(Some(g)) => g.allowed,
+        };
+        self.asked.min(self.room.unwrap_or(u32::MAX)).min(rate)
+    }
+
+    /// The rate's theoretical arrival time to write after claiming
+    /// `claimed` jobs: `None` when nothing is to be written (no rate read,
+    /// or nothing claimed and the stored time not ahead of the clock; see
+    /// [`Gcra::tat_after`]).
+    pub(crate) fn tat_after(&self, claimed: usize) -> Option<i64> {
+        let claimed = u32::try_from(claimed).unwrap_or(u32::MAX);
+        match self.rate {
+            Some(Some(g)) => g.tat_after(claimed),
+            _ => None,
+        }
+    }
+
+    /// What the claim reports having claimed `jobs`; `due`: whether a job
+    /// was due, read only when it took nothing (`take() == 0`).
+    pub(crate) fn claimed(&self, jobs: Vec<ClaimedJob>, due: bool) -> LimitedClaim {
+        let take = self.take();
+        let got = u32::try_from(jobs.len()).unwrap_or(u32::MAX);
+        // It took all it was allowed, fewer than asked: more may be due.
+        let full = if take == 0 {
+            due
+        } else {
+            got == take && take < self.asked
+        };
+        let by_slots = self.room.is_some_and(|room| room == take);
+        let next_start = match self.rate {
+            Some(None) if full => Some(Duration::ZERO),
+            Some(Some(g)) if full && g.allowed == take => Some(g.next_start_after(got)),
+            _ => None,
+        };
+        LimitedClaim {
+            held_back: full && by_slots,
             jobs,
+            next_start,
         }
     }
 }
 
-/// How a queue is steered from the database: paused, limited, or both.
+/// How a queue is steered from the database: paused, limited, rate
+/// limited, or any of these.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct QueueControl {
     pub(crate) queue: String,
@@ -439,6 +546,13 @@ pub(crate) struct QueueControl {
     /// At most this many of its jobs `processing` at once, across every
     /// worker ([`BackendStore::set_limit`]).
     pub(crate) limit: Option<u32>,
+    /// At most this many starts per period, across every worker
+    /// ([`BackendStore::set_rate`]).
+    pub(crate) rate: Option<Rate>,
+    /// The rate's theoretical arrival time as read (µs, the database's
+    /// clock), for the stats; it moves with every claim, so the workers'
+    /// reader drops it before comparing controls.
+    pub(crate) tat: Option<i64>,
 }
 
 /// A slot row of a limited queue as a limited claim locked it: its number

@@ -136,8 +136,8 @@ pub(crate) mod sqlite;
 mod stash;
 
 pub(crate) use contract::{
-    BackendStore, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable, QueueControl,
-    Target, Transition, WorkerRefresh, WorkerRow,
+    BackendStore, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob, Prunable,
+    QueueControl, Target, Transition, WorkerRefresh, WorkerRow,
 };
 pub(crate) use policy::new_token_base;
 
@@ -337,6 +337,7 @@ impl Store {
         limit: u32,
         lease: Duration,
         worker: &str,
+        flow: Flow,
     ) -> Result<LimitedClaim> {
         let claim = ClaimRequest {
             queue,
@@ -344,12 +345,21 @@ impl Store {
             lease: lease.min(crate::MAX_DELAY),
             worker,
         };
-        retried!(self, CLAIM, s => s.claim_limited(claim))
+        retried!(self, CLAIM, s => s.claim_limited(claim, flow))
     }
 
     /// See [`BackendStore::set_limit`].
     pub(crate) async fn set_limit(&self, queue: &str, limit: Option<u32>) -> Result<()> {
         retried!(self, LIMIT, s => s.set_limit(queue, limit))
+    }
+
+    /// See [`BackendStore::set_rate`].
+    pub(crate) async fn set_rate(
+        &self,
+        queue: &str,
+        rate: Option<crate::options::Rate>,
+    ) -> Result<()> {
+        retried!(self, RATE, s => s.set_rate(queue, rate))
     }
 
     /// See [`BackendStore::queue_controls`].
@@ -588,7 +598,16 @@ impl Store {
                 .iter()
                 .filter_map(|c| c.limit.map(|n| (c.queue.clone(), n)))
                 .collect();
-            Ok(crate::ops::assemble(window, figures, &paused, &limits, &served))
+            let now = window.now.timestamp_micros();
+            let rates: Vec<(String, crate::options::Rate, u32)> = controls
+                .iter()
+                .filter_map(|c| {
+                    let rate = c.rate?;
+                    let allowed = policy::gcra(&rate, c.tat.unwrap_or(0), now).allowed;
+                    Some((c.queue.clone(), rate, allowed))
+                })
+                .collect();
+            Ok(crate::ops::assemble(window, figures, &paused, &limits, &rates, &served))
         })
     }
 

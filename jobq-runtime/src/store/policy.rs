@@ -17,6 +17,7 @@ use super::stash::Stash;
 use crate::error::{Error, Result};
 use crate::metrics::statement;
 use crate::ops::{QueueFigures, StatsWindow};
+use crate::options::Rate;
 use crate::types::{JobStatus, QueueCounts};
 
 /// Opens one connection to a server within `timeout` and closes it: what a
@@ -363,11 +364,6 @@ impl SlotPlan {
             retired,
         }
     }
-
-    /// How many jobs a limited claim asked for `asked` may take.
-    pub(crate) fn take(&self, asked: u32) -> u32 {
-        self.room.min(asked)
-    }
 }
 
 /// A limit as a slot-size read returned it (`None`: the limit was removed
@@ -413,27 +409,158 @@ impl UniqueRow {
     }
 }
 
-/// [`QueueControl`]s from rows of `(queue, paused, limit)`, as every
-/// backend reads `jobq_queues`' paused rows and `jobq_limits`' rows in one
-/// statement (a queue may come twice: once paused, once limited), by name.
-pub(crate) fn controls(rows: Vec<(String, bool, Option<i64>)>) -> Vec<QueueControl> {
+/// A row of the controls' read: `(queue, paused, limit, starts,
+/// period_us, burst, tat_us)`, the last four set on a rate's row only.
+pub(crate) type ControlRow = (
+    String,
+    bool,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// [`QueueControl`]s from [`ControlRow`]s, as every backend reads
+/// `jobq_queues`' paused rows, `jobq_limits`' rows and `jobq_rates`' rows
+/// in one statement (a queue may come three times: paused, limited, rate
+/// limited), by name. A stored rate no valid [`Rate`] has is left out.
+pub(crate) fn controls(rows: Vec<ControlRow>) -> Vec<QueueControl> {
     let mut controls: Vec<QueueControl> = Vec::new();
-    for (queue, paused, limit) in rows {
+    for (queue, paused, limit, starts, period_us, burst, tat) in rows {
         let limit = limit.and_then(|n| u32::try_from(n).ok()).filter(|&n| n > 0);
+        let rate = match (starts, period_us, burst) {
+            (Some(starts), Some(period_us), Some(burst)) => {
+                Rate::from_row(starts, period_us, burst).map(|rate| (rate, tat.unwrap_or(0)))
+            }
+            _ => None,
+        };
         match controls.iter_mut().find(|c| c.queue == queue) {
             Some(known) => {
                 known.paused |= paused;
                 known.limit = known.limit.or(limit);
+                if let Some((rate, tat)) = rate {
+                    known.rate = Some(rate);
+                    known.tat = Some(tat);
+                }
             }
             None => controls.push(QueueControl {
                 queue,
                 paused,
                 limit,
+                rate: rate.map(|(rate, _)| rate),
+                tat: rate.map(|(_, tat)| tat),
             }),
         }
     }
     controls.sort_by(|a, b| a.queue.cmp(&b.queue));
     controls
+}
+
+/// What a queue's rate allows at one claim, by the generic cell rate
+/// algorithm (GCRA, "virtual scheduling"): [`gcra`] computes it from the
+/// rate's stored theoretical arrival time (TAT) and the database's clock.
+///
+/// With `T` = period ÷ starts (the emission interval) and `b` the burst,
+/// the TAT is the time up to which the starts already granted are paid for,
+/// `T` each. A claim at `now` starts from `base = clamp(TAT, now − b·T,
+/// now)` — a TAT further back than `b·T` counts as `now − b·T` (idle time
+/// saves up at most `b` starts), one ahead of `now` (the clock went back,
+/// or another Galera node's clock is ahead) as `now` — and may take
+/// `allowed = ⌊(now − base) ÷ T⌋` starts (so at most `b`); having taken
+/// `k` it stores `TAT = base + k·T`, never past `now`. So over any window
+/// of length `L`, the `m` starts of the window moved the TAT on by `m·T`
+/// from at least `(first start) − b·T` to at most its last start:
+/// `m·T < L + b·T`, that is `m ≤ ⌈L ÷ T⌉ + b − 1` — at most `starts + b − 1`
+/// in any period, `b` in any interval.
+///
+/// A TAT ahead of `now` by more than [`CLOCK_STEP`] (or the burst's
+/// `b·T`, if longer) — more than a race of two claims makes, where the one
+/// that read the clock first locks the row after the other committed — is
+/// the clock stepped back: a claim that finds it writes it back as `now`,
+/// so the rate holds for one interval, not until the clock catches up. A
+/// TAT ahead by less allows nothing and is left as it is.
+///
+/// Times are microseconds; the arithmetic is done in microseconds ×
+/// starts, where `T` is the whole number `period_us`; the TAT stored is
+/// rounded up to the next microsecond, so a start comes at most a
+/// microsecond late, never early (a rate of 1,000 a second loses 0.1 % at
+/// most).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Gcra {
+    /// Starts the rate allows now.
+    pub(crate) allowed: u32,
+    /// The stored TAT was ahead of `now` by more than a race makes: pulled
+    /// back, to be written.
+    ahead: bool,
+    /// `base` above, `now` and `T`, in microseconds × starts; and where
+    /// the next start is counted from: `base`, or the TAT while it is ahead
+    /// of `now` by less than a clock step.
+    base: i128,
+    from: i128,
+    now: i128,
+    interval: i128,
+    starts: i128,
+}
+
+/// How far ahead of the clock a rate's TAT may be before a claim takes the
+/// clock for stepped back and pulls the TAT back (see [`Gcra`]).
+pub(crate) const CLOCK_STEP: Duration = Duration::from_secs(1);
+
+/// What `rate` allows at `now` with the stored theoretical arrival time
+/// `tat` (both microseconds since the Unix epoch of the same clock). See
+/// [`Gcra`].
+pub(crate) fn gcra(rate: &Rate, tat: i64, now: i64) -> Gcra {
+    let starts = i128::from(rate.starts());
+    let interval = i128::from(rate.period_us()).max(1);
+    let now = i128::from(now) * starts;
+    let burst = i128::from(rate.burst()) * interval;
+    let tat = i128::from(tat) * starts;
+    let base = tat.clamp(now - burst, now);
+    let allowed = u32::try_from((now - base) / interval).unwrap_or(0);
+    let step = burst.max(i128::from(micros(CLOCK_STEP)) * starts);
+    Gcra {
+        allowed,
+        ahead: tat > now + step,
+        base,
+        from: if tat > now + step {
+            base
+        } else {
+            base.max(tat)
+        },
+        now,
+        interval,
+        starts,
+    }
+}
+
+impl Gcra {
+    /// The TAT to store after taking `taken` (at most
+    /// [`allowed`](Self::allowed)) starts, in microseconds rounded up:
+    /// `None` when it is to stay as stored (nothing taken, and not ahead
+    /// of now).
+    pub(crate) fn tat_after(&self, taken: u32) -> Option<i64> {
+        if taken == 0 && !self.ahead {
+            return None;
+        }
+        let tat = self.base + i128::from(taken) * self.interval;
+        Some(i64::try_from(ceil_div(tat, self.starts)).unwrap_or(i64::MAX))
+    }
+
+    /// How long after `now` the rate allows its next start once `taken`
+    /// were taken: zero while it still allows one.
+    pub(crate) fn next_start_after(&self, taken: u32) -> Duration {
+        let next = self.from + i128::from(taken) * self.interval + self.interval - self.now;
+        if next <= 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_micros(u64::try_from(ceil_div(next, self.starts)).unwrap_or(u64::MAX))
+    }
+}
+
+/// `a ÷ b` rounded toward +∞, for `b > 0`.
+fn ceil_div(a: i128, b: i128) -> i128 {
+    a.div_euclid(b) + i128::from(a.rem_euclid(b) != 0)
 }
 
 /// Microseconds in `d`, saturated to what a signed 64-bit column holds.
@@ -586,11 +713,14 @@ mod tests {
 
     #[test]
     fn controls_merge_a_queue_paused_and_limited() {
+        let row = |queue: &str, paused: bool, limit: Option<i64>| -> ControlRow {
+            (queue.to_owned(), paused, limit, None, None, None, None)
+        };
         let rows = vec![
-            ("b".to_owned(), false, Some(5)),
-            ("a".to_owned(), true, None),
-            ("b".to_owned(), true, None),
-            ("c".to_owned(), false, Some(0)),
+            row("b", false, Some(5)),
+            row("a", true, None),
+            row("b", true, None),
+            row("c", false, Some(0)),
         ];
         let controls = controls(rows);
         let seen: Vec<_> = controls
@@ -601,5 +731,192 @@ mod tests {
             seen,
             vec![("a", true, None), ("b", true, Some(5)), ("c", false, None)]
         );
+    }
+
+    const S: i64 = 1_000_000;
+
+    /// 10 per second, burst `burst`: T = 100 ms.
+    fn ten_a_second(burst: u32) -> Rate {
+        Rate::per(10, Duration::from_secs(1)).with_burst(burst)
+    }
+
+    /// Claims at each of `times` (µs) asking for `asked`, from a rate never
+    /// used; how many each took.
+    fn run(rate: &Rate, asked: u32, times: &[i64]) -> Vec<u32> {
+        let mut tat = 0;
+        times
+            .iter()
+            .map(|&now| {
+                let g = gcra(rate, tat, now);
+                let take = g.allowed.min(asked);
+                if let Some(after) = g.tat_after(take) {
+                    tat = after;
+                }
+                take
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_strict_rate_allows_one_start_per_interval_and_no_more() {
+        let rate = ten_a_second(1);
+        let now = 1_000 * S;
+        let g = gcra(&rate, 0, now);
+        assert_eq!(
+            g.allowed, 1,
+            "a rate never used allows its burst, not its period's starts"
+        );
+        let tat = g.tat_after(1).unwrap();
+        assert_eq!(tat, now);
+        assert_eq!(g.next_start_after(1), Duration::from_millis(100));
+        assert_eq!(g.tat_after(0), None, "nothing taken, nothing written");
+        // 99.999 ms later: none; 100 ms later: one.
+        assert_eq!(gcra(&rate, tat, now + 99_999).allowed, 0);
+        assert_eq!(
+            gcra(&rate, tat, now + 99_999).next_start_after(0),
+            Duration::from_micros(1)
+        );
+        assert_eq!(gcra(&rate, tat, now + 100_000).allowed, 1);
+        // Claims every 25 ms, asking for 10 each: one start every 100 ms,
+        // never two within 100 ms.
+        let times: Vec<i64> = (0..100).map(|i| now + i * 25_000).collect();
+        let took = run(&rate, 10, &times);
+        let starts: Vec<i64> = times
+            .iter()
+            .zip(&took)
+            .flat_map(|(&t, &k)| std::iter::repeat_n(t, k as usize))
+            .collect();
+        assert!(
+            starts.windows(2).all(|w| w[1] - w[0] >= 100_000),
+            "{starts:?}"
+        );
+        assert_eq!(starts.len(), 25, "2.475 s at 10/s from a bucket of 1");
+        // Claims every 30 ms: a start comes at the first claim at or after
+        // its time, and with a burst of 1 the lateness is not made up.
+        let times: Vec<i64> = (0..100).map(|i| now + i * 30_000).collect();
+        assert_eq!(
+            run(&rate, 10, &times).iter().sum::<u32>(),
+            25,
+            "one per 120 ms"
+        );
+    }
+
+    #[test]
+    fn idle_time_saves_up_at_most_the_burst() {
+        let rate = ten_a_second(3);
+        let now = 5_000 * S;
+        // Never used, or idle for an hour: 3, not 36,000.
+        assert_eq!(gcra(&rate, 0, now).allowed, 3);
+        assert_eq!(gcra(&rate, now - 3_600 * S, now).allowed, 3);
+        let g = gcra(&rate, now - 3_600 * S, now);
+        let tat = g.tat_after(3).unwrap();
+        assert_eq!(tat, now);
+        assert_eq!(gcra(&rate, tat, now).allowed, 0);
+        // 250 ms later: two intervals paid back.
+        assert_eq!(gcra(&rate, tat, now + 250_000).allowed, 2);
+        // Taking fewer than allowed keeps the rest.
+        let g = gcra(&rate, now - 3_600 * S, now);
+        let tat = g.tat_after(1).unwrap();
+        assert_eq!(gcra(&rate, tat, now).allowed, 2);
+        assert_eq!(g.next_start_after(1), Duration::ZERO);
+        // Any window of one second holds at most starts + burst - 1 = 12,
+        // any window of one interval at most the burst.
+        let times: Vec<i64> = (0..400).map(|i| now + i * 7_000).collect();
+        let took = run(&rate, 100, &times);
+        let starts: Vec<i64> = times
+            .iter()
+            .zip(&took)
+            .flat_map(|(&t, &k)| std::iter::repeat_n(t, k as usize))
+            .collect();
+        for (i, &first) in starts.iter().enumerate() {
+            let in_second = starts[i..].iter().take_while(|&&t| t < first + S).count();
+            let in_interval = starts[i..]
+                .iter()
+                .take_while(|&&t| t < first + 100_000)
+                .count();
+            assert!(
+                in_second <= 12,
+                "{in_second} starts in a second from {first}"
+            );
+            assert!(
+                in_interval <= 3,
+                "{in_interval} starts in an interval from {first}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_clock_gone_back_holds_for_one_interval_at_most() {
+        let rate = ten_a_second(1);
+        let now = 1_000 * S;
+        // The TAT was written by a clock 10 s ahead of this one.
+        let ahead = now + 10 * S;
+        let g = gcra(&rate, ahead, now);
+        assert_eq!(g.allowed, 0);
+        assert_eq!(g.next_start_after(0), Duration::from_millis(100));
+        // The claim that took nothing writes the TAT back to now.
+        let tat = g.tat_after(0).unwrap();
+        assert_eq!(tat, now);
+        assert_eq!(gcra(&rate, tat, now + 99_999).allowed, 0);
+        assert_eq!(gcra(&rate, tat, now + 100_000).allowed, 1);
+        // Ahead by what a race of two claims makes (the one that read the
+        // clock first committing second): nothing allowed, nothing written.
+        let g = gcra(&rate, now + 5_000, now);
+        assert_eq!((g.allowed, g.tat_after(0)), (0, None));
+        assert_eq!(g.next_start_after(0), Duration::from_millis(105));
+    }
+
+    #[test]
+    fn an_interval_of_a_fraction_of_a_millisecond_does_not_drift() {
+        // 3 per 10 ms, burst 3 (late claims catch up): T = 3.333 ms, so
+        // 3,000 starts take 10 s less the burst, each late by at most 1 µs
+        // of rounding; claims every 7 µs.
+        let rate = Rate::per(3, Duration::from_millis(10)).with_burst(3);
+        let mut tat = 0;
+        let start = 7 * S;
+        let mut now = start;
+        let mut started = 0u32;
+        while started < 3_000 {
+            let g = gcra(&rate, tat, now);
+            let take = g.allowed.min(3_000 - started);
+            if let Some(after) = g.tat_after(take) {
+                tat = after;
+            }
+            started += take;
+            now += 7;
+        }
+        let spent = now - start;
+        assert!((9_990_000..=9_996_000).contains(&spent), "{spent} µs");
+    }
+
+    #[test]
+    fn controls_merge_a_rate_with_a_limit() {
+        let rows: Vec<ControlRow> = vec![
+            ("q".to_owned(), false, Some(4), None, None, None, None),
+            (
+                "q".to_owned(),
+                false,
+                None,
+                Some(10),
+                Some(S),
+                Some(2),
+                Some(77),
+            ),
+            (
+                "bad".to_owned(),
+                false,
+                None,
+                Some(0),
+                Some(S),
+                Some(1),
+                Some(0),
+            ),
+        ];
+        let controls = controls(rows);
+        assert_eq!(controls.len(), 2);
+        assert_eq!(controls[0].rate, None, "a stored rate no valid rate has");
+        assert_eq!(controls[1].limit, Some(4));
+        assert_eq!(controls[1].rate, Some(ten_a_second(2)));
+        assert_eq!(controls[1].tat, Some(77));
     }
 }

@@ -46,6 +46,7 @@ mod heartbeat;
 mod inspect;
 mod limits;
 mod prune;
+mod rates;
 mod reap;
 mod settle;
 mod unique;

@@ -42,11 +42,11 @@ use super::stash::Stash;
 use crate::error::{Error, Result};
 use crate::metrics::statement;
 use crate::ops::LiveFigures;
-use crate::options::ConnectOptions;
+use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable,
-    QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
+    Allowed, BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob,
+    Prunable, QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
     SlotPlan, UniqueRow, micros, migrating, new_token_base, row_token, slots_limit, slots_total,
@@ -403,10 +403,23 @@ impl BackendStore for MySqlStore {
         Ok(self.claim_once(claim).await?)
     }
 
-    async fn claim_limited(&self, claim: ClaimRequest<'_>) -> Result<LimitedClaim> {
+    async fn claim_limited(&self, claim: ClaimRequest<'_>, flow: Flow) -> Result<LimitedClaim> {
         let mut conn = self.conns.get().await?;
-        let result = claim_limited_on(&mut conn, claim).await;
+        let result = claim_limited_on(&mut conn, claim, flow).await;
         Ok(conn.done(result)?)
+    }
+
+    async fn set_rate(&self, queue: &str, rate: Option<Rate>) -> Result<()> {
+        let statement = match rate {
+            Some(rate) => sqlx::query(RATE_SET)
+                .bind(queue)
+                .bind(rate.starts())
+                .bind(rate.period_us())
+                .bind(rate.burst()),
+            None => sqlx::query(RATE_REMOVE).bind(queue),
+        };
+        self.conns.execute(statement).await?;
+        Ok(())
     }
 
     async fn set_limit(&self, queue: &str, limit: Option<u32>) -> Result<()> {
@@ -601,14 +614,25 @@ impl BackendStore for MySqlStore {
     }
 
     async fn queue_controls(&self) -> Result<Vec<QueueControl>> {
-        let rows: Vec<(Text, i64, Option<i64>)> = self
+        type Row = (
+            Text,
+            i64,
+            Option<i64>,
+            Option<i64>,
+            Option<i64>,
+            Option<i64>,
+            Option<i64>,
+        );
+        let rows: Vec<Row> = self
             .run(statement::READ, async |conn| {
                 sqlx::query_as(CONTROLS).fetch_all(conn).await
             })
             .await?;
         Ok(super::policy::controls(
             rows.into_iter()
-                .map(|(Text(queue), paused, limit)| (queue, paused != 0, limit))
+                .map(|(Text(queue), paused, limit, starts, period, burst, tat)| {
+                    (queue, paused != 0, limit, starts, period, burst, tat)
+                })
                 .collect(),
         ))
     }
@@ -1128,56 +1152,73 @@ async fn claim_on(
 async fn claim_limited_on(
     conn: &mut MySqlConnection,
     claim: ClaimRequest<'_>,
+    flow: Flow,
 ) -> Result<LimitedClaim, sqlx::Error> {
     let mut tx = conn.begin_with(BEGIN_RC).await?;
-    let locked: Vec<Slot> = sqlx::query_as(SLOTS_LOCK)
-        .bind(claim.queue)
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .map(Slot::of_row)
-        .collect();
-    let holders = super::policy::slot_holders(&locked);
-    let live: Vec<Fence> = if holders.is_empty() {
-        Vec::new()
-    } else {
-        let ids = padded(&holders.iter().map(|f| f.id).collect::<Vec<_>>());
-        let sql = slot_holders(ids.len());
-        let mut read = sqlx::query_as::<_, (i64, i64)>(&sql);
-        for id in &ids {
-            read = read.bind(id);
-        }
-        read.fetch_all(&mut *tx)
+    let plan = if flow.slots {
+        let locked: Vec<Slot> = sqlx::query_as(SLOTS_LOCK)
+            .bind(claim.queue)
+            .fetch_all(&mut *tx)
             .await?
             .into_iter()
-            .map(|(id, token)| Fence { id, token })
-            .collect()
-    };
-    let (limit, total): (Option<i64>, i64) = sqlx::query_as(SLOTS_SIZE)
-        .bind(claim.queue)
-        .bind(claim.queue)
-        .fetch_one(&mut *tx)
-        .await?;
-    let plan = SlotPlan::of(&locked, &live, slots_limit(limit), slots_total(total));
-    for slot in &plan.retired {
-        sqlx::query(SLOT_RETIRE)
+            .map(Slot::of_row)
+            .collect();
+        let holders = super::policy::slot_holders(&locked);
+        let live: Vec<Fence> = if holders.is_empty() {
+            Vec::new()
+        } else {
+            let ids = padded(&holders.iter().map(|f| f.id).collect::<Vec<_>>());
+            let sql = slot_holders(ids.len());
+            let mut read = sqlx::query_as::<_, (i64, i64)>(&sql);
+            for id in &ids {
+                read = read.bind(id);
+            }
+            read.fetch_all(&mut *tx)
+                .await?
+                .into_iter()
+                .map(|(id, token)| Fence { id, token })
+                .collect()
+        };
+        let (limit, total): (Option<i64>, i64) = sqlx::query_as(SLOTS_SIZE)
             .bind(claim.queue)
-            .bind(slot)
-            .execute(&mut *tx)
+            .bind(claim.queue)
+            .fetch_one(&mut *tx)
             .await?;
+        let plan = SlotPlan::of(&locked, &live, slots_limit(limit), slots_total(total));
+        for slot in &plan.retired {
+            sqlx::query(SLOT_RETIRE)
+                .bind(claim.queue)
+                .bind(slot)
+                .execute(&mut *tx)
+                .await?;
+        }
+        Some(plan)
+    } else {
+        None
+    };
+    let mut allowed = Allowed::new(claim.limit, plan.as_ref().map(|plan| plan.room));
+    if allowed.reads_rate(flow) {
+        let row = sqlx::query_as(RATE_LOCK)
+            .bind(claim.queue)
+            .fetch_optional(&mut *tx)
+            .await?;
+        allowed.rate_row(row);
     }
-    let free = plan.free.clone();
-    let take = plan.take(claim.limit);
+    let take = allowed.take();
     if take == 0 {
         let due: bool = sqlx::query_scalar(DUE_EXISTS)
             .bind(claim.queue)
             .fetch_one(&mut *tx)
             .await?;
+        if let Some(tat) = allowed.tat_after(0) {
+            sqlx::query(RATE_ADVANCE)
+                .bind(tat)
+                .bind(claim.queue)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
-        return Ok(LimitedClaim {
-            jobs: Vec::new(),
-            held_back: due,
-        });
+        return Ok(allowed.claimed(Vec::new(), due));
     }
     let claimed = claim_rows(
         &mut tx,
@@ -1188,7 +1229,9 @@ async fn claim_limited_on(
         None,
     )
     .await?;
-    if !claimed.jobs.is_empty() {
+    if let Some(SlotPlan { free, .. }) = &plan
+        && !claimed.jobs.is_empty()
+    {
         let sql = slots_assign(claimed.jobs.len());
         let mut assign = sqlx::query(&sql);
         for (slot, job) in free.iter().zip(&claimed.jobs) {
@@ -1200,8 +1243,15 @@ async fn claim_limited_on(
         }
         assign.execute(&mut *tx).await?;
     }
+    if let Some(tat) = allowed.tat_after(claimed.jobs.len()) {
+        sqlx::query(RATE_ADVANCE)
+            .bind(tat)
+            .bind(claim.queue)
+            .execute(&mut *tx)
+            .await?;
+    }
     tx.commit().await?;
-    Ok(LimitedClaim::of(claimed.jobs, take, claim.limit))
+    Ok(allowed.claimed(claimed.jobs, false))
 }
 
 /// Sets or removes `queue`'s limit in one transaction (see

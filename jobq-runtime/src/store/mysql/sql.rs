@@ -367,14 +367,44 @@ pub const RESUME: &str =
 pub const MAKE_DUE: &str = "UPDATE jobq_jobs SET run_at = UTC_TIMESTAMP(6) \
      WHERE queue = ? AND status = 'pending' AND run_at > UTC_TIMESTAMP(6)";
 
-/// The queues paused or limited now, as `(queue, paused, limit)` (two small
-/// tables: a queue may come twice, see `policy::controls`).
-pub const CONTROLS: &str = "SELECT queue, CAST(1 AS SIGNED), CAST(NULL AS SIGNED) FROM jobq_queues \
-     WHERE paused_at IS NOT NULL \
-     UNION ALL SELECT queue, CAST(0 AS SIGNED), CAST(max_running AS SIGNED) FROM jobq_limits";
+/// The queues paused, limited or rate limited now, as `(queue, paused,
+/// limit, starts, period_us, burst, tat_us)` (three small tables: a queue
+/// may come three times, see `policy::controls`).
+pub const CONTROLS: &str = "SELECT queue, CAST(1 AS SIGNED), CAST(NULL AS SIGNED), \
+     CAST(NULL AS SIGNED), CAST(NULL AS SIGNED), CAST(NULL AS SIGNED), CAST(NULL AS SIGNED) \
+     FROM jobq_queues WHERE paused_at IS NOT NULL \
+     UNION ALL SELECT queue, CAST(0 AS SIGNED), CAST(max_running AS SIGNED), \
+     CAST(NULL AS SIGNED), CAST(NULL AS SIGNED), CAST(NULL AS SIGNED), CAST(NULL AS SIGNED) \
+     FROM jobq_limits \
+     UNION ALL SELECT queue, CAST(0 AS SIGNED), CAST(NULL AS SIGNED), \
+     CAST(starts AS SIGNED), period_us, CAST(burst AS SIGNED), tat_us FROM jobq_rates";
 
 // ---------------------------------------------------------------------------
-// Global concurrency limits (`jobq_limits`, `jobq_slots`; see `policy::free_slots`).
+// Rate limits (`jobq_rates`; see `policy::Gcra`).
+
+/// A rate-limited claim's read of queue `?`'s rate row, locked unless
+/// another claim holds it (then no row): `(starts, period_us, burst,
+/// tat_us, now_us)`, now by the database's clock in microseconds since the
+/// Unix epoch (`TIMESTAMPDIFF` of two `DATETIME`s: no time zone applies).
+pub const RATE_LOCK: &str = "SELECT CAST(starts AS SIGNED), period_us, CAST(burst AS SIGNED), tat_us, \
+     TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) \
+     FROM jobq_rates WHERE queue = ? FOR UPDATE SKIP LOCKED";
+
+/// Moves queue `?2`'s theoretical arrival time to `?1` (the claim holds the row).
+pub const RATE_ADVANCE: &str = "UPDATE jobq_rates SET tat_us = ? WHERE queue = ?";
+
+/// Sets queue `?`'s rate to `?` starts per `?` µs, burst `?`; a new row's
+/// theoretical arrival time is 0, a changed row keeps its own.
+pub const RATE_SET: &str = "INSERT INTO jobq_rates (queue, starts, period_us, burst, tat_us, updated_at) \
+     VALUES (?, ?, ?, ?, 0, UTC_TIMESTAMP(6)) \
+     ON DUPLICATE KEY UPDATE starts = VALUES(starts), period_us = VALUES(period_us), \
+     burst = VALUES(burst), updated_at = VALUES(updated_at)";
+
+/// Removes queue `?`'s rate.
+pub const RATE_REMOVE: &str = "DELETE FROM jobq_rates WHERE queue = ?";
+
+// ---------------------------------------------------------------------------
+// Global concurrency limits (`jobq_limits`, `jobq_slots`; see `policy::SlotPlan`).
 
 /// A limited claim's first statement: the slot rows of queue `?` no other
 /// claim has locked, locked, with the attempt each holds last.
@@ -700,4 +730,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261204120001 "jobq_jobs_no_created_index",
     20261205000001 "jobq_limits",
     20261206000001 "jobq_unique",
+    20261206000002 "jobq_rates",
 );

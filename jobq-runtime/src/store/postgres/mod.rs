@@ -44,11 +44,11 @@ use super::stash::Stash;
 use crate::error::Result;
 use crate::metrics::statement;
 use crate::ops::LiveFigures;
-use crate::options::ConnectOptions;
+use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable,
-    QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
+    Allowed, BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob,
+    Prunable, QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
     SlotPlan, UniqueRow, micros, migrating, new_token_base, not_renewed, row_token, slots_limit,
@@ -211,11 +211,24 @@ impl BackendStore for PgStore {
             .await?)
     }
 
-    async fn claim_limited(&self, claim: ClaimRequest<'_>) -> Result<LimitedClaim> {
+    async fn claim_limited(&self, claim: ClaimRequest<'_>, flow: Flow) -> Result<LimitedClaim> {
         Ok(self
             .conns
-            .run(async |conn| claim_limited_on(conn, claim).await)
+            .run(async |conn| claim_limited_on(conn, claim, flow).await)
             .await?)
+    }
+
+    async fn set_rate(&self, queue: &str, rate: Option<Rate>) -> Result<()> {
+        let statement = match rate {
+            Some(rate) => sqlx::query(RATE_SET)
+                .bind(queue)
+                .bind(i32::try_from(rate.starts()).unwrap_or(i32::MAX))
+                .bind(rate.period_us())
+                .bind(i32::try_from(rate.burst()).unwrap_or(i32::MAX)),
+            None => sqlx::query(RATE_REMOVE).bind(queue),
+        };
+        self.conns.execute(statement).await?;
+        Ok(())
     }
 
     async fn set_limit(&self, queue: &str, limit: Option<u32>) -> Result<()> {
@@ -841,54 +854,71 @@ async fn claim_rows(
 async fn claim_limited_on(
     conn: &mut PgConnection,
     claim: ClaimRequest<'_>,
+    flow: Flow,
 ) -> Result<LimitedClaim, sqlx::Error> {
     let mut tx = conn.begin().await?;
-    let locked: Vec<Slot> = sqlx::query_as(SLOTS_LOCK)
-        .bind(claim.queue)
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .map(Slot::of_row)
-        .collect();
-    let holders: Vec<i64> = crate::store::policy::slot_holders(&locked)
-        .iter()
-        .map(|f| f.id)
-        .collect();
-    let live: Vec<Fence> = if holders.is_empty() {
-        Vec::new()
-    } else {
-        sqlx::query_as::<_, (i64, i64)>(SLOT_HOLDERS)
-            .bind(&holders)
+    let plan = if flow.slots {
+        let locked: Vec<Slot> = sqlx::query_as(SLOTS_LOCK)
+            .bind(claim.queue)
             .fetch_all(&mut *tx)
             .await?
             .into_iter()
-            .map(|(id, token)| Fence { id, token })
-            .collect()
-    };
-    let (limit, total): (Option<i64>, i64) = sqlx::query_as(SLOTS_SIZE)
-        .bind(claim.queue)
-        .fetch_one(&mut *tx)
-        .await?;
-    let plan = SlotPlan::of(&locked, &live, slots_limit(limit), slots_total(total));
-    if !plan.retired.is_empty() {
-        sqlx::query(SLOTS_RETIRE)
+            .map(Slot::of_row)
+            .collect();
+        let holders: Vec<i64> = crate::store::policy::slot_holders(&locked)
+            .iter()
+            .map(|f| f.id)
+            .collect();
+        let live: Vec<Fence> = if holders.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query_as::<_, (i64, i64)>(SLOT_HOLDERS)
+                .bind(&holders)
+                .fetch_all(&mut *tx)
+                .await?
+                .into_iter()
+                .map(|(id, token)| Fence { id, token })
+                .collect()
+        };
+        let (limit, total): (Option<i64>, i64) = sqlx::query_as(SLOTS_SIZE)
             .bind(claim.queue)
-            .bind(&plan.retired)
-            .execute(&mut *tx)
+            .fetch_one(&mut *tx)
             .await?;
+        let plan = SlotPlan::of(&locked, &live, slots_limit(limit), slots_total(total));
+        if !plan.retired.is_empty() {
+            sqlx::query(SLOTS_RETIRE)
+                .bind(claim.queue)
+                .bind(&plan.retired)
+                .execute(&mut *tx)
+                .await?;
+        }
+        Some(plan)
+    } else {
+        None
+    };
+    let mut allowed = Allowed::new(claim.limit, plan.as_ref().map(|plan| plan.room));
+    if allowed.reads_rate(flow) {
+        let row = sqlx::query_as(RATE_LOCK)
+            .bind(claim.queue)
+            .fetch_optional(&mut *tx)
+            .await?;
+        allowed.rate_row(row);
     }
-    let free = plan.free.clone();
-    let take = plan.take(claim.limit);
+    let take = allowed.take();
     if take == 0 {
         let due: bool = sqlx::query_scalar(DUE_EXISTS)
             .bind(claim.queue)
             .fetch_one(&mut *tx)
             .await?;
+        if let Some(tat) = allowed.tat_after(0) {
+            sqlx::query(RATE_ADVANCE)
+                .bind(tat)
+                .bind(claim.queue)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
-        return Ok(LimitedClaim {
-            jobs: Vec::new(),
-            held_back: due,
-        });
+        return Ok(allowed.claimed(Vec::new(), due));
     }
     let jobs = claim_rows(
         &mut tx,
@@ -898,7 +928,9 @@ async fn claim_limited_on(
         },
     )
     .await?;
-    if !jobs.is_empty() {
+    if let Some(SlotPlan { free, .. }) = &plan
+        && !jobs.is_empty()
+    {
         let slots: Vec<i32> = free.iter().take(jobs.len()).copied().collect();
         let ids: Vec<i64> = jobs.iter().map(|job| job.id).collect();
         let tokens: Vec<i64> = jobs.iter().map(|job| job.token).collect();
@@ -910,6 +942,13 @@ async fn claim_limited_on(
             .execute(&mut *tx)
             .await?;
     }
+    if let Some(tat) = allowed.tat_after(jobs.len()) {
+        sqlx::query(RATE_ADVANCE)
+            .bind(tat)
+            .bind(claim.queue)
+            .execute(&mut *tx)
+            .await?;
+    }
     tx.commit().await?;
-    Ok(LimitedClaim::of(jobs, take, claim.limit))
+    Ok(allowed.claimed(jobs, false))
 }

@@ -351,14 +351,42 @@ pub const RESUME: &str =
 pub const MAKE_DUE: &str = "UPDATE jobq_jobs SET run_at = now() \
      WHERE queue = $1 AND status = 'pending' AND run_at > now()";
 
-/// The queues paused or limited now, as `(queue, paused, limit)` (two small
-/// tables: a queue may come twice, see `policy::controls`).
-pub const CONTROLS: &str = "SELECT queue, true, NULL::int8 FROM jobq_queues \
-     WHERE paused_at IS NOT NULL \
-     UNION ALL SELECT queue, false, max_running::int8 FROM jobq_limits";
+/// The queues paused, limited or rate limited now, as `(queue, paused,
+/// limit, starts, period_us, burst, tat_us)` (three small tables: a queue
+/// may come three times, see `policy::controls`).
+pub const CONTROLS: &str = "SELECT queue, true, NULL::int8, NULL::int8, NULL::int8, NULL::int8, NULL::int8 \
+     FROM jobq_queues WHERE paused_at IS NOT NULL \
+     UNION ALL SELECT queue, false, max_running::int8, NULL::int8, NULL::int8, NULL::int8, NULL::int8 \
+     FROM jobq_limits \
+     UNION ALL SELECT queue, false, NULL::int8, starts::int8, period_us, burst::int8, tat_us \
+     FROM jobq_rates";
 
 // ---------------------------------------------------------------------------
-// Global concurrency limits (`jobq_limits`, `jobq_slots`; see `policy::free_slots`).
+// Rate limits (`jobq_rates`; see `policy::Gcra`).
+
+/// A rate-limited claim's read of queue `$1`'s rate row, locked unless
+/// another claim holds it (then no row): `(starts, period_us, burst,
+/// tat_us, now_us)`, now the transaction's `now()` — the time the claim
+/// writes as `claimed_at` — in microseconds since the Unix epoch.
+pub const RATE_LOCK: &str = "SELECT starts::int8, period_us, burst::int8, tat_us, \
+     (extract(epoch FROM now()) * 1000000)::int8 \
+     FROM jobq_rates WHERE queue = $1 FOR UPDATE SKIP LOCKED";
+
+/// Moves queue `$2`'s theoretical arrival time to `$1` (the claim holds the row).
+pub const RATE_ADVANCE: &str = "UPDATE jobq_rates SET tat_us = $1 WHERE queue = $2";
+
+/// Sets queue `$1`'s rate to `$2` starts per `$3` µs, burst `$4`; a new
+/// row's theoretical arrival time is 0, a changed row keeps its own.
+pub const RATE_SET: &str = "INSERT INTO jobq_rates (queue, starts, period_us, burst, tat_us, updated_at) \
+     VALUES ($1, $2, $3, $4, 0, now()) \
+     ON CONFLICT (queue) DO UPDATE SET starts = EXCLUDED.starts, period_us = EXCLUDED.period_us, \
+     burst = EXCLUDED.burst, updated_at = EXCLUDED.updated_at";
+
+/// Removes queue `$1`'s rate.
+pub const RATE_REMOVE: &str = "DELETE FROM jobq_rates WHERE queue = $1";
+
+// ---------------------------------------------------------------------------
+// Global concurrency limits (`jobq_limits`, `jobq_slots`; see `policy::SlotPlan`).
 
 /// A limited claim's first statement: the slot rows of queue `$1` no other
 /// claim has locked, locked, with the attempt each holds last.
@@ -591,4 +619,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
     20261204000002 "jobq_workers",
     20261205000001 "jobq_limits",
     20261206000001 "jobq_unique",
+    20261206000002 "jobq_rates",
 );

@@ -44,11 +44,11 @@ use super::stash::Stash;
 use crate::error::{Error, Result};
 use crate::metrics::statement;
 use crate::ops::LiveFigures;
-use crate::options::ConnectOptions;
+use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, LimitedClaim, NewJob, Prunable,
-    QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
+    Allowed, BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob,
+    Prunable, QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
     SlotPlan, UniqueRow, micros, migrating, new_token_base, not_renewed, retry_transient,
@@ -295,19 +295,28 @@ impl BackendStore for SqliteStore {
         Ok(claimed_jobs(rows, base))
     }
 
-    async fn claim_limited(&self, claim: ClaimRequest<'_>) -> Result<LimitedClaim> {
+    async fn claim_limited(&self, claim: ClaimRequest<'_>, flow: Flow) -> Result<LimitedClaim> {
         let base = new_token_base();
-        let (rows, take, due) = self
-            .write(async |conn| claim_limited_on(conn, claim, base).await)
+        let (rows, allowed, due) = self
+            .write(async |conn| claim_limited_on(conn, claim, flow, base).await)
             .await?;
-        let jobs = claimed_jobs(rows, base);
-        if take == 0 {
-            return Ok(LimitedClaim {
-                jobs,
-                held_back: due,
-            });
-        }
-        Ok(LimitedClaim::of(jobs, take, claim.limit))
+        Ok(allowed.claimed(claimed_jobs(rows, base), due))
+    }
+
+    async fn set_rate(&self, queue: &str, rate: Option<Rate>) -> Result<()> {
+        self.write(async |conn| {
+            let statement = match rate {
+                Some(rate) => sqlx::query(RATE_SET)
+                    .bind(queue)
+                    .bind(i64::from(rate.starts()))
+                    .bind(rate.period_us())
+                    .bind(i64::from(rate.burst()))
+                    .bind(now_micros()),
+                None => sqlx::query(RATE_REMOVE).bind(queue),
+            };
+            statement.execute(conn).await.map(|_| ())
+        })
+        .await
     }
 
     async fn set_limit(&self, queue: &str, limit: Option<u32>) -> Result<()> {
@@ -958,61 +967,83 @@ fn claimed_jobs(rows: Vec<(ClaimRow, Option<i64>)>, base: i64) -> Vec<ClaimedJob
 }
 
 /// A limited claim's transaction on `conn` (holding the write turn; see
-/// [`BackendStore::claim_limited`]): the free slots of the queue, then
-/// [`claim_rows`] for at most that many, each written into a slot. Returns
-/// the rows, how many it was allowed, and (when no slot was free) whether
-/// a job was due.
+/// [`BackendStore::claim_limited`]): the free slots of the queue (under a
+/// limit), the starts its rate allows (under a rate), then [`claim_rows`]
+/// for at most that many, each written into a slot, the rate moved on by
+/// them. Returns the rows, what it was allowed, and (when it was allowed
+/// none) whether a job was due.
 async fn claim_limited_on(
     conn: &mut SqliteConnection,
     claim: ClaimRequest<'_>,
+    flow: Flow,
     base: i64,
-) -> Result<(Vec<(ClaimRow, Option<i64>)>, u32, bool), sqlx::Error> {
+) -> Result<(Vec<(ClaimRow, Option<i64>)>, Allowed, bool), sqlx::Error> {
     let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
     let now = now_micros();
-    let locked: Vec<Slot> = sqlx::query_as(SLOTS_READ)
-        .bind(claim.queue)
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .map(Slot::of_row)
-        .collect();
-    let holders: Vec<i64> = crate::store::policy::slot_holders(&locked)
-        .iter()
-        .map(|f| f.id)
-        .collect();
-    let live: Vec<Fence> = if holders.is_empty() {
-        Vec::new()
-    } else {
-        sqlx::query_as::<_, (i64, i64)>(SLOT_HOLDERS)
-            .bind(json_list(&holders))
+    let plan = if flow.slots {
+        let locked: Vec<Slot> = sqlx::query_as(SLOTS_READ)
+            .bind(claim.queue)
             .fetch_all(&mut *tx)
             .await?
             .into_iter()
-            .map(|(id, token)| Fence { id, token })
-            .collect()
-    };
-    let (limit, total): (Option<i64>, i64) = sqlx::query_as(SLOTS_SIZE)
-        .bind(claim.queue)
-        .fetch_one(&mut *tx)
-        .await?;
-    let plan = SlotPlan::of(&locked, &live, slots_limit(limit), slots_total(total));
-    for slot in &plan.retired {
-        sqlx::query(SLOT_RETIRE)
+            .map(Slot::of_row)
+            .collect();
+        let holders: Vec<i64> = crate::store::policy::slot_holders(&locked)
+            .iter()
+            .map(|f| f.id)
+            .collect();
+        let live: Vec<Fence> = if holders.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query_as::<_, (i64, i64)>(SLOT_HOLDERS)
+                .bind(json_list(&holders))
+                .fetch_all(&mut *tx)
+                .await?
+                .into_iter()
+                .map(|(id, token)| Fence { id, token })
+                .collect()
+        };
+        let (limit, total): (Option<i64>, i64) = sqlx::query_as(SLOTS_SIZE)
             .bind(claim.queue)
-            .bind(slot)
-            .execute(&mut *tx)
+            .fetch_one(&mut *tx)
             .await?;
+        let plan = SlotPlan::of(&locked, &live, slots_limit(limit), slots_total(total));
+        for slot in &plan.retired {
+            sqlx::query(SLOT_RETIRE)
+                .bind(claim.queue)
+                .bind(slot)
+                .execute(&mut *tx)
+                .await?;
+        }
+        Some(plan)
+    } else {
+        None
+    };
+    let mut allowed = Allowed::new(claim.limit, plan.as_ref().map(|plan| plan.room));
+    if allowed.reads_rate(flow) {
+        let row = sqlx::query_as(RATE_READ)
+            .bind(claim.queue)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+        allowed.rate_row(row);
     }
-    let free = plan.free.clone();
-    let take = plan.take(claim.limit);
+    let take = allowed.take();
     if take == 0 {
         let due: bool = sqlx::query_scalar(DUE_EXISTS)
             .bind(claim.queue)
             .bind(now)
             .fetch_one(&mut *tx)
             .await?;
+        if let Some(tat) = allowed.tat_after(0) {
+            sqlx::query(RATE_ADVANCE)
+                .bind(tat)
+                .bind(claim.queue)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
-        return Ok((Vec::new(), 0, due));
+        return Ok((Vec::new(), allowed, due));
     }
     let rows = claim_rows(
         &mut tx,
@@ -1023,7 +1054,7 @@ async fn claim_limited_on(
         base,
     )
     .await?;
-    for (slot, (row, _)) in free.iter().zip(&rows) {
+    for (slot, (row, _)) in plan.iter().flat_map(|plan| &plan.free).zip(&rows) {
         sqlx::query(SLOT_ASSIGN)
             .bind(row.0)
             .bind(row_token(base, row.0))
@@ -1032,8 +1063,15 @@ async fn claim_limited_on(
             .execute(&mut *tx)
             .await?;
     }
+    if let Some(tat) = allowed.tat_after(rows.len()) {
+        sqlx::query(RATE_ADVANCE)
+            .bind(tat)
+            .bind(claim.queue)
+            .execute(&mut *tx)
+            .await?;
+    }
     tx.commit().await?;
-    Ok((rows, take, false))
+    Ok((rows, allowed, false))
 }
 
 /// `<set> WHERE status = 'processing' AND id IN <ids> AND lease_token IN <tokens><tail>`,

@@ -276,14 +276,38 @@ pub const PAUSE: &str =
 pub const RESUME: &str =
     "UPDATE jobq_queues SET paused_at = NULL WHERE queue = ?1 AND paused_at IS NOT NULL";
 
-/// The queues paused or limited now, as `(queue, paused, limit)` (two small
-/// tables: a queue may come twice, see `policy::controls`).
-pub const CONTROLS: &str = "SELECT queue, 1, NULL FROM jobq_queues \
+/// The queues paused, limited or rate limited now, as `(queue, paused,
+/// limit, starts, period_us, burst, tat_us)` (three small tables: a queue
+/// may come three times, see `policy::controls`).
+pub const CONTROLS: &str = "SELECT queue, 1, NULL, NULL, NULL, NULL, NULL FROM jobq_queues \
      WHERE paused_at IS NOT NULL \
-     UNION ALL SELECT queue, 0, max_running FROM jobq_limits";
+     UNION ALL SELECT queue, 0, max_running, NULL, NULL, NULL, NULL FROM jobq_limits \
+     UNION ALL SELECT queue, 0, NULL, starts, period_us, burst, tat_us FROM jobq_rates";
 
 // ---------------------------------------------------------------------------
-// Global concurrency limits (`jobq_limits`, `jobq_slots`; see `policy::free_slots`).
+// Rate limits (`jobq_rates`; see `policy::Gcra`).
+
+/// A rate-limited claim's read of queue `?1`'s rate row (under the write
+/// lock, which no other claim shares): `(starts, period_us, burst,
+/// tat_us, now_us)`, now being `?2`, the application's clock.
+pub const RATE_READ: &str = "SELECT starts, period_us, burst, tat_us, ?2 \
+     FROM jobq_rates WHERE queue = ?1";
+
+/// Moves queue `?2`'s theoretical arrival time to `?1`.
+pub const RATE_ADVANCE: &str = "UPDATE jobq_rates SET tat_us = ?1 WHERE queue = ?2";
+
+/// Sets queue `?1`'s rate to `?2` starts per `?3` µs, burst `?4`, at `?5`;
+/// a new row's theoretical arrival time is 0, a changed row keeps its own.
+pub const RATE_SET: &str = "INSERT INTO jobq_rates (queue, starts, period_us, burst, tat_us, updated_at) \
+     VALUES (?1, ?2, ?3, ?4, 0, ?5) \
+     ON CONFLICT (queue) DO UPDATE SET starts = excluded.starts, period_us = excluded.period_us, \
+     burst = excluded.burst, updated_at = excluded.updated_at";
+
+/// Removes queue `?1`'s rate.
+pub const RATE_REMOVE: &str = "DELETE FROM jobq_rates WHERE queue = ?1";
+
+// ---------------------------------------------------------------------------
+// Global concurrency limits (`jobq_limits`, `jobq_slots`; see `policy::SlotPlan`).
 
 /// A limited claim's first statement (under the write lock, which no other
 /// claim shares): the slot rows of queue `?1`, with the attempt each holds last.
@@ -396,4 +420,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261204120002 "jobq_jobs_partial_key_index",
     20261205000001 "jobq_limits",
     20261206000001 "jobq_unique",
+    20261206000002 "jobq_rates",
 );

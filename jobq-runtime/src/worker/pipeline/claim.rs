@@ -14,6 +14,7 @@ use super::Pipeline;
 use super::attempt::{self, Pace};
 use crate::error::Result;
 use crate::metrics::{Outcome, QueueMetrics};
+use crate::store::Flow;
 use crate::wakeup;
 use crate::worker::inject;
 use crate::worker::settings::QueueSpec;
@@ -74,6 +75,10 @@ pub(in crate::worker) async fn claim_loop(
     let settled = shared.settled.notified();
     tokio::pin!(settled);
     settled.as_mut().enable();
+    // The queue's rate held due jobs back at the last claim: the next claim
+    // comes when the rate allows the next start (`next_poll`), not at a
+    // wake-up or a settle.
+    let mut rate_held = false;
     // The limit of the claim in flight.
     let mut asked = 0;
     loop {
@@ -109,8 +114,11 @@ pub(in crate::worker) async fn claim_loop(
         }
         let limited = pause::limited(&pauses.borrow(), &queue.name);
         // Under a global limit, a job claimed ahead would hold a slot
-        // another worker could be running it in.
-        let ahead = if limited {
+        // another worker could be running it in. Under a rate it spends its
+        // start at the claim and runs when a slot frees: about one claim
+        // round trip later, what claiming ahead is sized for (jobs longer
+        // than a claim are never claimed ahead).
+        let ahead = if limited.slots {
             0
         } else {
             prefetch(queue.concurrency, round_trip, pace.get())
@@ -163,7 +171,7 @@ pub(in crate::worker) async fn claim_loop(
             (result, took) = async { claiming.as_mut().expect("a claim in flight").await }, if claiming.is_some() => {
                 claiming = None;
                 match result {
-                    Ok(Claimed { jobs, held_back: held }) => {
+                    Ok(Claimed { jobs, held_back: held, next_start }) => {
                         quietly(|| tracing::trace!(asked, got = jobs.len(), ?took, buffered = buffer.len(), free = slots.available_permits(), "claimed"));
                         failures = 0;
                         round_trip = if round_trip.is_zero() { took } else { (round_trip * 7 + took) / 8 };
@@ -171,11 +179,19 @@ pub(in crate::worker) async fn claim_loop(
                         empty_claims = if jobs.is_empty() { empty_claims.saturating_add(1) } else { 0 };
                         next_poll = tokio::time::Instant::now() + poll_after(shared.settings.poll, empty_claims);
                         held_back = held;
-                        if held {
+                        if held || next_start.is_some() {
                             held_claims = held_claims.saturating_add(1);
                             next_poll = tokio::time::Instant::now() + held_poll(shared.settings.poll, held_claims);
                         } else {
                             held_claims = 0;
+                        }
+                        rate_held = false;
+                        if let Some(next) = next_start.filter(|next| !next.is_zero()) {
+                            // The rate allows no start before `next`: sleep
+                            // until then (the concurrency limit's own wait
+                            // is the shorter, if it held too).
+                            rate_held = true;
+                            next_poll = next_poll.max(tokio::time::Instant::now() + next);
                         }
                         let mut added = 0;
                         for job in &jobs {
@@ -191,6 +207,7 @@ pub(in crate::worker) async fn claim_loop(
                         failures += 1;
                         backlog = false;
                         held_back = false;
+                        rate_held = false;
                         was_woken = false;
                         let pause = backoff(failures);
                         next_poll = tokio::time::Instant::now() + pause;
@@ -211,16 +228,18 @@ pub(in crate::worker) async fn claim_loop(
                     break;
                 }
             }
-            // The paused queues changed: claim at once if this one was lifted.
-            changed = pauses.changed(), if paused => {
+            // The paused queues changed: claim at once if this one was
+            // lifted. Likewise the rates: a rate changed or removed while
+            // this loop waits for its next start is claimed under at once.
+            changed = pauses.changed(), if paused || rate_held => {
                 if changed.is_err() {
                     break;
                 }
                 next_poll = tokio::time::Instant::now();
             }
-            () = &mut woken, if idle_claimer && !was_woken && failures == 0 => was_woken = true,
+            () = &mut woken, if idle_claimer && !was_woken && failures == 0 && !rate_held => was_woken = true,
             // A settle of this worker's freed a slot of the limited queue.
-            () = &mut settled, if idle_claimer && held_back && !was_woken => was_woken = true,
+            () = &mut settled, if idle_claimer && held_back && !was_woken && !rate_held => was_woken = true,
             () = tokio::time::sleep_until(next_poll), if idle_claimer && !backlog && !was_woken => {}
         }
     }
@@ -245,14 +264,15 @@ pub(in crate::worker) async fn claim_loop(
 /// driver) is a failed claim. Records the claim's latency, its jobs and
 /// how long each had been due in `metrics`.
 ///
-/// A queue with a global concurrency limit (`limited`) claims through its
-/// slots ([`crate::store::Store::claim_limited`]); the claim then also says
-/// whether the limit held due jobs back.
+/// A queue with a global concurrency limit or a rate (`limited`) claims
+/// through its slots and its rate ([`crate::store::Store::claim_limited`]);
+/// the claim then also says whether the limit held due jobs back, and
+/// when the rate did, how long until its next start.
 fn claim(
     pipeline: &Arc<Pipeline>,
     queue: &str,
     limit: usize,
-    limited: bool,
+    limited: Flow,
     metrics: &Arc<QueueMetrics>,
 ) -> BoxFuture<'static, (Result<Claimed>, Duration)> {
     let pipeline = Arc::clone(pipeline);
@@ -264,25 +284,26 @@ fn claim(
         let shared = &pipeline.shared;
         let (lease, worker) = (shared.settings.lease, &shared.worker_id);
         let result = AssertUnwindSafe(async {
-            if limited {
+            if limited.slots || limited.rate {
                 let claim = shared
                     .store
-                    .claim_limited(&queue, limit, lease, worker)
+                    .claim_limited(&queue, limit, lease, worker, limited)
                     .await?;
-                Ok((claim.jobs, claim.held_back))
+                Ok((claim.jobs, claim.held_back, claim.next_start))
             } else {
                 Ok((
                     shared.store.claim(&queue, limit, lease, worker).await?,
                     false,
+                    None,
                 ))
             }
         })
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| Err(panicked("claim", panic.as_ref())));
-        let (result, held_back) = match result {
-            Ok((jobs, held_back)) => (Ok(jobs), held_back),
-            Err(error) => (Err(error), false),
+        let (result, held_back, next_start) = match result {
+            Ok((jobs, held_back, next_start)) => (Ok(jobs), held_back, next_start),
+            Err(error) => (Err(error), false, None),
         };
         if let Ok(jobs) = &result {
             metrics.claimed(jobs.len(), started.elapsed());
@@ -298,7 +319,11 @@ fn claim(
         if registered.is_ok() && inject::fire(inject::Point::Claimed, &queue).is_some() {
             panic!("jobq fault injection: the claim loop dropped after a claim");
         }
-        let claimed = registered.map(|jobs| Claimed { jobs, held_back });
+        let claimed = registered.map(|jobs| Claimed {
+            jobs,
+            held_back,
+            next_start,
+        });
         (claimed, started.elapsed())
     })
 }
@@ -308,6 +333,9 @@ struct Claimed {
     jobs: Vec<attempt::Registered>,
     /// The queue's global limit held due jobs back: no more slots were free.
     held_back: bool,
+    /// The queue's rate held due jobs back: its next start is this far off
+    /// (zero: another claim held the rate, try again soon).
+    next_start: Option<Duration>,
 }
 
 /// Starts the oldest buffered job on `permit`, unless its lease was lost

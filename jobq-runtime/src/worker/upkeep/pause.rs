@@ -1,6 +1,7 @@
-//! Pauses and limits: the worker's one reader of `jobq_queues` and
-//! `jobq_limits`, telling its claim loops which of their queues are paused
-//! and which have a global concurrency limit.
+//! Pauses and limits: the worker's one reader of `jobq_queues`,
+//! `jobq_limits` and `jobq_rates`, telling its claim loops which of their
+//! queues are paused, which have a global concurrency limit and which a
+//! rate.
 
 use std::sync::Arc;
 
@@ -8,7 +9,7 @@ use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 
 use crate::error::Error;
-use crate::store::QueueControl;
+use crate::store::{Flow, QueueControl};
 use crate::worker::shared::Shared;
 use crate::worker::util::{backoff, jittered_pause, quietly, unless};
 
@@ -72,14 +73,20 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
         match read {
             Ok(controls) => {
                 failures = 0;
+                // A rate's arrival time moves with every claim: not a change.
                 let served: Vec<QueueControl> = controls
                     .into_iter()
                     .filter(|c| shared.queue_names.contains(&c.queue))
+                    .map(|c| QueueControl { tat: None, ..c })
                     .collect();
                 let paused = names(&served, |c| c.paused);
                 let limited: Vec<(&str, u32)> = served
                     .iter()
                     .filter_map(|c| c.limit.map(|n| (c.queue.as_str(), n)))
+                    .collect();
+                let rated: Vec<(&str, String)> = served
+                    .iter()
+                    .filter_map(|c| c.rate.map(|r| (c.queue.as_str(), r.to_string())))
                     .collect();
                 pauses.paused.send_if_modified(|known| {
                     let changed = known.as_ref() != Some(&served);
@@ -88,13 +95,13 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
                             // The first read logs only queues found paused or limited.
                             None if served.is_empty() => {}
                             None => quietly(|| {
-                                tracing::info!(?paused, ?limited, "queues paused or limited at start: nothing is claimed from paused ones until resumed");
+                                tracing::info!(?paused, ?limited, ?rated, "queues paused or limited at start: nothing is claimed from paused ones until resumed");
                             }),
                             Some(before) => {
                                 if names(before, |c| c.paused) != paused {
                                     quietly(|| tracing::info!(?paused, "paused queues changed"));
                                 }
-                                quietly(|| tracing::info!(?limited, "queue limits changed"));
+                                quietly(|| tracing::info!(?limited, ?rated, "queue limits changed"));
                             }
                         }
                         *known = Some(served.clone());
@@ -159,14 +166,17 @@ pub(in crate::worker) fn holds(paused: &Paused, queue: &str) -> bool {
         .is_none_or(|controls| controls.iter().any(|c| c.paused && c.queue == queue))
 }
 
-/// Whether `queue` has a global concurrency limit, as last read: its
-/// claims then take slots ([`crate::store::Store::claim_limited`]).
-pub(in crate::worker) fn limited(paused: &Paused, queue: &str) -> bool {
-    paused.as_ref().is_some_and(|controls| {
-        controls
-            .iter()
-            .any(|c| c.limit.is_some() && c.queue == queue)
-    })
+/// Whether `queue` has a global concurrency limit and whether it has a
+/// rate, as last read: its claims then take slots or spend starts
+/// ([`crate::store::Store::claim_limited`]).
+pub(in crate::worker) fn limited(paused: &Paused, queue: &str) -> Flow {
+    paused
+        .as_ref()
+        .and_then(|controls| controls.iter().find(|c| c.queue == queue))
+        .map_or(Flow::default(), |c| Flow {
+            slots: c.limit.is_some(),
+            rate: c.rate.is_some(),
+        })
 }
 
 /// The names of `controls` that `which` picks.

@@ -19,7 +19,6 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use super::filter::{Filtered, Statement};
-use super::policy::Gcra;
 use super::{doctor, migrate};
 use crate::error::Result;
 use crate::ops::LiveFigures;
@@ -119,7 +118,7 @@ pub(crate) trait BackendStore: Sized {
     /// clock ([`gcra`](super::policy::gcra)), and moves its theoretical
     /// arrival time on by the jobs claimed. Claims at most the least of
     /// what was asked, the free slots and the starts allowed
-    /// ([`Allowed`]). One try.
+    /// ([`Allowed`](super::policy::Allowed)). One try.
     async fn claim_limited(&self, claim: ClaimRequest<'_>, flow: Flow) -> Result<LimitedClaim>;
 
     /// Sets `queue`'s global concurrency limit (`Some`, already checked:
@@ -446,94 +445,6 @@ pub(crate) struct LimitedClaim {
     /// next start: zero when another claim held the rate's row (try again
     /// soon). `None` when the rate held nothing back.
     pub(crate) next_start: Option<Duration>,
-}
-
-/// What one limited claim may take, put together from what it read: the
-/// one rule every backend's [`claim_limited`](BackendStore::claim_limited)
-/// follows for its take, what it writes back and what it reports.
-#[derive(Debug, Clone)]
-pub(crate) struct Allowed {
-    asked: u32,
-    /// How many jobs the concurrency limit leaves room for
-    /// ([`SlotPlan::room`](super::policy::SlotPlan)), under one.
-    room: Option<u32>,
-    /// Under a rate whose row the claim read: what it allows. `Some(None)`:
-    /// another claim held the row (or it is gone), so no start now.
-    rate: Option<Option<Gcra>>,
-}
-
-impl Allowed {
-    /// A claim asked for `asked`, with room for `room` jobs under a limit.
-    pub(crate) fn new(asked: u32, room: Option<u32>) -> Self {
-        Self {
-            asked,
-            room,
-            rate: None,
-        }
-    }
-
-    /// Whether the claim has anything to read the rate's row for: the
-    /// queue has a rate and a slot is free.
-    pub(crate) fn reads_rate(&self, flow: Flow) -> bool {
-        flow.rate && self.take() > 0
-    }
-
-    /// The rate's row as the claim locked it, `(starts, period_us, burst,
-    /// tat_us, now_us)` (now by the clock the claim writes `claimed_at`
-    /// with), or `None` when another claim holds it.
-    pub(crate) fn rate_row(&mut self, row: Option<(i64, i64, i64, i64, i64)>) {
-        self.rate = Some(row.and_then(|(starts, period_us, burst, tat, now)| {
-            Rate::from_row(starts, period_us, burst)
-                .map(|rate| super::policy::gcra(&rate, tat, now))
-        }));
-    }
-
-    /// How many jobs the claim takes: the least of what was asked, the
-    /// free slots and the starts the rate allows.
-    pub(crate) fn take(&self) -> u32 {
-        let rate = match self.rate {
-            None => u32::MAX,
-            Some(None) => 0,
-            Some(Some(g)) => g.allowed,
-        };
-        self.asked.min(self.room.unwrap_or(u32::MAX)).min(rate)
-    }
-
-    /// The rate's theoretical arrival time to write after claiming
-    /// `claimed` jobs: `None` when nothing is to be written (no rate read,
-    /// or nothing claimed and the stored time not ahead of the clock; see
-    /// [`Gcra::tat_after`]).
-    pub(crate) fn tat_after(&self, claimed: usize) -> Option<i64> {
-        let claimed = u32::try_from(claimed).unwrap_or(u32::MAX);
-        match self.rate {
-            Some(Some(g)) => g.tat_after(claimed),
-            _ => None,
-        }
-    }
-
-    /// What the claim reports having claimed `jobs`; `due`: whether a job
-    /// was due, read only when it took nothing (`take() == 0`).
-    pub(crate) fn claimed(&self, jobs: Vec<ClaimedJob>, due: bool) -> LimitedClaim {
-        let take = self.take();
-        let got = u32::try_from(jobs.len()).unwrap_or(u32::MAX);
-        // It took all it was allowed, fewer than asked: more may be due.
-        let full = if take == 0 {
-            due
-        } else {
-            got == take && take < self.asked
-        };
-        let by_slots = self.room.is_some_and(|room| room == take);
-        let next_start = match self.rate {
-            Some(None) if full => Some(Duration::ZERO),
-            Some(Some(g)) if full && g.allowed == take => Some(g.next_start_after(got)),
-            _ => None,
-        };
-        LimitedClaim {
-            held_back: full && by_slots,
-            jobs,
-            next_start,
-        }
-    }
 }
 
 /// How a queue is steered from the database: paused, limited, rate

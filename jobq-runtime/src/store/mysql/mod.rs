@@ -45,12 +45,12 @@ use crate::ops::LiveFigures;
 use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    Allowed, BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob,
-    Prunable, QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob, Prunable,
+    QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
-    SlotPlan, UniqueRow, micros, migrating, new_token_base, row_token, slots_limit, slots_total,
-    within,
+    Allowed, SlotPlan, UniqueRow, micros, migrating, new_token_base, row_token, slots_limit,
+    slots_total, within,
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -114,15 +114,15 @@ fn opt_text(row: &sqlx::mysql::MySqlRow, column: &str) -> Result<Option<String>,
     Ok(row.try_get::<Option<Text>, _>(column)?.map(|t| t.0))
 }
 
-/// Error 1061, "Duplicate key name": on Galera, what a migration that adds
-/// an index gets when another node's run of it (`GET_LOCK` is per node)
-/// added the index between its check and its `ALTER`; run again, the check
-/// finds the index there.
+/// Errors 1061, "Duplicate key name", and 1060, "Duplicate column name":
+/// on Galera, what a migration that adds an index or a column gets when
+/// another node's run of it (`GET_LOCK` is per node) added it between its
+/// check and its `ALTER`; run again, the check finds it there.
 fn is_duplicate_index(error: &sqlx::Error) -> bool {
     error
         .as_database_error()
         .and_then(|e| e.try_downcast_ref::<MySqlDatabaseError>())
-        .is_some_and(|e| e.number() == 1061)
+        .is_some_and(|e| matches!(e.number(), 1060 | 1061))
 }
 
 /// Error 1317, "Query execution was interrupted": on Galera, what a

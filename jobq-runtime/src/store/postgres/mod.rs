@@ -47,12 +47,12 @@ use crate::ops::LiveFigures;
 use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    Allowed, BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob,
-    Prunable, QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob, Prunable,
+    QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
-    SlotPlan, UniqueRow, micros, migrating, new_token_base, not_renewed, row_token, slots_limit,
-    slots_total, within,
+    Allowed, SlotPlan, UniqueRow, micros, migrating, new_token_base, not_renewed, row_token,
+    slots_limit, slots_total, within,
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};

@@ -47,11 +47,11 @@ use crate::ops::LiveFigures;
 use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    Allowed, BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob,
-    Prunable, QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob, Prunable,
+    QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
-    SlotPlan, UniqueRow, micros, migrating, new_token_base, not_renewed, retry_transient,
+    Allowed, SlotPlan, UniqueRow, micros, migrating, new_token_base, not_renewed, retry_transient,
     row_token, slots_limit, slots_total, within,
 };
 use crate::types::Backend;

@@ -247,6 +247,12 @@ pub(crate) trait BackendStore: Sized {
     /// One try.
     async fn prune_workers(&self) -> Result<u64>;
 
+    /// One page of `jobq_unique`: up to `limit` key rows after `after` in
+    /// key order, deleting those whose holder has been pruned (each only
+    /// if it still names that holder: a key an enqueue is taking meanwhile
+    /// stays). One try.
+    async fn prune_unique(&self, after: &str, limit: u32) -> Result<UniquePage>;
+
     /// The rows of the workers whose rows have not expired, oldest first.
     async fn live_workers(&self) -> Result<Vec<WorkerRecord>>;
 
@@ -283,6 +289,27 @@ pub(crate) trait BackendStore: Sized {
     /// ([`doctor::guarded`]); only a server that cannot be reached at all
     /// is an `Err`.
     async fn doctor(&self, options: doctor::DoctorOptions) -> Result<Vec<crate::ops::Check>>;
+}
+
+/// What one page of [`BackendStore::prune_unique`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct UniquePage {
+    /// The last key of a full page (more may follow); `None` at the end.
+    pub(crate) next: Option<String>,
+    /// Key rows deleted.
+    pub(crate) deleted: u64,
+}
+
+impl UniquePage {
+    /// The page of `rows` (`(key, holder, whether the holder is gone)`,
+    /// in key order) read with `limit`, having deleted `deleted` of them.
+    pub(crate) fn of(rows: &[(String, i64, bool)], limit: u32, deleted: u64) -> Self {
+        let full = rows.len() >= limit as usize;
+        Self {
+            next: rows.last().filter(|_| full).map(|(key, _, _)| key.clone()),
+            deleted,
+        }
+    }
 }
 
 /// Which finished rows a prune deletes.

@@ -368,10 +368,16 @@ impl Store {
     }
 
     /// Deletes every row of the `which` kind that finished more than
-    /// `older_than` ago, oldest first, in batches ([`policy::prune`]);
-    /// returns how many.
+    /// `older_than` ago, oldest first, in batches ([`policy::prune`]),
+    /// then the unique keys' rows whose holders are gone
+    /// ([`policy::prune_unique`]); returns how many jobs.
     pub(crate) async fn prune_all(&self, which: Prunable, older_than: Duration) -> Result<u64> {
-        dispatch_seen!(self, s => policy::prune(s, which, older_than).await)
+        dispatch_seen!(self, s => async {
+            let pruned = policy::prune(s, which, older_than).await?;
+            policy::prune_unique(s).await?;
+            Ok(pruned)
+        }
+        .await)
     }
 
     /// Marks held jobs `done`; returns how many were still held.

@@ -276,6 +276,26 @@ pub(crate) async fn prune<S: BackendStore>(
     Ok(total)
 }
 
+/// Deletes the rows of `jobq_unique` whose holders have been pruned (a
+/// key is free once its holder's row is gone; its row is only kept for
+/// the next enqueue of the key to lock), [`PRUNE_BATCH`] key rows read per
+/// page (each [`retried`]), through the whole table in key order; how many.
+pub(crate) async fn prune_unique<S: BackendStore>(store: &S) -> Result<u64> {
+    let mut after = String::new();
+    let mut total = 0;
+    loop {
+        let page = retried(store, statement::PRUNE, || {
+            store.prune_unique(&after, PRUNE_BATCH)
+        })
+        .await?;
+        total += page.deleted;
+        match page.next {
+            Some(next) => after = next,
+            None => return Ok(total),
+        }
+    }
+}
+
 /// Counts (and logs) one retry of `statement` after the transient `error`.
 pub(crate) fn count_internal_retry(statement: &'static str, error: &sqlx::Error, attempt: u32) {
     INTERNAL_RETRIES.fetch_add(1, Ordering::Relaxed);

@@ -177,7 +177,8 @@ async fn a_key_unique_for_a_period_is_taken_in_any_state_until_the_period_passes
     assert_eq!(info(&jobq, third).await.status, JobStatus::Pending);
 }
 
-/// A pruned holder frees its key, even one unique for every state.
+/// A pruned holder frees its key, even one unique for every state, and
+/// the prune deletes the key's row (a key held by a live job keeps its).
 async fn a_pruned_holder_frees_its_key(db: TestDb) {
     let jobq = db.jobq().await;
     let queue = unique_queue("unique-pruned");
@@ -194,12 +195,40 @@ async fn a_pruned_holder_frees_its_key(db: TestDb) {
     __store::cancel(&jobq, first).await.unwrap();
     finished_an_hour_ago(&jobq, first).await;
     assert_eq!(enqueue_unique(&jobq, &daily(2)).await, (first, true));
+    // Another key, its holder pending: its row stays.
+    let kept = format!("kept:{queue}");
+    let live = |n| unique_row(&queue, &kept, Unique::while_active(), n);
+    let (holder, _) = enqueue_unique(&jobq, &live(9)).await;
     jobq.prune_finished(Duration::from_secs(1800))
         .await
         .unwrap();
     assert!(jobq.job(first).await.unwrap().is_none(), "pruned");
+    assert_eq!(
+        key_rows(&jobq, &key).await,
+        0,
+        "the key's row went with its holder"
+    );
+    assert_eq!(
+        key_rows(&jobq, &kept).await,
+        1,
+        "a live holder's key row stays"
+    );
     let (second, duplicate) = enqueue_unique(&jobq, &daily(3)).await;
     assert!(!duplicate && second != first);
+    assert_eq!(enqueue_unique(&jobq, &live(10)).await, (holder, true));
+}
+
+/// How many rows `jobq_unique` has for `key`.
+async fn key_rows(jobq: &Jobq, key: &str) -> i64 {
+    let db = Db::of(jobq);
+    let rows: Vec<(i64,)> = db
+        .fetch_all(
+            "SELECT COUNT(*) FROM jobq_unique WHERE ukey = ?",
+            &[Arg::Text(key.to_owned())],
+        )
+        .await
+        .unwrap();
+    rows[0].0
 }
 
 /// Concurrent enqueues of one unique key from 6 handles, each with a pool

@@ -46,7 +46,7 @@ use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob, Prunable,
-    QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
+    QueueControl, Slot, Transition, UniquePage, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
     Allowed, SlotPlan, UniqueRow, micros, migrating, new_token_base, row_token, slots_limit,
@@ -426,6 +426,29 @@ impl BackendStore for MySqlStore {
         let mut conn = self.conns.get().await?;
         let result = set_limit_on(&mut conn, queue, limit).await;
         Ok(conn.done(result)?)
+    }
+
+    async fn prune_unique(&self, after: &str, limit: u32) -> Result<UniquePage> {
+        Ok(self
+            .conns
+            .run(async |conn| {
+                let rows: Vec<(String, i64, bool)> =
+                    sqlx::query_as::<_, (Text, i64, i64)>(UNIQUE_SCAN)
+                        .bind(after)
+                        .bind(limit)
+                        .fetch_all(&mut *conn)
+                        .await?
+                        .into_iter()
+                        .map(|(key, job_id, gone)| (key.0, job_id, gone != 0))
+                        .collect();
+                let mut deleted = 0;
+                for (key, job_id, _) in rows.iter().filter(|(_, id, gone)| *gone && *id != 0) {
+                    let forget = sqlx::query(UNIQUE_FORGET).bind(key).bind(job_id);
+                    deleted += forget.execute(&mut *conn).await?.rows_affected();
+                }
+                Ok::<_, sqlx::Error>(UniquePage::of(&rows, limit, deleted))
+            })
+            .await?)
     }
 
     async fn complete(&self, fences: &[Fence]) -> Result<u64> {

@@ -62,6 +62,15 @@ pub const UNIQUE_HOLDER: &str = "SELECT u.job_id, CAST(u.states AS SIGNED), \
      FROM jobq_unique u LEFT JOIN jobq_jobs j ON j.id = u.job_id \
      WHERE u.ukey = ? LOCK IN SHARE MODE";
 
+/// A page of `jobq_unique` after key `?`, `?` rows, in key order: each
+/// key, its holder and whether the holder's row is gone (1).
+pub const UNIQUE_SCAN: &str = "SELECT u.ukey, u.job_id, CAST(j.id IS NULL AS SIGNED) \
+     FROM jobq_unique u LEFT JOIN jobq_jobs j ON j.id = u.job_id \
+     WHERE u.ukey > ? ORDER BY u.ukey LIMIT ?";
+
+/// Deletes key `?`'s row if it still names holder `?`.
+pub const UNIQUE_FORGET: &str = "DELETE FROM jobq_unique WHERE ukey = ? AND job_id = ?";
+
 /// A unique job's row: [`INSERT_ROW`]'s values, the key into `unique_key`.
 pub const INSERT_UNIQUE: &str = concat!(
     "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, unique_key, created_at) VALUES ",

@@ -52,6 +52,15 @@ pub const UNIQUE_HOLDER: &str = "SELECT u.job_id, u.states::bigint,
   FROM jobq_unique u LEFT JOIN jobq_jobs j ON j.id = u.job_id
  WHERE u.ukey = $1";
 
+/// A page of `jobq_unique` after key `$1`, `$2` rows, in key order: each
+/// key, its holder and whether the holder's row is gone.
+pub const UNIQUE_SCAN: &str = "SELECT u.ukey, u.job_id, j.id IS NULL
+  FROM jobq_unique u LEFT JOIN jobq_jobs j ON j.id = u.job_id
+ WHERE u.ukey > $1 ORDER BY u.ukey LIMIT $2";
+
+/// Deletes key `$1`'s row if it still names holder `$2`.
+pub const UNIQUE_FORGET: &str = "DELETE FROM jobq_unique WHERE ukey = $1 AND job_id = $2";
+
 /// A unique job's row, its key in `unique_key`; `$9`: whether to NOTIFY
 /// (an enqueue in the caller's transaction: sent when that commits).
 pub const INSERT_UNIQUE: &str = "WITH ins AS (

@@ -48,7 +48,7 @@ use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob, Prunable,
-    QueueControl, Slot, Transition, WorkerRefresh, WorkerRow,
+    QueueControl, Slot, Transition, UniquePage, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
     Allowed, SlotPlan, UniqueRow, micros, migrating, new_token_base, not_renewed, retry_transient,
@@ -280,6 +280,23 @@ impl BackendStore for SqliteStore {
     /// connection wrote since its read.
     async fn enqueue_in(conn: &mut SqliteConnection, job: &NewJob) -> Result<Enqueued> {
         Ok(insert_row(conn, job, now_micros()).await?)
+    }
+
+    async fn prune_unique(&self, after: &str, limit: u32) -> Result<UniquePage> {
+        self.write(async |conn| {
+            let rows: Vec<(String, i64, bool)> = sqlx::query_as(UNIQUE_SCAN)
+                .bind(after)
+                .bind(i64::from(limit))
+                .fetch_all(&mut *conn)
+                .await?;
+            let mut deleted = 0;
+            for (key, job_id, _) in rows.iter().filter(|(_, id, gone)| *gone && *id != 0) {
+                let forget = sqlx::query(UNIQUE_FORGET).bind(key).bind(job_id);
+                deleted += forget.execute(&mut *conn).await?.rows_affected();
+            }
+            Ok(UniquePage::of(&rows, limit, deleted))
+        })
+        .await
     }
 
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {

@@ -42,6 +42,12 @@ pub async fn enqueue(jobq: &Jobq, row: &Row) -> Result<Enqueued> {
     jobq.store().enqueue(&row.0).await
 }
 
+/// Deletes the unique keys' rows whose holders are gone (what every prune
+/// does after deleting jobs); how many.
+pub async fn prune_unique(jobq: &Jobq) -> Result<u64> {
+    jobq.store().prune_unique().await
+}
+
 /// Inserts a batch, all or nothing; results in input order.
 pub async fn enqueue_many(jobq: &Jobq, rows: Vec<Row>) -> Result<Vec<Enqueued>> {
     let rows: Vec<NewJob> = rows.into_iter().map(|r| r.0).collect();

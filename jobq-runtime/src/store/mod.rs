@@ -371,13 +371,16 @@ impl Store {
     /// `older_than` ago, oldest first, in batches ([`policy::prune`]),
     /// then the unique keys' rows whose holders are gone
     /// ([`policy::prune_unique`]); returns how many jobs.
+    /// Deletes the unique keys' rows whose holders are gone
+    /// ([`policy::prune_unique`]); how many.
+    pub(crate) async fn prune_unique(&self) -> Result<u64> {
+        dispatch_seen!(self, s => policy::prune_unique(s).await)
+    }
+
     pub(crate) async fn prune_all(&self, which: Prunable, older_than: Duration) -> Result<u64> {
-        dispatch_seen!(self, s => async {
-            let pruned = policy::prune(s, which, older_than).await?;
-            policy::prune_unique(s).await?;
-            Ok(pruned)
-        }
-        .await)
+        let pruned = dispatch_seen!(self, s => policy::prune(s, which, older_than).await)?;
+        self.prune_unique().await?;
+        Ok(pruned)
     }
 
     /// Marks held jobs `done`; returns how many were still held.

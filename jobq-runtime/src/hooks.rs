@@ -42,10 +42,11 @@ pub async fn enqueue(jobq: &Jobq, row: &Row) -> Result<Enqueued> {
     jobq.store().enqueue(&row.0).await
 }
 
-/// Deletes the unique keys' rows whose holders are gone (what every prune
-/// does after deleting jobs); how many.
+/// Deletes the unique keys' rows whose holders are gone, reading the whole
+/// table (every prune that deletes jobs reads a bounded share of it); how
+/// many.
 pub async fn prune_unique(jobq: &Jobq) -> Result<u64> {
-    jobq.store().prune_unique().await
+    jobq.store().prune_unique(None).await
 }
 
 /// Inserts a batch, all or nothing; results in input order.

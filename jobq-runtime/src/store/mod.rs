@@ -369,17 +369,23 @@ impl Store {
 
     /// Deletes every row of the `which` kind that finished more than
     /// `older_than` ago, oldest first, in batches ([`policy::prune`]),
-    /// then the unique keys' rows whose holders are gone
-    /// ([`policy::prune_unique`]); returns how many jobs.
+    /// then, if it deleted any, a bounded share of the unique keys' rows
+    /// whose holders are gone ([`policy::prune_unique`]: at most
+    /// [`UNIQUE_PAGES_PER_PRUNE`](policy::UNIQUE_PAGES_PER_PRUNE) pages,
+    /// resuming where the last prune stopped); returns how many jobs.
     /// Deletes the unique keys' rows whose holders are gone
-    /// ([`policy::prune_unique`]); how many.
-    pub(crate) async fn prune_unique(&self) -> Result<u64> {
-        dispatch_seen!(self, s => policy::prune_unique(s).await)
+    /// ([`policy::prune_unique`]): all of them, or with `pages` a bounded
+    /// share of the table; how many.
+    pub(crate) async fn prune_unique(&self, pages: Option<u32>) -> Result<u64> {
+        dispatch_seen!(self, s => policy::prune_unique(s, pages).await)
     }
 
     pub(crate) async fn prune_all(&self, which: Prunable, older_than: Duration) -> Result<u64> {
         let pruned = dispatch_seen!(self, s => policy::prune(s, which, older_than).await)?;
-        self.prune_unique().await?;
+        if pruned > 0 {
+            self.prune_unique(Some(policy::UNIQUE_PAGES_PER_PRUNE))
+                .await?;
+        }
         Ok(pruned)
     }
 

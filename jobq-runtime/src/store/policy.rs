@@ -276,24 +276,49 @@ pub(crate) async fn prune<S: BackendStore>(
     Ok(total)
 }
 
+/// Pages of `jobq_unique` a prune reads at most ([`prune_unique`]).
+pub(crate) const UNIQUE_PAGES_PER_PRUNE: u32 = 10;
+
+/// Where the last bounded [`prune_unique`] of this process stopped in
+/// `jobq_unique`'s key order (empty: the start). One for the process: with
+/// handles on several databases it only moves where each resumes.
+static UNIQUE_CURSOR: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
 /// Deletes the rows of `jobq_unique` whose holders have been pruned (a
 /// key is free once its holder's row is gone; its row is only kept for
-/// the next enqueue of the key to lock), [`PRUNE_BATCH`] key rows read per
-/// page (each [`retried`]), through the whole table in key order; how many.
-pub(crate) async fn prune_unique<S: BackendStore>(store: &S) -> Result<u64> {
-    let mut after = String::new();
+/// the next enqueue of the key to lock), reading [`PRUNE_BATCH`] key rows
+/// a page (each [`retried`]) in key order: with `pages`, at most that many
+/// pages, from where the last bounded call of this process stopped
+/// (wrapping around at the end), so a prune's cost stays bounded however
+/// many keys there are; without, the whole table. How many it deleted.
+pub(crate) async fn prune_unique<S: BackendStore>(store: &S, pages: Option<u32>) -> Result<u64> {
+    let mut after = match pages {
+        Some(_) => UNIQUE_CURSOR
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone(),
+        None => String::new(),
+    };
     let mut total = 0;
+    let mut read = 0;
     loop {
         let page = retried(store, statement::PRUNE, || {
             store.prune_unique(&after, PRUNE_BATCH)
         })
         .await?;
         total += page.deleted;
-        match page.next {
-            Some(next) => after = next,
-            None => return Ok(total),
+        read += 1;
+        after = page.next.unwrap_or_default();
+        if after.is_empty() || pages.is_some_and(|pages| read >= pages) {
+            break;
         }
     }
+    if pages.is_some() {
+        *UNIQUE_CURSOR
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = after;
+    }
+    Ok(total)
 }
 
 /// Counts (and logs) one retry of `statement` after the transient `error`.

@@ -1,9 +1,11 @@
 //! Flow control across processes: a queue's global concurrency limit holds
 //! for every worker of every process, sampled from the database while the
-//! queue drains, and a worker killed with its slots held gives them back
-//! with its leases; a queue's rate holds for every worker of every
-//! process, measured from the start of each job as the database recorded
-//! it (`claimed_at`): a short form in every run, a long one (60 s) with
+//! queue drains, through an outage longer than the lease, and a worker
+//! killed with its slots held gives them back when its rows are reaped; a
+//! queue's rate holds for every worker of every process, measured from the
+//! start of each job as the database recorded it (`claimed_at`); unique
+//! jobs through `#[job]` and a worker. A short form of the limit and the
+//! rate in every run, a long one (about a minute each) with
 //! `JOBQ_LONG_TESTS=1`.
 
 use std::process::Stdio;
@@ -150,11 +152,28 @@ async fn sample_until(db: Db, queue: String, done: Arc<tokio::sync::Notify>) -> 
 /// rows running at once, sampled from the database throughout, never
 /// exceed 3 and reach it; every job runs; the processes share the work.
 async fn a_global_limit_holds_across_three_worker_processes(db: TestDb) {
-    const LIMIT: u32 = 3;
+    a_limit_holds_across_three_worker_processes_for(&db, 3, 150).await;
+}
+
+/// The long form (`JOBQ_LONG_TESTS=1`): a limit of 5 for about a minute
+/// (9,000 jobs of 20 ms).
+async fn a_global_limit_holds_across_three_worker_processes_for_a_minute(db: TestDb) {
+    if std::env::var("JOBQ_LONG_TESTS").as_deref() != Ok("1") {
+        eprintln!("skipped: JOBQ_LONG_TESTS=1 runs it");
+        return;
+    }
+    a_limit_holds_across_three_worker_processes_for(&db, 5, 9_000).await;
+}
+
+/// Three worker processes of 4 slots each drain `jobs` jobs of 20 ms from
+/// a queue limited to `limit`: the rows processing, sampled from the
+/// database throughout, never exceed the limit and reach it; every job
+/// runs once; the processes share the work.
+async fn a_limit_holds_across_three_worker_processes_for(db: &TestDb, limit: u32, jobs: u64) {
     let jobq = db.jobq().await;
     let queue = unique_queue("flow-limit");
-    jobq.set_queue_limit(&queue, Some(LIMIT)).await.unwrap();
-    let ids = enqueue(&jobq, &queue, 150).await;
+    jobq.set_queue_limit(&queue, Some(limit)).await.unwrap();
+    let ids = enqueue(&jobq, &queue, jobs).await;
     let done = Arc::new(tokio::sync::Notify::new());
     let sampler = tokio::spawn(sample_until(
         Db::of(&jobq),
@@ -166,7 +185,7 @@ async fn a_global_limit_holds_across_three_worker_processes(db: TestDb) {
     for _ in 0..3 {
         processes.push(
             Process::start(
-                &db,
+                db,
                 &queue,
                 4,
                 Duration::from_millis(20),
@@ -175,7 +194,8 @@ async fn a_global_limit_holds_across_three_worker_processes(db: TestDb) {
             .await,
         );
     }
-    wait_until("every job done", LONG, || async {
+    let deadline = LONG.max(Duration::from_millis(jobs * 20));
+    wait_until("every job done", deadline, || async {
         jobq.counts(&queue).await.unwrap().done == ids.len() as u64
     })
     .await;
@@ -187,12 +207,13 @@ async fn a_global_limit_holds_across_three_worker_processes(db: TestDb) {
         process.stop().await;
     }
     eprintln!(
-        "{} jobs in {took:?}; at most {most} running in {samples} samples; started per process {shares:?}",
-        ids.len()
+        "{} jobs under a limit of {limit} in {took:?} ({:.0} jobs/s); at most {most} processing in {samples} samples; started per process {shares:?}",
+        ids.len(),
+        ids.len() as f64 / took.as_secs_f64()
     );
     assert_eq!(
         most,
-        i64::from(LIMIT),
+        i64::from(limit),
         "the limit was exceeded or never reached"
     );
     assert_eq!(
@@ -507,6 +528,7 @@ mod outage {
 
 jobq_tests::on_every_backend!(
     a_global_limit_holds_across_three_worker_processes,
+    a_global_limit_holds_across_three_worker_processes_for_a_minute,
     a_killed_workers_slots_come_back_with_its_leases,
     a_rate_holds_across_three_worker_processes,
     a_rate_holds_across_three_worker_processes_for_a_minute,

@@ -1071,12 +1071,16 @@ async fn claim_limited_on(
         base,
     )
     .await?;
-    for (slot, (row, _)) in plan.iter().flat_map(|plan| &plan.free).zip(&rows) {
-        sqlx::query(SLOT_ASSIGN)
-            .bind(row.0)
-            .bind(row_token(base, row.0))
+    let assigned: Vec<String> = plan
+        .iter()
+        .flat_map(|plan| &plan.free)
+        .zip(&rows)
+        .map(|(slot, (row, _))| format!("[{slot},{},{}]", row.0, row_token(base, row.0)))
+        .collect();
+    if !assigned.is_empty() {
+        sqlx::query(SLOTS_ASSIGN)
             .bind(claim.queue)
-            .bind(slot)
+            .bind(format!("[{}]", assigned.join(",")))
             .execute(&mut *tx)
             .await?;
     }

@@ -349,9 +349,12 @@ pub const SLOTS_TRIM_IDLE: &str = "DELETE FROM jobq_slots WHERE queue = ?1 AND s
 pub const DUE_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM jobq_jobs \
      WHERE queue = ?1 AND status = 'pending' AND run_at <= ?2)";
 
-/// Writes attempt `(?1, ?2)` into queue `?3`'s slot `?4`.
-pub const SLOT_ASSIGN: &str =
-    "UPDATE jobq_slots SET job_id = ?1, lease_token = ?2 WHERE queue = ?3 AND slot = ?4";
+/// Writes each `[slot, job_id, lease_token]` of the JSON array `?2` into
+/// queue `?1`'s slot rows: one statement for the whole claim.
+pub const SLOTS_ASSIGN: &str = "INSERT INTO jobq_slots (queue, slot, job_id, lease_token) \
+     SELECT ?1, json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') \
+     FROM json_each(?2) WHERE true \
+     ON CONFLICT (queue, slot) DO UPDATE SET job_id = excluded.job_id, lease_token = excluded.lease_token";
 
 /// Sets queue `?1`'s limit to `?2` at `?3`.
 pub const LIMIT_SET: &str = "INSERT INTO jobq_limits (queue, max_running, updated_at) \

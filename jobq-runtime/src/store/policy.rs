@@ -500,6 +500,29 @@ impl Allowed {
     }
 }
 
+/// A limited claim's one read after locking its slots, as MySQL/MariaDB
+/// and PostgreSQL make it: rows of `(limit, slot rows, holder id, holder
+/// token)`, one per holder still holding its row (or one with no holder),
+/// the first two the same in each. The limit, the slot-row count and the
+/// live holders.
+pub(crate) fn slots_read(
+    rows: Vec<(Option<i64>, i64, Option<i64>, Option<i64>)>,
+) -> (u32, u32, Vec<Fence>) {
+    let (limit, total) = rows
+        .first()
+        .map_or((None, 0), |&(limit, total, _, _)| (limit, total));
+    let live = rows
+        .into_iter()
+        .filter_map(|(_, _, id, token)| {
+            Some(Fence {
+                id: id?,
+                token: token?,
+            })
+        })
+        .collect();
+    (slots_limit(limit), slots_total(total), live)
+}
+
 /// A limit as a slot-size read returned it (`None`: the limit was removed
 /// meanwhile, so nothing may start under it).
 pub(crate) fn slots_limit(limit: Option<i64>) -> u32 {

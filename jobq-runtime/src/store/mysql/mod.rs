@@ -49,8 +49,7 @@ use crate::store::contract::{
     QueueControl, Slot, Transition, UniquePage, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
-    Allowed, SlotPlan, UniqueRow, micros, migrating, new_token_base, row_token, slots_limit,
-    slots_total, within,
+    Allowed, SlotPlan, UniqueRow, micros, migrating, new_token_base, row_token, within,
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -1187,27 +1186,18 @@ async fn claim_limited_on(
             .map(Slot::of_row)
             .collect();
         let holders = super::policy::slot_holders(&locked);
-        let live: Vec<Fence> = if holders.is_empty() {
+        let ids = if holders.is_empty() {
             Vec::new()
         } else {
-            let ids = padded(&holders.iter().map(|f| f.id).collect::<Vec<_>>());
-            let sql = slot_holders(ids.len());
-            let mut read = sqlx::query_as::<_, (i64, i64)>(&sql);
-            for id in &ids {
-                read = read.bind(id);
-            }
-            read.fetch_all(&mut *tx)
-                .await?
-                .into_iter()
-                .map(|(id, token)| Fence { id, token })
-                .collect()
+            padded(&holders.iter().map(|f| f.id).collect::<Vec<_>>())
         };
-        let (limit, total): (Option<i64>, i64) = sqlx::query_as(SLOTS_SIZE)
-            .bind(claim.queue)
-            .bind(claim.queue)
-            .fetch_one(&mut *tx)
-            .await?;
-        let plan = SlotPlan::of(&locked, &live, slots_limit(limit), slots_total(total));
+        let sql = slots_read(ids.len());
+        let mut read = sqlx::query_as(&sql).bind(claim.queue).bind(claim.queue);
+        for id in &ids {
+            read = read.bind(id);
+        }
+        let (limit, total, live) = super::policy::slots_read(read.fetch_all(&mut *tx).await?);
+        let plan = SlotPlan::of(&locked, &live, limit, total);
         for slot in &plan.retired {
             sqlx::query(SLOT_RETIRE)
                 .bind(claim.queue)

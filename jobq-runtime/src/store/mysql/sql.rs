@@ -420,11 +420,6 @@ pub const RATE_REMOVE: &str = "DELETE FROM jobq_rates WHERE queue = ?";
 pub const SLOTS_LOCK: &str = "SELECT slot, job_id, lease_token FROM jobq_slots \
      WHERE queue = ? ORDER BY slot FOR UPDATE SKIP LOCKED";
 
-/// Queue `?`'s limit and how many slot rows it has (rows above a lowered
-/// limit included), read after [`SLOTS_LOCK`] without locking.
-pub const SLOTS_SIZE: &str = "SELECT (SELECT max_running FROM jobq_limits WHERE queue = ?), \
-     (SELECT COUNT(*) FROM jobq_slots WHERE queue = ?)";
-
 /// Deletes queue `?`'s slot row `?` (above its limit, its holder gone).
 pub const SLOT_RETIRE: &str = "DELETE FROM jobq_slots WHERE queue = ? AND slot = ?";
 
@@ -450,14 +445,22 @@ pub const LIMIT_REMOVE: &str = "DELETE FROM jobq_limits WHERE queue = ?";
 /// Drops queue `?`'s slots from number `?` up.
 pub const SLOTS_TRIM: &str = "DELETE FROM jobq_slots WHERE queue = ? AND slot >= ?";
 
-/// Of the attempts written in slots (`id IN (…)`), the `(id, lease_token)`
-/// of the rows still held: `processing` (an expired lease still holds its
-/// slot until the reaper moves the row: its worker may yet renew it).
-pub(crate) fn slot_holders(ids: usize) -> String {
-    format!(
-        "SELECT id, lease_token FROM jobq_jobs WHERE id IN ({}) \
-         AND status = 'processing'",
+/// A limited claim's read after locking its slots (see `policy::slots_read`):
+/// queue `?`'s limit and slot-row count (`?` the queue twice), and of the
+/// attempts written in its slots (`id IN (…)`, `ids` of them; none:
+/// `NULL`), the `(id, lease_token)` of the rows still held: `processing`
+/// (an expired lease still holds its slot until the reaper moves the row:
+/// its worker may yet renew it). One round trip.
+pub(crate) fn slots_read(ids: usize) -> String {
+    let list = if ids == 0 {
+        "NULL".to_owned()
+    } else {
         placeholders(ids)
+    };
+    format!(
+        "SELECT l.max_running, (SELECT COUNT(*) FROM jobq_slots WHERE queue = ?), j.id, j.lease_token \
+         FROM (SELECT 1 AS one) x LEFT JOIN jobq_limits l ON l.queue = ? \
+         LEFT JOIN jobq_jobs j ON j.id IN ({list}) AND j.status = 'processing'"
     )
 }
 

@@ -51,8 +51,7 @@ use crate::store::contract::{
     QueueControl, Slot, Transition, UniquePage, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
-    Allowed, SlotPlan, UniqueRow, micros, migrating, new_token_base, not_renewed, row_token,
-    slots_limit, slots_total, within,
+    Allowed, SlotPlan, UniqueRow, micros, migrating, new_token_base, not_renewed, row_token, within,
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -888,22 +887,13 @@ async fn claim_limited_on(
             .iter()
             .map(|f| f.id)
             .collect();
-        let live: Vec<Fence> = if holders.is_empty() {
-            Vec::new()
-        } else {
-            sqlx::query_as::<_, (i64, i64)>(SLOT_HOLDERS)
-                .bind(&holders)
-                .fetch_all(&mut *tx)
-                .await?
-                .into_iter()
-                .map(|(id, token)| Fence { id, token })
-                .collect()
-        };
-        let (limit, total): (Option<i64>, i64) = sqlx::query_as(SLOTS_SIZE)
+        let rows = sqlx::query_as(SLOTS_READ)
             .bind(claim.queue)
-            .fetch_one(&mut *tx)
+            .bind(&holders)
+            .fetch_all(&mut *tx)
             .await?;
-        let plan = SlotPlan::of(&locked, &live, slots_limit(limit), slots_total(total));
+        let (limit, total, live) = crate::store::policy::slots_read(rows);
+        let plan = SlotPlan::of(&locked, &live, limit, total);
         if !plan.retired.is_empty() {
             sqlx::query(SLOTS_RETIRE)
                 .bind(claim.queue)

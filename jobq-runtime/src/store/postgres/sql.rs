@@ -402,16 +402,15 @@ pub const RATE_REMOVE: &str = "DELETE FROM jobq_rates WHERE queue = $1";
 pub const SLOTS_LOCK: &str = "SELECT slot, job_id, lease_token FROM jobq_slots \
      WHERE queue = $1 ORDER BY slot FOR UPDATE SKIP LOCKED";
 
-/// Of the attempts written in slots (ids `$1`), the `(id, lease_token)` of
-/// the rows still held: `processing` (an expired lease still holds its
-/// slot until the reaper moves the row: its worker may yet renew it).
-pub const SLOT_HOLDERS: &str = "SELECT id, lease_token FROM jobq_jobs \
-     WHERE id = ANY($1) AND status = 'processing'";
-
-/// Queue `$1`'s limit and how many slot rows it has (rows above a lowered
-/// limit included), read after [`SLOTS_LOCK`] without locking.
-pub const SLOTS_SIZE: &str = "SELECT (SELECT max_running::bigint FROM jobq_limits WHERE queue = $1), \
-     (SELECT COUNT(*) FROM jobq_slots WHERE queue = $1)";
+/// A limited claim's read after locking its slots (see `policy::slots_read`):
+/// queue `$1`'s limit and slot-row count, and of the attempts written in
+/// its slots (ids `$2`), the `(id, lease_token)` of the rows still held:
+/// `processing` (an expired lease still holds its slot until the reaper
+/// moves the row: its worker may yet renew it). One round trip.
+pub const SLOTS_READ: &str = "SELECT l.max_running::bigint, (SELECT COUNT(*) FROM jobq_slots WHERE queue = $1), \
+     j.id, j.lease_token \
+     FROM (SELECT 1) x LEFT JOIN jobq_limits l ON l.queue = $1 \
+     LEFT JOIN jobq_jobs j ON j.id = ANY($2) AND j.status = 'processing'";
 
 /// Deletes queue `$1`'s slot rows `$2` (above its limit, their holders gone).
 pub const SLOTS_RETIRE: &str = "DELETE FROM jobq_slots WHERE queue = $1 AND slot = ANY($2)";

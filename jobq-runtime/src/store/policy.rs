@@ -500,14 +500,17 @@ impl Allowed {
     }
 }
 
+/// A row of [`slots_read`]: `(limit, slot rows, holder id, holder token)`.
+#[cfg_attr(not(any(feature = "mysql", feature = "postgres")), allow(dead_code))]
+pub(crate) type SlotsReadRow = (Option<i64>, i64, Option<i64>, Option<i64>);
+
 /// A limited claim's one read after locking its slots, as MySQL/MariaDB
 /// and PostgreSQL make it: rows of `(limit, slot rows, holder id, holder
 /// token)`, one per holder still holding its row (or one with no holder),
 /// the first two the same in each. The limit, the slot-row count and the
 /// live holders.
-pub(crate) fn slots_read(
-    rows: Vec<(Option<i64>, i64, Option<i64>, Option<i64>)>,
-) -> (u32, u32, Vec<Fence>) {
+#[cfg_attr(not(any(feature = "mysql", feature = "postgres")), allow(dead_code))]
+pub(crate) fn slots_read(rows: Vec<SlotsReadRow>) -> (u32, u32, Vec<Fence>) {
     let (limit, total) = rows
         .first()
         .map_or((None, 0), |&(limit, total, _, _)| (limit, total));

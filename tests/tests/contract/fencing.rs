@@ -656,11 +656,33 @@ fn env_number(var: &str, default: u64) -> u64 {
 /// release took effect exactly when it came from the row's latest claim.
 /// After both claimers shut down, no row is `processing`.
 async fn only_the_latest_claim_of_a_row_settles_renews_or_releases_it(db: TestDb) {
+    run_models(&db, None).await;
+}
+
+/// The model under a global concurrency limit that changes now and then
+/// (1 to 4, raised and lowered while jobs run): every claim is a limited
+/// claim, takes exactly as many jobs as the limit leaves room for
+/// (counting every job still running, also those started under a higher
+/// limit) and says whether it held due jobs back; after every step each
+/// running attempt holds exactly one slot row and no slot row holds an
+/// attempt that is not running — whatever settled, failed, released,
+/// expired, was reaped, cancelled or retried it — and the rows are what
+/// the model says.
+async fn a_limited_model_never_exceeds_its_limit_nor_leaks_a_slot(db: TestDb) {
+    run_models(&db, Some(1..=3)).await;
+}
+
+/// Runs `JOBQ_FENCING_SEEDS` seeded schedules of `JOBQ_FENCING_STEPS`
+/// steps, under a limit drawn from `limits` if given, and checks that
+/// after both claimers shut down the rows are what the model says and none
+/// is `processing`.
+async fn run_models(db: &TestDb, limits: Option<std::ops::RangeInclusive<u32>>) {
     let seeds = env_number("JOBQ_FENCING_SEEDS", 8);
     let steps = env_number("JOBQ_FENCING_STEPS", 150);
     let first_seed = env_number("JOBQ_FENCING_SEED", 0);
     let jobq = db.jobq().await;
     let started = Instant::now();
+    let kind = if limits.is_some() { "limited, " } else { "" };
     for seed in first_seed..first_seed + seeds {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut model = Model {
@@ -672,8 +694,11 @@ async fn only_the_latest_claim_of_a_row_settles_renews_or_releases_it(db: TestDb
             turn: 0,
             enqueued: 0,
             limit: None,
-            log: vec![format!("seed {seed} on {:?}", db.backend())],
+            log: vec![format!("{kind}seed {seed} on {:?}", db.backend())],
         };
+        if let Some(limits) = &limits {
+            model.set_limit(rng.random_range(limits.clone())).await;
+        }
         for step in 0..steps {
             model.log.push(format!("step {step}:"));
             model.step(&mut rng).await;
@@ -691,51 +716,10 @@ async fn only_the_latest_claim_of_a_row_settles_renews_or_releases_it(db: TestDb
         });
     }
     eprintln!(
-        "{:?}: {seeds} seeds × {steps} steps in {:.1?}",
+        "{:?}: {kind}{seeds} seeds × {steps} steps in {:.1?}",
         db.backend(),
         started.elapsed()
     );
-}
-
-/// The model under a global concurrency limit that changes now and then
-/// (1 to 4, raised and lowered while jobs run): every claim is a limited
-/// claim, takes exactly as many jobs as the limit leaves room for
-/// (counting every job still running, also those started under a higher
-/// limit) and says whether it held due jobs back; after every step each
-/// running attempt holds exactly one slot row and no slot row holds an
-/// attempt that is not running — whatever settled, failed, released,
-/// expired, was reaped, cancelled or retried it — and the rows are what
-/// the model says.
-async fn a_limited_model_never_exceeds_its_limit_nor_leaks_a_slot(db: TestDb) {
-    let seeds = env_number("JOBQ_FENCING_SEEDS", 8);
-    let steps = env_number("JOBQ_FENCING_STEPS", 150);
-    let first_seed = env_number("JOBQ_FENCING_SEED", 0);
-    let jobq = db.jobq().await;
-    for seed in first_seed..first_seed + seeds {
-        let mut rng = StdRng::seed_from_u64(seed);
-        let mut model = Model {
-            db: Db::of(&jobq),
-            jobq: jobq.clone(),
-            queue: unique_queue("fence-limited"),
-            rows: BTreeMap::new(),
-            held: [Vec::new(), Vec::new()],
-            turn: 0,
-            enqueued: 0,
-            limit: None,
-            log: vec![format!("limited, seed {seed} on {:?}", db.backend())],
-        };
-        model.set_limit(rng.random_range(1..=3)).await;
-        for step in 0..steps {
-            model.log.push(format!("step {step}:"));
-            model.step(&mut rng).await;
-        }
-        model.shutdown(0).await;
-        model.shutdown(1).await;
-        model.compare().await;
-        model.check(model.live().is_empty(), || {
-            "rows running after shutdown".into()
-        });
-    }
 }
 
 contract!(

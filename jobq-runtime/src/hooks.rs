@@ -88,15 +88,22 @@ pub async fn claim(
     worker: &str,
 ) -> Result<Vec<Claim>> {
     let claimed = jobq.store().claim(queue, limit, lease, worker).await?;
-    Ok(claimed
-        .into_iter()
-        .map(|c| Claim {
-            id: c.id,
-            token: c.token,
-            attempt: c.attempt,
-            max_attempts: c.max_attempts,
-        })
-        .collect())
+    Ok(claims(claimed))
+}
+
+/// The store's claimed jobs as the tests see them.
+fn claims(jobs: Vec<crate::store::ClaimedJob>) -> Vec<Claim> {
+    jobs.into_iter().map(|c| claim_of(&c)).collect()
+}
+
+/// One claimed job as the tests see it.
+fn claim_of(c: &crate::store::ClaimedJob) -> Claim {
+    Claim {
+        id: c.id,
+        token: c.token,
+        attempt: c.attempt,
+        max_attempts: c.max_attempts,
+    }
 }
 
 /// [`claim`] of a queue with a global concurrency limit, through its slots;
@@ -116,17 +123,7 @@ pub async fn claim_limited(
         .store()
         .claim_limited(queue, limit, lease, worker, flow)
         .await?;
-    let claims = claimed
-        .jobs
-        .into_iter()
-        .map(|c| Claim {
-            id: c.id,
-            token: c.token,
-            attempt: c.attempt,
-            max_attempts: c.max_attempts,
-        })
-        .collect();
-    Ok((claims, claimed.held_back))
+    Ok((claims(claimed.jobs), claimed.held_back))
 }
 
 /// What [`claim_flow`] took: the claims, whether the concurrency limit held
@@ -151,17 +148,7 @@ pub async fn claim_flow(
         .store()
         .claim_limited(queue, limit, lease, worker, flow)
         .await?;
-    let claims = claimed
-        .jobs
-        .into_iter()
-        .map(|c| Claim {
-            id: c.id,
-            token: c.token,
-            attempt: c.attempt,
-            max_attempts: c.max_attempts,
-        })
-        .collect();
-    Ok((claims, claimed.held_back, claimed.next_start))
+    Ok((claims(claimed.jobs), claimed.held_back, claimed.next_start))
 }
 
 /// Marks the `(id, token)` claims `done` in one batch; how many still held.
@@ -222,12 +209,7 @@ pub async fn claim_rows(
     Ok(claimed
         .into_iter()
         .map(|c| Claimed {
-            claim: Claim {
-                id: c.id,
-                token: c.token,
-                attempt: c.attempt,
-                max_attempts: c.max_attempts,
-            },
+            claim: claim_of(&c),
             job_name: c.job_name,
             payload: c.payload,
             idempotency_key: c.idempotency_key,

@@ -11,6 +11,9 @@ use crate::{FieldSpec, RetryPolicy, Unique};
 pub const DEFAULT_QUEUE: &str = "default";
 /// How many attempts a job gets when it sets no `max_attempts`.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 20;
+/// The largest per-key limit a job may set ([`Job::CONCURRENCY`]); a larger
+/// one is refused (by `#[job]` at compile time).
+pub const MAX_KEY_CONCURRENCY: u32 = 10_000;
 
 /// A job's typed payload and its settings.
 ///
@@ -40,6 +43,16 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// `None`: the key is a plain idempotency key, taken while its row exists.
     const UNIQUE: Option<Unique> = None;
 
+    /// The concurrency key template of `#[job(concurrency_key = "…")]` as
+    /// written (`"sync:{customer_id}"`), published like
+    /// [`KEY_TEMPLATE`](Self::KEY_TEMPLATE); `None` when the job has none.
+    const CONCURRENCY_KEY_TEMPLATE: Option<&'static str> = None;
+
+    /// At most this many jobs of one concurrency key run at once
+    /// (`#[job(concurrency = N)]`, 1 to [`MAX_KEY_CONCURRENCY`]); only
+    /// meaningful with a [`concurrency_key`](Self::concurrency_key).
+    const CONCURRENCY: u32 = 1;
+
     /// The payload's fields, published so that tools enqueueing by name
     /// can check a JSON payload; `None` when unknown (a hand-written `Job`).
     fn payload_fields() -> Option<Vec<FieldSpec>> {
@@ -54,6 +67,13 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The idempotency key of this job, if its type defines one: enqueueing a
     /// job whose key already exists returns the existing job.
     fn idempotency_key(&self) -> Option<String> {
+        None
+    }
+
+    /// The concurrency key of this job, if its type defines one: jobs of one
+    /// key start in enqueue order, at most [`CONCURRENCY`](Self::CONCURRENCY)
+    /// at a time, and a job waiting behind its key's running jobs is `blocked`.
+    fn concurrency_key(&self) -> Option<String> {
         None
     }
 }

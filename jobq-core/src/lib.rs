@@ -2,8 +2,9 @@
 //! *is*, independent of where it is stored and how it is run.
 //!
 //! - [`Job`]: a typed, serde-able payload with its settings (name, queue,
-//!   priority, attempts, timeout, retry policy, idempotency key). `#[job]`
-//!   generates the payload struct and this impl from an `async fn`.
+//!   priority, attempts, timeout, retry policy, idempotency key, per-key
+//!   concurrency). `#[job]` generates the payload struct and this impl from
+//!   an `async fn`.
 //! - [`JobRegistration`] and [`Registry`]: the handler behind each name,
 //!   submitted through `inventory` and built once into a sorted map.
 //! - [`JobContext`]: what a running attempt knows (id, attempt, idempotency
@@ -27,7 +28,7 @@ mod unique;
 pub use context::{ExtendFuture, JobContext, JobMeta, LeaseError, LeaseExtender};
 pub use error::{DispatchError, IntoJobResult, JobError, JobErrorKind, error_chain};
 pub use field::FieldSpec;
-pub use job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job};
+pub use job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job, MAX_KEY_CONCURRENCY};
 pub use registry::{Definition, JobFuture, JobRegistration, Registry, RegistryError, RunFn};
 pub use retry::RetryPolicy;
 pub use state::{State, StateRequirement, States, type_name_as_written};

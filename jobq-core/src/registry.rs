@@ -61,6 +61,10 @@ pub struct JobRegistration {
     pub key_template: Option<&'static str>,
     /// How long the key keeps others out, if unique by state or period ([`Job::UNIQUE`]).
     pub unique: Option<crate::Unique>,
+    /// The concurrency key template, as written ([`Job::CONCURRENCY_KEY_TEMPLATE`]).
+    pub concurrency_key_template: Option<&'static str>,
+    /// How many jobs of one concurrency key may run at once ([`Job::CONCURRENCY`]).
+    pub concurrency: u32,
     /// The payload's fields ([`Job::payload_fields`]).
     pub payload_fields: fn() -> Option<Vec<FieldSpec>>,
     /// The retry policy.
@@ -88,6 +92,8 @@ impl JobRegistration {
             timeout: J::TIMEOUT,
             key_template: J::KEY_TEMPLATE,
             unique: J::UNIQUE,
+            concurrency_key_template: J::CONCURRENCY_KEY_TEMPLATE,
+            concurrency: J::CONCURRENCY,
             payload_fields: J::payload_fields,
             retry_policy: J::retry_policy,
             states,
@@ -107,6 +113,8 @@ impl fmt::Debug for JobRegistration {
             .field("timeout", &self.timeout)
             .field("key_template", &self.key_template)
             .field("unique", &self.unique)
+            .field("concurrency_key_template", &self.concurrency_key_template)
+            .field("concurrency", &self.concurrency)
             .field("definition", &self.definition)
             .finish_non_exhaustive()
     }

@@ -130,12 +130,13 @@ impl Unique {
 
     /// The bit of a stored status in [`state_bits`](Self::state_bits)
     /// (`0` for a status jobq does not store): pending 1, processing 2,
-    /// done 4, failed 8, cancelled 16. Each backend computes the same
-    /// numbers in SQL.
+    /// done 4, failed 8, cancelled 16; `blocked` (waiting behind its
+    /// concurrency key) is pending. Each backend computes the same numbers
+    /// in SQL.
     #[doc(hidden)]
     pub fn state_bit(status: &str) -> u8 {
         match status {
-            "pending" => PENDING,
+            "pending" | "blocked" => PENDING,
             "processing" => PROCESSING,
             "done" => DONE,
             "failed" => FAILED,

@@ -13,7 +13,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{Ident, ReturnType, Type, Visibility};
 
-use crate::parse::{self, Model, Param, Retry};
+use crate::parse::{self, KeyTemplate, Model, Param, Retry};
 
 /// `#[job(args)] item` → the item plus everything generated for it.
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
@@ -183,19 +183,7 @@ fn job_impl(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
         }
     });
     let idempotency_key = model.key.as_ref().map(|key| {
-        let rendered = if key.args.is_empty() {
-            let text = key.format.value().replace("{{", "{").replace("}}", "}");
-            quote!(::std::string::String::from(#text))
-        } else {
-            // Spanned on the template, so a field that is not `Display` is reported there.
-            let format = &key.format;
-            let args = key.args.iter().map(|field| {
-                let mut field = field.clone();
-                field.set_span(format.span());
-                field
-            });
-            quote_spanned!(format.span()=> ::std::format!(#format, #(self.#args),*))
-        };
+        let rendered = render_key(key);
         quote! {
             fn idempotency_key(&self) -> ::core::option::Option<::std::string::String> {
                 ::core::option::Option::Some(#rendered)
@@ -210,6 +198,21 @@ fn job_impl(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
                 ::core::option::Option::Some(#template);
         }
     });
+    let concurrency_key = model.concurrency_key.as_ref().map(|key| {
+        let rendered = render_key(key);
+        let template = &key.template;
+        quote! {
+            const CONCURRENCY_KEY_TEMPLATE: ::core::option::Option<&'static str> =
+                ::core::option::Option::Some(#template);
+            fn concurrency_key(&self) -> ::core::option::Option<::std::string::String> {
+                ::core::option::Option::Some(#rendered)
+            }
+        }
+    });
+    let concurrency = model.concurrency.map(|limit| {
+        let limit = Literal::u32_unsuffixed(limit);
+        quote!(const CONCURRENCY: u32 = #limit;)
+    });
     let unique = unique(model);
     let payload_fields = payload_fields(model);
 
@@ -223,11 +226,29 @@ fn job_impl(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
             #timeout
             #key_template
             #unique
+            #concurrency
             #retry_policy
             #idempotency_key
+            #concurrency_key
             #payload_fields
         }
     }
+}
+
+/// A key template rendered from `self`'s fields: a `String` expression.
+fn render_key(key: &KeyTemplate) -> TokenStream {
+    if key.args.is_empty() {
+        let text = key.format.value().replace("{{", "{").replace("}}", "}");
+        return quote!(::std::string::String::from(#text));
+    }
+    // Spanned on the template, so a field that is not `Display` is reported there.
+    let format = &key.format;
+    let args = key.args.iter().map(|field| {
+        let mut field = field.clone();
+        field.set_span(format.span());
+        field
+    });
+    quote_spanned!(format.span()=> ::std::format!(#format, #(self.#args),*))
 }
 
 /// `const UNIQUE`, when `unique` or `unique_for` was given: the states'

@@ -96,14 +96,17 @@ use proc_macro::TokenStream;
 /// | `key` | idempotency-key template, e.g. `"welcome:{user_id}"` | none |
 /// | `unique` | `"pending"`, `"active"` (pending or processing) or `"active_or_failed"`: the key is taken only while its job is in those states (`Unique::while_pending`, …) | taken while the row exists |
 /// | `unique_for` | duration string: the key is taken at most that long after its job's enqueue (`Unique::for_period`, or `.within` with `unique`) | — |
+/// | `concurrency_key` | concurrency-key template, e.g. `"sync:{customer_id}"`: jobs of one key start in enqueue order, at most `concurrency` at a time; the others wait `blocked` | none |
+/// | `concurrency` | integer literal, 1 to `MAX_KEY_CONCURRENCY` (10000): how many jobs of one concurrency key run at once | `1` (with `concurrency_key`) |
 /// | `crate` | path to jobq-runtime, `crate = jobq` or `crate = "jobq"` | `::jobq_runtime` |
 ///
 /// Durations are read with `humantime` when the macro runs, so a typo is a
 /// compile error on the literal. `backoff` and `retry` exclude each other.
-/// In `key`, each `{field}` names a payload field and is formatted with
-/// `Display` (a format spec is allowed: `{id:08}`); `{{` and `}}` are
-/// literal braces. Enqueueing a job whose key exists returns the existing job.
-/// `unique` and `unique_for` need a `key` (a compile error without one).
+/// In `key` and `concurrency_key`, each `{field}` names a payload field and
+/// is formatted with `Display` (a format spec is allowed: `{id:08}`); `{{`
+/// and `}}` are literal braces. Enqueueing a job whose key exists returns the
+/// existing job. `unique` and `unique_for` need a `key`, and `concurrency` a
+/// `concurrency_key` (a compile error without one).
 ///
 /// The stored `name` is part of the storage contract: queued rows find their
 /// handler by it. Pin it with `name = "…"` before renaming a fn that has
@@ -121,8 +124,10 @@ use proc_macro::TokenStream;
 ///   as `{}`, which also implements `Default`.
 /// - `SendWelcome::new(user_id, locale)`, taking the payload fields in order.
 /// - `impl Job for SendWelcome`: `NAME`, plus `QUEUE`, `PRIORITY`,
-///   `MAX_ATTEMPTS`, `TIMEOUT`, `UNIQUE`, `retry_policy` and `idempotency_key` for the
-///   keys given; the others keep the trait's defaults.
+///   `MAX_ATTEMPTS`, `TIMEOUT`, `UNIQUE`, `CONCURRENCY`, `retry_policy`,
+///   `idempotency_key` (with `KEY_TEMPLATE`) and `concurrency_key` (with
+///   `CONCURRENCY_KEY_TEMPLATE`) for the keys given; the others keep the
+///   trait's defaults.
 /// - In `const _: () = { … };`: the handler that decodes the JSON payload,
 ///   takes the `State`s, calls the fn and boxes its future, submitted to
 ///   `inventory` as a `JobRegistration` with where the fn was defined.

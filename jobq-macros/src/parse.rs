@@ -12,8 +12,8 @@ use syn::ext::IdentExt;
 use syn::meta::ParseNestedMeta;
 use syn::parse::Parser;
 use syn::{
-    Attribute, Expr, ExprLit, FnArg, GenericArgument, Ident, ItemFn, Lit, LitStr, Pat, Path,
-    PathArguments, Signature, Type, TypePath, UnOp, Visibility,
+    Attribute, Expr, ExprLit, FnArg, GenericArgument, Ident, ItemFn, Lit, LitInt, LitStr, Pat,
+    Path, PathArguments, Signature, Type, TypePath, UnOp, Visibility,
 };
 
 /// The keys `#[job(...)]` accepts, in the order the docs list them.
@@ -28,6 +28,8 @@ const KEYS: &[&str] = &[
     "key",
     "unique",
     "unique_for",
+    "concurrency_key",
+    "concurrency",
     "crate",
 ];
 
@@ -59,6 +61,10 @@ pub(crate) struct Model {
     pub(crate) unique: Option<&'static str>,
     /// `unique_for = "…"`.
     pub(crate) unique_for: Option<Duration>,
+    /// `concurrency_key = "…"`.
+    pub(crate) concurrency_key: Option<KeyTemplate>,
+    /// `concurrency = N`, within 1 to [`MAX_KEY_CONCURRENCY`].
+    pub(crate) concurrency: Option<u32>,
     /// The fn's parameters, in order.
     pub(crate) params: Vec<Param>,
 }
@@ -96,8 +102,9 @@ pub(crate) enum Retry {
     Schedule(Vec<Duration>),
 }
 
-/// `key = "…"`, rewritten for `format!`: every `{field}` became `{}` (or
-/// `{:spec}`) and the fields it named, in order, are in `args`.
+/// `key = "…"` or `concurrency_key = "…"`, rewritten for `format!`: every
+/// `{field}` became `{}` (or `{:spec}`) and the fields it named, in order,
+/// are in `args`.
 pub(crate) struct KeyTemplate {
     /// The template with positional placeholders, spanned on the user's literal.
     pub(crate) format: LitStr,
@@ -155,7 +162,11 @@ pub(crate) fn parse(args: TokenStream, item: TokenStream) -> syn::Result<Model> 
     let key = raw
         .key
         .as_ref()
-        .and_then(|lit| parse_key_template(lit, &fields, &mut errors));
+        .and_then(|lit| parse_key_template(lit, "key", &fields, &mut errors));
+    let concurrency_key = raw
+        .concurrency_key
+        .as_ref()
+        .and_then(|lit| parse_key_template(lit, "concurrency key", &fields, &mut errors));
     if raw.key.is_none() {
         let unique = raw.unique.as_ref().map(|(lit, _)| lit);
         let unique_for = raw.unique_for.as_ref().map(|(lit, _)| lit);
@@ -163,6 +174,14 @@ pub(crate) fn parse(args: TokenStream, item: TokenStream) -> syn::Result<Model> 
             errors.at(
                 lit,
                 "a unique job needs a key to be unique by: add `key = \"…\"` (a template of payload fields, like `key = \"digest:{user_id}\"`)",
+            );
+        }
+    }
+    if raw.concurrency_key.is_none() {
+        if let Some((lit, _)) = &raw.concurrency {
+            errors.at(
+                lit,
+                "a per-key concurrency limit needs a key: add `concurrency_key = \"…\"` (a template of payload fields, like `concurrency_key = \"sync:{customer_id}\"`)",
             );
         }
     }
@@ -187,6 +206,8 @@ pub(crate) fn parse(args: TokenStream, item: TokenStream) -> syn::Result<Model> 
         key,
         unique: raw.unique.and_then(|(_, states)| states),
         unique_for: raw.unique_for.and_then(|(_, period)| period),
+        concurrency_key,
+        concurrency: raw.concurrency.and_then(|(_, limit)| limit),
         params,
         func,
     })
@@ -208,6 +229,9 @@ struct RawArgs {
     unique: Option<(LitStr, Option<&'static str>)>,
     /// `unique_for = "…"` as given, and its period if valid.
     unique_for: Option<(LitStr, Option<Duration>)>,
+    concurrency_key: Option<LitStr>,
+    /// `concurrency = N` as given, and the limit if valid.
+    concurrency: Option<(LitInt, Option<u32>)>,
     krate: Option<Path>,
 }
 
@@ -287,6 +311,10 @@ impl RawArgs {
                     (lit, period)
                 });
             }
+            "concurrency_key" => {
+                self.concurrency_key = non_empty_str(&value, "concurrency_key", errors);
+            }
+            "concurrency" => self.concurrency = concurrency(&value, errors),
             "crate" => self.krate = crate_path(&value, errors),
             _ => unreachable!("every key in KEYS is handled"),
         }
@@ -438,6 +466,41 @@ fn max_attempts(value: &Expr, errors: &mut Errors) -> Option<u32> {
         Err(_) => errors.at(lit, "`max_attempts` must fit in a `u32`"),
     }
     None
+}
+
+/// The largest `concurrency`; must equal `jobq_core::MAX_KEY_CONCURRENCY`
+/// (tests/ui/pass/concurrency.rs checks it).
+const MAX_KEY_CONCURRENCY: u32 = 10_000;
+
+/// `concurrency = 5`: the literal, and its value if it is 1 to
+/// [`MAX_KEY_CONCURRENCY`].
+fn concurrency(value: &Expr, errors: &mut Errors) -> Option<(LitInt, Option<u32>)> {
+    let Expr::Lit(ExprLit {
+        lit: Lit::Int(lit), ..
+    }) = value
+    else {
+        return integer_expected(value, "concurrency", "5", errors);
+    };
+    let limit = match lit.base10_parse::<u64>() {
+        Ok(0) => {
+            errors.at(
+                lit,
+                "`concurrency` must be at least 1: it is how many jobs of one concurrency key may run at once",
+            );
+            None
+        }
+        Ok(n) if n <= u64::from(MAX_KEY_CONCURRENCY) => u32::try_from(n).ok(),
+        _ => {
+            errors.at(
+                lit,
+                format!(
+                    "`concurrency` must be at most {MAX_KEY_CONCURRENCY} (`MAX_KEY_CONCURRENCY`); for no per-key limit, leave out `concurrency_key` and `concurrency`"
+                ),
+            );
+            None
+        }
+    };
+    Some((lit.clone(), limit))
 }
 
 fn integer_expected<T>(value: &Expr, key: &str, example: &str, errors: &mut Errors) -> Option<T> {
@@ -764,8 +827,15 @@ fn check_owned(ty: &Type, field: &Ident, errors: &mut Errors) {
     syn::visit::Visit::visit_type(&mut Visitor { field, errors }, ty);
 }
 
-/// Parses `key = "welcome:{user_id}"` against the payload fields.
-fn parse_key_template(lit: &LitStr, fields: &[&Ident], errors: &mut Errors) -> Option<KeyTemplate> {
+/// Parses `key = "welcome:{user_id}"` (or `concurrency_key = "…"`) against
+/// the payload fields; `what` names the template in errors (`"key"`,
+/// `"concurrency key"`).
+fn parse_key_template(
+    lit: &LitStr,
+    what: &str,
+    fields: &[&Ident],
+    errors: &mut Errors,
+) -> Option<KeyTemplate> {
     let template = lit.value();
     let mut format = String::with_capacity(template.len());
     let mut args = Vec::new();
@@ -794,7 +864,9 @@ fn parse_key_template(lit: &LitStr, fields: &[&Ident], errors: &mut Errors) -> O
                 if !closed {
                     errors.at(
                         lit,
-                        "unclosed `{` in the key template; write `{{` for a literal brace",
+                        format!(
+                            "unclosed `{{` in the {what} template; write `{{{{` for a literal brace"
+                        ),
                     );
                     return None;
                 }
@@ -814,14 +886,16 @@ fn parse_key_template(lit: &LitStr, fields: &[&Ident], errors: &mut Errors) -> O
                     }
                     None => {
                         ok = false;
-                        errors.at(lit, missing_field(name, fields));
+                        errors.at(lit, missing_field(name, what, fields));
                     }
                 }
             }
             '}' => {
                 errors.at(
                     lit,
-                    "unmatched `}` in the key template; write `}}` for a literal brace",
+                    format!(
+                        "unmatched `}}` in the {what} template; write `}}}}` for a literal brace"
+                    ),
                 );
                 return None;
             }
@@ -835,7 +909,7 @@ fn parse_key_template(lit: &LitStr, fields: &[&Ident], errors: &mut Errors) -> O
     })
 }
 
-fn missing_field(name: &str, fields: &[&Ident]) -> String {
+fn missing_field(name: &str, what: &str, fields: &[&Ident]) -> String {
     let placeholder = format!("{{{name}}}");
     let available = if fields.is_empty() {
         "this job has no payload fields".to_owned()
@@ -848,9 +922,9 @@ fn missing_field(name: &str, fields: &[&Ident]) -> String {
         format!("the payload fields are {list}")
     };
     if name.is_empty() {
-        format!("`{{}}` in the key template needs a payload field name; {available}")
+        format!("`{{}}` in the {what} template needs a payload field name; {available}")
     } else {
-        format!("`{placeholder}` in the key template names no payload field; {available}")
+        format!("`{placeholder}` in the {what} template names no payload field; {available}")
     }
 }
 
@@ -908,7 +982,7 @@ mod tests {
         let user_id = Ident::new("user_id", Span::call_site());
         let lit = LitStr::new("{{welcome}}:{user_id}:{user_id:>8}", Span::call_site());
         let mut errors = Errors::default();
-        let key = parse_key_template(&lit, &[&user_id], &mut errors).unwrap();
+        let key = parse_key_template(&lit, "key", &[&user_id], &mut errors).unwrap();
         assert!(errors.finish().is_ok());
         assert_eq!(key.format.value(), "{{welcome}}:{}:{:>8}");
         assert_eq!(key.args, [user_id.clone(), user_id]);

@@ -47,6 +47,12 @@ pub mod jobs {
         let _ = ctx.attempt();
     }
 
+    /// At most two syncs of one customer at a time.
+    #[job(concurrency_key = "sync:{customer_id}", concurrency = 2)]
+    pub async fn sync_customer(customer_id: u64) {
+        let _ = customer_id;
+    }
+
     /// Takes many fields.
     #[job(backoff = linear("1s", "1m"))]
     #[allow(clippy::too_many_arguments)]

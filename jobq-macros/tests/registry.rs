@@ -91,7 +91,8 @@ fn every_job_is_registered_under_its_name() {
             "count_by",
             "fields.publish",
             "reports.nightly",
-            "send_welcome"
+            "send_welcome",
+            "sync_customer"
         ]
     );
 }
@@ -169,6 +170,8 @@ fn keys_that_are_not_given_keep_the_trait_defaults() {
     assert_eq!(nightly.priority, 0);
     assert_eq!(nightly.max_attempts, jobq_runtime::DEFAULT_MAX_ATTEMPTS);
     assert_eq!(nightly.timeout, None);
+    assert_eq!(nightly.concurrency_key_template, None);
+    assert_eq!(nightly.concurrency, 1);
     assert!((nightly.states)().is_empty());
 
     let counter = registry.get("count_by").unwrap();
@@ -229,6 +232,29 @@ fn the_key_template_renders_from_the_payload_fields() {
     let job = SendWelcome::new(42, "en".into());
     assert_eq!(job.idempotency_key().as_deref(), Some("welcome:42:{en}"));
     assert_eq!(NightlyReport::new().idempotency_key(), None);
+}
+
+/// At most four syncs of one customer at a time.
+#[job(concurrency_key = "sync:{customer_id}", concurrency = 4)]
+async fn sync_customer(customer_id: u64) {
+    let _ = customer_id;
+}
+
+#[test]
+fn the_concurrency_key_and_limit_are_registered_and_the_key_renders() {
+    let registry = Registry::from_inventory().unwrap();
+    let sync = registry.get("sync_customer").unwrap();
+    assert_eq!(sync.concurrency_key_template, Some("sync:{customer_id}"));
+    assert_eq!(sync.concurrency, 4);
+    assert_eq!(
+        SyncCustomer::CONCURRENCY_KEY_TEMPLATE,
+        sync.concurrency_key_template
+    );
+    assert_eq!(sync.key_template, None);
+    let job = SyncCustomer::new(42);
+    assert_eq!(job.concurrency_key().as_deref(), Some("sync:42"));
+    assert_eq!(job.idempotency_key(), None);
+    assert_eq!(SendWelcome::new(42, "en".into()).concurrency_key(), None);
 }
 
 #[tokio::test]

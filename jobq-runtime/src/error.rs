@@ -285,6 +285,31 @@ pub enum InvalidArgument {
         /// The key's length, in characters.
         chars: usize,
     },
+    /// A concurrency key ([`Enqueue::concurrency_key`](crate::Enqueue::concurrency_key))
+    /// is empty, over [`MAX_KEY_LEN`] characters or holds a NUL, or its
+    /// limit is 0 or over [`MAX_KEY_CONCURRENCY`](crate::MAX_KEY_CONCURRENCY).
+    #[error(
+        "job `{job}` has concurrency key {key:?} with limit {limit}: a key must have 1 to {max_len} characters and no NUL, and a limit must be 1 to {max_limit}",
+        max_len = MAX_KEY_LEN,
+        max_limit = jobq_core::MAX_KEY_CONCURRENCY
+    )]
+    ConcurrencyKey {
+        /// The job name.
+        job: String,
+        /// The key.
+        key: String,
+        /// The limit.
+        limit: u32,
+    },
+    /// A job is both unique by state or period and limited per
+    /// concurrency key: jobq does not combine the two yet.
+    #[error(
+        "job `{job}` is unique by state or period and has a concurrency key: use one of the two (a plain idempotency key combines with a concurrency key)"
+    )]
+    UniqueWithConcurrencyKey {
+        /// The job name.
+        job: String,
+    },
     /// A job is unique by state or period ([`Unique`](crate::Unique)) but
     /// has no key to be unique by.
     #[error(

@@ -816,8 +816,10 @@ impl Jobq {
             priority: J::PRIORITY,
             max_attempts: J::MAX_ATTEMPTS,
         };
+        let concurrency = job.concurrency_key().map(|key| (key, J::CONCURRENCY));
         let options = Enqueue {
             unique: options.unique.or(J::UNIQUE),
+            concurrency: options.concurrency.or(concurrency),
             ..options
         };
         self.row_of(J::NAME, payload, job.idempotency_key(), defaults, options)
@@ -843,6 +845,7 @@ impl Jobq {
             run_at: options.run_at,
             idempotency_key: options.idempotency_key.or(key),
             unique: options.unique,
+            concurrency: options.concurrency,
         };
         if !self.inner.enqueue_layers.is_empty() {
             self.inner.enqueue_layers.apply(&mut row)?;
@@ -912,6 +915,28 @@ impl Jobq {
                     }
                     .into());
                 }
+            }
+        }
+        if let Some((key, limit)) = &row.concurrency {
+            let len = key.chars().count();
+            if len == 0
+                || len > MAX_KEY_LEN
+                || key.contains('\0')
+                || *limit == 0
+                || *limit > jobq_core::MAX_KEY_CONCURRENCY
+            {
+                return Err(InvalidArgument::ConcurrencyKey {
+                    job: job_name.to_owned(),
+                    key: key.clone(),
+                    limit: *limit,
+                }
+                .into());
+            }
+            if row.unique.is_some() {
+                return Err(InvalidArgument::UniqueWithConcurrencyKey {
+                    job: job_name.to_owned(),
+                }
+                .into());
             }
         }
         let max_attempts = row.max_attempts;

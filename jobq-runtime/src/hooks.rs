@@ -33,6 +33,7 @@ impl Row {
             run_at: options.run_at,
             idempotency_key: options.idempotency_key,
             unique: options.unique,
+            concurrency: options.concurrency,
         })
     }
 }
@@ -195,6 +196,8 @@ pub struct Claimed {
     pub payload: String,
     /// The row's `idempotency_key`.
     pub idempotency_key: Option<String>,
+    /// The row's `concurrency_key`.
+    pub concurrency_key: Option<String>,
 }
 
 /// [`claim`], with each row's columns.
@@ -213,8 +216,22 @@ pub async fn claim_rows(
             job_name: c.job_name,
             payload: c.payload,
             idempotency_key: c.idempotency_key,
+            concurrency_key: c.concurrency_key,
         })
         .collect())
+}
+
+/// Releases concurrency keys `keys` as a worker does after their jobs
+/// settled: how many blocked jobs it unblocked.
+pub async fn release_keys(jobq: &Jobq, keys: &[&str]) -> Result<u64> {
+    let keys: Vec<String> = keys.iter().map(|&k| k.to_owned()).collect();
+    jobq.store().release_keys(&keys).await
+}
+
+/// One round of the reaper's key sweep (`pages` pages of keys from where
+/// the last round of this process stopped): how many jobs it unblocked.
+pub async fn sweep_keys(jobq: &Jobq, pages: u32) -> Result<u64> {
+    jobq.store().sweep_keys(pages).await
 }
 
 /// Renews the leases of the `(id, token)` claims; returns those no longer held.

@@ -167,8 +167,9 @@ pub use error::{ConfigError, Error, InvalidArgument, Result};
 pub use handle::Jobq;
 pub use jobq_core::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, FieldSpec, IntoJobResult, Job,
-    JobContext, JobError, JobErrorKind, JobMeta, JobRegistration, LeaseError, Registry,
-    RegistryError, RetryPolicy, State, StateRequirement, States, Unique, error_chain, retry,
+    JobContext, JobError, JobErrorKind, JobMeta, JobRegistration, LeaseError, MAX_KEY_CONCURRENCY,
+    Registry, RegistryError, RetryPolicy, State, StateRequirement, States, Unique, error_chain,
+    retry,
 };
 pub use jobq_macros::job;
 pub use ops::{

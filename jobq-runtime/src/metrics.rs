@@ -200,6 +200,8 @@ pub(crate) mod statement {
     pub(crate) const LIMIT: &str = "limit";
     /// Setting a queue's rate.
     pub(crate) const RATE: &str = "rate";
+    /// Releasing concurrency keys (after a settle, and the sweep).
+    pub(crate) const RELEASE: &str = "release";
     /// `jobq_runtime::testing`'s drain with scheduled jobs.
     #[cfg(feature = "testing")]
     pub(crate) const MAKE_DUE: &str = "make_due";

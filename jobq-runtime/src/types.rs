@@ -77,6 +77,10 @@ pub enum JobStatus {
     Failed,
     /// Cancelled by [`Jobq::cancel`](crate::Jobq::cancel).
     Cancelled,
+    /// Waiting behind the running jobs of its concurrency key
+    /// ([`Enqueue::concurrency_key`]): not claimable until a place of its
+    /// key frees up, then `pending`, in enqueue order.
+    Blocked,
 }
 
 impl JobStatus {
@@ -88,6 +92,7 @@ impl JobStatus {
             Self::Done => "done",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
+            Self::Blocked => "blocked",
         }
     }
 }
@@ -107,6 +112,7 @@ impl FromStr for JobStatus {
             "done" => Self::Done,
             "failed" => Self::Failed,
             "cancelled" => Self::Cancelled,
+            "blocked" => Self::Blocked,
             other => return Err(format!("unknown job status `{other}`")),
         })
     }
@@ -181,6 +187,7 @@ pub struct Enqueue {
     pub(crate) max_attempts: Option<u32>,
     pub(crate) idempotency_key: Option<String>,
     pub(crate) unique: Option<jobq_core::Unique>,
+    pub(crate) concurrency: Option<(String, u32)>,
 }
 
 /// When a job may first run.
@@ -267,6 +274,40 @@ impl Enqueue {
     /// ```
     pub fn unique(mut self, unique: jobq_core::Unique) -> Self {
         self.unique = Some(unique);
+        self
+    }
+
+    /// At most `limit` jobs of concurrency key `key` run at once, across
+    /// every worker of every process, and they start in enqueue order;
+    /// overrides the job's own `#[job(concurrency_key = …, concurrency = …)]`.
+    /// A job beyond the limit waits as [`JobStatus::Blocked`] until a job
+    /// of its key succeeds, fails for good or is cancelled. A job of the
+    /// key that is pending or running holds a place, a job waiting to
+    /// retry included: with a limit of 1 the key's jobs run one by one, in
+    /// order, each through its retries (see `docs/flow-control.md`).
+    ///
+    /// ```
+    /// use jobq_runtime::{job, Enqueue, JobStatus, Jobq};
+    ///
+    /// /// Syncs one customer's account.
+    /// #[job(queue = "sync")]
+    /// async fn sync_account(customer: u64) {
+    ///     let _ = customer;
+    /// }
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> jobq_runtime::Result<()> {
+    /// let jobq = Jobq::connect("sqlite::memory:").await?;
+    /// jobq.migrate().await?;
+    /// let one_at_a_time = || Enqueue::new().concurrency_key("customer:7", 1);
+    /// let first = jobq.enqueue_with(SyncAccount::new(7), one_at_a_time()).await?;
+    /// let second = jobq.enqueue_with(SyncAccount::new(7), one_at_a_time()).await?;
+    /// assert_eq!(jobq.job(first.id).await?.unwrap().status, JobStatus::Pending);
+    /// assert_eq!(jobq.job(second.id).await?.unwrap().status, JobStatus::Blocked);
+    /// # Ok(()) }
+    /// ```
+    pub fn concurrency_key(mut self, key: impl Into<String>, limit: u32) -> Self {
+        self.concurrency = Some((key.into(), limit));
         self
     }
 }
@@ -394,12 +435,14 @@ pub struct QueueCounts {
     pub failed: u64,
     /// Cancelled.
     pub cancelled: u64,
+    /// Waiting behind the running jobs of their concurrency key.
+    pub blocked: u64,
 }
 
 impl QueueCounts {
     /// All jobs of the queue.
     pub fn total(&self) -> u64 {
-        self.pending + self.processing + self.done + self.failed + self.cancelled
+        self.pending + self.processing + self.done + self.failed + self.cancelled + self.blocked
     }
 }
 

@@ -253,6 +253,25 @@ pub(crate) trait BackendStore: Sized {
     /// stays). One try.
     async fn prune_unique(&self, after: &str, limit: u32) -> Result<UniquePage>;
 
+    /// Releases concurrency keys (see the migration `jobq_keys`): in one
+    /// transaction, locks the rows of `keys` (sorted, distinct), reads the
+    /// front of each key's job list ([`KeyFront`]: its limit plus
+    /// [`KEY_FRONT_SLACK`](super::policy::KEY_FRONT_SLACK) members), and
+    /// applies the plan [`policy::key_plan`](super::policy::key_plan)
+    /// makes of them: forgets the finished members, unblocks the oldest
+    /// blocked jobs up to each key's limit, deletes the rows of keys left
+    /// without jobs. Returns the plan it applied. One try.
+    async fn release_keys(&self, keys: &[String]) -> Result<KeyPlan>;
+
+    /// The concurrency keys of the rows `ids` that have one, distinct;
+    /// with `rejoin`, first lists those rows in their keys again (a
+    /// retried job, which a release forgot when it finished). One try.
+    async fn keys_of(&self, ids: &[i64], rejoin: bool) -> Result<Vec<String>>;
+
+    /// Up to `limit` keys of `jobq_keys` after `after`, in key order (the
+    /// sweep's page).
+    async fn key_page(&self, after: &str, limit: u32) -> Result<Vec<String>>;
+
     /// The rows of the workers whose rows have not expired, oldest first.
     async fn live_workers(&self) -> Result<Vec<WorkerRecord>>;
 
@@ -427,13 +446,56 @@ pub(crate) struct NewJob {
     /// it in `unique_key`).
     pub(crate) idempotency_key: Option<String>,
     pub(crate) unique: Option<jobq_core::Unique>,
+    /// The concurrency key and its limit: at most that many of the key's
+    /// jobs hold it (`pending` or `processing`); the others are `blocked`.
+    pub(crate) concurrency: Option<(String, u32)>,
 }
 
 impl NewJob {
+    /// Neither an idempotency key nor a concurrency key: nothing to
+    /// check or lock, so it may go in a plain multi-row INSERT.
+    #[cfg_attr(not(any(feature = "mysql", feature = "sqlite")), allow(dead_code))]
+    pub(crate) fn plain(&self) -> bool {
+        self.idempotency_key.is_none() && self.concurrency.is_none()
+    }
+
     /// The unique key and its rules, if the job is unique by state or period.
     pub(crate) fn unique_key(&self) -> Option<(&str, jobq_core::Unique)> {
         self.idempotency_key.as_deref().zip(self.unique)
     }
+}
+
+/// One key's row and the front of its job list as a release read them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KeyFront {
+    pub(crate) key: String,
+    /// The key's limit (its row's `max_running`).
+    pub(crate) limit: u32,
+    /// The first members in enqueue order, at most the read's `front`.
+    pub(crate) members: Vec<KeyMember>,
+    /// Whether the read stopped at `front` members: more may follow.
+    pub(crate) truncated: bool,
+}
+
+/// A job listed in its key, and where its row is (`None`: gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyMember {
+    pub(crate) job_id: i64,
+    pub(crate) status: Option<crate::JobStatus>,
+}
+
+/// What a release does (see [`BackendStore::release_keys`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct KeyPlan {
+    /// Members to forget: `(key, job id)` of finished or deleted jobs.
+    pub(crate) forget: Vec<(String, i64)>,
+    /// Blocked jobs to make `pending`.
+    pub(crate) unblock: Vec<i64>,
+    /// Keys left without jobs: their rows are deleted.
+    pub(crate) empty: Vec<String>,
+    /// Keys whose front was all finished members and may have room for
+    /// blocked jobs past it: released again.
+    pub(crate) again: Vec<String>,
 }
 
 /// What a claim asks for: up to `limit` due jobs of `queue`, leased to
@@ -521,6 +583,9 @@ pub(crate) struct ClaimedJob {
     pub(crate) attempt: u32,
     pub(crate) max_attempts: u32,
     pub(crate) idempotency_key: Option<String>,
+    /// Its concurrency key: when the attempt leaves the key (success,
+    /// failed for good, cancelled), the worker releases the key.
+    pub(crate) concurrency_key: Option<String>,
     pub(crate) token: i64,
     /// Why the row cannot be run as stored (a column that is not UTF-8):
     /// the attempt fails without running the handler, and is not retried.
@@ -549,10 +614,17 @@ impl ClaimedJob {
             attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
             max_attempts: u32::try_from(max_attempts).unwrap_or(1),
             idempotency_key,
+            concurrency_key: None,
             token,
             unreadable: None,
             due: None,
         }
+    }
+
+    /// The same job, holding `key` (see [`concurrency_key`](Self::concurrency_key)).
+    pub(crate) fn keyed(mut self, key: Option<String>) -> Self {
+        self.concurrency_key = key;
+        self
     }
 
     /// The same job, due since `run_at` (see [`due`](Self::due)).

@@ -91,10 +91,10 @@ pub(crate) struct Pieces {
     pub(crate) numbered: bool,
     pub(crate) queue: &'static str,
     /// No placeholder: one literal per status, in [`JobStatus`] order
-    /// (pending, processing, done, failed, cancelled), so that PostgreSQL
-    /// can prove a partial index applies.
-    pub(crate) status: [&'static str; 5],
-    /// No placeholder: `pending` or `processing`.
+    /// (pending, processing, done, failed, cancelled, blocked), so that
+    /// PostgreSQL can prove a partial index applies.
+    pub(crate) status: [&'static str; 6],
+    /// No placeholder: `pending`, `processing` or `blocked`.
     pub(crate) cancellable: &'static str,
     /// No placeholder: `failed` or `cancelled`.
     pub(crate) retryable: &'static str,
@@ -177,8 +177,9 @@ impl Pieces {
                 " AND status = 'done'",
                 " AND status = 'failed'",
                 " AND status = 'cancelled'",
+                " AND status = 'blocked'",
             ],
-            cancellable: " AND status IN ('pending', 'processing')",
+            cancellable: " AND status IN ('pending', 'processing', 'blocked')",
             retryable: " AND status IN ('failed', 'cancelled')",
             job_name: " AND job_name = ",
             key,
@@ -495,6 +496,7 @@ fn status_index(status: JobStatus) -> usize {
         JobStatus::Done => 2,
         JobStatus::Failed => 3,
         JobStatus::Cancelled => 4,
+        JobStatus::Blocked => 5,
     }
 }
 

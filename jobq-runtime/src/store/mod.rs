@@ -389,6 +389,34 @@ impl Store {
         Ok(pruned)
     }
 
+    /// Releases concurrency keys whose jobs left them ([`policy::release_keys`]);
+    /// how many blocked jobs it unblocked.
+    pub(crate) async fn release_keys(&self, keys: &[String]) -> Result<u64> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        dispatch_seen!(self, s => policy::release_keys(s, keys).await)
+    }
+
+    /// Releases every key with jobs, a bounded share of them per call
+    /// ([`policy::sweep_keys`]); how many blocked jobs it unblocked.
+    pub(crate) async fn sweep_keys(&self, pages: u32) -> Result<u64> {
+        dispatch_seen!(self, s => policy::sweep_keys(s, pages).await)
+    }
+
+    /// After an operator moved the rows `ids` (a cancel, a retry): lists
+    /// retried ones in their keys again (`rejoin`) and releases the keys,
+    /// so a cancelled holder's place goes to the next job and a retried
+    /// job, which comes back `blocked`, starts when its key has room.
+    async fn rekey(&self, ids: &[i64], rejoin: bool) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let keys = retried!(self, RELEASE, s => s.keys_of(ids, rejoin))?;
+        self.release_keys(&keys).await?;
+        Ok(())
+    }
+
     /// Marks held jobs `done`; returns how many were still held.
     pub(crate) async fn complete(&self, fences: &[Fence]) -> Result<u64> {
         dispatch_seen!(self, s => policy::complete(s, fences).await)
@@ -464,7 +492,11 @@ impl Store {
     /// What cancelling one row changed, telling no worker (see
     /// [`BackendStore::cancel`]); [`cancel`](Self::cancel) is this and the signal.
     pub(crate) async fn cancel_row(&self, id: i64) -> Result<contract::Cancelled> {
-        retried!(self, CANCEL, s => s.cancel(id))
+        let cancelled = retried!(self, CANCEL, s => s.cancel(id))?;
+        if cancelled.changed > 0 {
+            self.rekey(&[id], false).await?;
+        }
+        Ok(cancelled)
     }
 
     /// Ids one page of a bulk action reads at most here.
@@ -540,6 +572,7 @@ impl Store {
         while let Some(ids) = self.next_page(&mut pages).await? {
             for batch in ids.chunks(filter::BULK_BATCH) {
                 retried += retried!(self, RETRY, s => s.retry_batch(batch, guard))?;
+                self.rekey(batch, true).await?;
             }
         }
         Ok(retried)
@@ -556,9 +589,10 @@ impl Store {
         let mut pages = filter::Pages::new(w, Kind::Cancel);
         while let Some(ids) = self.next_page(&mut pages).await? {
             for batch in ids.chunks(filter::BULK_BATCH) {
-                let batch = retried!(self, CANCEL, s => s.cancel_batch(batch, guard))?;
-                signal(&batch.held);
-                cancelled += batch.changed;
+                let changed = retried!(self, CANCEL, s => s.cancel_batch(batch, guard))?;
+                signal(&changed.held);
+                cancelled += changed.changed;
+                self.rekey(batch, false).await?;
             }
         }
         Ok(cancelled)
@@ -576,7 +610,11 @@ impl Store {
     }
 
     pub(crate) async fn retry(&self, id: i64) -> Result<bool> {
-        retried!(self, RETRY, s => s.retry(id))
+        let retried = retried!(self, RETRY, s => s.retry(id))?;
+        if retried {
+            self.rekey(&[id], true).await?;
+        }
+        Ok(retried)
     }
 
     /// The figures of every queue (see [`Jobq::stats`](crate::Jobq::stats)):

@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::contract::{
-    BackendStore, ClaimedJob, Fence, Flow, LimitedClaim, Prunable, QueueControl, Slot,
+    BackendStore, ClaimedJob, Fence, Flow, KeyFront, KeyMember, KeyPlan, LimitedClaim, Prunable,
+    QueueControl, Slot,
 };
 use super::stash::Stash;
 use crate::error::{Error, Result};
@@ -321,6 +322,176 @@ pub(crate) async fn prune_unique<S: BackendStore>(store: &S, pages: Option<u32>)
     Ok(total)
 }
 
+/// Members a key's front holds past its limit: finished jobs a release
+/// has not forgotten yet, and the first blocked jobs it may unblock.
+pub(crate) const KEY_FRONT_SLACK: u32 = 32;
+
+/// How many members of a key limited to `limit` a front reads.
+pub(crate) fn key_front_len(limit: u32) -> u32 {
+    limit.saturating_add(KEY_FRONT_SLACK)
+}
+
+/// A key's limit as its row holds it (at least 1).
+pub(crate) fn key_limit(stored: i64) -> u32 {
+    u32::try_from(stored).unwrap_or(u32::MAX).max(1)
+}
+
+/// A member's status as a front read returned it (`None`: the row is gone).
+fn member_status(status: Option<&str>) -> Option<JobStatus> {
+    status.and_then(|s| s.parse().ok())
+}
+
+/// The front of one key as an enqueue read it: `(job id, status)` rows
+/// of a key limited to `limit`, read [`key_front_len`] at most.
+pub(crate) fn key_front(key: &str, limit: u32, rows: &[(i64, Option<String>)]) -> KeyFront {
+    KeyFront {
+        key: key.to_owned(),
+        limit,
+        members: rows
+            .iter()
+            .map(|(job_id, status)| KeyMember {
+                job_id: *job_id,
+                status: member_status(status.as_deref()),
+            })
+            .collect(),
+        truncated: rows.len() >= key_front_len(limit) as usize,
+    }
+}
+
+/// The fronts of the keys a release locked (`(key, limit)` rows, which
+/// leave out keys whose rows are gone), from `(key, job id, status)` rows.
+pub(crate) fn key_fronts(
+    limits: &[(String, u32)],
+    rows: &[(String, i64, Option<String>)],
+) -> Vec<KeyFront> {
+    limits
+        .iter()
+        .map(|(key, limit)| {
+            let members: Vec<(i64, Option<String>)> = rows
+                .iter()
+                .filter(|(k, _, _)| k == key)
+                .map(|(_, id, status)| (*id, status.clone()))
+                .collect();
+            key_front(key, *limit, &members)
+        })
+        .collect()
+}
+
+/// Releases of one key set at most (each forgets finished members, so a
+/// release past a long run of them takes a few).
+const KEY_RELEASE_ROUNDS: usize = 4;
+
+/// Whether a new job of the key whose front is `front` may be `pending`
+/// (its key has room, and nothing of the key is waiting, so it does not
+/// pass a blocked job); otherwise it is `blocked`. A front read to its
+/// end without a decision counts as full: a release unblocks the job if
+/// there was room after all.
+pub(crate) fn key_admits(front: &KeyFront) -> bool {
+    let mut holders = 0u32;
+    for member in &front.members {
+        match member.status {
+            Some(JobStatus::Pending | JobStatus::Processing) => holders += 1,
+            Some(JobStatus::Blocked) => return false,
+            _ => {}
+        }
+    }
+    holders < front.limit && !front.truncated
+}
+
+/// What a release does with the fronts it read (see
+/// [`BackendStore::release_keys`]): per key, the finished or deleted
+/// members are forgotten; the holders (`pending`, `processing`) are
+/// counted; the oldest blocked members are unblocked up to the limit.
+/// Nothing is handed back: the holders are counted from their rows each
+/// time, so a release repeated, late, or after a stale settle unblocks
+/// nothing the limit has no room for, and a lost one is made up by the
+/// next (the sweep, [`sweep_keys`]).
+pub(crate) fn key_plan(fronts: &[KeyFront]) -> KeyPlan {
+    let mut plan = KeyPlan::default();
+    for front in fronts {
+        let mut holders = 0u32;
+        let mut blocked = Vec::new();
+        let mut forgotten = 0usize;
+        for member in &front.members {
+            match member.status {
+                Some(JobStatus::Pending | JobStatus::Processing) => holders += 1,
+                Some(JobStatus::Blocked) => blocked.push(member.job_id),
+                _ => {
+                    plan.forget.push((front.key.clone(), member.job_id));
+                    forgotten += 1;
+                }
+            }
+        }
+        let room = front.limit.saturating_sub(holders) as usize;
+        let unblocked = room.min(blocked.len());
+        plan.unblock.extend_from_slice(&blocked[..unblocked]);
+        if forgotten == front.members.len() && !front.truncated {
+            plan.empty.push(front.key.clone());
+        } else if front.truncated && forgotten > 0 && unblocked == blocked.len() && unblocked < room
+        {
+            plan.again.push(front.key.clone());
+        }
+    }
+    plan
+}
+
+/// Releases `keys` (see [`BackendStore::release_keys`]), each
+/// transaction [`retried`], again for the keys whose front was mostly
+/// finished members; how many jobs it unblocked.
+pub(crate) async fn release_keys<S: BackendStore>(store: &S, keys: &[String]) -> Result<u64> {
+    let mut keys: Vec<String> = keys.to_vec();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut unblocked = 0;
+    for _ in 0..KEY_RELEASE_ROUNDS {
+        if keys.is_empty() {
+            break;
+        }
+        let plan = retried(store, statement::RELEASE, || store.release_keys(&keys)).await?;
+        unblocked += plan.unblock.len() as u64;
+        keys = plan.again;
+    }
+    Ok(unblocked)
+}
+
+/// Keys a sweep reads a page ([`sweep_keys`]).
+pub(crate) const KEY_SWEEP_PAGE: u32 = 200;
+
+/// Where the last bounded [`sweep_keys`] of this process stopped in
+/// `jobq_keys`' order (empty: the start).
+static KEY_CURSOR: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// Releases every key with jobs, [`KEY_SWEEP_PAGE`] keys a page, at most
+/// `pages` pages from where the last sweep of this process stopped
+/// (wrapping around at the end): the release a settle did not make (its
+/// process died first, a cancel, a reaped job failed for good, a job
+/// deleted) is made here. How many jobs it unblocked.
+pub(crate) async fn sweep_keys<S: BackendStore>(store: &S, pages: u32) -> Result<u64> {
+    let mut after = KEY_CURSOR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let mut unblocked = 0;
+    for _ in 0..pages {
+        let keys = retried(store, statement::RELEASE, || {
+            store.key_page(&after, KEY_SWEEP_PAGE)
+        })
+        .await?;
+        unblocked += release_keys(store, &keys).await?;
+        after = match keys.last() {
+            Some(last) if keys.len() == KEY_SWEEP_PAGE as usize => last.clone(),
+            _ => String::new(),
+        };
+        if after.is_empty() {
+            break;
+        }
+    }
+    *KEY_CURSOR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = after;
+    Ok(unblocked)
+}
+
 /// Counts (and logs) one retry of `statement` after the transient `error`.
 pub(crate) fn count_internal_retry(statement: &'static str, error: &sqlx::Error, attempt: u32) {
     INTERNAL_RETRIES.fetch_add(1, Ordering::Relaxed);
@@ -348,6 +519,7 @@ pub(crate) fn counts(rows: Vec<(String, i64)>) -> Result<QueueCounts> {
             JobStatus::Done => counts.done = n,
             JobStatus::Failed => counts.failed = n,
             JobStatus::Cancelled => counts.cancelled = n,
+            JobStatus::Blocked => counts.blocked = n,
         }
     }
     Ok(counts)

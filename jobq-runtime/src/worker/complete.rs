@@ -83,6 +83,8 @@ impl Completer {
                     .unwrap_or(false);
                 if !handed_off {
                     shared.held.release(&batch);
+                    // Keys of a batch given up on: the sweep releases them.
+                    shared.take_completed_keys(&batch);
                 }
                 batch.clear();
             }
@@ -258,6 +260,8 @@ async fn complete_batch(shared: Arc<Shared>, batch: Vec<Fence>) -> Result<u64> {
         let started = tokio::time::Instant::now();
         let settled = shared.store.complete(&batch).await?;
         shared.settled.notify_waiters();
+        let keys = shared.take_completed_keys(&batch);
+        shared.release_keys(&keys).await;
         shared.metrics.settled(Settle::Complete, started.elapsed());
         let fenced_out = (batch.len() as u64).saturating_sub(settled);
         if fenced_out > 0 {

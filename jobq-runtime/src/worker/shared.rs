@@ -48,6 +48,9 @@ pub(super) struct Shared {
     /// of a limited queue free with its jobs' settles, so its claim loop,
     /// held back by the limit, claims again at once.
     pub(super) settled: tokio::sync::Notify,
+    /// The concurrency keys of the successes handed to the completer,
+    /// by job id: released once their completion has committed.
+    pub(super) completed_keys: Mutex<std::collections::HashMap<i64, String>>,
 }
 
 impl Shared {
@@ -70,7 +73,46 @@ impl Shared {
             failed: CancellationToken::new(),
             failure: Mutex::new(None),
             settled: tokio::sync::Notify::new(),
+            completed_keys: Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// Releases the concurrency keys of `jobs` whose attempts left them,
+    /// once that has committed: the next blocked jobs of those keys become
+    /// `pending` (see `Store::release_keys`). A failed release is only
+    /// logged: the sweep of every key makes it up.
+    pub(super) async fn release_keys(&self, keys: &[String]) {
+        if keys.is_empty() {
+            return;
+        }
+        match self.store.release_keys(keys).await {
+            Ok(unblocked) if unblocked > 0 => {
+                for queue in &self.queue_names {
+                    crate::wakeup::notify(queue);
+                }
+            }
+            Ok(_) => {}
+            Err(error) => quietly(|| {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    keys = keys.len(),
+                    "releasing concurrency keys failed; the key sweep releases them"
+                );
+            }),
+        }
+    }
+
+    /// Takes the concurrency keys of the completed `fences` out of
+    /// [`completed_keys`](Self::completed_keys).
+    pub(super) fn take_completed_keys(&self, fences: &[crate::store::Fence]) -> Vec<String> {
+        let mut keys = self
+            .completed_keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        fences.iter().filter_map(|f| keys.remove(&f.id)).collect()
     }
 
     /// Stops the worker because a task failed; `shutdown` returns the first failure.

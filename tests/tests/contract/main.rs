@@ -44,6 +44,7 @@ mod enqueue;
 mod fencing;
 mod heartbeat;
 mod inspect;
+mod keys;
 mod limits;
 mod prune;
 mod rates;

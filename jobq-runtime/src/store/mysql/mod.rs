@@ -45,11 +45,13 @@ use crate::ops::LiveFigures;
 use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob, Prunable,
-    QueueControl, Slot, Transition, UniquePage, WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, KeyPlan, LimitedClaim, NewJob,
+    Prunable, QueueControl, Slot, Transition, UniquePage, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
-    Allowed, SlotPlan, UniqueRow, micros, migrating, new_token_base, row_token, within,
+    Allowed, SlotPlan, UniqueRow, key_admits, key_front, key_front_len,
+    key_fronts as policy_fronts, key_limit, key_plan, micros, migrating, new_token_base, row_token,
+    within,
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -450,6 +452,48 @@ impl BackendStore for MySqlStore {
             .await?)
     }
 
+    async fn release_keys(&self, keys: &[String]) -> Result<KeyPlan> {
+        let mut conn = self.conns.get().await?;
+        let result = release_keys_on(&mut conn, keys).await;
+        Ok(conn.done(result)?)
+    }
+
+    async fn keys_of(&self, ids: &[i64], rejoin: bool) -> Result<Vec<String>> {
+        Ok(self
+            .conns
+            .run(async |conn| {
+                if rejoin {
+                    let sql = keys_rejoin(ids.len());
+                    let mut insert = sqlx::query(&sql);
+                    for id in ids {
+                        insert = insert.bind(id);
+                    }
+                    insert.execute(&mut *conn).await?;
+                }
+                let sql = keys_of(ids.len());
+                let mut read = sqlx::query_as::<_, (Text,)>(&sql);
+                for id in ids {
+                    read = read.bind(id);
+                }
+                let keys = read.fetch_all(&mut *conn).await?;
+                Ok::<_, sqlx::Error>(keys.into_iter().map(|(key,)| key.0).collect())
+            })
+            .await?)
+    }
+
+    async fn key_page(&self, after: &str, limit: u32) -> Result<Vec<String>> {
+        Ok(self
+            .conns
+            .run(async |conn| {
+                let read = sqlx::query_as::<_, (Text,)>(KEY_PAGE)
+                    .bind(after)
+                    .bind(limit);
+                let keys = read.fetch_all(&mut *conn).await?;
+                Ok::<_, sqlx::Error>(keys.into_iter().map(|(key,)| key.0).collect())
+            })
+            .await?)
+    }
+
     async fn complete(&self, fences: &[Fence]) -> Result<u64> {
         Ok(self.fenced_update(COMPLETE_SET, None, fences).await?)
     }
@@ -795,8 +839,10 @@ impl MySqlStore {
         chunk: &[NewJob],
         in_transaction: bool,
     ) -> Result<Vec<Enqueued>, sqlx::Error> {
-        let keyless = chunk.iter().all(|job| job.idempotency_key.is_none());
-        let unique = chunk.iter().any(|job| job.unique.is_some());
+        let keyless = chunk.iter().all(NewJob::plain);
+        let unique = chunk
+            .iter()
+            .any(|job| job.unique.is_some() || job.concurrency.is_some());
         if let (true, Some(step)) = (keyless, self.id_step) {
             insert_keyless(conn, chunk, step).await
         } else if self.mariadb && !unique {
@@ -1324,7 +1370,17 @@ async fn claim_rows(
     position: Option<Position>,
 ) -> Result<Claimed, sqlx::Error> {
     let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
-    type ClaimRow = (i64, Text, Text, i32, i32, Option<Text>, i16, NaiveDateTime);
+    type ClaimRow = (
+        i64,
+        Text,
+        Text,
+        i32,
+        i32,
+        Option<Text>,
+        i16,
+        NaiveDateTime,
+        Option<Text>,
+    );
     let rows: Vec<ClaimRow> = match position {
         None => {
             sqlx::query_as(CLAIM_SELECT)
@@ -1378,7 +1434,7 @@ async fn claim_rows(
     let jobs = rows
         .into_iter()
         .map(
-            |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, run_at)| {
+            |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, run_at, key)| {
                 ClaimedJob::new(
                     id,
                     job_name.0,
@@ -1388,6 +1444,7 @@ async fn claim_rows(
                     idempotency_key.map(|k| k.0),
                     row_token(base, id),
                 )
+                .keyed(key.map(|k| k.0))
                 .due_since(run_at.and_utc())
             },
         )
@@ -1474,6 +1531,9 @@ async fn insert(conn: &mut MySqlConnection, job: &NewJob) -> Result<Enqueued, sq
     if let Some((key, unique)) = job.unique_key() {
         return insert_unique(conn, job, key, unique).await;
     }
+    if let Some((key, limit)) = &job.concurrency {
+        return insert_keyed(conn, job, key, *limit).await;
+    }
     let result = sqlx::query_with(insert_sql(job), row_arguments(std::slice::from_ref(job))?)
         .execute(&mut *conn)
         .await?;
@@ -1528,6 +1588,122 @@ async fn insert_unique(
         id,
         duplicate: false,
     })
+}
+
+/// A job with a concurrency key in a transaction of its own on `conn`, or
+/// a savepoint of the caller's: takes its key's row ([`KEY_TAKE`]), reads
+/// the front of the key's jobs, inserts the job `pending` if the key has
+/// room ([`key_admits`]) or `blocked`, and lists it in its key.
+async fn insert_keyed(
+    conn: &mut MySqlConnection,
+    job: &NewJob,
+    key: &str,
+    limit: u32,
+) -> Result<Enqueued, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    sqlx::query(KEY_TAKE)
+        .bind(key)
+        .bind(limit)
+        .execute(&mut *tx)
+        .await?;
+    let rows: Vec<(i64, Option<Text>)> = sqlx::query_as(KEY_FRONT)
+        .bind(key)
+        .bind(key_front_len(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+    let rows: Vec<(i64, Option<String>)> = rows
+        .into_iter()
+        .map(|(id, status)| (id, status.map(|s| s.0)))
+        .collect();
+    let status = if key_admits(&key_front(key, limit, &rows)) {
+        "pending"
+    } else {
+        "blocked"
+    };
+    let sql = match job.idempotency_key {
+        Some(_) => INSERT_KEYED_DEDUPE,
+        None => INSERT_KEYED,
+    };
+    let mut args = row_arguments(std::slice::from_ref(job))?;
+    let added: Result<(), sqlx::error::BoxDynError> = (|| {
+        args.add(status)?;
+        args.add(key)
+    })();
+    added.map_err(sqlx::Error::Encode)?;
+    let inserted = sqlx::query_with(sql, args).execute(&mut *tx).await?;
+    let id = i64::try_from(inserted.last_insert_id()).unwrap_or(i64::MAX);
+    sqlx::query(KEY_JOIN)
+        .bind(key)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Enqueued {
+        id,
+        duplicate: inserted.rows_affected() == 2,
+    })
+}
+
+/// One release of `keys` (see [`BackendStore::release_keys`]) in a
+/// transaction of its own on `conn`.
+async fn release_keys_on(
+    conn: &mut MySqlConnection,
+    keys: &[String],
+) -> Result<KeyPlan, sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_RC).await?;
+    let sql = keys_lock(keys.len());
+    let mut lock = sqlx::query_as::<_, (Text, i64)>(&sql);
+    for key in keys {
+        lock = lock.bind(key);
+    }
+    let limits: Vec<(String, u32)> = lock
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(|(key, limit)| (key.0, key_limit(limit)))
+        .collect();
+    if limits.is_empty() {
+        tx.commit().await?;
+        return Ok(KeyPlan::default());
+    }
+    let sql = key_fronts(limits.len());
+    let mut read = sqlx::query_as::<_, (Text, i64, Option<Text>)>(&sql);
+    for (key, limit) in &limits {
+        read = read.bind(key).bind(key_front_len(*limit));
+    }
+    let rows: Vec<(String, i64, Option<String>)> = read
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(|(key, id, status)| (key.0, id, status.map(|s| s.0)))
+        .collect();
+    let plan = key_plan(&policy_fronts(&limits, &rows));
+    if !plan.forget.is_empty() {
+        let sql = key_forget(plan.forget.len());
+        let mut forget = sqlx::query(&sql);
+        for (key, id) in &plan.forget {
+            forget = forget.bind(key).bind(id);
+        }
+        forget.execute(&mut *tx).await?;
+    }
+    if !plan.unblock.is_empty() {
+        let sql = key_unblock(plan.unblock.len());
+        let mut unblock = sqlx::query(&sql);
+        for id in &plan.unblock {
+            unblock = unblock.bind(id);
+        }
+        unblock.execute(&mut *tx).await?;
+    }
+    if !plan.empty.is_empty() {
+        let sql = keys_drop(plan.empty.len());
+        let mut drop = sqlx::query(&sql);
+        for key in &plan.empty {
+            drop = drop.bind(key);
+        }
+        drop.execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(plan)
 }
 
 /// `jobs` in runs of at most [`INSERT_CHUNK`] rows whose values add up to at

@@ -57,7 +57,7 @@ pub const UNIQUE_TAKE: &str = "INSERT INTO jobq_unique (ukey, job_id, states) VA
 /// REPEATABLE READ transaction, whose snapshot could predate the holder.
 pub const UNIQUE_HOLDER: &str = "SELECT u.job_id, CAST(u.states AS SIGNED), \
      CAST(u.held_until IS NULL OR u.held_until > UTC_TIMESTAMP(6) AS SIGNED), \
-     CAST(CASE j.status WHEN 'pending' THEN 1 WHEN 'processing' THEN 2 WHEN 'done' THEN 4 \
+     CAST(CASE j.status WHEN 'pending' THEN 1 WHEN 'blocked' THEN 1 WHEN 'processing' THEN 2 WHEN 'done' THEN 4 \
        WHEN 'failed' THEN 8 WHEN 'cancelled' THEN 16 ELSE 0 END AS SIGNED) \
      FROM jobq_unique u LEFT JOIN jobq_jobs j ON j.id = u.job_id \
      WHERE u.ukey = ? LOCK IN SHARE MODE";
@@ -82,8 +82,42 @@ pub const INSERT_UNIQUE: &str = concat!(
 pub const UNIQUE_HOLD: &str = "UPDATE jobq_unique SET job_id = ?, states = ?, \
      held_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE ukey = ?";
 
+/// A keyed enqueue's first statement: makes its key's row in `jobq_keys`
+/// or locks it (see [`UNIQUE_TAKE`]) until the enqueue's transaction
+/// ends, and sets the key's limit to the job's (`?` key, limit).
+pub const KEY_TAKE: &str = "INSERT INTO jobq_keys (ckey, max_running) VALUES (?, ?) \
+     ON DUPLICATE KEY UPDATE max_running = VALUES(max_running)";
+
+/// The front of key `?`'s job list, `?` members, with each job's status
+/// (NULL: its row is gone), by a locking read: the newest committed
+/// rows, also in a caller's REPEATABLE READ transaction.
+pub const KEY_FRONT: &str = "SELECT k.job_id, CAST(j.status AS CHAR) \
+     FROM jobq_key_jobs k LEFT JOIN jobq_jobs j ON j.id = k.job_id \
+     WHERE k.ckey = ? ORDER BY k.job_id LIMIT ? LOCK IN SHARE MODE";
+
+/// A keyed job's row: [`INSERT_ROW`]'s values, then its status
+/// (`pending` or `blocked`) and its concurrency key.
+pub const INSERT_KEYED: &str = concat!(
+    "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at, status, concurrency_key) VALUES ",
+    "(?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), ?, ?, UTC_TIMESTAMP(6), ?, ?)"
+);
+
+/// [`INSERT_KEYED`] with an idempotency key: a repeat hits the existing row.
+pub const INSERT_KEYED_DEDUPE: &str = concat!(
+    "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at, status, concurrency_key) VALUES ",
+    "(?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), ?, ?, UTC_TIMESTAMP(6), ?, ?)",
+    " ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), ",
+    bump_hits!()
+);
+
+/// Lists job `?` in key `?`'s jobs (once).
+pub const KEY_JOIN: &str = "INSERT IGNORE INTO jobq_key_jobs (ckey, job_id) VALUES (?, ?)";
+
+/// Up to `?` keys after `?`, in order: a page of the sweep.
+pub const KEY_PAGE: &str = "SELECT ckey FROM jobq_keys WHERE ckey > ? ORDER BY ckey LIMIT ?";
+
 /// The claim's locking read.
-pub const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_attempts, COALESCE(idempotency_key, unique_key), priority, run_at \
+pub const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_attempts, COALESCE(idempotency_key, unique_key), priority, run_at, concurrency_key \
      FROM jobq_jobs \
      WHERE queue = ? AND status = 'pending' AND run_at <= UTC_TIMESTAMP(6) \
      ORDER BY priority, run_at, id \
@@ -102,7 +136,7 @@ pub const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_atte
 /// the optimizer makes it one range scan over the whole index key starting
 /// at that position; with `status = 'pending'` outside the OR it chose a
 /// scan of all of `pending` instead.
-pub const CLAIM_SELECT_AFTER: &str = "SELECT id, job_name, payload, attempts, max_attempts, COALESCE(idempotency_key, unique_key), priority, run_at \
+pub const CLAIM_SELECT_AFTER: &str = "SELECT id, job_name, payload, attempts, max_attempts, COALESCE(idempotency_key, unique_key), priority, run_at, concurrency_key \
      FROM jobq_jobs FORCE INDEX (jobq_jobs_claim) \
      WHERE queue = ? AND run_at <= UTC_TIMESTAMP(6) \
        AND ((status = 'pending' AND priority > ?) \
@@ -235,7 +269,8 @@ macro_rules! cancel_set {
 /// What a retry sets: `pending`, runnable now, with at least one more attempt.
 macro_rules! retry_set {
     () => {
-        "UPDATE jobq_jobs SET status = 'pending', run_at = UTC_TIMESTAMP(6), finished_at = NULL, \
+        "UPDATE jobq_jobs SET status = IF(concurrency_key IS NULL, 'pending', 'blocked'), \
+         run_at = UTC_TIMESTAMP(6), finished_at = NULL, \
          max_attempts = GREATEST(max_attempts, attempts + 1)"
     };
 }
@@ -244,9 +279,11 @@ macro_rules! retry_set {
 /// token it has (the attempt a worker of this process is told to stop):
 /// MariaDB has no `UPDATE … RETURNING`.
 pub const CANCEL_PICK: &str = "SELECT id, lease_token FROM jobq_jobs \
-     WHERE id = ? AND status IN ('pending', 'processing') FOR UPDATE";
+     WHERE id = ? AND status IN ('pending', 'processing', 'blocked') FOR UPDATE";
 
-/// Sends a `failed` or `cancelled` row back to `pending` with one more attempt.
+/// Sends a `failed` or `cancelled` row back to `pending` (`blocked` if
+/// it has a concurrency key: the release that follows unblocks it if its
+/// key has room) with one more attempt.
 pub const RETRY: &str = concat!(
     retry_set!(),
     " WHERE id = ? AND status IN ('failed', 'cancelled')"
@@ -309,7 +346,7 @@ pub(crate) fn bulk_pick(ids: usize, guard: &str) -> String {
 /// with the guard of a single cancel.
 pub(crate) fn cancel_ids(ids: usize) -> String {
     format!(
-        "{} WHERE status IN ('pending', 'processing') AND id IN ({})",
+        "{} WHERE status IN ('pending', 'processing', 'blocked') AND id IN ({})",
         cancel_set!(),
         placeholders(ids)
     )
@@ -503,6 +540,71 @@ pub(crate) fn claim_update(ids: usize) -> String {
         "UPDATE jobq_jobs SET status = 'processing', attempts = attempts + 1, lease_token = ? + id, \
              run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, claimed_by = ?, claimed_at = UTC_TIMESTAMP(6) \
              WHERE id IN ({})",
+        placeholders(ids)
+    )
+}
+
+/// Locks the rows of `keys` keys, in key order (every release locks in
+/// that order: two releases never wait on each other in a cycle), with
+/// their limits.
+pub(crate) fn keys_lock(keys: usize) -> String {
+    format!(
+        "SELECT ckey, max_running FROM jobq_keys WHERE ckey IN ({}) ORDER BY ckey FOR UPDATE",
+        placeholders(keys)
+    )
+}
+
+/// The fronts of `keys` keys' job lists (`?` key, `?` members, per key):
+/// `(key, job id, status)`, each key's in enqueue order. Read after the
+/// keys' rows are locked, in READ COMMITTED: the newest committed rows.
+pub(crate) fn key_fronts(keys: usize) -> String {
+    vec![
+        "(SELECT k.ckey, k.job_id, CAST(j.status AS CHAR) \
+         FROM jobq_key_jobs k LEFT JOIN jobq_jobs j ON j.id = k.job_id \
+         WHERE k.ckey = ? ORDER BY k.job_id LIMIT ?)";
+        keys
+    ]
+    .join(" UNION ALL ")
+}
+
+/// Forgets `members` `(key, job id)` pairs of `jobq_key_jobs`.
+pub(crate) fn key_forget(members: usize) -> String {
+    format!(
+        "DELETE FROM jobq_key_jobs WHERE (ckey, job_id) IN ({})",
+        vec!["(?, ?)"; members].join(", ")
+    )
+}
+
+/// Makes `ids` jobs `pending` if they are still `blocked`.
+pub(crate) fn key_unblock(ids: usize) -> String {
+    format!(
+        "UPDATE jobq_jobs SET status = 'pending' WHERE status = 'blocked' AND id IN ({})",
+        placeholders(ids)
+    )
+}
+
+/// Deletes the rows of `keys` keys that list no job.
+pub(crate) fn keys_drop(keys: usize) -> String {
+    format!(
+        "DELETE FROM jobq_keys WHERE ckey IN ({}) \
+         AND NOT EXISTS (SELECT 1 FROM jobq_key_jobs k WHERE k.ckey = jobq_keys.ckey)",
+        placeholders(keys)
+    )
+}
+
+/// The distinct concurrency keys of `ids` rows.
+pub(crate) fn keys_of(ids: usize) -> String {
+    format!(
+        "SELECT DISTINCT concurrency_key FROM jobq_jobs WHERE id IN ({}) AND concurrency_key IS NOT NULL",
+        placeholders(ids)
+    )
+}
+
+/// Lists `ids` rows that have a concurrency key in their keys again.
+pub(crate) fn keys_rejoin(ids: usize) -> String {
+    format!(
+        "INSERT IGNORE INTO jobq_key_jobs (ckey, job_id) \
+         SELECT concurrency_key, id FROM jobq_jobs WHERE id IN ({}) AND concurrency_key IS NOT NULL",
         placeholders(ids)
     )
 }
@@ -743,4 +845,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261205000001 "jobq_limits",
     20261206000001 "jobq_unique",
     20261206000002 "jobq_rates",
+    20261207000001 "jobq_keys",
 );

@@ -15,6 +15,7 @@ fn job(payload_bytes: usize) -> NewJob {
         run_at: RunAt::Now,
         idempotency_key: None,
         unique: None,
+        concurrency: None,
     }
 }
 

@@ -47,11 +47,12 @@ use crate::ops::LiveFigures;
 use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob, Prunable,
-    QueueControl, Slot, Transition, UniquePage, WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, KeyPlan, LimitedClaim, NewJob,
+    Prunable, QueueControl, Slot, Transition, UniquePage, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
-    Allowed, SlotPlan, UniqueRow, micros, migrating, new_token_base, not_renewed, row_token, within,
+    Allowed, SlotPlan, UniqueRow, key_admits, key_front, key_front_len, key_fronts, key_limit,
+    key_plan, micros, migrating, new_token_base, not_renewed, row_token, within,
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -74,6 +75,7 @@ type ClaimRow = (
     Option<String>,
     i16,
     DateTime<Utc>,
+    Option<String>,
 );
 
 /// Rows per INSERT of `enqueue_many`.
@@ -182,7 +184,10 @@ impl BackendStore for PgStore {
         let out = self
             .conns
             .run(async |conn| {
-                if jobs.iter().any(|job| job.unique.is_some()) {
+                if jobs
+                    .iter()
+                    .any(|job| job.unique.is_some() || job.concurrency.is_some())
+                {
                     insert_each(conn, jobs).await
                 } else if jobs.len() <= INSERT_CHUNK {
                     insert_chunk(conn, jobs).await
@@ -218,6 +223,46 @@ impl BackendStore for PgStore {
                     deleted += forget.execute(&mut *conn).await?.rows_affected();
                 }
                 Ok::<_, sqlx::Error>(UniquePage::of(&rows, limit, deleted))
+            })
+            .await?)
+    }
+
+    async fn release_keys(&self, keys: &[String]) -> Result<KeyPlan> {
+        Ok(self
+            .conns
+            .run(async |conn| release_keys_on(conn, keys).await)
+            .await?)
+    }
+
+    async fn keys_of(&self, ids: &[i64], rejoin: bool) -> Result<Vec<String>> {
+        Ok(self
+            .conns
+            .run(async |conn| {
+                if rejoin {
+                    sqlx::query(KEYS_REJOIN)
+                        .bind(ids)
+                        .execute(&mut *conn)
+                        .await?;
+                }
+                let keys: Vec<(String,)> = sqlx::query_as(KEYS_OF)
+                    .bind(ids)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                Ok::<_, sqlx::Error>(keys.into_iter().map(|(key,)| key).collect())
+            })
+            .await?)
+    }
+
+    async fn key_page(&self, after: &str, limit: u32) -> Result<Vec<String>> {
+        Ok(self
+            .conns
+            .run(async |conn| {
+                let keys: Vec<(String,)> = sqlx::query_as(KEY_PAGE)
+                    .bind(after)
+                    .bind(i64::from(limit))
+                    .fetch_all(&mut *conn)
+                    .await?;
+                Ok::<_, sqlx::Error>(keys.into_iter().map(|(key,)| key).collect())
             })
             .await?)
     }
@@ -678,6 +723,9 @@ async fn insert_with(
     if let Some((key, unique)) = job.unique_key() {
         return insert_unique(conn, job, key, unique, sql == INSERT).await;
     }
+    if let Some((key, limit)) = &job.concurrency {
+        return insert_keyed(conn, job, key, *limit, sql == INSERT).await;
+    }
     let (at, delay) = run_at_binds(job.run_at);
     let query = sqlx::query_as(sql)
         .bind(&job.queue)
@@ -756,6 +804,111 @@ async fn insert_unique(
         id,
         duplicate: false,
     })
+}
+
+/// A job with a concurrency key in a transaction of its own on `conn`, or
+/// a savepoint of the caller's: takes its key's row ([`KEY_TAKE`]), reads
+/// the front of the key's jobs, inserts the job `pending` if the key has
+/// room ([`key_admits`]) or `blocked`, and lists it in its key.
+async fn insert_keyed(
+    conn: &mut PgConnection,
+    job: &NewJob,
+    key: &str,
+    limit: u32,
+    notify: bool,
+) -> Result<Enqueued, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    sqlx::query(KEY_TAKE)
+        .bind(key)
+        .bind(i64::from(limit))
+        .execute(&mut *tx)
+        .await?;
+    let rows: Vec<(i64, Option<String>)> = sqlx::query_as(KEY_FRONT)
+        .bind(key)
+        .bind(i64::from(key_front_len(limit)))
+        .fetch_all(&mut *tx)
+        .await?;
+    let status = if key_admits(&key_front(key, limit, &rows)) {
+        "pending"
+    } else {
+        "blocked"
+    };
+    let (at, delay) = run_at_binds(job.run_at);
+    let (id, hits): (i64, i32) = sqlx::query_as(INSERT_KEYED)
+        .bind(&job.queue)
+        .bind(&job.job_name)
+        .bind(&job.payload)
+        .bind(job.priority)
+        .bind(at)
+        .bind(delay)
+        .bind(attempts_bind(job.max_attempts))
+        .bind(&job.idempotency_key)
+        .bind(status)
+        .bind(key)
+        .bind(notify)
+        .fetch_one(&mut *tx)
+        .await?;
+    sqlx::query(KEY_JOIN)
+        .bind(key)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Enqueued {
+        id,
+        duplicate: hits > 0,
+    })
+}
+
+/// One release of `keys` (see [`BackendStore::release_keys`]) in a
+/// transaction of its own on `conn`.
+async fn release_keys_on(conn: &mut PgConnection, keys: &[String]) -> Result<KeyPlan, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    let limits: Vec<(String, u32)> = sqlx::query_as::<_, (String, i32)>(KEYS_LOCK)
+        .bind(keys)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(|(key, limit)| (key, key_limit(limit.into())))
+        .collect();
+    if limits.is_empty() {
+        tx.commit().await?;
+        return Ok(KeyPlan::default());
+    }
+    let names: Vec<&str> = limits.iter().map(|(key, _)| key.as_str()).collect();
+    let lens: Vec<i64> = limits
+        .iter()
+        .map(|(_, limit)| i64::from(key_front_len(*limit)))
+        .collect();
+    let rows: Vec<(String, i64, Option<String>)> = sqlx::query_as(KEY_FRONTS)
+        .bind(&names)
+        .bind(&lens)
+        .fetch_all(&mut *tx)
+        .await?;
+    let plan = key_plan(&key_fronts(&limits, &rows));
+    if !plan.forget.is_empty() {
+        let (keys, ids): (Vec<&str>, Vec<i64>) =
+            plan.forget.iter().map(|(k, id)| (k.as_str(), *id)).unzip();
+        sqlx::query(KEY_FORGET)
+            .bind(&keys)
+            .bind(&ids)
+            .execute(&mut *tx)
+            .await?;
+    }
+    if !plan.unblock.is_empty() {
+        sqlx::query(KEY_UNBLOCK)
+            .bind(&plan.unblock)
+            .execute(&mut *tx)
+            .await?;
+    }
+    if !plan.empty.is_empty() {
+        sqlx::query(KEYS_DROP)
+            .bind(&plan.empty)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(plan)
 }
 
 /// Every job of `jobs`, one at a time, in one transaction on `conn`: a
@@ -850,7 +1003,7 @@ async fn claim_rows(
     Ok(rows
         .into_iter()
         .map(
-            |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, run_at)| {
+            |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, run_at, key)| {
                 ClaimedJob::new(
                     id,
                     job_name,
@@ -860,6 +1013,7 @@ async fn claim_rows(
                     idempotency_key,
                     row_token(base, id),
                 )
+                .keyed(key)
                 .due_since(run_at)
             },
         )

@@ -11,7 +11,7 @@ macro_rules! cancel_tail {
         "), changed AS (
     UPDATE jobq_jobs
        SET status = 'cancelled', finished_at = now(), run_at = now(), lease_token = NULL
-     WHERE id = ANY (ARRAY(SELECT id FROM picked)) AND status IN ('pending', 'processing')
+     WHERE id = ANY (ARRAY(SELECT id FROM picked)) AND status IN ('pending', 'processing', 'blocked')
     RETURNING id
 )
 SELECT picked.id, picked.lease_token FROM picked JOIN changed USING (id)"
@@ -21,7 +21,8 @@ SELECT picked.id, picked.lease_token FROM picked JOIN changed USING (id)"
 /// What a retry sets: `pending`, runnable now, with at least one more attempt.
 macro_rules! retry_set {
     () => {
-        "UPDATE jobq_jobs SET status = 'pending', run_at = now(), finished_at = NULL,
+        "UPDATE jobq_jobs SET status = CASE WHEN concurrency_key IS NULL THEN 'pending' ELSE 'blocked' END,
+       run_at = now(), finished_at = NULL,
        max_attempts = GREATEST(max_attempts, attempts + 1)"
     };
 }
@@ -44,10 +45,79 @@ macro_rules! job_columns {
 pub const UNIQUE_TAKE: &str = "INSERT INTO jobq_unique (ukey, job_id, states) VALUES ($1, 0, 0)
     ON CONFLICT (ukey) DO UPDATE SET job_id = jobq_unique.job_id";
 
+/// A keyed enqueue's first statement: makes its key's row or locks it
+/// until the enqueue's transaction ends, with the job's limit (`$1` key,
+/// `$2` limit).
+pub const KEY_TAKE: &str = "INSERT INTO jobq_keys (ckey, max_running) VALUES ($1, $2)
+    ON CONFLICT (ckey) DO UPDATE SET max_running = EXCLUDED.max_running";
+
+/// The front of key `$1`'s job list, `$2` members, with each job's status
+/// (NULL: its row is gone); read after [`KEY_TAKE`] locked the key, in a
+/// statement of its own: READ COMMITTED sees every change committed before.
+pub const KEY_FRONT: &str = "SELECT k.job_id, j.status
+  FROM jobq_key_jobs k LEFT JOIN jobq_jobs j ON j.id = k.job_id
+ WHERE k.ckey = $1 ORDER BY k.job_id LIMIT $2";
+
+/// A keyed job's row (`$9` its status, `$10` its key), with its NOTIFY if
+/// `$11` and it is `pending`; a repeat of its idempotency key hits the
+/// existing row.
+pub const INSERT_KEYED: &str = "WITH ins AS (
+    INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at, status, concurrency_key)
+    VALUES ($1, $2, $3, $4, COALESCE($5, statement_timestamp() + $6 * interval '1 microsecond'), $7, $8, statement_timestamp(), $9, $10)
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
+    DO UPDATE SET dedupe_hits = CASE WHEN jobq_jobs.dedupe_hits >= 2147483647 THEN 1 ELSE jobq_jobs.dedupe_hits + 1 END
+    RETURNING id, dedupe_hits, queue, status
+)
+SELECT id, dedupe_hits, CASE WHEN $11 AND status = 'pending' THEN pg_notify('jobq', queue)::text END FROM ins";
+
+/// Lists job `$2` in key `$1`'s jobs (once).
+pub const KEY_JOIN: &str =
+    "INSERT INTO jobq_key_jobs (ckey, job_id) VALUES ($1, $2) ON CONFLICT DO NOTHING";
+
+/// Locks the rows of keys `$1`, in key order (every release locks in that
+/// order), with their limits.
+pub const KEYS_LOCK: &str =
+    "SELECT ckey, max_running FROM jobq_keys WHERE ckey = ANY($1) ORDER BY ckey FOR UPDATE";
+
+/// The fronts of keys `$1` (`$2` members each): `(key, job id, status)`.
+pub const KEY_FRONTS: &str = "SELECT f.ckey, f.job_id, f.status
+  FROM unnest($1::text[], $2::bigint[]) AS q(ckey, n)
+ CROSS JOIN LATERAL (
+    SELECT k.ckey, k.job_id, j.status
+      FROM jobq_key_jobs k LEFT JOIN jobq_jobs j ON j.id = k.job_id
+     WHERE k.ckey = q.ckey ORDER BY k.job_id LIMIT q.n) AS f";
+
+/// Forgets the `(key, job id)` members `($1[i], $2[i])`.
+pub const KEY_FORGET: &str = "DELETE FROM jobq_key_jobs k
+ USING unnest($1::text[], $2::bigint[]) AS f(ckey, job_id)
+ WHERE k.ckey = f.ckey AND k.job_id = f.job_id";
+
+/// Makes jobs `$1` `pending` if still `blocked`, with one NOTIFY per queue.
+pub const KEY_UNBLOCK: &str = "WITH u AS (
+    UPDATE jobq_jobs SET status = 'pending' WHERE id = ANY($1) AND status = 'blocked' RETURNING queue
+)
+SELECT pg_notify('jobq', q)::text FROM (SELECT DISTINCT queue AS q FROM u) AS d";
+
+/// Deletes the rows of keys `$1` that list no job.
+pub const KEYS_DROP: &str = "DELETE FROM jobq_keys WHERE ckey = ANY($1)
+   AND NOT EXISTS (SELECT 1 FROM jobq_key_jobs k WHERE k.ckey = jobq_keys.ckey)";
+
+/// The distinct concurrency keys of rows `$1`.
+pub const KEYS_OF: &str = "SELECT DISTINCT concurrency_key FROM jobq_jobs
+ WHERE id = ANY($1) AND concurrency_key IS NOT NULL";
+
+/// Lists rows `$1` that have a concurrency key in their keys again.
+pub const KEYS_REJOIN: &str = "INSERT INTO jobq_key_jobs (ckey, job_id)
+SELECT concurrency_key, id FROM jobq_jobs WHERE id = ANY($1) AND concurrency_key IS NOT NULL
+ON CONFLICT DO NOTHING";
+
+/// Up to `$2` keys after `$1`, in order: a page of the sweep.
+pub const KEY_PAGE: &str = "SELECT ckey FROM jobq_keys WHERE ckey > $1 ORDER BY ckey LIMIT $2";
+
 /// The key's row and its holder's status bit (see `UniqueRow`).
 pub const UNIQUE_HOLDER: &str = "SELECT u.job_id, u.states::bigint,
        (u.held_until IS NULL OR u.held_until > statement_timestamp()),
-       (CASE j.status WHEN 'pending' THEN 1 WHEN 'processing' THEN 2 WHEN 'done' THEN 4
+       (CASE j.status WHEN 'pending' THEN 1 WHEN 'blocked' THEN 1 WHEN 'processing' THEN 2 WHEN 'done' THEN 4
           WHEN 'failed' THEN 8 WHEN 'cancelled' THEN 16 ELSE 0 END)::bigint
   FROM jobq_unique u LEFT JOIN jobq_jobs j ON j.id = u.job_id
  WHERE u.ukey = $1";
@@ -176,7 +246,7 @@ pub const CLAIM: &str = r#"WITH picked AS (
            claimed_at = now()
      WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.job_name, j.payload, j.attempts, j.max_attempts,
-              COALESCE(j.idempotency_key, j.unique_key) AS idempotency_key
+              COALESCE(j.idempotency_key, j.unique_key) AS idempotency_key, j.concurrency_key
 ), no_flush AS (
     -- This statement's transaction commits without waiting for its WAL
     -- flush: a claim lost in a server crash leaves its jobs pending, to be
@@ -187,7 +257,7 @@ pub const CLAIM: &str = r#"WITH picked AS (
 -- RETURNING comes in no particular order and the claim overwrote run_at:
 -- the picked order's keys come along, for the caller to sort by.
 SELECT c.id, c.job_name, c.payload, c.attempts, c.max_attempts, c.idempotency_key,
-       p.priority, p.run_at
+       p.priority, p.run_at, c.concurrency_key
   FROM claimed AS c JOIN picked AS p USING (id) CROSS JOIN no_flush
 "#;
 
@@ -450,7 +520,7 @@ pub const SLOTS_TRIM: &str = "DELETE FROM jobq_slots WHERE queue = $1 AND slot >
 /// Cancels a `pending` or `processing` row; returns its id and the lease
 /// token it had (the attempt a worker of this process is told to stop).
 pub const CANCEL: &str = concat!(
-    "WITH picked AS (SELECT id, lease_token FROM jobq_jobs WHERE id = $1 AND status IN ('pending', 'processing') FOR UPDATE",
+    "WITH picked AS (SELECT id, lease_token FROM jobq_jobs WHERE id = $1 AND status IN ('pending', 'processing', 'blocked') FOR UPDATE",
     cancel_tail!()
 );
 
@@ -628,4 +698,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
     20261205000001 "jobq_limits",
     20261206000001 "jobq_unique",
     20261206000002 "jobq_rates",
+    20261207000001 "jobq_keys",
 );

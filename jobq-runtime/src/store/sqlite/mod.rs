@@ -47,12 +47,13 @@ use crate::ops::LiveFigures;
 use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob, Prunable,
-    QueueControl, Slot, Transition, UniquePage, WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, KeyPlan, LimitedClaim, NewJob,
+    Prunable, QueueControl, Slot, Transition, UniquePage, WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
-    Allowed, SlotPlan, UniqueRow, micros, migrating, new_token_base, not_renewed, retry_transient,
-    row_token, slots_limit, slots_total, within,
+    Allowed, SlotPlan, UniqueRow, key_admits, key_front, key_front_len, key_fronts, key_limit,
+    key_plan, micros, migrating, new_token_base, not_renewed, retry_transient, row_token,
+    slots_limit, slots_total, within,
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -262,7 +263,7 @@ impl BackendStore for SqliteStore {
     /// transaction (holding the write lock for all of them), so a row the
     /// database refuses leaves nothing of the batch behind.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let keyless = jobs.iter().all(|job| job.idempotency_key.is_none());
+        let keyless = jobs.iter().all(NewJob::plain);
         self.write(async |conn| {
             if keyless && jobs.len() <= INSERT_CHUNK {
                 insert_keyless(conn, jobs).await
@@ -297,6 +298,42 @@ impl BackendStore for SqliteStore {
             Ok(UniquePage::of(&rows, limit, deleted))
         })
         .await
+    }
+
+    async fn release_keys(&self, keys: &[String]) -> Result<KeyPlan> {
+        self.write(async |conn| release_keys_on(conn, keys).await)
+            .await
+    }
+
+    async fn keys_of(&self, ids: &[i64], rejoin: bool) -> Result<Vec<String>> {
+        let ids = json_list(ids);
+        self.write(async |conn| {
+            if rejoin {
+                sqlx::query(KEYS_REJOIN)
+                    .bind(&ids)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            let keys: Vec<(String,)> = sqlx::query_as(KEYS_OF)
+                .bind(&ids)
+                .fetch_all(&mut *conn)
+                .await?;
+            Ok(keys.into_iter().map(|(key,)| key).collect())
+        })
+        .await
+    }
+
+    async fn key_page(&self, after: &str, limit: u32) -> Result<Vec<String>> {
+        let keys: Vec<(String,)> = self
+            .write(async |conn| {
+                sqlx::query_as(KEY_PAGE)
+                    .bind(after)
+                    .bind(i64::from(limit))
+                    .fetch_all(&mut *conn)
+                    .await
+            })
+            .await?;
+        Ok(keys.into_iter().map(|(key,)| key).collect())
     }
 
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
@@ -757,7 +794,7 @@ async fn insert_chunks(
     let now = now_micros();
     let mut out = Vec::with_capacity(jobs.len());
     for chunk in jobs.chunks(INSERT_CHUNK) {
-        if chunk.iter().all(|job| job.idempotency_key.is_none()) {
+        if chunk.iter().all(NewJob::plain) {
             out.extend(insert_keyless(&mut tx, chunk).await?);
         } else {
             for job in chunk {
@@ -814,6 +851,9 @@ async fn insert_row(
 ) -> Result<Enqueued, sqlx::Error> {
     if let Some((key, unique)) = job.unique_key() {
         return insert_unique(conn, job, key, unique, now).await;
+    }
+    if let Some((key, limit)) = &job.concurrency {
+        return insert_keyed(conn, job, key, *limit, now).await;
     }
     let keyless = job.idempotency_key.is_none();
     // Nothing can conflict without a key: a plain INSERT, its id from the
@@ -899,6 +939,114 @@ async fn insert_unique(
     })
 }
 
+/// A job with a concurrency key enqueued at `now`, in a transaction of its
+/// own on `conn` or a savepoint of the caller's (the write lock keeps
+/// other writers out): sets its key's row ([`KEY_TAKE`]), reads the front
+/// of the key's jobs, inserts the job `pending` if the key has room
+/// ([`key_admits`]) or `blocked`, and lists it in its key.
+async fn insert_keyed(
+    conn: &mut SqliteConnection,
+    job: &NewJob,
+    key: &str,
+    limit: u32,
+    now: i64,
+) -> Result<Enqueued, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    sqlx::query(KEY_TAKE)
+        .bind(key)
+        .bind(i64::from(limit))
+        .execute(&mut *tx)
+        .await?;
+    let rows: Vec<(i64, Option<String>)> = sqlx::query_as(KEY_FRONT)
+        .bind(key)
+        .bind(i64::from(key_front_len(limit)))
+        .fetch_all(&mut *tx)
+        .await?;
+    let status = if key_admits(&key_front(key, limit, &rows)) {
+        "pending"
+    } else {
+        "blocked"
+    };
+    let (id, hits): (i64, i64) = sqlx::query_as(INSERT_KEYED)
+        .bind(&job.queue)
+        .bind(&job.job_name)
+        .bind(&job.payload)
+        .bind(job.priority)
+        .bind(run_at_micros(job.run_at, now))
+        .bind(job.max_attempts)
+        .bind(&job.idempotency_key)
+        .bind(now)
+        .bind(status)
+        .bind(key)
+        .fetch_one(&mut *tx)
+        .await?;
+    sqlx::query(KEY_JOIN)
+        .bind(key)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Enqueued {
+        id,
+        duplicate: hits > 0,
+    })
+}
+
+/// One release of `keys` (see [`BackendStore::release_keys`]) in one
+/// `BEGIN IMMEDIATE` transaction on `conn`.
+async fn release_keys_on(
+    conn: &mut SqliteConnection,
+    keys: &[String],
+) -> Result<KeyPlan, sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
+    let limits: Vec<(String, u32)> = sqlx::query_as::<_, (String, i64)>(KEYS_READ)
+        .bind(json_text(&keys))
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(|(key, limit)| (key, key_limit(limit)))
+        .collect();
+    let mut rows = Vec::new();
+    for (key, limit) in &limits {
+        let front: Vec<(i64, Option<String>)> = sqlx::query_as(KEY_FRONT)
+            .bind(key)
+            .bind(i64::from(key_front_len(*limit)))
+            .fetch_all(&mut *tx)
+            .await?;
+        rows.extend(
+            front
+                .into_iter()
+                .map(|(id, status)| (key.clone(), id, status)),
+        );
+    }
+    let plan = key_plan(&key_fronts(&limits, &rows));
+    if !plan.forget.is_empty() {
+        sqlx::query(KEY_FORGET)
+            .bind(json_text(&plan.forget))
+            .execute(&mut *tx)
+            .await?;
+    }
+    if !plan.unblock.is_empty() {
+        sqlx::query(KEY_UNBLOCK)
+            .bind(json_list(&plan.unblock))
+            .execute(&mut *tx)
+            .await?;
+    }
+    if !plan.empty.is_empty() {
+        sqlx::query(KEYS_DROP)
+            .bind(json_text(&plan.empty))
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(plan)
+}
+
+/// `values` as a JSON array, for `json_each`.
+fn json_text<T: serde::Serialize>(values: &T) -> String {
+    serde_json::to_string(values).unwrap_or_else(|_| "[]".to_owned())
+}
+
 /// When a job enqueued at `now` may first run, in unix µs.
 fn run_at_micros(run_at: RunAt, now: i64) -> i64 {
     match run_at {
@@ -908,8 +1056,17 @@ fn run_at_micros(run_at: RunAt, now: i64) -> i64 {
     }
 }
 
-/// `id, job_name, payload, attempts, max_attempts, idempotency_key`, text as bytes.
-type ClaimRow = (i64, Vec<u8>, Vec<u8>, i64, i64, Option<Vec<u8>>);
+/// `id, job_name, payload, attempts, max_attempts, idempotency_key,
+/// concurrency_key`, text as bytes.
+type ClaimRow = (
+    i64,
+    Vec<u8>,
+    Vec<u8>,
+    i64,
+    i64,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+);
 
 /// Picks the due rows in claim order and marks those still due and
 /// `pending` held ([`CLAIM`]'s guard), on `tx`: a connection (the plain
@@ -964,7 +1121,7 @@ async fn claim_rows(
 fn claimed_jobs(rows: Vec<(ClaimRow, Option<i64>)>, base: i64) -> Vec<ClaimedJob> {
     rows.into_iter()
         .map(
-            |((id, job_name, payload, attempts, max_attempts, idempotency_key), due)| {
+            |((id, job_name, payload, attempts, max_attempts, idempotency_key, key), due)| {
                 let job = ClaimedJob::from_bytes(
                     id,
                     job_name,
@@ -973,7 +1130,8 @@ fn claimed_jobs(rows: Vec<(ClaimRow, Option<i64>)>, base: i64) -> Vec<ClaimedJob
                     max_attempts,
                     idempotency_key,
                     row_token(base, id),
-                );
+                )
+                .keyed(key.map(|key| lossy_utf8(key).0));
                 match due {
                     Some(run_at) => job.due_since(utc(run_at)),
                     None => job,

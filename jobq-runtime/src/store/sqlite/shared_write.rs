@@ -99,7 +99,7 @@ impl SqliteStore {
     /// turn.
     async fn write_shared(&self, batch: Vec<Queued>) {
         let jobs: Vec<NewJob> = batch.iter().map(|q| q.job.clone()).collect();
-        let keyless = jobs.iter().all(|job| job.idempotency_key.is_none());
+        let keyless = jobs.iter().all(NewJob::plain);
         let together = retried(self, statement::ENQUEUE, || async {
             let inserted = self
                 .conns

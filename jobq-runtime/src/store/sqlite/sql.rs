@@ -42,11 +42,61 @@ pub const INSERT_KEYLESS: &str = "INSERT INTO jobq_jobs \
 pub const UNIQUE_TAKE: &str = "INSERT INTO jobq_unique (ukey, job_id, states) VALUES (?1, 0, 0) \
      ON CONFLICT (ukey) DO NOTHING";
 
+/// A keyed enqueue's first statement (`?1` key, `?2` limit): makes its
+/// key's row, or sets its limit (the write lock is held anyway).
+pub const KEY_TAKE: &str = "INSERT INTO jobq_keys (ckey, max_running) VALUES (?1, ?2) \
+     ON CONFLICT (ckey) DO UPDATE SET max_running = excluded.max_running";
+
+/// The front of key `?1`'s job list, `?2` members, with each job's status
+/// (NULL: its row is gone).
+pub const KEY_FRONT: &str = "SELECT k.job_id, j.status \
+     FROM jobq_key_jobs k LEFT JOIN jobq_jobs j ON j.id = k.job_id \
+     WHERE k.ckey = ?1 ORDER BY k.job_id LIMIT ?2";
+
+/// A keyed job's row: [`INSERT`]'s values, `?9` its status, `?10` its key.
+pub const INSERT_KEYED: &str = "INSERT INTO jobq_jobs \
+     (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at, status, concurrency_key) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL \
+     DO UPDATE SET dedupe_hits = dedupe_hits + 1 \
+     RETURNING id, dedupe_hits";
+
+/// Lists job `?2` in key `?1`'s jobs (once).
+pub const KEY_JOIN: &str = "INSERT OR IGNORE INTO jobq_key_jobs (ckey, job_id) VALUES (?1, ?2)";
+
+/// The rows of keys `?1` (a JSON array), with their limits, in key order.
+pub const KEYS_READ: &str = "SELECT ckey, max_running FROM jobq_keys \
+     WHERE ckey IN (SELECT value FROM json_each(?1)) ORDER BY ckey";
+
+/// Forgets the members `?1` (a JSON array of `[key, job id]` pairs).
+pub const KEY_FORGET: &str = "DELETE FROM jobq_key_jobs WHERE (ckey, job_id) IN \
+     (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1))";
+
+/// Makes jobs `?1` (a JSON array) `pending` if still `blocked`.
+pub const KEY_UNBLOCK: &str = "UPDATE jobq_jobs SET status = 'pending' \
+     WHERE status = 'blocked' AND id IN (SELECT value FROM json_each(?1))";
+
+/// Deletes the rows of keys `?1` (a JSON array) that list no job.
+pub const KEYS_DROP: &str = "DELETE FROM jobq_keys WHERE ckey IN (SELECT value FROM json_each(?1)) \
+     AND NOT EXISTS (SELECT 1 FROM jobq_key_jobs k WHERE k.ckey = jobq_keys.ckey)";
+
+/// The distinct concurrency keys of rows `?1` (a JSON array).
+pub const KEYS_OF: &str = "SELECT DISTINCT concurrency_key FROM jobq_jobs \
+     WHERE id IN (SELECT value FROM json_each(?1)) AND concurrency_key IS NOT NULL";
+
+/// Lists rows `?1` (a JSON array) that have a concurrency key in their keys again.
+pub const KEYS_REJOIN: &str = "INSERT OR IGNORE INTO jobq_key_jobs (ckey, job_id) \
+     SELECT concurrency_key, id FROM jobq_jobs \
+     WHERE id IN (SELECT value FROM json_each(?1)) AND concurrency_key IS NOT NULL";
+
+/// Up to `?2` keys after `?1`, in order: a page of the sweep.
+pub const KEY_PAGE: &str = "SELECT ckey FROM jobq_keys WHERE ckey > ?1 ORDER BY ckey LIMIT ?2";
+
 /// `?1` key, `?2` now: the key's row and its holder's status bit (see
 /// `UniqueRow`).
 pub const UNIQUE_HOLDER: &str = "SELECT u.job_id, u.states, \
      (u.held_until IS NULL OR u.held_until > ?2), \
-     CASE j.status WHEN 'pending' THEN 1 WHEN 'processing' THEN 2 WHEN 'done' THEN 4 \
+     CASE j.status WHEN 'pending' THEN 1 WHEN 'blocked' THEN 1 WHEN 'processing' THEN 2 WHEN 'done' THEN 4 \
        WHEN 'failed' THEN 8 WHEN 'cancelled' THEN 16 ELSE 0 END \
      FROM jobq_unique u LEFT JOIN jobq_jobs j ON j.id = u.job_id WHERE u.ukey = ?1";
 
@@ -89,7 +139,7 @@ pub const CLAIM: &str = "UPDATE jobq_jobs SET status = 'processing', attempts = 
      lease_token = ?1 + id, run_at = ?3, claimed_by = ?4, claimed_at = ?2 \
      WHERE id IN (SELECT value FROM json_each(?5)) AND +status = 'pending' AND +run_at <= ?2 \
      RETURNING id, CAST(job_name AS BLOB), CAST(payload AS BLOB), attempts, max_attempts, \
-     CAST(COALESCE(idempotency_key, unique_key) AS BLOB)";
+     CAST(COALESCE(idempotency_key, unique_key) AS BLOB), CAST(concurrency_key AS BLOB)";
 
 /// `?1` status, `?2` new run_at, `?3` refunded attempts, `?4` error, `?5` now,
 /// `?6` id, `?7` token. SQLite's SET sees the old row, hence `?1` in `finished_at`.
@@ -125,18 +175,19 @@ pub const PRUNE: &str = "DELETE FROM jobq_jobs WHERE id IN ( \
 /// worker of this process is told to stop). Read and changed in one
 /// `BEGIN IMMEDIATE` transaction: no other write comes between.
 pub const CANCEL_PICK: &str = "SELECT id, lease_token FROM jobq_jobs \
-     WHERE id = ?1 AND status IN ('pending', 'processing')";
+     WHERE id = ?1 AND status IN ('pending', 'processing', 'blocked')";
 
 /// `?1` now, `?2` the picked ids as a JSON array: cancels them, with the
 /// guard of a single cancel.
 pub const CANCEL_IDS: &str = "UPDATE jobq_jobs SET status = 'cancelled', finished_at = ?1, run_at = ?1, lease_token = NULL \
-     WHERE status IN ('pending', 'processing') AND id IN (SELECT value FROM json_each(?2))";
+     WHERE status IN ('pending', 'processing', 'blocked') AND id IN (SELECT value FROM json_each(?2))";
 
 /// What a retry sets (`?1` now): `pending`, runnable now, with at least one
 /// more attempt.
 macro_rules! retry_set {
     () => {
-        "UPDATE jobq_jobs SET status = 'pending', run_at = ?1, finished_at = NULL, \
+        "UPDATE jobq_jobs SET status = CASE WHEN concurrency_key IS NULL THEN 'pending' ELSE 'blocked' END, \
+         run_at = ?1, finished_at = NULL, \
          max_attempts = MAX(max_attempts, attempts + 1)"
     };
 }
@@ -433,4 +484,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261205000001 "jobq_limits",
     20261206000001 "jobq_unique",
     20261206000002 "jobq_rates",
+    20261207000001 "jobq_keys",
 );

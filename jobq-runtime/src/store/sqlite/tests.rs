@@ -39,6 +39,7 @@ fn job(queue: &str) -> NewJob {
         run_at: RunAt::Now,
         idempotency_key: None,
         unique: None,
+        concurrency: None,
     }
 }
 

@@ -181,6 +181,13 @@ pub(super) async fn settle(
                 span.record("job.outcome", "done");
             });
             inject::point!(CompleterSend, queue);
+            if let Some(key) = &job.concurrency_key {
+                shared
+                    .completed_keys
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(fence.id, key.clone());
+            }
             // A completer stuck on a database that does not answer fills
             // the channel; past the shutdown's deadline nothing waits.
             let sent = unless(&shared.deadline_passed, pipeline.completions.send(fence)).await;
@@ -229,6 +236,11 @@ pub(super) async fn settle(
     apply(shared, &transition).await;
     settlement.owed = Owed::Nothing;
     shared.held.release(&[fence]);
+    if transition.target == Target::Failed {
+        if let Some(key) = &job.concurrency_key {
+            shared.release_keys(std::slice::from_ref(key)).await;
+        }
+    }
 }
 
 /// Tells the worker's observer, if it has one, how the attempt ended.

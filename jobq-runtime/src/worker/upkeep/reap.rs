@@ -10,6 +10,10 @@ use crate::worker::util::{jittered_pause, unless};
 /// Most expired jobs the reaper returns per statement.
 const REAP_BATCH: u32 = 500;
 
+/// Pages of concurrency keys the reaper's sweep releases per round
+/// (`KEY_SWEEP_PAGE` keys each), resuming where the last round stopped.
+const KEY_SWEEP_PAGES: u32 = 5;
+
 /// The reaper's state: the served queues with their metric handles (it
 /// counts what it returns).
 #[derive(Debug)]
@@ -47,6 +51,32 @@ pub(in crate::worker) async fn reaper_loop(reaper: Arc<Reaper>) {
                     }
                 }
             }
+        }
+        sweep_keys(shared).await;
+    }
+}
+
+/// Releases a share of the concurrency keys (see `Store::sweep_keys`):
+/// what a settle did not release (its process died, a reaped job failed
+/// for good, a cancel whose release failed) is released here.
+async fn sweep_keys(shared: &Shared) {
+    let swept = unless(
+        &shared.stop_background,
+        shared.store.sweep_keys(KEY_SWEEP_PAGES),
+    );
+    match swept.await {
+        None | Some(Ok(0)) => {}
+        Some(Ok(unblocked)) => {
+            tracing::info!(unblocked, "the key sweep unblocked jobs");
+            for queue in &shared.queue_names {
+                wakeup::notify(queue);
+            }
+        }
+        Some(Err(error)) => {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "sweeping concurrency keys failed"
+            );
         }
     }
 }

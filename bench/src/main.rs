@@ -66,7 +66,9 @@ struct Cli {
     /// enqueue100, drain1, drain8, drain32, limit8, limit32 (drain with a
     /// queue limit equal to the concurrency; its "raw" side is the same worker
     /// without a limit), rate (drain with a queue rate far above the drain's;
-    /// its "raw" side is the same worker without a rate), metrics8, metrics32 (drain with
+    /// its "raw" side is the same worker without a rate), keys1000 (drain of
+    /// jobs over 1,000 concurrency keys at limit 1; its "raw" side is the same
+    /// worker without keys), metrics8, metrics32 (drain with
     /// metrics on vs off; its "raw" side is jobq without a recorder), best,
     /// latency, latency_xproc, backlog1k, backlog100k, history1m); all by default.
     #[arg(long, value_delimiter = ',')]

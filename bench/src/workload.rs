@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use jobq_runtime::{Jobq, Rate, Worker, WorkerHandle};
+use jobq_runtime::{Enqueue, Jobq, Rate, Worker, WorkerHandle};
 use tokio::task::JoinSet;
 
 use crate::job::{BenchNoop, Probe, QUEUE, now_us};
@@ -106,6 +106,13 @@ enum Side {
         concurrency: usize,
         rated: bool,
     },
+    /// [`Side::JobqDrain`] of jobs spread over `keys` concurrency keys at
+    /// limit 1, enqueued through jobq (`None`: the same jobs without keys,
+    /// filled as every drain's, the baseline of the keys row).
+    JobqDrainKeyed {
+        concurrency: usize,
+        keys: Option<u64>,
+    },
     /// Worker in this process; enqueues at `RATE` from this process or another.
     JobqLatency {
         other_process: bool,
@@ -144,6 +151,10 @@ impl Side {
                     "no rate"
                 }
             ),
+            Self::JobqDrainKeyed { concurrency, keys } => match keys {
+                Some(keys) => format!("worker, concurrency {concurrency}, {keys} keys at limit 1"),
+                None => format!("worker, concurrency {concurrency}, no keys"),
+            },
             Self::JobqLatency { other_process } => format!(
                 "{RATE:.0} jobs/s from {}, concurrency {DEFAULT_CONCURRENCY}",
                 if other_process {
@@ -193,6 +204,12 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
         let side = |rated| Side::JobqDrainRated { concurrency, rated };
         spec(id, title, Some(side(false)), side(true), jobs)
     };
+    // The same worker on the same queue without and with its jobs spread
+    // over 1,000 concurrency keys at limit 1.
+    let keyed_drain = |id, title, concurrency: usize, jobs| {
+        let side = |keys| Side::JobqDrainKeyed { concurrency, keys };
+        spec(id, title, Some(side(None)), side(Some(1_000)), jobs)
+    };
     let enqueue_one = |id, title, tasks, jobs| {
         let raw = Side::RawEnqueueOne { tasks };
         spec(id, title, Some(raw), Side::JobqEnqueueOne { tasks }, jobs)
@@ -234,6 +251,13 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
             "drain with a queue rate far above the drain's vs none, concurrency 8",
             8,
             s(4_000),
+        ),
+        // The "raw" side of this is jobq without keys.
+        keyed_drain(
+            "keys1000",
+            "drain of 1,000 keys at limit 1 vs no keys, concurrency 32",
+            32,
+            s(20_000),
         ),
         // The "raw" side of these is jobq with metrics off.
         metrics_drain(
@@ -490,6 +514,7 @@ fn judge(specs: &[Spec], rows: &mut [Row], jobq: &Jobq, poll: Duration) {
             "best" => ("≥ 0.80 × raw best".to_owned(), row.ratio.map(|r| r >= 0.8)),
             "limit8" | "limit32" => ("≥ 0.90 × no limit".to_owned(), row.ratio.map(|r| r >= 0.9)),
             "rate" => ("≥ 0.90 × no rate".to_owned(), row.ratio.map(|r| r >= 0.9)),
+            "keys1000" => ("≥ 0.50 × no keys".to_owned(), row.ratio.map(|r| r >= 0.5)),
             "metrics8" | "metrics32" => (
                 "≥ 0.97 × metrics off".to_owned(),
                 row.ratio.map(|r| r >= 0.97),
@@ -536,10 +561,16 @@ impl Bench {
             | Side::JobqDrain { .. }
             | Side::JobqDrainMetrics { .. }
             | Side::JobqDrainLimited { .. }
-            | Side::JobqDrainRated { .. } => {
+            | Side::JobqDrainRated { .. }
+            | Side::JobqDrainKeyed { .. } => {
                 let mut total = Sample::default();
                 for _ in 0..spec.repeats {
-                    self.db.fill(n).await?;
+                    match side {
+                        Side::JobqDrainKeyed {
+                            keys: Some(keys), ..
+                        } => self.fill_keyed(n, keys).await?,
+                        _ => self.db.fill(n).await?,
+                    }
                     let one = self.drain(side, n).await?;
                     if std::env::var_os("BENCH_VERBOSE").is_some() {
                         crate::note(format_args!("  drain of {n}: {:.1} ms", one.secs * 1000.0));
@@ -681,6 +712,13 @@ impl Bench {
                 self.jobq.set_queue_limit(QUEUE, None).await?;
                 secs
             }
+            Side::JobqDrainKeyed { concurrency, .. } => {
+                let start = Instant::now();
+                let worker = self.start_worker(concurrency, &probe)?;
+                probe.wait(DEADLINE).await?;
+                worker.shutdown(Duration::from_secs(60)).await?;
+                start.elapsed().as_secs_f64()
+            }
             Side::JobqDrainRated { concurrency, rated } => {
                 let rate = Rate::per(1_000_000, Duration::from_secs(1)).with_burst(10_000);
                 self.jobq
@@ -702,6 +740,25 @@ impl Bench {
             secs,
             ..Sample::default()
         })
+    }
+
+    /// `n` jobs on the bench queue, job `i` under concurrency key `i % keys`
+    /// at limit 1, enqueued through jobq in batches (a key's first job
+    /// `pending`, the rest `blocked`): what the keys row drains.
+    async fn fill_keyed(&self, n: u64, keys: u64) -> Res<()> {
+        let mut i = 0;
+        while i < n {
+            let batch: Vec<_> = (i..n.min(i + 1_000))
+                .map(|k| {
+                    let key = format!("bench:{}", k % keys);
+                    (BenchNoop::nth(k, 0), Enqueue::new().concurrency_key(key, 1))
+                })
+                .collect();
+            i += batch.len() as u64;
+            self.jobq.enqueue_many_with(batch).await?;
+        }
+        self.db.analyze().await?;
+        Ok(())
     }
 
     /// A worker of `concurrency` slots on the bench queue, its runs counted by `probe`.

@@ -125,6 +125,7 @@ pub(crate) fn stats_table(stats: &Stats) -> String {
                     None,
                 ),
                 alert(q.held_back.to_string(), q.held_back > 0, Colour::Yellow),
+                (q.blocked.to_string(), None),
                 (
                     // One word: `100/60s`, `100/60s,burst=5`.
                     q.rate.map_or_else(
@@ -166,6 +167,7 @@ pub(crate) fn stats_table(stats: &Stats) -> String {
             "PROCESSING",
             "LIMIT",
             "HELD",
+            "BLOCKED",
             "RATE",
             "RATE-HELD",
             "EXPIRED",
@@ -193,6 +195,7 @@ fn queue_json(q: &QueueStats) -> Value {
         "processing": q.processing,
         "limit": q.limit,
         "held_back": q.held_back,
+        "blocked": q.blocked,
         "rate": q.rate.map(|r| json!({
             "starts": r.starts(),
             "period_seconds": r.period().as_secs_f64(),

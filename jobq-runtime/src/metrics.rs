@@ -32,6 +32,7 @@
 //! | `jobq_queue_paused` | gauge | `queue` | 1 if the queue is paused, else 0 |
 //! | `jobq_queue_limit` | gauge | `queue` | its global concurrency limit, 0 when none |
 //! | `jobq_queue_held_back` | gauge | `queue` | due jobs held back by the global concurrency limit |
+//! | `jobq_queue_blocked` | gauge | `queue` | jobs waiting behind the running jobs of their concurrency key |
 //! | `jobq_queue_rate_per_second` | gauge | `queue` | job starts a second its rate allows (starts ÷ period), 0 when none |
 //! | `jobq_queue_rate_held_back` | gauge | `queue` | due jobs held back by the rate |
 //! | `jobq_queue_succeeded_last_hour` | gauge | `queue` | jobs that succeeded in the last hour |
@@ -99,6 +100,8 @@ pub const QUEUE_PAUSED: &str = "jobq_queue_paused";
 pub const QUEUE_LIMIT: &str = "jobq_queue_limit";
 /// Due jobs held back by the global concurrency limit, by `queue`.
 pub const QUEUE_HELD_BACK: &str = "jobq_queue_held_back";
+/// Gauge: jobs waiting behind the running jobs of their concurrency key.
+pub const QUEUE_BLOCKED: &str = "jobq_queue_blocked";
 /// Job starts a second the queue's rate allows (0: none), by `queue`.
 pub const QUEUE_RATE_PER_SECOND: &str = "jobq_queue_rate_per_second";
 /// Due jobs held back by the queue's rate, by `queue`.
@@ -268,6 +271,10 @@ fn describe() {
             (
                 QUEUE_HELD_BACK,
                 "Due jobs held back by the queue's global concurrency limit.",
+            ),
+            (
+                QUEUE_BLOCKED,
+                "Jobs waiting behind the running jobs of their concurrency key.",
             ),
             (
                 QUEUE_RATE_PER_SECOND,
@@ -494,6 +501,7 @@ impl Gauges {
                 (QUEUE_PAUSED, if queue.paused { 1.0 } else { 0.0 }),
                 (QUEUE_LIMIT, f64::from(queue.limit.unwrap_or(0))),
                 (QUEUE_HELD_BACK, queue.held_back as f64),
+                (QUEUE_BLOCKED, queue.blocked as f64),
                 (
                     QUEUE_RATE_PER_SECOND,
                     queue
@@ -522,7 +530,7 @@ impl Gauges {
 }
 
 /// Every gauge [`Gauges::set`] sets.
-const GAUGES: [&str; 12] = [
+const GAUGES: [&str; 13] = [
     QUEUE_AVAILABLE,
     QUEUE_SCHEDULED,
     QUEUE_PROCESSING,
@@ -531,6 +539,7 @@ const GAUGES: [&str; 12] = [
     QUEUE_PAUSED,
     QUEUE_LIMIT,
     QUEUE_HELD_BACK,
+    QUEUE_BLOCKED,
     QUEUE_RATE_PER_SECOND,
     QUEUE_RATE_HELD_BACK,
     QUEUE_SUCCEEDED_LAST_HOUR,

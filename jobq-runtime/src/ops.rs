@@ -100,6 +100,9 @@ pub struct QueueStats {
     pub scheduled: u64,
     /// Claimed and not finished (`processing`), expired leases included.
     pub processing: u64,
+    /// Jobs waiting behind the running jobs of their concurrency key
+    /// (`blocked`, see [`Enqueue::concurrency_key`](crate::Enqueue::concurrency_key)).
+    pub blocked: u64,
     /// `processing` rows whose lease has expired: their worker died or is
     /// stuck; a reaper returns them to `pending`.
     pub expired_leases: u64,
@@ -532,6 +535,7 @@ fn queue_stats(window: StatsWindow, figures: QueueFigures, paused: &[String]) ->
                 stats.processing = count(live.rows);
                 stats.expired_leases = count(live.expired);
             }
+            "blocked" => stats.blocked = count(live.rows),
             _ => {}
         }
     }
@@ -693,7 +697,7 @@ pub(crate) struct QueueFigures {
 /// The live rows of one queue in one status.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct LiveFigures {
-    /// `pending` or `processing`.
+    /// `pending`, `processing` or `blocked`.
     pub(crate) status: String,
     /// All its rows.
     pub(crate) rows: i64,

@@ -40,8 +40,9 @@ pub(crate) struct Page<'a> {
     refresh: bool,
 }
 
-const STATUSES: [JobStatus; 5] = [
+const STATUSES: [JobStatus; 6] = [
     JobStatus::Pending,
+    JobStatus::Blocked,
     JobStatus::Processing,
     JobStatus::Done,
     JobStatus::Failed,
@@ -612,13 +613,13 @@ pub(crate) fn job<'a>(
 pub(crate) fn queues<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
     let live = html! {
         section.panel {
-            p.small { "A paused queue is claimed from by no worker, in any process, within one poll interval; running jobs finish. The pause is stored in the database. A queue's limit (set with jobq limit or Jobq::set_queue_limit) is the most of its jobs running at once across every worker; held back: due jobs waiting for a free slot. A queue's rate (set with jobq rate or Jobq::set_queue_rate) is the most of its jobs started per period across every worker, spread evenly; rate held: due jobs waiting for the rate's next start." }
+            p.small { "A paused queue is claimed from by no worker, in any process, within one poll interval; running jobs finish. The pause is stored in the database. A queue's limit (set with jobq limit or Jobq::set_queue_limit) is the most of its jobs running at once across every worker; held back: due jobs waiting for a free slot. Blocked: jobs waiting behind the running jobs of their concurrency key (Enqueue::concurrency_key, #[job(concurrency_key = …)]). A queue's rate (set with jobq rate or Jobq::set_queue_rate) is the most of its jobs started per period across every worker, spread evenly; rate held: due jobs waiting for the rate's next start." }
             @if stats.queues.is_empty() {
                 p.empty { "No queues yet: nothing has been enqueued or paused." }
             } @else {
                 div.scroll {
                     table.queues {
-                        thead { tr { th { "Queue" } th { "State" } th.num { "Pending" } th.num { "Processing" } th.num { "Limit" } th.num { "Held back" } th.num { "Rate" } th.num { "Rate held" } th {} } }
+                        thead { tr { th { "Queue" } th { "State" } th.num { "Pending" } th.num { "Processing" } th.num { "Limit" } th.num { "Held back" } th.num { "Blocked" } th.num { "Rate" } th.num { "Rate held" } th {} } }
                         tbody {
                             @for q in &stats.queues {
                                 tr data-queue=(q.queue) {
@@ -628,6 +629,7 @@ pub(crate) fn queues<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
                                     td.num data-figure="processing" { (q.processing) }
                                     td.num data-figure="limit" { (q.limit.map_or("–".into(), |n| n.to_string())) }
                                     td.num.hot[q.held_back > 0] data-figure="held-back" { (q.held_back) }
+                                    td.num data-figure="blocked" { (q.blocked) }
                                     td.num data-figure="rate" { (q.rate.map_or("–".into(), |r| r.to_string())) }
                                     td.num.hot[q.rate_held_back > 0] data-figure="rate-held-back" { (q.rate_held_back) }
                                     td.actions {

@@ -54,7 +54,21 @@ impl Process {
         job: Duration,
         lease: Duration,
     ) -> Self {
+        Self::start_failing(url, queue, concurrency, job, lease, 0).await
+    }
+
+    /// [`start_at`](Self::start_at), its jobs whose `n` is a multiple of
+    /// `fail_every` (if not 0) failing their first attempt.
+    async fn start_failing(
+        url: &str,
+        queue: &str,
+        concurrency: usize,
+        job: Duration,
+        lease: Duration,
+        fail_every: u64,
+    ) -> Self {
         let mut child = Command::new(WORKER)
+            .env("JOBQ_FLOW_FAIL_EVERY", fail_every.to_string())
             .env("JOBQ_FLOW_URL", url)
             .env("JOBQ_FLOW_QUEUE", queue)
             .env("JOBQ_FLOW_CONCURRENCY", concurrency.to_string())
@@ -90,6 +104,23 @@ impl Process {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// The attempts it started: `(job id, attempt, n, µs since the epoch)`.
+    fn attempts(&self) -> Vec<(i64, u32, u64, u128)> {
+        self.printed()
+            .iter()
+            .filter_map(|line| {
+                let mut parts = line.strip_prefix("ran ")?.split(' ');
+                let mut next = || parts.next();
+                Some((
+                    next()?.parse().ok()?,
+                    next()?.parse().ok()?,
+                    next()?.parse().ok()?,
+                    next()?.parse().ok()?,
+                ))
+            })
+            .collect()
     }
 
     /// How many jobs it started.
@@ -533,6 +564,195 @@ jobq_tests::on_every_backend!(
     a_rate_holds_across_three_worker_processes,
     a_rate_holds_across_three_worker_processes_for_a_minute,
 );
+
+/// Per-key concurrency across worker processes: 1,000 keys at limit 1
+/// never run two jobs of a key at once (sampled from the database while
+/// they drain, and from each key's recorded start and finish times after),
+/// each key's jobs start in enqueue order, also through retries.
+mod keys {
+    use super::*;
+
+    /// Enqueues `jobs` jobs on `queue`, job `n` under key `n % keys` at
+    /// limit 1; their ids by key, in enqueue order.
+    async fn enqueue_keyed(jobq: &Jobq, queue: &str, jobs: u64, keys: u64) -> Vec<Vec<i64>> {
+        let rows = (0..jobs).map(|n| {
+            let key = format!("{queue}:{}", n % keys);
+            (Work::new(n), on(queue).concurrency_key(key, 1))
+        });
+        let enqueued = jobq.enqueue_many_with(rows).await.unwrap();
+        let mut by_key = vec![Vec::new(); keys as usize];
+        for (n, e) in enqueued.iter().enumerate() {
+            by_key[n % keys as usize].push(e.id);
+        }
+        by_key
+    }
+
+    /// Keys of `queue` with more than one holder (`pending` or
+    /// `processing`) now, as the database sees them.
+    async fn doubled(db: &Db, queue: &str) -> i64 {
+        let sql = "SELECT COUNT(*) FROM (SELECT concurrency_key FROM jobq_jobs \
+             WHERE queue = ? AND status IN ('pending', 'processing') \
+             GROUP BY concurrency_key HAVING COUNT(*) > 1) AS d";
+        let rows: Vec<(i64,)> = db
+            .fetch_all(sql, &[Arg::Text(queue.to_owned())])
+            .await
+            .unwrap();
+        rows[0].0
+    }
+
+    /// Three worker processes of 8 slots each drain 2,000 jobs of 2 ms over
+    /// 1,000 keys at limit 1: sampled throughout, no key ever has two
+    /// holders; after, each key's second job was claimed after its first
+    /// finished (the database's own times), and every job ran once.
+    async fn a_thousand_keys_at_limit_one_never_run_two_of_a_key(db: TestDb) {
+        let jobq = db.jobq().await;
+        let queue = unique_queue("flow-keys");
+        let by_key = enqueue_keyed(&jobq, &queue, 2_000, 1_000).await;
+        let counts = jobq.counts(&queue).await.unwrap();
+        assert_eq!((counts.pending, counts.blocked), (1_000, 1_000));
+        let sampling = Db::of(&jobq);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sampler = {
+            let (stop, queue) = (Arc::clone(&stop), queue.clone());
+            tokio::spawn(async move {
+                let (mut worst, mut samples) = (0, 0);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    worst = worst.max(doubled(&sampling, &queue).await);
+                    samples += 1;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                (worst, samples)
+            })
+        };
+        let started = Instant::now();
+        let mut processes = Vec::new();
+        for _ in 0..3 {
+            processes.push(
+                Process::start(
+                    &db,
+                    &queue,
+                    8,
+                    Duration::from_millis(2),
+                    Duration::from_secs(30),
+                )
+                .await,
+            );
+        }
+        wait_until("every job done", LONG, || async {
+            jobq.counts(&queue).await.unwrap().done == 2_000
+        })
+        .await;
+        let took = started.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (worst, samples) = sampler.await.unwrap();
+        let shares: Vec<usize> = processes.iter().map(Process::started_jobs).collect();
+        for process in processes {
+            process.stop().await;
+        }
+        eprintln!(
+            "2,000 jobs over 1,000 keys at limit 1 in {took:?} ({:.0} jobs/s); {samples} samples; started per process {shares:?}",
+            2_000.0 / took.as_secs_f64()
+        );
+        assert_eq!(worst, 0, "a key had two holders");
+        assert_eq!(shares.iter().sum::<usize>(), 2_000, "each job ran once");
+        let db = Db::of(&jobq);
+        let sql = db.pick(
+            "SELECT CAST(claimed_at >= (SELECT finished_at FROM jobq_jobs WHERE id = ?) AS SIGNED) FROM jobq_jobs WHERE id = ?",
+            "SELECT (CASE WHEN claimed_at >= (SELECT finished_at FROM jobq_jobs WHERE id = ?) THEN 1 ELSE 0 END)::bigint FROM jobq_jobs WHERE id = ?",
+            "SELECT claimed_at >= (SELECT finished_at FROM jobq_jobs WHERE id = ?) FROM jobq_jobs WHERE id = ?",
+        );
+        for ids in by_key.iter().step_by(37) {
+            let after: Vec<(i64,)> = db
+                .fetch_all(sql, &[Arg::Int(ids[0]), Arg::Int(ids[1])])
+                .await
+                .unwrap();
+            assert_eq!(
+                after[0].0, 1,
+                "job {} started before {} finished",
+                ids[1], ids[0]
+            );
+        }
+    }
+
+    /// Three worker processes of 4 slots each drain 40 keys × 5 jobs at
+    /// limit 1, every third job failing its first attempt (run again
+    /// 30 ms later): in each key the attempts start in enqueue order, a
+    /// failed job's retry before the next job of its key.
+    async fn ordered_keys_run_in_enqueue_order_through_retries(db: TestDb) {
+        let jobq = db.jobq().await;
+        let queue = unique_queue("flow-ordered");
+        let by_key = enqueue_keyed(&jobq, &queue, 200, 40).await;
+        let mut processes = Vec::new();
+        for _ in 0..3 {
+            let lease = Duration::from_secs(30);
+            let job = Duration::from_millis(5);
+            processes.push(Process::start_failing(db.url(), &queue, 4, job, lease, 3).await);
+        }
+        wait_until("every job done", LONG, || async {
+            jobq.counts(&queue).await.unwrap().done == 200
+        })
+        .await;
+        let mut attempts: Vec<(i64, u32, u64, u128)> =
+            processes.iter().flat_map(Process::attempts).collect();
+        for process in processes {
+            process.stop().await;
+        }
+        attempts.sort_unstable_by_key(|&(_, _, _, at)| at);
+        for (key, ids) in by_key.iter().enumerate() {
+            let ran: Vec<(i64, u32)> = attempts
+                .iter()
+                .filter(|&&(_, _, n, _)| n % 40 == key as u64)
+                .map(|&(id, attempt, _, _)| (id, attempt))
+                .collect();
+            let expected: Vec<(i64, u32)> = ids
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &id)| {
+                    let n = (key + i * 40) as u64;
+                    let tries = if n % 3 == 0 { 2 } else { 1 };
+                    (1..=tries).map(move |attempt| (id, attempt))
+                })
+                .collect();
+            assert_eq!(ran, expected, "key {key}: attempts out of enqueue order");
+        }
+    }
+
+    /// A concurrency key that is empty or too long, or a limit of 0 or
+    /// above `MAX_KEY_CONCURRENCY`, or with unique-by-state: refused, nothing stored.
+    async fn a_bad_concurrency_key_or_limit_is_refused(db: TestDb) {
+        let jobq = db.jobq().await;
+        let queue = unique_queue("flow-keys-bad");
+        let max = jobq_runtime::MAX_KEY_CONCURRENCY;
+        for (key, limit) in [
+            (String::new(), 1),
+            ("k".repeat(300), 1),
+            ("k".to_owned(), 0),
+            ("k".to_owned(), max + 1),
+        ] {
+            let bad = jobq
+                .enqueue_with(Work::new(1), on(&queue).concurrency_key(key, limit))
+                .await;
+            let message = jobq_tests::invalid(bad);
+            assert!(message.contains("concurrency key"), "{message}");
+        }
+        let both = on(&queue)
+            .concurrency_key("k", 1)
+            .idempotency_key("u")
+            .unique(jobq_runtime::Unique::while_active());
+        let message = jobq_tests::invalid(jobq.enqueue_with(Work::new(1), both).await);
+        assert!(
+            message.contains("unique by state or period and has a concurrency key"),
+            "{message}"
+        );
+        assert_eq!(jobq.counts(&queue).await.unwrap().total(), 0);
+    }
+
+    jobq_tests::on_every_backend!(
+        a_thousand_keys_at_limit_one_never_run_two_of_a_key,
+        ordered_keys_run_in_enqueue_order_through_retries,
+        a_bad_concurrency_key_or_limit_is_refused,
+    );
+}
 
 /// Unique jobs by state and period, through `#[job]`, `Jobq` and a worker
 /// (the contract suite, `tests/tests/contract/unique.rs`, tests the store's

@@ -1,8 +1,10 @@
 //! A worker process of the flow-control tests (`tests/tests/flow_control.rs`):
 //! one real [`Worker`] serving one queue. It prints `started` once its
-//! worker runs, then `ran <id>` as each job starts (each job then takes
-//! `JOBQ_FLOW_JOB_MS`, default 20 ms), and shuts down gracefully when its
-//! stdin closes.
+//! worker runs, then `ran <id> <attempt> <n> <µs since the epoch>` as each
+//! job starts (each job then takes `JOBQ_FLOW_JOB_MS`, default 20 ms; with
+//! `JOBQ_FLOW_FAIL_EVERY` = k, a job whose `n` is a multiple of k fails its
+//! first attempt, to run again 30 ms later), and shuts down gracefully
+//! when its stdin closes.
 //!
 //! - `JOBQ_FLOW_URL`: the database; `JOBQ_FLOW_QUEUE`: the queue;
 //! - `JOBQ_FLOW_CONCURRENCY` (default 4), `JOBQ_FLOW_POLL_MS` (default
@@ -12,19 +14,29 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use jobq_runtime::{JobContext, Jobq, Worker, job};
+use jobq_runtime::{JobContext, JobError, Jobq, Worker, job};
 use tokio::io::AsyncReadExt;
 
 /// Says it started, then takes its time.
 #[job(name = "jobq_flow_work")]
-async fn work(ctx: JobContext, n: u64) {
-    let _ = n;
+async fn work(ctx: JobContext, n: u64) -> Result<(), JobError> {
     {
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros());
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "ran {}", ctx.id());
+        let _ = writeln!(out, "ran {} {} {n} {at}", ctx.id(), ctx.attempt());
         let _ = out.flush();
     }
     tokio::time::sleep(Duration::from_millis(number("JOBQ_FLOW_JOB_MS", 20))).await;
+    let every = number("JOBQ_FLOW_FAIL_EVERY", 0);
+    if every > 0 && n % every == 0 && ctx.attempt() == 1 {
+        return Err(JobError::retry_in(
+            Duration::from_millis(30),
+            "the first attempt fails",
+        ));
+    }
+    Ok(())
 }
 
 fn var(name: &str) -> String {

@@ -376,7 +376,7 @@ pub const CLOCK: &str = "SELECT UTC_TIMESTAMP(6)";
 /// alone.
 pub const STATS_LIVE: &str = "SELECT CAST(status AS CHAR), COUNT(*), \
      CAST(SUM(run_at <= ?) AS SIGNED), CAST(SUM(run_at < ?) AS SIGNED), MIN(run_at) \
-     FROM jobq_jobs WHERE queue = ? AND status IN ('pending', 'processing') GROUP BY status";
+     FROM jobq_jobs WHERE queue = ? AND status IN ('pending', 'processing', 'blocked') GROUP BY status";
 
 /// One queue's `done`, `failed` and `cancelled` rows, each counted up to a
 /// cap (`?` queue, cap, three times): at most cap entries of one range of

@@ -391,7 +391,10 @@ pub const STATS_LIVE: &str =
 UNION ALL
 SELECT 'processing'::text, count(*), count(*) FILTER (WHERE run_at <= $2),
        count(*) FILTER (WHERE run_at < $2), min(run_at)
-  FROM jobq_jobs WHERE queue = $1 AND status = 'processing'";
+  FROM jobq_jobs WHERE queue = $1 AND status = 'processing'
+UNION ALL
+SELECT 'blocked'::text, count(*), 0, 0, NULL::timestamptz
+  FROM jobq_jobs WHERE queue = $1 AND status = 'blocked'";
 
 /// Queue `$1`'s `done`, `failed` and `cancelled` rows, each counted up to
 /// `$2`: at most `$2` entries of one range of `jobq_jobs_finished_by_queue`

@@ -297,7 +297,7 @@ pub const QUEUES: &str = "WITH RECURSIVE q(queue) AS ( \
 /// (`run_at <= now`), those expired (`run_at < now`) and the earliest
 /// `run_at`. Two ranges of the claim index, read from the index alone.
 pub const STATS_LIVE: &str = "SELECT status, COUNT(*), SUM(run_at <= ?2), SUM(run_at < ?2), MIN(run_at) \
-     FROM jobq_jobs WHERE queue = ?1 AND status IN ('pending', 'processing') GROUP BY status";
+     FROM jobq_jobs WHERE queue = ?1 AND status IN ('pending', 'processing', 'blocked') GROUP BY status";
 
 /// `?1` queue, `?2` cap: the `done`, `failed` and `cancelled` rows, each
 /// counted up to the cap (at most cap entries of one range of the claim index each).

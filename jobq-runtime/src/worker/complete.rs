@@ -19,6 +19,12 @@ use crate::store::Fence;
 /// Most successes the completer settles per statement.
 const COMPLETE_BATCH: usize = 1000;
 
+/// Releases of concurrency keys (one per batch with keyed jobs) running at
+/// once beside the completer's writes: a release costs a few times a
+/// batch's write, and two in flight kept a drain of 1,000 keys at limit 1
+/// from waiting on them.
+const RELEASES_IN_FLIGHT: usize = 2;
+
 /// Successes waiting to be settled before job tasks wait (backpressure).
 const COMPLETE_BACKLOG: usize = 10_000;
 
@@ -62,6 +68,10 @@ impl Completer {
             stop,
         } = self;
         let mut batch = Vec::with_capacity(COMPLETE_BATCH);
+        // The releases of the last batches' concurrency keys, running beside
+        // the next batches' writes (at most `RELEASES_IN_FLIGHT`).
+        let mut releasing: std::collections::VecDeque<tokio::task::JoinHandle<()>> =
+            std::collections::VecDeque::new();
         loop {
             let stopping = tokio::select! {
                 biased;
@@ -83,14 +93,31 @@ impl Completer {
                     .unwrap_or(false);
                 if !handed_off {
                     shared.held.release(&batch);
-                    // Keys of a batch given up on: the sweep releases them.
-                    shared.take_completed_keys(&batch);
+                }
+                // Released after the batch's write (a write given up on, or
+                // still finishing beside the turn, leaves its jobs holding
+                // their keys: the release unblocks nothing for them, and
+                // the sweep does once they have moved on).
+                let keys = shared.take_completed_keys(&batch);
+                if !keys.is_empty() {
+                    if releasing.len() >= RELEASES_IN_FLIGHT {
+                        if let Some(oldest) = releasing.pop_front() {
+                            let _ = oldest.await;
+                        }
+                    }
+                    let shared = Arc::clone(&shared);
+                    releasing.push_back(tokio::spawn(async move {
+                        shared.release_keys(&keys).await;
+                    }));
                 }
                 batch.clear();
             }
             if stopping {
                 break;
             }
+        }
+        for release in releasing {
+            let _ = unless(&shared.deadline_passed, release).await;
         }
     }
 }
@@ -260,8 +287,6 @@ async fn complete_batch(shared: Arc<Shared>, batch: Vec<Fence>) -> Result<u64> {
         let started = tokio::time::Instant::now();
         let settled = shared.store.complete(&batch).await?;
         shared.settled.notify_waiters();
-        let keys = shared.take_completed_keys(&batch);
-        shared.release_keys(&keys).await;
         shared.metrics.settled(Settle::Complete, started.elapsed());
         let fenced_out = (batch.len() as u64).saturating_sub(settled);
         if fenced_out > 0 {

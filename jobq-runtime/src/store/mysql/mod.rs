@@ -1116,6 +1116,12 @@ fn arguments(binds: &[Bind]) -> Result<MySqlArguments, sqlx::Error> {
     Ok(args)
 }
 
+/// [`padded`] for owned strings.
+fn padded_strings(items: &[String]) -> Vec<&str> {
+    let items: Vec<&str> = items.iter().map(String::as_str).collect();
+    padded(&items)
+}
+
 /// Pads a list to the next power of two by repeating its first element, so a
 /// statement with an IN-list is prepared for at most log2(max) list lengths
 /// per connection instead of one per length.
@@ -1604,6 +1610,7 @@ async fn insert_keyed(
     sqlx::query(KEY_TAKE)
         .bind(key)
         .bind(limit)
+        .bind(limit)
         .execute(&mut *tx)
         .await?;
     let rows: Vec<(i64, Option<Text>)> = sqlx::query_as(KEY_FRONT)
@@ -1651,9 +1658,12 @@ async fn release_keys_on(
     keys: &[String],
 ) -> Result<KeyPlan, sqlx::Error> {
     let mut tx = conn.begin_with(BEGIN_RC).await?;
-    let sql = keys_lock(keys.len());
+    // IN-lists padded to a power of two (see `padded`): a few statement
+    // texts per connection, each prepared once.
+    let padded_keys = padded_strings(keys);
+    let sql = keys_lock(padded_keys.len());
     let mut lock = sqlx::query_as::<_, (Text, i64)>(&sql);
-    for key in keys {
+    for key in &padded_keys {
         lock = lock.bind(key);
     }
     let limits: Vec<(String, u32)> = lock
@@ -1666,11 +1676,15 @@ async fn release_keys_on(
         tx.commit().await?;
         return Ok(KeyPlan::default());
     }
-    let sql = key_fronts(limits.len());
+    let names: Vec<&str> = limits.iter().map(|(key, _)| key.as_str()).collect();
+    let names = padded(&names);
+    let longest = limits.iter().map(|&(_, limit)| key_front_len(limit)).max();
+    let sql = key_fronts(names.len());
     let mut read = sqlx::query_as::<_, (Text, i64, Option<Text>)>(&sql);
-    for (key, limit) in &limits {
-        read = read.bind(key).bind(key_front_len(*limit));
+    for key in &names {
+        read = read.bind(key);
     }
+    let read = read.bind(longest.unwrap_or(0));
     let rows: Vec<(String, i64, Option<String>)> = read
         .fetch_all(&mut *tx)
         .await?
@@ -1679,17 +1693,24 @@ async fn release_keys_on(
         .collect();
     let plan = key_plan(&policy_fronts(&limits, &rows));
     if !plan.forget.is_empty() {
-        let sql = key_forget(plan.forget.len());
+        let members: Vec<(&str, i64)> = plan
+            .forget
+            .iter()
+            .map(|(k, id)| (k.as_str(), *id))
+            .collect();
+        let members = padded(&members);
+        let sql = key_forget(members.len());
         let mut forget = sqlx::query(&sql);
-        for (key, id) in &plan.forget {
+        for (key, id) in &members {
             forget = forget.bind(key).bind(id);
         }
         forget.execute(&mut *tx).await?;
     }
     if !plan.unblock.is_empty() {
-        let sql = key_unblock(plan.unblock.len());
+        let ids = padded(&plan.unblock);
+        let sql = key_unblock(ids.len());
         let mut unblock = sqlx::query(&sql);
-        for id in &plan.unblock {
+        for id in &ids {
             unblock = unblock.bind(id);
         }
         unblock.execute(&mut *tx).await?;

@@ -84,9 +84,10 @@ pub const UNIQUE_HOLD: &str = "UPDATE jobq_unique SET job_id = ?, states = ?, \
 
 /// A keyed enqueue's first statement: makes its key's row in `jobq_keys`
 /// or locks it (see [`UNIQUE_TAKE`]) until the enqueue's transaction
-/// ends, and sets the key's limit to the job's (`?` key, limit).
+/// ends, and sets the key's limit to the job's (`?` key, limit, limit
+/// again: `VALUES()` in this clause is deprecated on MySQL 8).
 pub const KEY_TAKE: &str = "INSERT INTO jobq_keys (ckey, max_running) VALUES (?, ?) \
-     ON DUPLICATE KEY UPDATE max_running = VALUES(max_running)";
+     ON DUPLICATE KEY UPDATE max_running = ?";
 
 /// The front of key `?`'s job list, `?` members, with each job's status
 /// (NULL: its row is gone), by a locking read: the newest committed
@@ -554,17 +555,19 @@ pub(crate) fn keys_lock(keys: usize) -> String {
     )
 }
 
-/// The fronts of `keys` keys' job lists (`?` key, `?` members, per key):
-/// `(key, job id, status)`, each key's in enqueue order. Read after the
-/// keys' rows are locked, in READ COMMITTED: the newest committed rows.
+/// The fronts of `keys` keys' job lists, the first `?` members of each:
+/// `(key, job id, status)`. The members are numbered within their key
+/// from the primary key alone, and only the front's rows are joined to
+/// their jobs. Read after the keys' rows are locked, in READ COMMITTED:
+/// the newest committed rows.
 pub(crate) fn key_fronts(keys: usize) -> String {
-    vec![
-        "(SELECT k.ckey, k.job_id, CAST(j.status AS CHAR) \
-         FROM jobq_key_jobs k LEFT JOIN jobq_jobs j ON j.id = k.job_id \
-         WHERE k.ckey = ? ORDER BY k.job_id LIMIT ?)";
-        keys
-    ]
-    .join(" UNION ALL ")
+    format!(
+        "SELECT f.ckey, f.job_id, CAST(j.status AS CHAR) \
+         FROM (SELECT ckey, job_id, ROW_NUMBER() OVER (PARTITION BY ckey ORDER BY job_id) AS n \
+               FROM jobq_key_jobs WHERE ckey IN ({})) AS f \
+         LEFT JOIN jobq_jobs j ON j.id = f.job_id WHERE f.n <= ?",
+        placeholders(keys)
+    )
 }
 
 /// Forgets `members` `(key, job id)` pairs of `jobq_key_jobs`.

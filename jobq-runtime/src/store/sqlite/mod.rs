@@ -1006,19 +1006,13 @@ async fn release_keys_on(
         .into_iter()
         .map(|(key, limit)| (key, key_limit(limit)))
         .collect();
-    let mut rows = Vec::new();
-    for (key, limit) in &limits {
-        let front: Vec<(i64, Option<String>)> = sqlx::query_as(KEY_FRONT)
-            .bind(key)
-            .bind(i64::from(key_front_len(*limit)))
-            .fetch_all(&mut *tx)
-            .await?;
-        rows.extend(
-            front
-                .into_iter()
-                .map(|(id, status)| (key.clone(), id, status)),
-        );
-    }
+    let names: Vec<&str> = limits.iter().map(|(key, _)| key.as_str()).collect();
+    let longest = limits.iter().map(|&(_, limit)| key_front_len(limit)).max();
+    let rows: Vec<(String, i64, Option<String>)> = sqlx::query_as(KEY_FRONTS)
+        .bind(json_text(&names))
+        .bind(i64::from(longest.unwrap_or(0)))
+        .fetch_all(&mut *tx)
+        .await?;
     let plan = key_plan(&key_fronts(&limits, &rows));
     if !plan.forget.is_empty() {
         sqlx::query(KEY_FORGET)

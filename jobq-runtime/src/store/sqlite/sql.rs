@@ -68,6 +68,14 @@ pub const KEY_JOIN: &str = "INSERT OR IGNORE INTO jobq_key_jobs (ckey, job_id) V
 pub const KEYS_READ: &str = "SELECT ckey, max_running FROM jobq_keys \
      WHERE ckey IN (SELECT value FROM json_each(?1)) ORDER BY ckey";
 
+/// The fronts of keys `?1` (a JSON array), the first `?2` members of
+/// each: `(key, job id, status)`, numbered within their key from the
+/// primary key alone, only the front's rows joined to their jobs.
+pub const KEY_FRONTS: &str = "SELECT f.ckey, f.job_id, j.status \
+     FROM (SELECT ckey, job_id, ROW_NUMBER() OVER (PARTITION BY ckey ORDER BY job_id) AS n \
+           FROM jobq_key_jobs WHERE ckey IN (SELECT value FROM json_each(?1))) AS f \
+     LEFT JOIN jobq_jobs j ON j.id = f.job_id WHERE f.n <= ?2";
+
 /// Forgets the members `?1` (a JSON array of `[key, job id]` pairs).
 pub const KEY_FORGET: &str = "DELETE FROM jobq_key_jobs WHERE (ckey, job_id) IN \
      (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1))";

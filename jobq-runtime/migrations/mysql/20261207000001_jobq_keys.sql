@@ -27,6 +27,18 @@ SET @jobq_ddl = (
 PREPARE jobq_ddl FROM @jobq_ddl;
 EXECUTE jobq_ddl;
 DEALLOCATE PREPARE jobq_ddl;
+-- The job's limit, with its key: a job retried after its key's row was
+-- deleted (its key had no other job) makes the row again with it.
+SET @jobq_ddl = (
+    SELECT IF(COUNT(*) = 0,
+              'ALTER TABLE jobq_jobs ADD COLUMN concurrency_limit INT NULL',
+              'DO 0')
+    FROM information_schema.COLUMNS
+    WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'jobq_jobs' AND COLUMN_NAME = 'concurrency_limit'
+);
+PREPARE jobq_ddl FROM @jobq_ddl;
+EXECUTE jobq_ddl;
+DEALLOCATE PREPARE jobq_ddl;
 CREATE TABLE IF NOT EXISTS jobq_keys (
     ckey        VARBINARY(1020) NOT NULL,
     max_running INT             NOT NULL,

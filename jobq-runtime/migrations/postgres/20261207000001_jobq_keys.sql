@@ -4,6 +4,7 @@ ALTER TABLE jobq_jobs DROP CONSTRAINT IF EXISTS jobq_jobs_status_check;
 ALTER TABLE jobq_jobs ADD CONSTRAINT jobq_jobs_status_check
     CHECK (status IN ('pending', 'processing', 'done', 'failed', 'cancelled', 'blocked'));
 ALTER TABLE jobq_jobs ADD COLUMN IF NOT EXISTS concurrency_key text;
+ALTER TABLE jobq_jobs ADD COLUMN IF NOT EXISTS concurrency_limit integer;
 -- `stats` counts a queue's blocked jobs from this partial index: written
 -- only as jobs enter and leave `blocked`.
 CREATE INDEX IF NOT EXISTS jobq_jobs_blocked ON jobq_jobs (queue, id) WHERE status = 'blocked';

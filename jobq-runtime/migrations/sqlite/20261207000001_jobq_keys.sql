@@ -2,7 +2,8 @@
 -- `status` gains `blocked`: SQLite changes a CHECK constraint only by
 -- rebuilding the table, done as in 20261204120002 (ids and the
 -- AUTOINCREMENT counter carried over, inside jobq's one migration
--- transaction), with the new `concurrency_key` column in place.
+-- transaction), with the new `concurrency_key` and `concurrency_limit`
+-- columns in place.
 CREATE TABLE jobq_jobs_rebuilt (
     id              INTEGER PRIMARY KEY AUTOINCREMENT,
     queue           TEXT    NOT NULL,
@@ -23,7 +24,8 @@ CREATE TABLE jobq_jobs_rebuilt (
     created_at      INTEGER NOT NULL,
     finished_at     INTEGER NULL,
     unique_key      TEXT    NULL,
-    concurrency_key TEXT    NULL
+    concurrency_key TEXT    NULL,
+    concurrency_limit INTEGER NULL
 );
 INSERT INTO jobq_jobs_rebuilt
     (id, queue, job_name, payload, status, priority, run_at, attempts, max_attempts, lease_token,

@@ -14,6 +14,12 @@
 //!   settle counts only when it comes from the row's latest claim; after
 //!   both claimers shut down nothing is `processing`.
 //!
+//! A third model runs the same schedule over jobs of two concurrency keys
+//! (limits 1 and 2) and jobs without a key, releasing keys as a worker
+//! does: after every step no key has more holders than its limit, a
+//! release leaves no job of a key with room blocked, and it unblocks the
+//! oldest first.
+//!
 //! The model-based test runs `JOBQ_FENCING_SEEDS` seeds (default 8) of
 //! `JOBQ_FENCING_STEPS` steps (default 150) per backend; a failure names
 //! its seed and step and prints the steps before it. (`settle.rs` goes
@@ -39,8 +45,13 @@ async fn model_job(n: u64) {
 /// Long enough that no lease runs out unless a test expires it on purpose.
 const LEASE: Duration = Duration::from_secs(60);
 
-async fn enqueue(jobq: &Jobq, queue: &str, n: u64) -> i64 {
-    jobq.enqueue_with(ModelJob::new(n), Enqueue::new().queue(queue))
+async fn enqueue(jobq: &Jobq, queue: &str, n: u64, key: Option<(&str, u32)>) -> i64 {
+    let options = Enqueue::new().queue(queue);
+    let options = match key {
+        Some((key, limit)) => options.concurrency_key(key, limit),
+        None => options,
+    };
+    jobq.enqueue_with(ModelJob::new(n), options)
         .await
         .expect("enqueue")
         .id
@@ -65,12 +76,12 @@ fn fence(claim: &Claim) -> (i64, i64) {
 /// while that attempt runs, then claimed again by `w` together with job B in
 /// one claim (A's attempt 2 and B). Returns (A's attempt 1, A's attempt 2, B).
 async fn stale_and_reclaimed(jobq: &Jobq, queue: &str) -> (Claim, Claim, Claim) {
-    let a = enqueue(jobq, queue, 1).await;
+    let a = enqueue(jobq, queue, 1, None).await;
     let first = claim(jobq, queue, 1, "w").await;
     assert_eq!(first.iter().map(|c| c.id).collect::<Vec<_>>(), vec![a]);
     assert!(jobq.cancel(a).await.expect("cancel"));
     assert!(jobq.retry(a).await.expect("retry"));
-    let b = enqueue(jobq, queue, 2).await;
+    let b = enqueue(jobq, queue, 2, None).await;
     let second = claim(jobq, queue, 2, "w").await;
     let find = |id| *second.iter().find(|c| c.id == id).expect("claimed");
     assert_eq!(second.len(), 2, "{second:?}");
@@ -131,7 +142,7 @@ async fn each_claimed_row_gets_a_token_of_its_own(db: TestDb) {
     let jobq = db.jobq().await;
     let queue = unique_queue("fence-row-tokens");
     for n in 0..4 {
-        enqueue(&jobq, &queue, n).await;
+        enqueue(&jobq, &queue, n, None).await;
     }
     let claimed = claim(&jobq, &queue, 4, "w").await;
     assert_eq!(claimed.len(), 4);
@@ -156,6 +167,8 @@ struct Row {
     due: bool,
     /// Whether its lease was made to pass (`processing` rows only).
     expired: bool,
+    /// Its concurrency key, an index into [`Model::keys`].
+    key: Option<usize>,
 }
 
 impl Row {
@@ -185,6 +198,9 @@ struct Model {
     /// The queue's global concurrency limit, if the model runs under one:
     /// claims are limited claims, and the limit changes now and then.
     limit: Option<u32>,
+    /// The concurrency keys of the keyed model, with their limits (empty:
+    /// no job has a key).
+    keys: Vec<(String, u32)>,
     /// The steps so far, for the failure message.
     log: Vec<String>,
 }
@@ -226,10 +242,19 @@ impl Model {
         let active = self
             .rows
             .values()
-            .filter(|r| matches!(r.status, JobStatus::Pending | JobStatus::Processing))
+            .filter(|r| {
+                matches!(
+                    r.status,
+                    JobStatus::Pending | JobStatus::Processing | JobStatus::Blocked
+                )
+            })
             .count();
         match rng.random_range(0..100) {
-            0..10 if active < 6 => self.enqueue().await,
+            0..10 if active < 6 => {
+                let key = (!self.keys.is_empty() && rng.random_bool(0.8))
+                    .then(|| rng.random_range(0..self.keys.len()));
+                self.enqueue(key).await;
+            }
             0..28 => {
                 let limit = rng.random_range(1..=4);
                 self.claim(w, worker, limit).await;
@@ -283,7 +308,12 @@ impl Model {
                     self.retry(id).await;
                 }
             }
-            89..95 => self.prune().await,
+            89..93 => self.prune().await,
+            93..95 if !self.keys.is_empty() => {
+                // The reaper's sweep: every key released.
+                let all: Vec<usize> = (0..self.keys.len()).collect();
+                self.release(&all, "sweep").await;
+            }
             _ => self.shutdown(w).await,
         }
         self.compare().await;
@@ -307,10 +337,11 @@ impl Model {
         (!ids.is_empty()).then(|| ids[rng.random_range(0..ids.len())])
     }
 
-    async fn enqueue(&mut self) {
+    async fn enqueue(&mut self, key: Option<usize>) {
         self.enqueued += 1;
-        let id = enqueue(&self.jobq, &self.queue, self.enqueued).await;
-        self.log.push(format!("enqueue -> {id}"));
+        let keyed = key.map(|k| (self.keys[k].0.as_str(), self.keys[k].1));
+        let id = enqueue(&self.jobq, &self.queue, self.enqueued, keyed).await;
+        self.log.push(format!("enqueue with key {key:?} -> {id}"));
         self.rows.insert(
             id,
             Row {
@@ -320,8 +351,127 @@ impl Model {
                 max_attempts: 2,
                 due: true,
                 expired: false,
+                key,
             },
         );
+        if key.is_some() {
+            // Pending if its key had room and nothing waited, else blocked:
+            // what it is comes from the database; the limit is checked.
+            self.sync_keyed().await;
+            self.check_limits();
+        }
+    }
+
+    /// The holders of key `k` in the model (`pending` or `processing`).
+    fn holders(&self, k: usize) -> usize {
+        self.rows
+            .values()
+            .filter(|r| {
+                r.key == Some(k) && matches!(r.status, JobStatus::Pending | JobStatus::Processing)
+            })
+            .count()
+    }
+
+    /// The blocked jobs of key `k`, oldest first.
+    fn blocked(&self, k: usize) -> Vec<i64> {
+        self.rows
+            .iter()
+            .filter(|(_, r)| r.key == Some(k) && r.status == JobStatus::Blocked)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Takes from the database which keyed rows are `pending` and which
+    /// `blocked` (the rest of every row is modelled exactly).
+    async fn sync_keyed(&mut self) {
+        if self.keys.is_empty() {
+            return;
+        }
+        let sql = self.db.pick(
+            "SELECT id, CAST(status AS CHAR) FROM jobq_jobs WHERE queue = ? AND status IN ('pending', 'blocked')",
+            "SELECT id, status FROM jobq_jobs WHERE queue = ? AND status IN ('pending', 'blocked')",
+            "SELECT id, status FROM jobq_jobs WHERE queue = ? AND status IN ('pending', 'blocked')",
+        );
+        let stored: Vec<(i64, String)> = self
+            .db
+            .fetch_all(sql, &[Arg::Text(self.queue.clone())])
+            .await
+            .expect("read waiting rows");
+        for (id, status) in stored {
+            if let Some(row) = self.rows.get_mut(&id)
+                && row.key.is_some()
+                && matches!(row.status, JobStatus::Pending | JobStatus::Blocked)
+            {
+                let status: JobStatus = status.parse().expect("a status");
+                if row.status == JobStatus::Blocked && status == JobStatus::Pending {
+                    // Unblocked: due since its enqueue or its retry.
+                    row.due = true;
+                }
+                row.status = status;
+            }
+        }
+    }
+
+    /// No key has more holders than its limit.
+    fn check_limits(&self) {
+        for (k, (key, limit)) in self.keys.iter().enumerate() {
+            let holders = self.holders(k);
+            self.check(holders <= *limit as usize, || {
+                format!("key {key} (limit {limit}) has {holders} holders")
+            });
+        }
+    }
+
+    /// After a release of keys `keys` (or an operation that releases its
+    /// row's key): each key with room has no blocked job left, and the
+    /// jobs it unblocked are older than those still blocked.
+    async fn after_release(&mut self, keys: &[usize], before: Vec<Vec<i64>>) {
+        self.sync_keyed().await;
+        self.check_limits();
+        for (&k, before) in keys.iter().zip(before) {
+            let (key, limit) = self.keys[k].clone();
+            let blocked = self.blocked(k);
+            let holders = self.holders(k);
+            self.check(holders >= limit as usize || blocked.is_empty(), || {
+                format!("key {key} (limit {limit}) has room ({holders} holders) and blocked jobs {blocked:?} after a release")
+            });
+            // What it unblocked: blocked before, pending now (a job
+            // cancelled meanwhile was not unblocked).
+            let unblocked: Vec<i64> = before
+                .into_iter()
+                .filter(|id| {
+                    self.rows
+                        .get(id)
+                        .is_some_and(|r| r.status == JobStatus::Pending)
+                })
+                .collect();
+            self.check(
+                unblocked.iter().max() < blocked.iter().min()
+                    || unblocked.is_empty()
+                    || blocked.is_empty(),
+                || {
+                    format!(
+                        "key {key}: the release unblocked {unblocked:?} before older {blocked:?}"
+                    )
+                },
+            );
+        }
+    }
+
+    /// Releases keys `keys` as a worker does after their jobs settled.
+    async fn release(&mut self, keys: &[usize], what: &str) {
+        if keys.is_empty() {
+            return;
+        }
+        let before: Vec<Vec<i64>> = keys.iter().map(|&k| self.blocked(k)).collect();
+        let names: Vec<&str> = keys.iter().map(|&k| self.keys[k].0.as_str()).collect();
+        let unblocked = __store::release_keys(&self.jobq, &names)
+            .await
+            .expect("release keys");
+        self.log.push(format!(
+            "{what}: release keys {keys:?} -> {unblocked} unblocked"
+        ));
+        self.after_release(keys, before).await;
     }
 
     /// The rows `processing` (an expired lease included: its worker may
@@ -434,6 +584,14 @@ impl Model {
             )
         });
         self.held[w].retain(|h| !batch.contains(h));
+        // The worker releases the keys of its batch, applied or fenced out.
+        let mut keys: Vec<usize> = batch
+            .iter()
+            .filter_map(|c| self.rows.get(&c.id).and_then(|r| r.key))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        self.release(&keys, "completer").await;
     }
 
     async fn transition(
@@ -471,6 +629,9 @@ impl Model {
             row.leave_processing(status, !failed && delay.is_zero());
         }
         self.held[w].retain(|h| *h != c);
+        if failed && let Some(k) = self.rows.get(&c.id).and_then(|r| r.key) {
+            self.release(&[k], "failed for good").await;
+        }
     }
 
     async fn heartbeat(&mut self, w: usize) {
@@ -534,28 +695,48 @@ impl Model {
     }
 
     async fn cancel(&mut self, id: i64) {
+        let key = self.row(id).key;
+        let before: Vec<Vec<i64>> = key.iter().map(|&k| self.blocked(k)).collect();
         let cancelled = self.jobq.cancel(id).await.expect("cancel");
         self.log.push(format!("cancel {id} -> {cancelled}"));
         let row = self.row(id);
-        let expected = matches!(row.status, JobStatus::Pending | JobStatus::Processing);
+        let expected = matches!(
+            row.status,
+            JobStatus::Pending | JobStatus::Processing | JobStatus::Blocked
+        );
         if expected {
             row.leave_processing(JobStatus::Cancelled, false);
         }
         self.check(cancelled == expected, || {
             format!("cancel of {id}: {cancelled}")
         });
+        // A cancel releases its job's key.
+        if let Some(k) = key {
+            self.after_release(&[k], before).await;
+        }
     }
 
     async fn retry(&mut self, id: i64) {
+        let key = self.row(id).key;
         let retried = self.jobq.retry(id).await.expect("retry");
         self.log.push(format!("retry {id} -> {retried}"));
         let row = self.row(id);
         let expected = matches!(row.status, JobStatus::Failed | JobStatus::Cancelled);
         if expected {
-            row.leave_processing(JobStatus::Pending, true);
+            // A keyed job comes back blocked, and its key is released.
+            let status = if key.is_some() {
+                JobStatus::Blocked
+            } else {
+                JobStatus::Pending
+            };
+            row.leave_processing(status, true);
             row.max_attempts = row.max_attempts.max(row.attempts + 1);
         }
         self.check(retried == expected, || format!("retry of {id}: {retried}"));
+        if let Some(k) = key.filter(|_| expected) {
+            let before = vec![self.blocked(k)];
+            self.after_release(&[k], before).await;
+        }
     }
 
     /// Deletes the queue's finished rows, as a prune with no retention
@@ -617,6 +798,7 @@ impl Model {
         if self.limit.is_some() {
             self.compare_slots().await;
         }
+        self.check_limits();
     }
 
     /// Under a limit: every running row holds exactly one slot row, and
@@ -672,17 +854,38 @@ async fn a_limited_model_never_exceeds_its_limit_nor_leaks_a_slot(db: TestDb) {
     run_models(&db, Some(1..=3)).await;
 }
 
+/// The model over jobs of two concurrency keys (limits 1 and 2) and jobs
+/// without a key, each job leaving its key released as a worker releases
+/// it (after a batch of successes, a failure for good, a cancel, a retry;
+/// and now and then the sweep of every key): after every step the rows are
+/// what the model says (which waiting keyed jobs are `pending` and which
+/// `blocked` read from the database), no key has more holders than its
+/// limit, and after each release a key with room has no blocked job left
+/// and its unblocked jobs are older than those still blocked.
+async fn a_keyed_model_never_exceeds_a_keys_limit_and_unblocks_in_order(db: TestDb) {
+    run_models_with(&db, None, true).await;
+}
+
 /// Runs `JOBQ_FENCING_SEEDS` seeded schedules of `JOBQ_FENCING_STEPS`
 /// steps, under a limit drawn from `limits` if given, and checks that
 /// after both claimers shut down the rows are what the model says and none
 /// is `processing`.
 async fn run_models(db: &TestDb, limits: Option<std::ops::RangeInclusive<u32>>) {
+    run_models_with(db, limits, false).await;
+}
+
+/// [`run_models`], with jobs of two concurrency keys if `keyed`.
+async fn run_models_with(db: &TestDb, limits: Option<std::ops::RangeInclusive<u32>>, keyed: bool) {
     let seeds = env_number("JOBQ_FENCING_SEEDS", 8);
     let steps = env_number("JOBQ_FENCING_STEPS", 150);
     let first_seed = env_number("JOBQ_FENCING_SEED", 0);
     let jobq = db.jobq().await;
     let started = Instant::now();
-    let kind = if limits.is_some() { "limited, " } else { "" };
+    let kind = match (&limits, keyed) {
+        (Some(_), _) => "limited, ",
+        (None, true) => "keyed, ",
+        (None, false) => "",
+    };
     for seed in first_seed..first_seed + seeds {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut model = Model {
@@ -694,8 +897,15 @@ async fn run_models(db: &TestDb, limits: Option<std::ops::RangeInclusive<u32>>) 
             turn: 0,
             enqueued: 0,
             limit: None,
+            keys: Vec::new(),
             log: vec![format!("{kind}seed {seed} on {:?}", db.backend())],
         };
+        if keyed {
+            model.keys = vec![
+                (format!("k0:{}", model.queue), 1),
+                (format!("k1:{}", model.queue), 2),
+            ];
+        }
         if let Some(limits) = &limits {
             model.set_limit(rng.random_range(limits.clone())).await;
         }
@@ -728,4 +938,5 @@ contract!(
     each_claimed_row_gets_a_token_of_its_own,
     only_the_latest_claim_of_a_row_settles_renews_or_releases_it,
     a_limited_model_never_exceeds_its_limit_nor_leaks_a_slot,
+    a_keyed_model_never_exceeds_a_keys_limit_and_unblocks_in_order,
 );

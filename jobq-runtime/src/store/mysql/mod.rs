@@ -463,12 +463,18 @@ impl BackendStore for MySqlStore {
             .conns
             .run(async |conn| {
                 if rejoin {
-                    let sql = keys_rejoin(ids.len());
-                    let mut insert = sqlx::query(&sql);
-                    for id in ids {
-                        insert = insert.bind(id);
+                    // One transaction: a release that finds the key without
+                    // jobs and deletes its row either comes before the row
+                    // is made again or sees the job listed.
+                    let mut tx = conn.begin_with(BEGIN_RC).await?;
+                    for sql in [keys_remake(ids.len()), keys_rejoin(ids.len())] {
+                        let mut insert = sqlx::query(&sql);
+                        for id in ids {
+                            insert = insert.bind(id);
+                        }
+                        insert.execute(&mut *tx).await?;
                     }
-                    insert.execute(&mut *conn).await?;
+                    tx.commit().await?;
                 }
                 let sql = keys_of(ids.len());
                 let mut read = sqlx::query_as::<_, (Text,)>(&sql);
@@ -1634,7 +1640,8 @@ async fn insert_keyed(
     let mut args = row_arguments(std::slice::from_ref(job))?;
     let added: Result<(), sqlx::error::BoxDynError> = (|| {
         args.add(status)?;
-        args.add(key)
+        args.add(key)?;
+        args.add(limit)
     })();
     added.map_err(sqlx::Error::Encode)?;
     let inserted = sqlx::query_with(sql, args).execute(&mut *tx).await?;

@@ -97,16 +97,16 @@ pub const KEY_FRONT: &str = "SELECT k.job_id, CAST(j.status AS CHAR) \
      WHERE k.ckey = ? ORDER BY k.job_id LIMIT ? LOCK IN SHARE MODE";
 
 /// A keyed job's row: [`INSERT_ROW`]'s values, then its status
-/// (`pending` or `blocked`) and its concurrency key.
+/// (`pending` or `blocked`), its concurrency key and its limit.
 pub const INSERT_KEYED: &str = concat!(
-    "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at, status, concurrency_key) VALUES ",
-    "(?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), ?, ?, UTC_TIMESTAMP(6), ?, ?)"
+    "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at, status, concurrency_key, concurrency_limit) VALUES ",
+    "(?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), ?, ?, UTC_TIMESTAMP(6), ?, ?, ?)"
 );
 
 /// [`INSERT_KEYED`] with an idempotency key: a repeat hits the existing row.
 pub const INSERT_KEYED_DEDUPE: &str = concat!(
-    "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at, status, concurrency_key) VALUES ",
-    "(?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), ?, ?, UTC_TIMESTAMP(6), ?, ?)",
+    "INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at, status, concurrency_key, concurrency_limit) VALUES ",
+    "(?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), ?, ?, UTC_TIMESTAMP(6), ?, ?, ?)",
     " ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), ",
     bump_hits!()
 );
@@ -599,6 +599,19 @@ pub(crate) fn keys_drop(keys: usize) -> String {
 pub(crate) fn keys_of(ids: usize) -> String {
     format!(
         "SELECT DISTINCT concurrency_key FROM jobq_jobs WHERE id IN ({}) AND concurrency_key IS NOT NULL",
+        placeholders(ids)
+    )
+}
+
+/// Makes the key rows of `ids` rows that have a concurrency key, with the
+/// row's limit, where they are missing, and share-locks those that exist
+/// (InnoDB's lock on a duplicate key), so that no release deletes one
+/// before the job is listed again by [`keys_rejoin`].
+pub(crate) fn keys_remake(ids: usize) -> String {
+    format!(
+        "INSERT IGNORE INTO jobq_keys (ckey, max_running) \
+         SELECT concurrency_key, COALESCE(concurrency_limit, 1) FROM jobq_jobs \
+         WHERE id IN ({}) AND concurrency_key IS NOT NULL",
         placeholders(ids)
     )
 }

@@ -239,10 +239,14 @@ impl BackendStore for PgStore {
             .conns
             .run(async |conn| {
                 if rejoin {
-                    sqlx::query(KEYS_REJOIN)
-                        .bind(ids)
-                        .execute(&mut *conn)
-                        .await?;
+                    // One transaction: a release that finds the key without
+                    // jobs and deletes its row either comes before the row
+                    // is made again or sees the job listed.
+                    let mut tx = conn.begin().await?;
+                    for sql in [KEYS_REMAKE, KEYS_REJOIN] {
+                        sqlx::query(sql).bind(ids).execute(&mut *tx).await?;
+                    }
+                    tx.commit().await?;
                 }
                 let keys: Vec<(String,)> = sqlx::query_as(KEYS_OF)
                     .bind(ids)
@@ -846,6 +850,7 @@ async fn insert_keyed(
         .bind(status)
         .bind(key)
         .bind(notify)
+        .bind(i32::try_from(limit).unwrap_or(i32::MAX))
         .fetch_one(&mut *tx)
         .await?;
     sqlx::query(KEY_JOIN)

@@ -58,12 +58,12 @@ pub const KEY_FRONT: &str = "SELECT k.job_id, j.status
   FROM jobq_key_jobs k LEFT JOIN jobq_jobs j ON j.id = k.job_id
  WHERE k.ckey = $1 ORDER BY k.job_id LIMIT $2";
 
-/// A keyed job's row (`$9` its status, `$10` its key), with its NOTIFY if
-/// `$11` and it is `pending`; a repeat of its idempotency key hits the
-/// existing row.
+/// A keyed job's row (`$9` its status, `$10` its key, `$12` its limit),
+/// with its NOTIFY if `$11` and it is `pending`; a repeat of its
+/// idempotency key hits the existing row.
 pub const INSERT_KEYED: &str = "WITH ins AS (
-    INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at, status, concurrency_key)
-    VALUES ($1, $2, $3, $4, COALESCE($5, statement_timestamp() + $6 * interval '1 microsecond'), $7, $8, statement_timestamp(), $9, $10)
+    INSERT INTO jobq_jobs (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at, status, concurrency_key, concurrency_limit)
+    VALUES ($1, $2, $3, $4, COALESCE($5, statement_timestamp() + $6 * interval '1 microsecond'), $7, $8, statement_timestamp(), $9, $10, $12)
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
     DO UPDATE SET dedupe_hits = CASE WHEN jobq_jobs.dedupe_hits >= 2147483647 THEN 1 ELSE jobq_jobs.dedupe_hits + 1 END
     RETURNING id, dedupe_hits, queue, status
@@ -105,6 +105,15 @@ pub const KEYS_DROP: &str = "DELETE FROM jobq_keys WHERE ckey = ANY($1)
 /// The distinct concurrency keys of rows `$1`.
 pub const KEYS_OF: &str = "SELECT DISTINCT concurrency_key FROM jobq_jobs
  WHERE id = ANY($1) AND concurrency_key IS NOT NULL";
+
+/// Makes the key rows of rows `$1` that have a concurrency key, with the
+/// row's limit, where they are missing, and locks those that exist (a
+/// `DO NOTHING` would not: a release could delete the row after this
+/// statement and before the job is listed), before [`KEYS_REJOIN`].
+pub const KEYS_REMAKE: &str = "INSERT INTO jobq_keys (ckey, max_running)
+SELECT DISTINCT ON (concurrency_key) concurrency_key, COALESCE(concurrency_limit, 1) FROM jobq_jobs
+ WHERE id = ANY($1) AND concurrency_key IS NOT NULL
+ON CONFLICT (ckey) DO UPDATE SET max_running = jobq_keys.max_running";
 
 /// Lists rows `$1` that have a concurrency key in their keys again.
 pub const KEYS_REJOIN: &str = "INSERT INTO jobq_key_jobs (ckey, job_id)

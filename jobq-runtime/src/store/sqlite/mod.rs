@@ -309,10 +309,14 @@ impl BackendStore for SqliteStore {
         let ids = json_list(ids);
         self.write(async |conn| {
             if rejoin {
-                sqlx::query(KEYS_REJOIN)
-                    .bind(&ids)
-                    .execute(&mut *conn)
-                    .await?;
+                // One transaction: a release that finds the key without
+                // jobs and deletes its row either comes before the row is
+                // made again or sees the job listed.
+                let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
+                for sql in [KEYS_REMAKE, KEYS_REJOIN] {
+                    sqlx::query(sql).bind(&ids).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
             }
             let keys: Vec<(String,)> = sqlx::query_as(KEYS_OF)
                 .bind(&ids)
@@ -978,6 +982,7 @@ async fn insert_keyed(
         .bind(now)
         .bind(status)
         .bind(key)
+        .bind(i64::from(limit))
         .fetch_one(&mut *tx)
         .await?;
     sqlx::query(KEY_JOIN)

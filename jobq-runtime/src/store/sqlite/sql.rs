@@ -53,10 +53,11 @@ pub const KEY_FRONT: &str = "SELECT k.job_id, j.status \
      FROM jobq_key_jobs k LEFT JOIN jobq_jobs j ON j.id = k.job_id \
      WHERE k.ckey = ?1 ORDER BY k.job_id LIMIT ?2";
 
-/// A keyed job's row: [`INSERT`]'s values, `?9` its status, `?10` its key.
+/// A keyed job's row: [`INSERT`]'s values, `?9` its status, `?10` its
+/// key, `?11` its limit.
 pub const INSERT_KEYED: &str = "INSERT INTO jobq_jobs \
-     (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at, status, concurrency_key) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+     (queue, job_name, payload, priority, run_at, max_attempts, idempotency_key, created_at, status, concurrency_key, concurrency_limit) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
      ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL \
      DO UPDATE SET dedupe_hits = dedupe_hits + 1 \
      RETURNING id, dedupe_hits";
@@ -90,6 +91,12 @@ pub const KEYS_DROP: &str = "DELETE FROM jobq_keys WHERE ckey IN (SELECT value F
 
 /// The distinct concurrency keys of rows `?1` (a JSON array).
 pub const KEYS_OF: &str = "SELECT DISTINCT concurrency_key FROM jobq_jobs \
+     WHERE id IN (SELECT value FROM json_each(?1)) AND concurrency_key IS NOT NULL";
+
+/// Makes the key rows of rows `?1` (a JSON array) that have a concurrency
+/// key, with the row's limit, where they are missing (before [`KEYS_REJOIN`]).
+pub const KEYS_REMAKE: &str = "INSERT OR IGNORE INTO jobq_keys (ckey, max_running) \
+     SELECT concurrency_key, COALESCE(concurrency_limit, 1) FROM jobq_jobs \
      WHERE id IN (SELECT value FROM json_each(?1)) AND concurrency_key IS NOT NULL";
 
 /// Lists rows `?1` (a JSON array) that have a concurrency key in their keys again.

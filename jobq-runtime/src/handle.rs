@@ -699,7 +699,7 @@ impl Jobq {
                     .await?
             }
         };
-        let (defaults, key, unique) = match &kind {
+        let (defaults, key, unique, concurrency) = match &kind {
             Some(kind) => {
                 kind.check(&value)
                     .map_err(|problem| InvalidArgument::PayloadFields {
@@ -719,12 +719,27 @@ impl Jobq {
                     }
                     _ => None,
                 };
+                // The job's concurrency key, from the payload as a worker's
+                // enqueue would make it: an enqueue by name is limited too.
+                let concurrency = match (&kind.concurrency_key, &options.concurrency) {
+                    (Some((template, limit)), None) => {
+                        let key = roster::render_key(template, &value).map_err(|problem| {
+                            InvalidArgument::KeyTemplate {
+                                job: job_name.to_owned(),
+                                template: template.clone(),
+                                problem,
+                            }
+                        })?;
+                        Some((key, *limit))
+                    }
+                    _ => None,
+                };
                 let defaults = Defaults {
                     queue: kind.queue.clone(),
                     priority: kind.priority,
                     max_attempts: kind.max_attempts,
                 };
-                (defaults, key, kind.unique)
+                (defaults, key, kind.unique, concurrency)
             }
             None => (
                 Defaults {
@@ -734,10 +749,12 @@ impl Jobq {
                 },
                 None,
                 None,
+                None,
             ),
         };
         let options = Enqueue {
             unique: options.unique.or(unique),
+            concurrency: options.concurrency.or(concurrency),
             ..options
         };
         let row = self.row_of(job_name, payload.to_owned(), key, defaults, options)?;

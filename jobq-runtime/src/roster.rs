@@ -97,6 +97,10 @@ pub struct JobKind {
     /// How long its key keeps other jobs of that key out, if unique by
     /// state or period (`#[job(unique = …)]`).
     pub unique: Option<jobq_core::Unique>,
+    /// Its concurrency key template, as written (`"sync:{customer_id}"`),
+    /// and how many jobs of one key may run at once
+    /// (`#[job(concurrency_key = …, concurrency = …)]`).
+    pub concurrency_key: Option<(String, u32)>,
     /// Its payload's fields, in parameter order; `None` when the job did
     /// not say (a `Job` implemented by hand).
     pub fields: Option<Vec<KindField>>,
@@ -144,6 +148,9 @@ impl JobKind {
             timeout: registration.timeout,
             key_template: registration.key_template.map(str::to_owned),
             unique: registration.unique,
+            concurrency_key: registration
+                .concurrency_key_template
+                .map(|template| (template.to_owned(), registration.concurrency)),
             fields: (registration.payload_fields)().map(|fields| {
                 fields
                     .into_iter()
@@ -398,6 +405,11 @@ struct WireKind {
     unique_states: Option<u8>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     unique_period_ms: Option<u64>,
+    /// The concurrency key template, if any, and its limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    concurrency_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    concurrency: Option<u32>,
     #[serde(default)]
     fields: Option<Vec<WireField>>,
 }
@@ -427,6 +439,8 @@ impl From<JobKind> for WireKind {
                 .unique
                 .and_then(|u| u.period())
                 .map(|p| u64::try_from(p.as_millis()).unwrap_or(u64::MAX)),
+            concurrency: kind.concurrency_key.as_ref().map(|&(_, limit)| limit),
+            concurrency_key: kind.concurrency_key.map(|(template, _)| template),
             fields: kind.fields.map(|fields| {
                 fields
                     .into_iter()
@@ -456,6 +470,9 @@ impl From<WireKind> for JobKind {
                     wire.unique_period_ms.map(Duration::from_millis),
                 )
             }),
+            concurrency_key: wire
+                .concurrency_key
+                .map(|template| (template, wire.concurrency.unwrap_or(1))),
             fields: wire.fields.map(|fields| {
                 fields
                     .into_iter()
@@ -485,6 +502,7 @@ mod tests {
             timeout: None,
             key_template: Some("welcome:{user_id}".to_owned()),
             unique: None,
+            concurrency_key: None,
             fields: Some(vec![
                 KindField {
                     name: "user_id".to_owned(),

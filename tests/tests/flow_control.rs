@@ -747,7 +747,49 @@ mod keys {
         assert_eq!(jobq.counts(&queue).await.unwrap().total(), 0);
     }
 
+    /// One sync per customer at a time, by the job's own template.
+    #[job(
+        name = "jobq_flow_sync",
+        concurrency_key = "sync:{customer_id}",
+        concurrency = 1
+    )]
+    async fn sync_customer(customer_id: u64) {
+        let _ = customer_id;
+    }
+
+    /// `#[job(concurrency_key = …)]`: the key comes from the payload, in an
+    /// enqueue and in an enqueue by name (as the `jobq` command makes it),
+    /// so a second sync of one customer waits however it was enqueued,
+    /// another customer's does not; a worker then runs them all.
+    async fn a_jobs_own_concurrency_key_applies_to_enqueue_by_name_too(db: TestDb) {
+        let jobq = db.jobq().await;
+        let queue = unique_queue("flow-keys-own");
+        let first = jobq
+            .enqueue_with(SyncCustomer::new(7), on(&queue))
+            .await
+            .unwrap();
+        let by_name = jobq
+            .enqueue_json("jobq_flow_sync", r#"{"customer_id":7}"#, on(&queue))
+            .await
+            .unwrap();
+        let other = jobq
+            .enqueue_with(SyncCustomer::new(8), on(&queue))
+            .await
+            .unwrap();
+        let status = |id| {
+            let jobq = jobq.clone();
+            async move { jobq.job(id).await.unwrap().unwrap().status }
+        };
+        assert_eq!(status(first.id).await, JobStatus::Pending);
+        assert_eq!(status(by_name.id).await, JobStatus::Blocked, "by name");
+        assert_eq!(status(other.id).await, JobStatus::Pending, "another key");
+        let worker = jobq_tests::start_worker(&jobq, &queue, 4);
+        jobq_tests::wait_for_done(&jobq, &queue, 3, LONG).await;
+        jobq_tests::stop(worker).await;
+    }
+
     jobq_tests::on_every_backend!(
+        a_jobs_own_concurrency_key_applies_to_enqueue_by_name_too,
         a_thousand_keys_at_limit_one_never_run_two_of_a_key,
         ordered_keys_run_in_enqueue_order_through_retries,
         a_bad_concurrency_key_or_limit_is_refused,

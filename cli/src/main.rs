@@ -226,7 +226,8 @@ struct FilterArgs {
     /// Only jobs of this queue.
     #[arg(long)]
     queue: Option<String>,
-    /// Only jobs in this status (pending, processing, done, failed, cancelled).
+    /// Only jobs in this status (pending, processing, done, failed,
+    /// cancelled, blocked).
     #[arg(long, value_parser = parse_status)]
     status: Option<JobStatus>,
     /// Only jobs of this registered name.
@@ -253,7 +254,9 @@ struct Format {
 
 fn parse_status(s: &str) -> Result<JobStatus, String> {
     s.parse().map_err(|_| {
-        format!("`{s}` is not a status: pending, processing, done, failed or cancelled")
+        format!(
+            "`{s}` is not a status: pending, processing, done, failed, cancelled or blocked"
+        )
     })
 }
 

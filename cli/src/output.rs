@@ -339,6 +339,7 @@ pub(crate) fn counts_json(c: &QueueCounts) -> Value {
         "done": c.done,
         "failed": c.failed,
         "cancelled": c.cancelled,
+        "blocked": c.blocked,
     })
 }
 

@@ -254,9 +254,7 @@ struct Format {
 
 fn parse_status(s: &str) -> Result<JobStatus, String> {
     s.parse().map_err(|_| {
-        format!(
-            "`{s}` is not a status: pending, processing, done, failed, cancelled or blocked"
-        )
+        format!("`{s}` is not a status: pending, processing, done, failed, cancelled or blocked")
     })
 }
 

@@ -11,8 +11,11 @@ use crate::worker::util::{jittered_pause, unless};
 const REAP_BATCH: u32 = 500;
 
 /// Pages of concurrency keys the reaper's sweep releases per round
-/// (`KEY_SWEEP_PAGE` keys each), resuming where the last round stopped.
-const KEY_SWEEP_PAGES: u32 = 5;
+/// (`KEY_SWEEP_PAGE` = 200 keys each), resuming where the last round
+/// stopped: every key within (keys / 200) reap intervals of one worker,
+/// and no more than 200 key releases a round however many keys there are
+/// (each locks its key's row a moment, as an enqueue of the key does).
+const KEY_SWEEP_PAGES: u32 = 1;
 
 /// The reaper's state: the served queues with their metric handles (it
 /// counts what it returns).

@@ -491,6 +491,71 @@ impl Jobq {
             .collect())
     }
 
+    /// Sets a rate on concurrency key `key` (`Some`: at most `rate.starts()`
+    /// starts of the key's jobs per period, at most its burst at once,
+    /// counted across every worker of every process) or removes it
+    /// (`None`). For a payment provider or a tenant: give its jobs the
+    /// concurrency key ([`Enqueue::concurrency_key`](crate::Enqueue::concurrency_key),
+    /// with a limit as high as you like, up to
+    /// [`MAX_KEY_CONCURRENCY`](crate::MAX_KEY_CONCURRENCY)) and the key a
+    /// rate. Stored in the database (`jobq_key_rates`), like a queue's
+    /// rate; workers apply a new one within one poll interval.
+    ///
+    /// A start is a claim, as for a queue's rate: a worker that claimed
+    /// jobs of a rated key takes starts for them from the key's row
+    /// (locked for the moment, a GCRA like the queue's), runs those it got
+    /// a start for, and sends the others back to `pending`, each to the
+    /// start the rate gives it, their attempts not counted — so a throttled
+    /// key's jobs wait out of the claim's way and other keys run meanwhile.
+    /// Its limits are [`set_queue_rate`](Self::set_queue_rate)'s
+    /// ([`InvalidArgument::QueueRate`](crate::InvalidArgument::QueueRate));
+    /// the key is checked as a concurrency key is.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # #[tokio::main]
+    /// # async fn main() -> jobq_runtime::Result<()> {
+    /// use jobq_runtime::Rate;
+    ///
+    /// let jobq = jobq_runtime::Jobq::connect("sqlite::memory:").await?;
+    /// jobq.migrate().await?;
+    /// // At most 100 calls a minute to one provider, whatever the queue.
+    /// let rate = Rate::per(100, Duration::from_secs(60));
+    /// jobq.set_key_rate("provider:acme", Some(rate)).await?;
+    /// assert_eq!(jobq.key_rates().await?, vec![("provider:acme".to_owned(), rate)]);
+    /// jobq.set_key_rate("provider:acme", None).await?;
+    /// assert!(jobq.key_rates().await?.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub async fn set_key_rate(&self, key: &str, rate: Option<crate::Rate>) -> Result<()> {
+        let len = key.chars().count();
+        if len == 0 || len > crate::options::MAX_KEY_LEN || key.contains('\0') {
+            return Err(crate::error::InvalidArgument::ConcurrencyKey {
+                job: "(a key rate)".to_owned(),
+                key: key.to_owned(),
+                limit: 1,
+            }
+            .into());
+        }
+        if let Some(rate) = rate
+            && let Some(problem) = rate.problem()
+        {
+            return Err(crate::error::InvalidArgument::QueueRate {
+                queue: key.to_owned(),
+                rate,
+                problem,
+            }
+            .into());
+        }
+        self.store().set_key_rate(key, rate).await
+    }
+
+    /// The rate of each concurrency key that has one
+    /// ([`set_key_rate`](Self::set_key_rate)), by key.
+    pub async fn key_rates(&self) -> Result<Vec<(String, crate::Rate)>> {
+        self.store().key_rates().await
+    }
+
     /// One page of the jobs `filter` matches, by id (the order they were
     /// enqueued in), [`Page::limit`] clamped to 1..=[`MAX_PAGE_LEN`].
     ///

@@ -228,6 +228,18 @@ pub async fn release_keys(jobq: &Jobq, keys: &[&str]) -> Result<u64> {
     jobq.store().release_keys(&keys).await
 }
 
+/// Takes starts from concurrency key `key`'s rate for the claimed jobs
+/// `ids`, as a worker does after a claim: `(taken, until the next start)`,
+/// `None` when the key has no rate.
+pub async fn take_key_starts(
+    jobq: &Jobq,
+    key: &str,
+    ids: &[i64],
+) -> Result<Option<(u32, Duration)>> {
+    let starts = jobq.store().take_key_starts(key, ids).await?;
+    Ok(starts.map(|s| (s.taken, s.next)))
+}
+
 /// One round of the reaper's key sweep (`pages` pages of keys from where
 /// the last round of this process stopped): how many jobs it unblocked.
 pub async fn sweep_keys(jobq: &Jobq, pages: u32) -> Result<u64> {

@@ -360,10 +360,40 @@ fn most_in_any_window(starts: &[i64], window: Duration) -> usize {
 /// (− 2 %), and the rate achieved is at least half the rate's (with a
 /// burst of 1 a claim that comes late does not make the lateness up).
 async fn a_rate_holds_across_three_worker_processes_for(db: &TestDb, rate: Rate, jobs: u64) {
+    rate_holds_for(db, rate, jobs, RateOn::Queue).await;
+}
+
+/// What a rate of [`rate_holds_for`] is set on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum RateOn {
+    /// The queue (`Jobq::set_queue_rate`).
+    Queue,
+    /// The concurrency key all the jobs have (`Jobq::set_key_rate`; the
+    /// key's limit far above what runs).
+    Key,
+}
+
+/// [`a_rate_holds_across_three_worker_processes_for`], the rate set on
+/// the queue or on the jobs' concurrency key (`on`). Under a key's rate,
+/// the jobs it holds back wait `pending` with a later `run_at` (seen in
+/// `stats()` as scheduled), not in the claim's way.
+async fn rate_holds_for(db: &TestDb, rate: Rate, jobs: u64, rate_on: RateOn) {
     let jobq = db.jobq().await;
     let queue = unique_queue("flow-rate");
-    jobq.set_queue_rate(&queue, Some(rate)).await.unwrap();
-    let ids = enqueue(&jobq, &queue, jobs).await;
+    let key = format!("provider:{queue}");
+    let ids = match rate_on {
+        RateOn::Queue => {
+            jobq.set_queue_rate(&queue, Some(rate)).await.unwrap();
+            enqueue(&jobq, &queue, jobs).await
+        }
+        RateOn::Key => {
+            jobq.set_key_rate(&key, Some(rate)).await.unwrap();
+            let max = jobq_runtime::MAX_KEY_CONCURRENCY;
+            let rows = (0..jobs).map(|i| (Work::new(i), on(&queue).concurrency_key(&key, max)));
+            let enqueued = jobq.enqueue_many_with(rows).await.unwrap();
+            enqueued.into_iter().map(|e| e.id).collect()
+        }
+    };
     let started = Instant::now();
     let mut processes = Vec::new();
     for _ in 0..3 {
@@ -383,7 +413,11 @@ async fn a_rate_holds_across_three_worker_processes_for(db: &TestDb, rate: Rate,
     wait_until("every job done", expected * 2 + LONG, || async {
         let stats = jobq.stats().await.unwrap();
         let q = stats.queue(&queue).unwrap();
-        held_back_seen.fetch_max(q.rate_held_back, std::sync::atomic::Ordering::Relaxed);
+        let held = match rate_on {
+            RateOn::Queue => q.rate_held_back,
+            RateOn::Key => q.scheduled,
+        };
+        held_back_seen.fetch_max(held, std::sync::atomic::Ordering::Relaxed);
         q.done == ids.len() as u64
     })
     .await;
@@ -404,7 +438,7 @@ async fn a_rate_holds_across_three_worker_processes_for(db: &TestDb, rate: Rate,
     let in_burst = most_in_any_window(&starts, rate.interval() * rate.burst());
     let closest = starts.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(0);
     eprintln!(
-        "rate {rate} ({per_second}/s) on {:?}: {} starts over {span:?} ({took:?} in all): achieved {achieved:.3}/s \
+        "rate {rate} ({per_second}/s) on the {rate_on:?} on {:?}: {} starts over {span:?} ({took:?} in all): achieved {achieved:.3}/s \
          ({:.1} %); most in any period {in_period}, in any interval {in_interval}, in any burst×interval \
          {in_burst}; closest starts {closest} µs apart; held back by the rate (stats, most seen) \
          {held_back_seen}; started per process {shares:?}",
@@ -456,6 +490,24 @@ async fn a_rate_holds_across_three_worker_processes_for_a_minute(db: TestDb) {
     a_rate_holds_across_three_worker_processes_for(&db, rate, 1_200).await;
     let rate = Rate::per(100, Duration::from_secs(60)).with_burst(5);
     a_rate_holds_across_three_worker_processes_for(&db, rate, 100).await;
+}
+
+/// A rate on a concurrency key (a provider's), 20 a second across three
+/// processes for 3 s: as a queue's rate holds.
+async fn a_keys_rate_holds_across_three_worker_processes(db: TestDb) {
+    let rate = Rate::per(20, Duration::from_secs(1));
+    rate_holds_for(&db, rate, 60, RateOn::Key).await;
+}
+
+/// The long form (`JOBQ_LONG_TESTS=1`): a key's rate of 20 a second for
+/// 60 s.
+async fn a_keys_rate_holds_across_three_worker_processes_for_a_minute(db: TestDb) {
+    if std::env::var("JOBQ_LONG_TESTS").as_deref() != Ok("1") {
+        eprintln!("skipped: JOBQ_LONG_TESTS=1 runs it");
+        return;
+    }
+    let rate = Rate::per(20, Duration::from_secs(1));
+    rate_holds_for(&db, rate, 1_200, RateOn::Key).await;
 }
 
 /// `url` with its `host:port` replaced by `host`, and the `host:port` it had.
@@ -563,6 +615,8 @@ jobq_tests::on_every_backend!(
     a_killed_workers_slots_come_back_with_its_leases,
     a_rate_holds_across_three_worker_processes,
     a_rate_holds_across_three_worker_processes_for_a_minute,
+    a_keys_rate_holds_across_three_worker_processes,
+    a_keys_rate_holds_across_three_worker_processes_for_a_minute,
 );
 
 /// Per-key concurrency across worker processes: 1,000 keys at limit 1

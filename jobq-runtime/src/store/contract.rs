@@ -272,6 +272,23 @@ pub(crate) trait BackendStore: Sized {
     /// sweep's page).
     async fn key_page(&self, after: &str, limit: u32) -> Result<Vec<String>>;
 
+    /// Sets (`Some`) or removes (`None`) concurrency key `key`'s rate; a
+    /// changed rate keeps its arrival time. One try.
+    async fn set_key_rate(&self, key: &str, rate: Option<Rate>) -> Result<()>;
+
+    /// Every concurrency key with a rate, in key order (a stored rate no
+    /// valid [`Rate`] has is left out).
+    async fn key_rates(&self) -> Result<Vec<(String, Rate)>>;
+
+    /// Takes starts from key `key`'s rate for the claimed jobs `ids` (in
+    /// claim order), in a transaction that locks its row (takers of one
+    /// key take turns), by the database's clock (the application's on
+    /// SQLite): the first [`KeyStarts::taken`] of them start, and their
+    /// `claimed_at` becomes that moment (when the rate let them start).
+    /// `None` when the key has no rate. See
+    /// [`policy::key_starts`](super::policy::key_starts). One try.
+    async fn take_key_starts(&self, key: &str, ids: &[i64]) -> Result<Option<KeyStarts>>;
+
     /// The rows of the workers whose rows have not expired, oldest first.
     async fn live_workers(&self) -> Result<Vec<WorkerRecord>>;
 
@@ -462,6 +479,26 @@ impl NewJob {
     /// The unique key and its rules, if the job is unique by state or period.
     pub(crate) fn unique_key(&self) -> Option<(&str, jobq_core::Unique)> {
         self.idempotency_key.as_deref().zip(self.unique)
+    }
+}
+
+/// What a key's rate gave a claim's jobs of that key (see
+/// [`BackendStore::take_key_starts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyStarts {
+    /// Jobs that may start now.
+    pub(crate) taken: u32,
+    /// How long until the rate allows the next start, after these.
+    pub(crate) next: std::time::Duration,
+    /// The rate's interval: one start per `interval` on average.
+    pub(crate) interval: std::time::Duration,
+}
+
+impl KeyStarts {
+    /// When the `n`-th (from 0) job the rate had no start for may start,
+    /// from now: the starts after `next`, one interval apart.
+    pub(crate) fn later(&self, n: u32) -> std::time::Duration {
+        self.next.saturating_add(self.interval.saturating_mul(n))
     }
 }
 

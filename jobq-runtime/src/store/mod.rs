@@ -115,7 +115,7 @@ use crate::connection::AnyConnection;
 use crate::error::{Error, Result};
 use crate::metrics::statement;
 use crate::ops::{Order, Stats, StatsWindow};
-use crate::options::ConnectOptions;
+use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts};
@@ -415,6 +415,26 @@ impl Store {
         let keys = retried!(self, RELEASE, s => s.keys_of(ids, rejoin))?;
         self.release_keys(&keys).await?;
         Ok(())
+    }
+
+    /// Sets or removes concurrency key `key`'s rate.
+    pub(crate) async fn set_key_rate(&self, key: &str, rate: Option<Rate>) -> Result<()> {
+        retried!(self, RATE, s => s.set_key_rate(key, rate))
+    }
+
+    /// Every concurrency key with a rate.
+    pub(crate) async fn key_rates(&self) -> Result<Vec<(String, Rate)>> {
+        dispatch_seen!(self, s => s.key_rates().await)
+    }
+
+    /// Takes starts from key `key`'s rate for the claimed jobs `ids` (see
+    /// [`BackendStore::take_key_starts`]).
+    pub(crate) async fn take_key_starts(
+        &self,
+        key: &str,
+        ids: &[i64],
+    ) -> Result<Option<contract::KeyStarts>> {
+        retried!(self, RATE, s => s.take_key_starts(key, ids))
     }
 
     /// Marks held jobs `done`; returns how many were still held.

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::contract::{
-    BackendStore, ClaimedJob, Fence, Flow, KeyFront, KeyMember, KeyPlan, LimitedClaim, Prunable,
-    QueueControl, Slot,
+    BackendStore, ClaimedJob, Fence, Flow, KeyFront, KeyMember, KeyPlan, KeyStarts, LimitedClaim,
+    Prunable, QueueControl, Slot,
 };
 use super::stash::Stash;
 use crate::error::{Error, Result};
@@ -329,6 +329,38 @@ pub(crate) async fn prune_unique<S: BackendStore>(store: &S, pages: Option<u32>)
 /// 20 ms on MariaDB), and a front that was all finished jobs is read again
 /// once they are forgotten (`KeyPlan::again`).
 pub(crate) const KEY_FRONT_SLACK: u32 = 4;
+
+/// What key `key`'s rate row (`(starts, period_us, burst, tat_us, now_us)`
+/// as a take read it, `None`: no row or no valid rate) gives `wanted`
+/// starts: the starts taken and the arrival time to write (`None`: as it
+/// is). The rate is a GCRA like a queue's ([`Gcra`]).
+pub(crate) fn key_starts(
+    row: Option<(i64, i64, i64, i64, i64)>,
+    wanted: u32,
+) -> Option<(KeyStarts, Option<i64>)> {
+    let (starts, period_us, burst, tat, now) = row?;
+    let rate = Rate::from_row(starts, period_us, burst)?;
+    let g = gcra(&rate, tat, now);
+    let taken = g.allowed.min(wanted);
+    let starts = KeyStarts {
+        taken,
+        next: g.next_start_after(taken),
+        interval: rate.interval(),
+    };
+    Some((starts, g.tat_after(taken)))
+}
+
+/// Keys' rates from `(key, starts, period_us, burst)` rows, leaving out a
+/// stored rate no valid [`Rate`] has.
+pub(crate) fn key_rates(
+    rows: impl IntoIterator<Item = (String, i64, i64, i64)>,
+) -> Vec<(String, Rate)> {
+    rows.into_iter()
+        .filter_map(|(key, starts, period_us, burst)| {
+            Rate::from_row(starts, period_us, burst).map(|rate| (key, rate))
+        })
+        .collect()
+}
 
 /// How many members of a key limited to `limit` a front reads.
 pub(crate) fn key_front_len(limit: u32) -> u32 {

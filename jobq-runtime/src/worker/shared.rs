@@ -51,6 +51,9 @@ pub(super) struct Shared {
     /// The concurrency keys of the successes handed to the completer,
     /// by job id: released once their completion has committed.
     pub(super) completed_keys: Mutex<std::collections::HashMap<i64, String>>,
+    /// The concurrency keys that have a rate (`jobq_key_rates`), as the
+    /// pause loop read them last: a claim takes starts for their jobs.
+    pub(super) rated_keys: std::sync::RwLock<std::collections::HashSet<String>>,
 }
 
 impl Shared {
@@ -74,6 +77,7 @@ impl Shared {
             failure: Mutex::new(None),
             settled: tokio::sync::Notify::new(),
             completed_keys: Mutex::new(std::collections::HashMap::new()),
+            rated_keys: std::sync::RwLock::new(std::collections::HashSet::new()),
         }
     }
 

@@ -321,7 +321,108 @@ async fn a_rate_is_set_changed_and_removed_and_a_bad_one_refused(db: TestDb) {
     assert_eq!(stats.queue(&queue).unwrap().rate, None);
 }
 
+/// A concurrency key's rate (`Jobq::set_key_rate`): set, listed, changed
+/// and removed; a bad one refused. A take for claimed jobs of the key
+/// starts its burst, then none until an interval has passed (saying how
+/// long), stamps the started jobs' `claimed_at` with the moment the rate
+/// let them start, and moves the rate on by what it started only; a key
+/// without a rate takes nothing.
+async fn a_keys_rate_starts_its_burst_then_one_job_an_interval(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("key-rate");
+    let key = format!("provider:{queue}");
+    // One start every 6 s: no test step, on any backend, takes that long.
+    let rate = Rate::per(10, Duration::from_secs(60)).with_burst(3);
+    jobq.set_key_rate(&key, Some(rate)).await.unwrap();
+    assert!(
+        jobq.key_rates()
+            .await
+            .unwrap()
+            .contains(&(key.clone(), rate))
+    );
+    let bad = jobq
+        .set_key_rate(&key, Some(Rate::per(0, Duration::from_secs(1))))
+        .await;
+    assert!(
+        matches!(
+            bad,
+            Err(jobq_runtime::Error::Invalid(
+                InvalidArgument::QueueRate { .. }
+            ))
+        ),
+        "{bad:?}"
+    );
+    assert!(
+        jobq.set_key_rate("", Some(rate)).await.is_err(),
+        "an empty key"
+    );
+
+    let keyed = |n| row_with(n, Enqueue::new().queue(&queue).concurrency_key(&key, 100));
+    for n in 0..5 {
+        enqueue_row(&jobq, &keyed(n)).await;
+    }
+    let claimed = claim(&jobq, &queue, 10, "w").await;
+    let ids: Vec<i64> = claimed.iter().map(|c| c.id).collect();
+    assert_eq!(ids.len(), 5);
+    let (taken, next) = __store::take_key_starts(&jobq, &key, &ids)
+        .await
+        .unwrap()
+        .expect("the key has a rate");
+    assert_eq!(taken, 3, "the burst");
+    assert!(next > Duration::ZERO && next <= rate.interval(), "{next:?}");
+    let stamped: Vec<Option<chrono::DateTime<chrono::Utc>>> = {
+        let mut out = Vec::new();
+        for id in &ids {
+            out.push(info(&jobq, *id).await.claimed_at);
+        }
+        out
+    };
+    assert!(
+        stamped[..3].iter().all(|t| t == &stamped[0]),
+        "the started jobs carry the moment the rate let them start: {stamped:?}"
+    );
+    let (taken, next) = __store::take_key_starts(&jobq, &key, &ids[3..])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken, 0, "no start within the interval");
+    assert!(next > Duration::ZERO && next <= rate.interval(), "{next:?}");
+    let other = format!("other:{queue}");
+    assert_eq!(
+        __store::take_key_starts(&jobq, &other, &ids[3..])
+            .await
+            .unwrap(),
+        None
+    );
+
+    let slower = Rate::per(1, Duration::from_secs(60));
+    jobq.set_key_rate(&key, Some(slower)).await.unwrap();
+    assert!(
+        jobq.key_rates()
+            .await
+            .unwrap()
+            .contains(&(key.clone(), slower))
+    );
+    jobq.set_key_rate(&key, None).await.unwrap();
+    assert!(
+        !jobq
+            .key_rates()
+            .await
+            .unwrap()
+            .iter()
+            .any(|(k, _)| k == &key)
+    );
+    assert_eq!(
+        __store::take_key_starts(&jobq, &key, &ids[3..])
+            .await
+            .unwrap(),
+        None,
+        "removed"
+    );
+}
+
 contract!(
+    a_keys_rate_starts_its_burst_then_one_job_an_interval,
     a_rate_starts_one_job_per_interval_and_says_when_the_next_may_start,
     a_claim_spends_only_what_it_took_and_a_burst_saves_up_no_more,
     a_queue_with_a_limit_and_a_rate_takes_the_least_of_both,

@@ -45,13 +45,14 @@ use crate::ops::LiveFigures;
 use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, KeyPlan, LimitedClaim, NewJob,
-    Prunable, QueueControl, Slot, Transition, UniquePage, WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, KeyPlan, KeyStarts,
+    LimitedClaim, NewJob, Prunable, QueueControl, Slot, Transition, UniquePage, WorkerRefresh,
+    WorkerRow,
 };
 use crate::store::policy::{
     Allowed, SlotPlan, UniqueRow, key_admits, key_front, key_front_len,
-    key_fronts as policy_fronts, key_limit, key_plan, micros, migrating, new_token_base, row_token,
-    within,
+    key_fronts as policy_fronts, key_limit, key_plan, key_rates, key_starts, micros, migrating,
+    new_token_base, row_token, within,
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -496,6 +497,69 @@ impl BackendStore for MySqlStore {
                     .bind(limit);
                 let keys = read.fetch_all(&mut *conn).await?;
                 Ok::<_, sqlx::Error>(keys.into_iter().map(|(key,)| key.0).collect())
+            })
+            .await?)
+    }
+
+    async fn set_key_rate(&self, key: &str, rate: Option<Rate>) -> Result<()> {
+        let statement = match rate {
+            Some(rate) => sqlx::query(KEY_RATE_SET)
+                .bind(key)
+                .bind(rate.starts())
+                .bind(rate.period_us())
+                .bind(rate.burst())
+                .bind(rate.starts())
+                .bind(rate.period_us())
+                .bind(rate.burst()),
+            None => sqlx::query(KEY_RATE_REMOVE).bind(key),
+        };
+        self.conns.execute(statement).await?;
+        Ok(())
+    }
+
+    async fn key_rates(&self) -> Result<Vec<(String, Rate)>> {
+        let rows: Vec<(Text, i64, i64, i64)> = self
+            .conns
+            .run(async |conn| sqlx::query_as(KEY_RATES).fetch_all(&mut *conn).await)
+            .await?;
+        Ok(key_rates(rows.into_iter().map(
+            |(key, starts, period, burst)| (key.0, starts, period, burst),
+        )))
+    }
+
+    async fn take_key_starts(&self, key: &str, ids: &[i64]) -> Result<Option<KeyStarts>> {
+        let wanted = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        Ok(self
+            .conns
+            .run(async |conn| {
+                let mut tx = conn.begin_with(BEGIN_RC).await?;
+                let row: Option<(i64, i64, i64, i64, i64)> = sqlx::query_as(KEY_RATE_LOCK)
+                    .bind(key)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let now = row.map(|r| r.4);
+                let Some((starts, tat)) = key_starts(row, wanted) else {
+                    tx.commit().await?;
+                    return Ok::<_, sqlx::Error>(None);
+                };
+                if let Some(tat) = tat {
+                    sqlx::query(KEY_RATE_ADVANCE)
+                        .bind(tat)
+                        .bind(key)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let started = &ids[..starts.taken as usize];
+                if let (Some(now), false) = (now, started.is_empty()) {
+                    let sql = key_started(started.len());
+                    let mut stamp = sqlx::query(&sql).bind(now);
+                    for id in started {
+                        stamp = stamp.bind(id);
+                    }
+                    stamp.execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(Some(starts))
             })
             .await?)
     }

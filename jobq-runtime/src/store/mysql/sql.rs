@@ -427,6 +427,40 @@ pub const CONTROLS: &str = "SELECT queue, CAST(1 AS SIGNED), CAST(NULL AS SIGNED
      CAST(starts AS SIGNED), period_us, CAST(burst AS SIGNED), tat_us FROM jobq_rates";
 
 // ---------------------------------------------------------------------------
+// Rates per concurrency key (`jobq_key_rates`; see `policy::key_starts`).
+
+/// Key `?`'s rate row, locked (takers of one key take turns), with the
+/// database's clock: `(starts, period_us, burst, tat_us, now_us)`.
+pub const KEY_RATE_LOCK: &str = "SELECT CAST(starts AS SIGNED), period_us, CAST(burst AS SIGNED), tat_us, \
+     TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) \
+     FROM jobq_key_rates WHERE ckey = ? FOR UPDATE";
+
+/// Moves key `?2`'s theoretical arrival time to `?1`.
+pub const KEY_RATE_ADVANCE: &str = "UPDATE jobq_key_rates SET tat_us = ? WHERE ckey = ?";
+
+/// Stamps `ids` claimed rows with the moment their key's rate let them
+/// start (`?` µs since the epoch, the clock the rate read).
+pub(crate) fn key_started(ids: usize) -> String {
+    format!(
+        "UPDATE jobq_jobs SET claimed_at = TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00') \
+         WHERE status = 'processing' AND id IN ({})",
+        placeholders(ids)
+    )
+}
+
+/// Sets key `?`'s rate to `?` starts per `?` µs, burst `?`.
+pub const KEY_RATE_SET: &str = "INSERT INTO jobq_key_rates (ckey, starts, period_us, burst, tat_us, updated_at) \
+     VALUES (?, ?, ?, ?, 0, UTC_TIMESTAMP(6)) \
+     ON DUPLICATE KEY UPDATE starts = ?, period_us = ?, burst = ?, updated_at = UTC_TIMESTAMP(6)";
+
+/// Removes key `?`'s rate.
+pub const KEY_RATE_REMOVE: &str = "DELETE FROM jobq_key_rates WHERE ckey = ?";
+
+/// Every key's rate: `(key, starts, period_us, burst)`.
+pub const KEY_RATES: &str = "SELECT ckey, CAST(starts AS SIGNED), period_us, CAST(burst AS SIGNED) \
+     FROM jobq_key_rates ORDER BY ckey";
+
+// ---------------------------------------------------------------------------
 // Rate limits (`jobq_rates`; see `policy::Gcra`).
 
 /// A rate-limited claim's read of queue `?`'s rate row, locked unless
@@ -862,4 +896,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261206000001 "jobq_unique",
     20261206000002 "jobq_rates",
     20261207000001 "jobq_keys",
+    20261207000002 "jobq_key_rates",
 );

@@ -47,12 +47,14 @@ use crate::ops::LiveFigures;
 use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, KeyPlan, LimitedClaim, NewJob,
-    Prunable, QueueControl, Slot, Transition, UniquePage, WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, KeyPlan, KeyStarts,
+    LimitedClaim, NewJob, Prunable, QueueControl, Slot, Transition, UniquePage, WorkerRefresh,
+    WorkerRow,
 };
 use crate::store::policy::{
     Allowed, SlotPlan, UniqueRow, key_admits, key_front, key_front_len, key_fronts, key_limit,
-    key_plan, micros, migrating, new_token_base, not_renewed, row_token, within,
+    key_plan, key_rates, key_starts, micros, migrating, new_token_base, not_renewed, row_token,
+    within,
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -267,6 +269,63 @@ impl BackendStore for PgStore {
                     .fetch_all(&mut *conn)
                     .await?;
                 Ok::<_, sqlx::Error>(keys.into_iter().map(|(key,)| key).collect())
+            })
+            .await?)
+    }
+
+    async fn set_key_rate(&self, key: &str, rate: Option<Rate>) -> Result<()> {
+        let statement = match rate {
+            Some(rate) => sqlx::query(KEY_RATE_SET)
+                .bind(key)
+                .bind(i32::try_from(rate.starts()).unwrap_or(i32::MAX))
+                .bind(rate.period_us())
+                .bind(i32::try_from(rate.burst()).unwrap_or(i32::MAX)),
+            None => sqlx::query(KEY_RATE_REMOVE).bind(key),
+        };
+        self.conns.execute(statement).await?;
+        Ok(())
+    }
+
+    async fn key_rates(&self) -> Result<Vec<(String, Rate)>> {
+        let rows: Vec<(String, i64, i64, i64)> = self
+            .conns
+            .run(async |conn| sqlx::query_as(KEY_RATES).fetch_all(&mut *conn).await)
+            .await?;
+        Ok(key_rates(rows))
+    }
+
+    async fn take_key_starts(&self, key: &str, ids: &[i64]) -> Result<Option<KeyStarts>> {
+        let wanted = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        Ok(self
+            .conns
+            .run(async |conn| {
+                let mut tx = conn.begin().await?;
+                let row: Option<(i64, i64, i64, i64, i64)> = sqlx::query_as(KEY_RATE_LOCK)
+                    .bind(key)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let now = row.map(|r| r.4);
+                let Some((starts, tat)) = key_starts(row, wanted) else {
+                    tx.commit().await?;
+                    return Ok::<_, sqlx::Error>(None);
+                };
+                if let Some(tat) = tat {
+                    sqlx::query(KEY_RATE_ADVANCE)
+                        .bind(tat)
+                        .bind(key)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let started = &ids[..starts.taken as usize];
+                if let (Some(now), false) = (now, started.is_empty()) {
+                    sqlx::query(KEY_STARTED)
+                        .bind(now)
+                        .bind(started)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(Some(starts))
             })
             .await?)
     }

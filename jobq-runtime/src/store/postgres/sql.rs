@@ -476,6 +476,33 @@ pub const RATE_SET: &str = "INSERT INTO jobq_rates (queue, starts, period_us, bu
 /// Removes queue `$1`'s rate.
 pub const RATE_REMOVE: &str = "DELETE FROM jobq_rates WHERE queue = $1";
 
+/// Key `$1`'s rate row, locked (takers of one key take turns), with the
+/// database's clock: `(starts, period_us, burst, tat_us, now_us)`.
+pub const KEY_RATE_LOCK: &str = "SELECT starts::int8, period_us, burst::int8, tat_us, \
+     (extract(epoch FROM now()) * 1000000)::int8 \
+     FROM jobq_key_rates WHERE ckey = $1 FOR UPDATE";
+
+/// Moves key `$2`'s theoretical arrival time to `$1`.
+pub const KEY_RATE_ADVANCE: &str = "UPDATE jobq_key_rates SET tat_us = $1 WHERE ckey = $2";
+
+/// Stamps claimed rows `$2` with the moment their key's rate let them
+/// start (`$1` µs since the epoch, the clock the rate read).
+pub const KEY_STARTED: &str = "UPDATE jobq_jobs SET claimed_at = to_timestamp($1::float8 / 1000000) \
+     WHERE status = 'processing' AND id = ANY($2)";
+
+/// Sets key `$1`'s rate to `$2` starts per `$3` µs, burst `$4`.
+pub const KEY_RATE_SET: &str = "INSERT INTO jobq_key_rates (ckey, starts, period_us, burst, tat_us, updated_at) \
+     VALUES ($1, $2, $3, $4, 0, now()) \
+     ON CONFLICT (ckey) DO UPDATE SET starts = EXCLUDED.starts, period_us = EXCLUDED.period_us, \
+     burst = EXCLUDED.burst, updated_at = EXCLUDED.updated_at";
+
+/// Removes key `$1`'s rate.
+pub const KEY_RATE_REMOVE: &str = "DELETE FROM jobq_key_rates WHERE ckey = $1";
+
+/// Every key's rate: `(key, starts, period_us, burst)`.
+pub const KEY_RATES: &str =
+    "SELECT ckey, starts::int8, period_us, burst::int8 FROM jobq_key_rates ORDER BY ckey";
+
 // ---------------------------------------------------------------------------
 // Global concurrency limits (`jobq_limits`, `jobq_slots`; see `policy::SlotPlan`).
 
@@ -711,4 +738,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
     20261206000001 "jobq_unique",
     20261206000002 "jobq_rates",
     20261207000001 "jobq_keys",
+    20261207000002 "jobq_key_rates",
 );

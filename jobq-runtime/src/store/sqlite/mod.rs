@@ -47,13 +47,14 @@ use crate::ops::LiveFigures;
 use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
-    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, KeyPlan, LimitedClaim, NewJob,
-    Prunable, QueueControl, Slot, Transition, UniquePage, WorkerRefresh, WorkerRow,
+    BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, KeyPlan, KeyStarts,
+    LimitedClaim, NewJob, Prunable, QueueControl, Slot, Transition, UniquePage, WorkerRefresh,
+    WorkerRow,
 };
 use crate::store::policy::{
     Allowed, SlotPlan, UniqueRow, key_admits, key_front, key_front_len, key_fronts, key_limit,
-    key_plan, micros, migrating, new_token_base, not_renewed, retry_transient, row_token,
-    slots_limit, slots_total, within,
+    key_plan, key_rates, key_starts, micros, migrating, new_token_base, not_renewed,
+    retry_transient, row_token, slots_limit, slots_total, within,
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
@@ -338,6 +339,65 @@ impl BackendStore for SqliteStore {
             })
             .await?;
         Ok(keys.into_iter().map(|(key,)| key).collect())
+    }
+
+    async fn set_key_rate(&self, key: &str, rate: Option<Rate>) -> Result<()> {
+        self.write(async |conn| {
+            let statement = match rate {
+                Some(rate) => sqlx::query(KEY_RATE_SET)
+                    .bind(key)
+                    .bind(i64::from(rate.starts()))
+                    .bind(rate.period_us())
+                    .bind(i64::from(rate.burst()))
+                    .bind(now_micros()),
+                None => sqlx::query(KEY_RATE_REMOVE).bind(key),
+            };
+            statement.execute(&mut *conn).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn key_rates(&self) -> Result<Vec<(String, Rate)>> {
+        let rows: Vec<(String, i64, i64, i64)> = self
+            .write(async |conn| sqlx::query_as(KEY_RATES).fetch_all(&mut *conn).await)
+            .await?;
+        Ok(key_rates(rows))
+    }
+
+    async fn take_key_starts(&self, key: &str, ids: &[i64]) -> Result<Option<KeyStarts>> {
+        let wanted = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        self.write(async |conn| {
+            let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
+            let now = now_micros();
+            let row = sqlx::query_as(KEY_RATE_READ)
+                .bind(key)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some((starts, tat)) = key_starts(row, wanted) else {
+                tx.commit().await?;
+                return Ok(None);
+            };
+            if let Some(tat) = tat {
+                sqlx::query(KEY_RATE_ADVANCE)
+                    .bind(tat)
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let started = &ids[..starts.taken as usize];
+            if !started.is_empty() {
+                sqlx::query(KEY_STARTED)
+                    .bind(now)
+                    .bind(json_list(started))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok(Some(starts))
+        })
+        .await
     }
 
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {

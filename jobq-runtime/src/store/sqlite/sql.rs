@@ -381,6 +381,32 @@ pub const RATE_SET: &str = "INSERT INTO jobq_rates (queue, starts, period_us, bu
 /// Removes queue `?1`'s rate.
 pub const RATE_REMOVE: &str = "DELETE FROM jobq_rates WHERE queue = ?1";
 
+/// Key `?1`'s rate row (under the write lock), with `?2` now:
+/// `(starts, period_us, burst, tat_us, now_us)`.
+pub const KEY_RATE_READ: &str = "SELECT starts, period_us, burst, tat_us, ?2 \
+     FROM jobq_key_rates WHERE ckey = ?1";
+
+/// Moves key `?2`'s theoretical arrival time to `?1`.
+pub const KEY_RATE_ADVANCE: &str = "UPDATE jobq_key_rates SET tat_us = ?1 WHERE ckey = ?2";
+
+/// Stamps claimed rows `?2` (a JSON array) with the moment their key's
+/// rate let them start (`?1`, the clock the rate read).
+pub const KEY_STARTED: &str = "UPDATE jobq_jobs SET claimed_at = ?1 \
+     WHERE status = 'processing' AND id IN (SELECT value FROM json_each(?2))";
+
+/// Sets key `?1`'s rate to `?2` starts per `?3` µs, burst `?4`, at `?5`.
+pub const KEY_RATE_SET: &str = "INSERT INTO jobq_key_rates (ckey, starts, period_us, burst, tat_us, updated_at) \
+     VALUES (?1, ?2, ?3, ?4, 0, ?5) \
+     ON CONFLICT (ckey) DO UPDATE SET starts = excluded.starts, period_us = excluded.period_us, \
+     burst = excluded.burst, updated_at = excluded.updated_at";
+
+/// Removes key `?1`'s rate.
+pub const KEY_RATE_REMOVE: &str = "DELETE FROM jobq_key_rates WHERE ckey = ?1";
+
+/// Every key's rate: `(key, starts, period_us, burst)`.
+pub const KEY_RATES: &str =
+    "SELECT ckey, starts, period_us, burst FROM jobq_key_rates ORDER BY ckey";
+
 // ---------------------------------------------------------------------------
 // Global concurrency limits (`jobq_limits`, `jobq_slots`; see `policy::SlotPlan`).
 
@@ -500,4 +526,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261206000001 "jobq_unique",
     20261206000002 "jobq_rates",
     20261207000001 "jobq_keys",
+    20261207000002 "jobq_key_rates",
 );

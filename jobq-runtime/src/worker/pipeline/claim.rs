@@ -14,10 +14,11 @@ use super::Pipeline;
 use super::attempt::{self, Pace};
 use crate::error::Result;
 use crate::metrics::{Outcome, QueueMetrics};
-use crate::store::Flow;
+use crate::store::{ClaimedJob, Fence, Flow, Target, Transition};
 use crate::wakeup;
 use crate::worker::inject;
 use crate::worker::settings::QueueSpec;
+use crate::worker::shared::Shared;
 use crate::worker::upkeep::pause;
 use crate::worker::util::{backoff, panicked, quietly, unless};
 
@@ -79,6 +80,9 @@ pub(in crate::worker) async fn claim_loop(
     // comes when the rate allows the next start (`next_poll`), not at a
     // wake-up or a settle.
     let mut rate_held = false;
+    // The last claim took jobs a key's rate sent back: claim no job ahead
+    // of a free slot (it would only be sent back too).
+    let mut key_throttled = false;
     // The limit of the claim in flight.
     let mut asked = 0;
     loop {
@@ -118,7 +122,7 @@ pub(in crate::worker) async fn claim_loop(
         // start at the claim and runs when a slot frees: about one claim
         // round trip later, what claiming ahead is sized for (jobs longer
         // than a claim are never claimed ahead).
-        let ahead = if limited.slots {
+        let ahead = if limited.slots || key_throttled {
             0
         } else {
             prefetch(queue.concurrency, round_trip, pace.get())
@@ -171,7 +175,7 @@ pub(in crate::worker) async fn claim_loop(
             (result, took) = async { claiming.as_mut().expect("a claim in flight").await }, if claiming.is_some() => {
                 claiming = None;
                 match result {
-                    Ok(Claimed { jobs, held_back: held, next_start }) => {
+                    Ok(Claimed { jobs, held_back: held, next_start, wake }) => {
                         quietly(|| tracing::trace!(asked, got = jobs.len(), ?took, buffered = buffer.len(), free = slots.available_permits(), "claimed"));
                         failures = 0;
                         round_trip = if round_trip.is_zero() { took } else { (round_trip * 7 + took) / 8 };
@@ -192,6 +196,11 @@ pub(in crate::worker) async fn claim_loop(
                             // is the shorter, if it held too).
                             rate_held = true;
                             next_poll = next_poll.max(tokio::time::Instant::now() + next);
+                        }
+                        key_throttled = wake.is_some();
+                        if let Some(wake) = wake.filter(|_| !rate_held) {
+                            // Back when the first job a key's rate sent back may start.
+                            next_poll = next_poll.min(tokio::time::Instant::now() + wake);
                         }
                         let mut added = 0;
                         for job in &jobs {
@@ -301,9 +310,12 @@ fn claim(
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| Err(panicked("claim", panic.as_ref())));
-        let (result, held_back, next_start) = match result {
-            Ok((jobs, held_back, next_start)) => (Ok(jobs), held_back, next_start),
-            Err(error) => (Err(error), false, None),
+        let (result, held_back, next_start, wake) = match result {
+            Ok((jobs, held_back, next_start)) => {
+                let (jobs, wake) = throttle(shared, jobs).await;
+                (Ok(jobs), held_back, next_start, wake)
+            }
+            Err(error) => (Err(error), false, None, None),
         };
         if let Ok(jobs) = &result {
             metrics.claimed(jobs.len(), started.elapsed());
@@ -323,9 +335,87 @@ fn claim(
             jobs,
             held_back,
             next_start,
+            wake,
         });
         (claimed, started.elapsed())
     })
+}
+
+/// The claimed `jobs` whose keys' rates gave them a start now: for each
+/// key with a rate ([`Shared::rated_keys`]) among them, takes starts from
+/// its rate for its jobs in claim order, and sends the rest back to
+/// `pending`, each to the start the rate gives it (one interval apart
+/// after the next), their attempts not counted. Sent back with a fenced
+/// transition, so nothing else holds them; one whose transition fails
+/// stays `processing` unheld and is reaped when its lease runs out. A
+/// key whose starts cannot be read sends all its jobs back one poll
+/// interval on: the rate is never exceeded for want of a read.
+async fn throttle(
+    shared: &Shared,
+    mut jobs: Vec<ClaimedJob>,
+) -> (Vec<ClaimedJob>, Option<Duration>) {
+    let mut rated: Vec<String> = {
+        let keys = shared
+            .rated_keys
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if keys.is_empty() {
+            return (jobs, None);
+        }
+        jobs.iter()
+            .filter_map(|job| job.concurrency_key.as_ref())
+            .filter(|key| keys.contains(*key))
+            .cloned()
+            .collect()
+    };
+    rated.sort_unstable();
+    rated.dedup();
+    let mut later: Vec<(Fence, Duration)> = Vec::new();
+    for key in &rated {
+        let of_key: Vec<Fence> = jobs
+            .iter()
+            .filter(|job| job.concurrency_key.as_ref() == Some(key))
+            .map(ClaimedJob::fence)
+            .collect();
+        let ids: Vec<i64> = of_key.iter().map(|fence| fence.id).collect();
+        match shared.store.take_key_starts(key, &ids).await {
+            Ok(Some(starts)) => {
+                let taken = starts.taken as usize;
+                for (n, fence) in of_key.into_iter().skip(taken).enumerate() {
+                    let n = u32::try_from(n).unwrap_or(u32::MAX);
+                    later.push((fence, starts.later(n)));
+                }
+            }
+            // The rate was removed since the pause loop read it.
+            Ok(None) => {}
+            Err(error) => {
+                quietly(|| {
+                    tracing::warn!(error = &error as &dyn std::error::Error, key = %key, "taking starts from a key's rate failed; its jobs go back for one poll interval");
+                });
+                later.extend(of_key.into_iter().map(|f| (f, shared.settings.poll)));
+            }
+        }
+    }
+    for (fence, delay) in &later {
+        let back = Transition {
+            fence: *fence,
+            target: Target::Pending,
+            delay: *delay,
+            refund_attempt: true,
+            error: None,
+        };
+        if let Err(error) = shared.store.transition(&back).await {
+            quietly(|| {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    job.id = fence.id,
+                    "sending a job its key's rate held back to pending failed; it is reaped when its lease runs out"
+                );
+            });
+        }
+    }
+    jobs.retain(|job| !later.iter().any(|(fence, _)| fence.id == job.id));
+    (jobs, later.iter().map(|&(_, delay)| delay).min())
 }
 
 /// What one claim of the loop took.
@@ -336,6 +426,9 @@ struct Claimed {
     /// The queue's rate held due jobs back: its next start is this far off
     /// (zero: another claim held the rate, try again soon).
     next_start: Option<Duration>,
+    /// Jobs a key's rate sent back: the first may start this far off (the
+    /// loop claims again then, if not sooner).
+    wake: Option<Duration>,
 }
 
 /// Starts the oldest buffered job on `permit`, unless its lease was lost

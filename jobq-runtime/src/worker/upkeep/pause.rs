@@ -73,6 +73,9 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
         match read {
             Ok(controls) => {
                 failures = 0;
+                // The keys' rates before the controls reach the claim
+                // loops: their first claims know them too.
+                read_key_rates(shared).await;
                 // A rate's arrival time moves with every claim: not a change.
                 let served: Vec<QueueControl> = controls
                     .into_iter()
@@ -121,6 +124,31 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
                 ticks.reset_after(pause);
             }
         }
+    }
+}
+
+/// Reads which concurrency keys have a rate into
+/// [`Shared::rated_keys`]; a failed read keeps the last set.
+async fn read_key_rates(shared: &Shared) {
+    match shared.store.key_rates().await {
+        Ok(rates) => {
+            let keys: std::collections::HashSet<String> =
+                rates.into_iter().map(|(key, _)| key).collect();
+            let mut known = shared
+                .rated_keys
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if *known != keys {
+                quietly(|| tracing::info!(keys = keys.len(), "keys with a rate changed"));
+                *known = keys;
+            }
+        }
+        Err(error) => quietly(|| {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "reading the keys' rates failed; the last ones read stay in force"
+            );
+        }),
     }
 }
 

@@ -148,19 +148,28 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             }
             Outcome::Done
         }
-        Command::Rate { queue, rate, burst } => {
+        Command::Rate {
+            queue,
+            rate,
+            burst,
+            key,
+        } => {
             let rate = rate
                 .0
                 .map(|(starts, period)| jobq_runtime::Rate::per(starts, period).with_burst(burst));
-            jobq.set_queue_rate(&queue, rate)
-                .await
-                .map_err(|e| error_chain(&e))?;
+            let set = if key {
+                jobq.set_key_rate(&queue, rate).await
+            } else {
+                jobq.set_queue_rate(&queue, rate).await
+            };
+            set.map_err(|e| error_chain(&e))?;
+            let what = if key { "key" } else { "queue" };
             match rate {
                 Some(rate) => outln!(
-                    "queue {queue} starts at most {rate} across every worker, one every {:?} (within one poll interval)",
+                    "{what} {queue} starts at most {rate} across every worker, one every {:?} (within one poll interval)",
                     rate.interval()
                 ),
-                None => outln!("queue {queue} has no rate"),
+                None => outln!("{what} {queue} has no rate"),
             }
             Outcome::Done
         }

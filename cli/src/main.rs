@@ -131,8 +131,10 @@ enum Command {
     },
     /// Sets a queue's rate limit: at most N job starts per PERIOD across
     /// every worker, spread evenly (one every PERIOD/N; `none` removes it).
+    /// With `--key`, the rate of a concurrency key instead: the jobs with
+    /// that key, in any queue.
     Rate {
-        /// The queue.
+        /// The queue (with `--key`: the concurrency key).
         queue: String,
         /// `N/PERIOD` (`100/1m`, `5/1s`, `20/500ms`, `1000/1h`; a bare unit
         /// is one of it: `100/min`), or `none`.
@@ -140,6 +142,9 @@ enum Command {
         /// Starts that may go at once after an idle spell (1 to N).
         #[arg(long, default_value_t = 1)]
         burst: u32,
+        /// The name is a concurrency key (`Enqueue::concurrency_key`), not a queue.
+        #[arg(long)]
+        key: bool,
     },
     /// The workers running now (host, pid, queues, running jobs, last seen),
     /// and the jobs they publish with their defaults.

@@ -304,6 +304,18 @@ async fn every_command_does_what_it_says_and_exits_accordingly(db: TestDb) {
     assert!(ok(&url, &["rate", q, "none"]).contains("has no rate"));
     assert_eq!(rate_of(&url).unwrap().0, Value::Null);
 
+    // rate --key: a concurrency key's rate, set and removed; the queue of
+    // the same name keeps none.
+    let said = ok(&url, &["rate", q, "30/1m", "--key"]);
+    assert!(
+        said.contains(&format!("key {q} starts at most 30/60s")),
+        "{said}"
+    );
+    assert_eq!(rate_of(&url).unwrap().0, Value::Null, "not the queue's");
+    let refused = jobq_cli(&url, &["rate", q, "0/1s", "--key"]);
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(ok(&url, &["rate", q, "none", "--key"]).contains(&format!("key {q} has no rate")));
+
     // doctor: every check passes on this machine's servers.
     let report = jobq_cli(&url, &["doctor"]);
     assert!(report.status.success(), "{report:?}");

@@ -468,16 +468,7 @@ impl Jobq {
     /// ```
     pub async fn set_queue_rate(&self, queue: &str, rate: Option<crate::Rate>) -> Result<()> {
         validate_queue(queue)?;
-        if let Some(rate) = rate
-            && let Some(problem) = rate.problem()
-        {
-            return Err(crate::error::InvalidArgument::QueueRate {
-                queue: queue.to_owned(),
-                rate,
-                problem,
-            }
-            .into());
-        }
+        check_rate(queue, rate)?;
         self.store().set_rate(queue, rate).await
     }
 
@@ -537,16 +528,7 @@ impl Jobq {
             }
             .into());
         }
-        if let Some(rate) = rate
-            && let Some(problem) = rate.problem()
-        {
-            return Err(crate::error::InvalidArgument::QueueRate {
-                queue: key.to_owned(),
-                rate,
-                problem,
-            }
-            .into());
-        }
+        check_rate(key, rate)?;
         self.store().set_key_rate(key, rate).await
     }
 
@@ -1124,6 +1106,19 @@ fn validate_name(
     }
     match name.find('\0') {
         Some(at) => Err(nul(name.to_owned(), at)),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a rate no stored rate may have (see [`Rate`](crate::Rate)), for
+/// the queue or concurrency key `name`.
+fn check_rate(name: &str, rate: Option<crate::Rate>) -> Result<(), InvalidArgument> {
+    match rate.and_then(|rate| rate.problem().map(|problem| (rate, problem))) {
+        Some((rate, problem)) => Err(InvalidArgument::QueueRate {
+            queue: name.to_owned(),
+            rate,
+            problem,
+        }),
         None => Ok(()),
     }
 }

@@ -412,15 +412,9 @@ impl BackendStore for MySqlStore {
     }
 
     async fn set_rate(&self, queue: &str, rate: Option<Rate>) -> Result<()> {
-        let statement = match rate {
-            Some(rate) => sqlx::query(RATE_SET)
-                .bind(queue)
-                .bind(rate.starts())
-                .bind(rate.period_us())
-                .bind(rate.burst()),
-            None => sqlx::query(RATE_REMOVE).bind(queue),
-        };
-        self.conns.execute(statement).await?;
+        self.conns
+            .execute(rate_row([RATE_SET, RATE_REMOVE], queue, rate))
+            .await?;
         Ok(())
     }
 
@@ -502,18 +496,9 @@ impl BackendStore for MySqlStore {
     }
 
     async fn set_key_rate(&self, key: &str, rate: Option<Rate>) -> Result<()> {
-        let statement = match rate {
-            Some(rate) => sqlx::query(KEY_RATE_SET)
-                .bind(key)
-                .bind(rate.starts())
-                .bind(rate.period_us())
-                .bind(rate.burst())
-                .bind(rate.starts())
-                .bind(rate.period_us())
-                .bind(rate.burst()),
-            None => sqlx::query(KEY_RATE_REMOVE).bind(key),
-        };
-        self.conns.execute(statement).await?;
+        self.conns
+            .execute(rate_row([KEY_RATE_SET, KEY_RATE_REMOVE], key, rate))
+            .await?;
         Ok(())
     }
 
@@ -1184,6 +1169,24 @@ fn arguments(binds: &[Bind]) -> Result<MySqlArguments, sqlx::Error> {
         added.map_err(sqlx::Error::Encode)?;
     }
     Ok(args)
+}
+
+/// The statement that sets (`statements[0]`, with `rate`) or removes
+/// (`statements[1]`, `rate` `None`) the rate row of `name`: a queue's or a
+/// concurrency key's.
+fn rate_row<'q>(
+    [set, remove]: [&'q str; 2],
+    name: &'q str,
+    rate: Option<Rate>,
+) -> sqlx::query::Query<'q, sqlx::MySql, MySqlArguments> {
+    match rate {
+        Some(rate) => sqlx::query(set)
+            .bind(name)
+            .bind(rate.starts())
+            .bind(rate.period_us())
+            .bind(rate.burst()),
+        None => sqlx::query(remove).bind(name),
+    }
 }
 
 /// [`padded`] for owned strings.

@@ -448,10 +448,11 @@ pub(crate) fn key_started(ids: usize) -> String {
     )
 }
 
-/// Sets key `?`'s rate to `?` starts per `?` µs, burst `?`.
+/// Sets key `?`'s rate to `?` starts per `?` µs, burst `?` (as [`RATE_SET`]).
 pub const KEY_RATE_SET: &str = "INSERT INTO jobq_key_rates (ckey, starts, period_us, burst, tat_us, updated_at) \
      VALUES (?, ?, ?, ?, 0, UTC_TIMESTAMP(6)) \
-     ON DUPLICATE KEY UPDATE starts = ?, period_us = ?, burst = ?, updated_at = UTC_TIMESTAMP(6)";
+     ON DUPLICATE KEY UPDATE starts = VALUES(starts), period_us = VALUES(period_us), \
+     burst = VALUES(burst), updated_at = VALUES(updated_at)";
 
 /// Removes key `?`'s rate.
 pub const KEY_RATE_REMOVE: &str = "DELETE FROM jobq_key_rates WHERE ckey = ?";

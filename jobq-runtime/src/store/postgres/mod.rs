@@ -274,15 +274,9 @@ impl BackendStore for PgStore {
     }
 
     async fn set_key_rate(&self, key: &str, rate: Option<Rate>) -> Result<()> {
-        let statement = match rate {
-            Some(rate) => sqlx::query(KEY_RATE_SET)
-                .bind(key)
-                .bind(i32::try_from(rate.starts()).unwrap_or(i32::MAX))
-                .bind(rate.period_us())
-                .bind(i32::try_from(rate.burst()).unwrap_or(i32::MAX)),
-            None => sqlx::query(KEY_RATE_REMOVE).bind(key),
-        };
-        self.conns.execute(statement).await?;
+        self.conns
+            .execute(rate_row([KEY_RATE_SET, KEY_RATE_REMOVE], key, rate))
+            .await?;
         Ok(())
     }
 
@@ -345,15 +339,9 @@ impl BackendStore for PgStore {
     }
 
     async fn set_rate(&self, queue: &str, rate: Option<Rate>) -> Result<()> {
-        let statement = match rate {
-            Some(rate) => sqlx::query(RATE_SET)
-                .bind(queue)
-                .bind(i32::try_from(rate.starts()).unwrap_or(i32::MAX))
-                .bind(rate.period_us())
-                .bind(i32::try_from(rate.burst()).unwrap_or(i32::MAX)),
-            None => sqlx::query(RATE_REMOVE).bind(queue),
-        };
-        self.conns.execute(statement).await?;
+        self.conns
+            .execute(rate_row([RATE_SET, RATE_REMOVE], queue, rate))
+            .await?;
         Ok(())
     }
 
@@ -867,6 +855,24 @@ async fn insert_unique(
         id,
         duplicate: false,
     })
+}
+
+/// The statement that sets (`statements[0]`, with `rate`) or removes
+/// (`statements[1]`, `rate` `None`) the rate row of `name`: a queue's or a
+/// concurrency key's.
+fn rate_row<'q>(
+    [set, remove]: [&'q str; 2],
+    name: &'q str,
+    rate: Option<Rate>,
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    match rate {
+        Some(rate) => sqlx::query(set)
+            .bind(name)
+            .bind(i32::try_from(rate.starts()).unwrap_or(i32::MAX))
+            .bind(rate.period_us())
+            .bind(i32::try_from(rate.burst()).unwrap_or(i32::MAX)),
+        None => sqlx::query(remove).bind(name),
+    }
 }
 
 /// A job with a concurrency key in a transaction of its own on `conn`, or

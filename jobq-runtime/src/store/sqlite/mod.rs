@@ -342,20 +342,9 @@ impl BackendStore for SqliteStore {
     }
 
     async fn set_key_rate(&self, key: &str, rate: Option<Rate>) -> Result<()> {
-        self.write(async |conn| {
-            let statement = match rate {
-                Some(rate) => sqlx::query(KEY_RATE_SET)
-                    .bind(key)
-                    .bind(i64::from(rate.starts()))
-                    .bind(rate.period_us())
-                    .bind(i64::from(rate.burst()))
-                    .bind(now_micros()),
-                None => sqlx::query(KEY_RATE_REMOVE).bind(key),
-            };
-            statement.execute(&mut *conn).await?;
-            Ok(())
-        })
-        .await
+        let statement = rate_row([KEY_RATE_SET, KEY_RATE_REMOVE], key, rate);
+        self.write(async |conn| statement.execute(conn).await.map(|_| ()))
+            .await
     }
 
     async fn key_rates(&self) -> Result<Vec<(String, Rate)>> {
@@ -422,19 +411,9 @@ impl BackendStore for SqliteStore {
     }
 
     async fn set_rate(&self, queue: &str, rate: Option<Rate>) -> Result<()> {
-        self.write(async |conn| {
-            let statement = match rate {
-                Some(rate) => sqlx::query(RATE_SET)
-                    .bind(queue)
-                    .bind(i64::from(rate.starts()))
-                    .bind(rate.period_us())
-                    .bind(i64::from(rate.burst()))
-                    .bind(now_micros()),
-                None => sqlx::query(RATE_REMOVE).bind(queue),
-            };
-            statement.execute(conn).await.map(|_| ())
-        })
-        .await
+        let statement = rate_row([RATE_SET, RATE_REMOVE], queue, rate);
+        self.write(async |conn| statement.execute(conn).await.map(|_| ()))
+            .await
     }
 
     async fn set_limit(&self, queue: &str, limit: Option<u32>) -> Result<()> {
@@ -1001,6 +980,25 @@ async fn insert_unique(
         id,
         duplicate: false,
     })
+}
+
+/// The statement that sets (`statements[0]`, with `rate`, now) or removes
+/// (`statements[1]`, `rate` `None`) the rate row of `name`: a queue's or a
+/// concurrency key's.
+fn rate_row<'q>(
+    [set, remove]: [&'q str; 2],
+    name: &'q str,
+    rate: Option<Rate>,
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    match rate {
+        Some(rate) => sqlx::query(set)
+            .bind(name)
+            .bind(i64::from(rate.starts()))
+            .bind(rate.period_us())
+            .bind(i64::from(rate.burst()))
+            .bind(now_micros()),
+        None => sqlx::query(remove).bind(name),
+    }
 }
 
 /// A job with a concurrency key enqueued at `now`, in a transaction of its

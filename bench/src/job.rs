@@ -46,6 +46,17 @@ impl BenchNoop {
     }
 }
 
+/// The queue of `bench steady` (its worker serves this one only).
+pub(crate) const STEADY_QUEUE: &str = "steady";
+
+/// `bench steady`'s job: tells the probe the time it was scheduled for
+/// (µs since the epoch), so the latency counts from the schedule, not from
+/// the enqueue call. A warm-up job is counted but not measured.
+#[job(name = "steady_noop", queue = "steady")]
+pub(crate) async fn steady_noop(probe: State<Probe>, scheduled_us: u64, warmup: bool) {
+    probe.ran(if warmup { 0 } else { scheduled_us });
+}
+
 /// Wall clock in µs since the epoch: comparable across processes on one machine.
 pub(crate) fn now_us() -> u64 {
     SystemTime::now()

@@ -7,7 +7,11 @@
 //! cargo run --release -p jobq-bench --bin bench -- --backend all --runs 3 --out results.json
 //! cargo run --release -p jobq-bench --bin bench -- --backend mysql --url mysql://root@127.0.0.1:3306/jobq_bench --quick
 //! cargo run --release -p jobq-bench --bin bench -- --only drain8,metrics8,metrics32
+//! cargo run --release -p jobq-bench --bin bench -- steady --backend all --out steady.json
 //! ```
+//!
+//! `bench steady` is the steady-state latency sweep across processes (see
+//! `steady.rs`).
 //!
 //! The bench empties (TRUNCATE/DELETE) the `jobq_jobs` table of the database
 //! it is given between workloads: give it a database of its own (the default
@@ -21,6 +25,7 @@ mod job;
 mod metrics;
 mod raw;
 mod report;
+mod steady;
 mod workload;
 
 use std::path::PathBuf;
@@ -88,6 +93,16 @@ enum Command {
         #[arg(long)]
         count: u64,
     },
+    /// Enqueue → start latency at steady rates with the producer and the
+    /// worker in processes of their own, measured from each job's scheduled
+    /// time; one job after a silence; the idle worker's statements per second.
+    Steady(steady::SteadyArgs),
+    /// `bench steady`'s worker process.
+    #[command(hide = true)]
+    SteadyWorker(steady::WorkerArgs),
+    /// `bench steady`'s producer process.
+    #[command(hide = true)]
+    SteadyProducer(steady::ProducerArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -107,17 +122,14 @@ struct Results {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .log_internal_errors(false)
-        .init();
     let cli = Cli::parse();
-    if let Some(Command::Enqueuer { url, rate, count }) = cli.command {
-        return enqueuer(&url, rate, count).await;
+    init_tracing(matches!(&cli.command, Some(Command::SteadyWorker(w)) if w.count_statements));
+    match cli.command {
+        Some(Command::Enqueuer { url, rate, count }) => return enqueuer(&url, rate, count).await,
+        Some(Command::Steady(args)) => return steady::run(args).await,
+        Some(Command::SteadyWorker(args)) => return steady::worker(args).await,
+        Some(Command::SteadyProducer(args)) => return steady::producer(args).await,
+        None => {}
     }
     let backends = match cli.backend {
         BackendArg::All => vec![BackendArg::Mysql, BackendArg::Postgres, BackendArg::Sqlite],
@@ -166,6 +178,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         note(format_args!("wrote {}", out.display()));
     }
     Ok(())
+}
+
+/// Logs to stderr (`RUST_LOG`, default `warn`); with `count_statements`,
+/// also counts sqlx's per-statement events (see [`steady::StatementCounter`]).
+fn init_tracing(count_statements: bool) {
+    use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let log = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false)
+        .with_filter(filter);
+    let counter = count_statements.then(|| {
+        steady::StatementCounter
+            .with_filter(Targets::new().with_target("sqlx::query", LevelFilter::TRACE))
+    });
+    tracing_subscriber::registry()
+        .with(log)
+        .with(counter)
+        .init();
 }
 
 /// A line on stdout; dropped if stdout is closed.

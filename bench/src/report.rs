@@ -78,7 +78,7 @@ fn rate(s: Option<&Summary>) -> String {
     )
 }
 
-fn round(x: f64) -> String {
+pub(crate) fn round(x: f64) -> String {
     if x >= 100.0 {
         format!("{x:.0}")
     } else if x >= 10.0 {

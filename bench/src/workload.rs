@@ -844,7 +844,7 @@ impl Bench {
 
 /// Creates the database named in a MySQL or PostgreSQL URL if it is missing,
 /// through the server's default database.
-async fn ensure_database(url: &str) -> Res<()> {
+pub(crate) async fn ensure_database(url: &str) -> Res<()> {
     if url.starts_with("sqlite") || Db::connect(url, 1).await.is_ok() {
         return Ok(());
     }

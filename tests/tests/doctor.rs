@@ -114,6 +114,7 @@ fn expected_checks(backend: Backend) -> Vec<&'static str> {
             "plan_prune_queues",
             "plan_prune_next_priority",
             "lock_waits",
+            "wakeups",
         ]),
         Backend::Sqlite => names.push("journal_mode"),
         _ => {}

@@ -180,6 +180,11 @@ pub(crate) trait BackendStore: Sized {
     /// ones until `stop`; returns at once on a backend that has none.
     async fn listen(&self, queues: &[String], stop: &CancellationToken);
 
+    /// `job` was enqueued in a caller's transaction on `queue`: wake other
+    /// processes' workers once it commits, on a backend whose wake-ups
+    /// cannot be sent in the transaction itself (MySQL's).
+    fn enqueued_in(&self, _job: &Enqueued, _queue: &str) {}
+
     /// The row with this id, as stored.
     async fn job(&self, id: i64) -> Result<Option<JobInfo>>;
 

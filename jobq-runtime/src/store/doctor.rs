@@ -41,6 +41,9 @@ pub(crate) mod names {
     pub(crate) const CLOCK_SKEW: &str = "clock_skew";
     /// Transactions waiting on row locks of `jobq_jobs` now (MySQL/MariaDB).
     pub(crate) const LOCK_WAITS: &str = "lock_waits";
+    /// Whether an enqueue here wakes the workers waiting in other processes
+    /// (MySQL/MariaDB: `KILL QUERY` of their waiters).
+    pub(crate) const WAKEUPS: &str = "wakeups";
     /// A Galera node: the cluster's status and size, and this node's state.
     pub(crate) const GALERA_CLUSTER: &str = "galera_cluster";
     /// A Galera node's default `wsrep_sync_wait` (jobq's reads set their own).

@@ -129,6 +129,8 @@ pub(crate) mod mysql;
 pub(crate) mod policy;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+#[cfg(any(feature = "mysql", feature = "sqlite"))]
+pub(crate) mod ring;
 mod shared;
 pub(crate) mod sql;
 #[cfg(feature = "sqlite")]
@@ -309,7 +311,9 @@ impl Store {
         conn: AnyConnection<'_>,
         job: &NewJob,
     ) -> Result<Enqueued> {
-        backends::list!(enqueue_in_arms(self, conn, job))
+        let enqueued = backends::list!(enqueue_in_arms(self, conn, job))?;
+        dispatch!(self, s => s.enqueued_in(&enqueued, &job.queue));
+        Ok(enqueued)
     }
 
     /// Claims up to `limit` due jobs of `queue`, ordered by priority, run_at, id.

@@ -52,6 +52,14 @@ fn number(name: &str, default: u64) -> u64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
+    // jobq's warnings (and more with `JOBQ_TEST_LOG`) on stderr.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("JOBQ_TEST_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let url = var("JOBQ_FLOW_URL");
     let queue = var("JOBQ_FLOW_QUEUE");
     let concurrency = usize::try_from(number("JOBQ_FLOW_CONCURRENCY", 4)).unwrap_or(4);

@@ -131,6 +131,14 @@ impl MySqlStore {
             checks.push(guarded(rule.name, self.deadline, self.plan(rule, sql)).await);
         }
         checks.push(guarded(names::LOCK_WAITS, self.deadline, self.lock_waits()).await);
+        checks.push(
+            guarded(
+                names::WAKEUPS,
+                self.deadline.max(super::wake::PROBE_FOR * 2),
+                super::wake::check(&self.pool),
+            )
+            .await,
+        );
         Ok(checks)
     }
 

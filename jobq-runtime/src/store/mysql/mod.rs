@@ -37,6 +37,7 @@ use self::position::{ClaimKey, Position, Positions, injected_top_up_failure};
 use self::sql::*;
 use super::filter::{Bind, Filtered, Statement};
 use super::migrate;
+use super::ring::Ringer;
 use super::shared::{self, Columns, worker_record};
 use super::stash::Stash;
 use crate::error::{Error, Result};
@@ -64,6 +65,7 @@ mod position;
 pub mod sql;
 #[cfg(test)]
 mod tests;
+mod wake;
 
 pub(crate) use position::{fail_next_top_up, top_up_failure_armed};
 
@@ -170,6 +172,8 @@ pub(crate) struct MySqlStore {
     /// How long one statement or short transaction may take (see
     /// [`super::policy::within`]).
     pub(super) deadline: Duration,
+    /// Wakes other processes' workers after an enqueue (see `wake.rs`).
+    ringer: Arc<Ringer<wake::MySqlBell>>,
 }
 
 impl BackendStore for MySqlStore {
@@ -316,6 +320,7 @@ impl BackendStore for MySqlStore {
             )
             .await?;
         let mariadb = version.to_ascii_lowercase().contains("mariadb");
+        let ringer = Arc::new(Ringer::new(wake::MySqlBell::new(pool.clone())));
         // A MariaDB built without wsrep has no such variables: not Galera.
         let galera = mariadb
             && within(
@@ -339,6 +344,7 @@ impl BackendStore for MySqlStore {
             // with concurrent INSERTs.
             id_step: (autoinc_lock_mode <= 1).then_some(autoinc_step.max(1)),
             positions: Arc::default(),
+            ringer,
         })
     }
 
@@ -379,7 +385,9 @@ impl BackendStore for MySqlStore {
     }
 
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        Ok(self.conns.run(async |conn| insert(conn, job).await).await?)
+        let enqueued = self.conns.run(async |conn| insert(conn, job).await).await?;
+        self.ringer.announce(self.deadline, [job.queue.as_str()]);
+        Ok(enqueued)
     }
 
     /// All or nothing: a batch that fits one statement is one statement (or,
@@ -394,6 +402,8 @@ impl BackendStore for MySqlStore {
                 chunks => self.insert_chunks(conn, chunks).await,
             })
             .await?;
+        self.ringer
+            .announce(self.deadline, jobs.iter().map(|job| job.queue.as_str()));
         Ok(inserted)
     }
 
@@ -640,7 +650,15 @@ impl BackendStore for MySqlStore {
     }
 
     /// No wake-ups from the server: polling and in-process wake-ups only.
-    async fn listen(&self, _queues: &[String], _stop: &CancellationToken) {}
+    async fn listen(&self, queues: &[String], stop: &CancellationToken) {
+        wake::wait(&self.pool, queues, stop, self.deadline).await;
+    }
+
+    fn enqueued_in(&self, job: &Enqueued, queue: &str) {
+        if !job.duplicate {
+            self.ringer.watch(self.deadline, job.id, queue);
+        }
+    }
 
     /// A transaction: the row locked and its token read, then cancelled.
     async fn cancel(&self, id: i64) -> Result<Cancelled> {

@@ -898,4 +898,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261206000002 "jobq_rates",
     20261207000001 "jobq_keys",
     20261207000002 "jobq_key_rates",
+    20261208000001 "jobq_waiters",
 );

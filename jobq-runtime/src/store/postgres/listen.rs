@@ -53,7 +53,7 @@ pub(super) async fn listen(
             break;
         }
         failures += 1;
-        let pause = listen_backoff(failures);
+        let pause = crate::store::policy::listen_backoff(failures);
         tracing::warn!(
             error = &error as &dyn std::error::Error,
             retry_in = ?pause,
@@ -120,11 +120,4 @@ fn wake_all(queues: &[String]) {
     for queue in queues {
         wakeup::notify(queue);
     }
-}
-
-/// 500 ms doubling to 30 s: polling covers the queues meanwhile, so a
-/// listener that cannot connect need not hammer the server.
-fn listen_backoff(failures: u32) -> Duration {
-    let ms = 500u64.saturating_mul(1 << failures.min(6)).min(30_000);
-    Duration::from_millis(rand::random_range(ms / 2..=ms))
 }

@@ -39,6 +39,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use self::sql::*;
 use super::filter::{Bind, Filtered, Statement};
 use super::migrate;
+use super::ring::Ringer;
 use super::shared::{self, Columns, worker_record};
 use super::stash::Stash;
 use crate::error::{Error, Result};
@@ -66,6 +67,7 @@ mod shared_write;
 pub mod sql;
 #[cfg(test)]
 mod tests;
+mod wake;
 
 /// How long a statement waits for another connection's write lock before
 /// failing with `SQLITE_BUSY` (which jobq then retries for its own statements).
@@ -111,6 +113,8 @@ pub(crate) struct SqliteStore {
     /// Stops the checkpointer task (pools jobq opened on a file) when the
     /// last clone of the store is dropped.
     _checkpointer: Option<Arc<DropGuard>>,
+    /// Wakes other processes' workers after an enqueue (see `wake.rs`).
+    ringer: Arc<Ringer<wake::SqliteBell>>,
     /// How long one statement or short transaction may take (see
     /// [`super::policy::within`]).
     pub(super) deadline: Duration,
@@ -228,6 +232,7 @@ impl BackendStore for SqliteStore {
         }
         Ok(Self {
             conns: Stash::new(pool.clone(), false),
+            ringer: Arc::new(Ringer::new(wake::SqliteBell::new(pool.clone()))),
             pool,
             writes: Arc::default(),
             queued: Arc::default(),
@@ -256,7 +261,9 @@ impl BackendStore for SqliteStore {
 
     /// Concurrent enqueues share a write (see [`shared_write`]).
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        self.enqueue_shared(job).await
+        let enqueued = self.enqueue_shared(job).await?;
+        self.ringer.announce(self.deadline, [job.queue.as_str()]);
+        Ok(enqueued)
     }
 
     /// All or nothing: a batch of one chunk is one statement or one
@@ -265,14 +272,18 @@ impl BackendStore for SqliteStore {
     /// database refuses leaves nothing of the batch behind.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let keyless = jobs.iter().all(NewJob::plain);
-        self.write(async |conn| {
-            if keyless && jobs.len() <= INSERT_CHUNK {
-                insert_keyless(conn, jobs).await
-            } else {
-                insert_chunks(conn, jobs).await
-            }
-        })
-        .await
+        let enqueued = self
+            .write(async |conn| {
+                if keyless && jobs.len() <= INSERT_CHUNK {
+                    insert_keyless(conn, jobs).await
+                } else {
+                    insert_chunks(conn, jobs).await
+                }
+            })
+            .await?;
+        self.ringer
+            .announce(self.deadline, jobs.iter().map(|job| job.queue.as_str()));
+        Ok(enqueued)
     }
 
     /// On the caller's connection (their transaction, never retried).
@@ -534,7 +545,15 @@ impl BackendStore for SqliteStore {
     }
 
     /// No wake-ups from the database: polling and in-process wake-ups only.
-    async fn listen(&self, _queues: &[String], _stop: &CancellationToken) {}
+    async fn listen(&self, queues: &[String], stop: &CancellationToken) {
+        wake::wait(wake::wake_dir(&self.pool.connect_options()), queues, stop).await;
+    }
+
+    fn enqueued_in(&self, job: &Enqueued, queue: &str) {
+        if !job.duplicate {
+            self.ringer.watch(self.deadline, job.id, queue);
+        }
+    }
 
     async fn cancel(&self, id: i64) -> Result<Cancelled> {
         let pick = Statement::fixed(CANCEL_PICK, vec![Bind::Int(id)]);

@@ -50,6 +50,7 @@ pub(in crate::worker) async fn claim_loop(
     let slots = Arc::new(Semaphore::new(queue.concurrency));
     let pace = Arc::new(Pace::default());
     let wake = wakeup::subscribe(&queue.name);
+    let waiting = wakeup::waiting(&queue.name);
     let mut buffer: VecDeque<attempt::Registered> = VecDeque::new();
     // Payload bytes in `buffer`, and a moving average of a claimed payload's size.
     let mut buffered_bytes = 0usize;
@@ -160,6 +161,7 @@ pub(in crate::worker) async fn claim_loop(
             settled.set(shared.settled.notified());
             settled.as_mut().enable();
             asked = wanted;
+            waiting.claiming();
             claiming = Some(claim(
                 &pipeline,
                 &queue.name,
@@ -169,6 +171,11 @@ pub(in crate::worker) async fn claim_loop(
             ));
         }
         let idle_claimer = claiming.is_none() && wanted > 0 && !paused;
+        // Waiting for jobs from elsewhere (not for a limit's slot or a
+        // rate's next start): a database waiter may watch on its behalf.
+        let _waiting =
+            (idle_claimer && !backlog && !was_woken && failures == 0 && !held_back && !rate_held)
+                .then(|| waiting.wait());
         tokio::select! {
             biased;
             () = shared.stop_claiming.cancelled() => break,

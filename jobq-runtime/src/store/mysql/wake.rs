@@ -1,0 +1,648 @@
+//! Wake-ups across processes on MySQL/MariaDB, which have no LISTEN.
+//!
+//! **The waiter** (a worker's): one connection of its own, kept in one
+//! statement ([`WAIT`]) that returns at once with the queues that have a
+//! due job, else sleeps (`SLEEP`) until the next job of its queues is due
+//! or a second has passed. Its queues are those whose claim loops in this
+//! process wait for jobs ([`wakeup::Waiting`]): a process busy with its
+//! backlog sends it nothing, and a queue is reported once per claim of its
+//! loops. Idle, a worker process sends one statement a second for all its
+//! queues.
+//!
+//! **The ringer** (every process that enqueues): after an enqueue commits,
+//! `KILL QUERY` of the waiters of the enqueued queues, found in
+//! `jobq_waiters` (re-read at most once a second). `KILL QUERY` needs no
+//! privilege for a connection of the same user; it interrupts a statement
+//! and is forgotten by an idle connection. The waiter then runs [`WAIT`]
+//! again, which finds the job: a kill that arrives between two of its
+//! statements is not lost either, since the next statement sees the row
+//! its enqueue committed before the kill. [`MySqlBell`] sends the kills for
+//! a [`Ringer`](crate::store::ring::Ringer), which coalesces enqueues and
+//! watches for jobs enqueued in callers' transactions.
+//!
+//! Connection ids are a server's own and restart with it, so a waiter is
+//! recorded with its server (host and port) and that server's start, and a
+//! ringer kills only waiters of the server its own connection is on,
+//! started when it saw it start, and of its own user. Across Galera nodes
+//! (or to a waiter of another user) no kill is sent: those waiters find
+//! the job at their next statement, within a second. A waiter first checks
+//! that a kill reaches it (through a proxy that multiplexes connections it
+//! may not) and otherwise falls back to polling with a warning.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError};
+use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection, MySqlPool, Row};
+use tokio_util::sync::CancellationToken;
+
+use super::{Text, padded_strings};
+use crate::store::ring::{Bell, visible_sql};
+use crate::wakeup;
+
+/// Longest sleep of one [`WAIT`]: how long a waiter that no kill reaches
+/// takes, at most, to see another process's job (and an idle worker's one
+/// statement per this long).
+pub(crate) const WAIT_SLEEP: Duration = Duration::from_secs(1);
+/// How often a waiter refreshes its row.
+const REGISTER_EVERY: Duration = Duration::from_secs(60);
+/// How long a ringer trusts its list of waiters.
+const WAITERS_FRESH: Duration = Duration::from_secs(1);
+/// How long a ringer trusts its list of waiters for queues none of them
+/// serves (a worker that started since is reached this soon).
+const WAITERS_MISSED: Duration = Duration::from_millis(100);
+/// How long a probe waits for its kill to interrupt it.
+pub(super) const PROBE_FOR: Duration = Duration::from_secs(2);
+/// Server starts that differ by this many seconds are one start (each side
+/// computes it from the uptime in whole seconds).
+const BOOT_SLACK: i64 = 2;
+
+/// Identifies a server and the connection's place on it.
+const IDENTITY: &str = "SELECT CONNECTION_ID(), CONCAT(@@hostname, ':', @@port), \
+     UNIX_TIMESTAMP(), SUBSTRING_INDEX(USER(), '@', 1)";
+/// The server's uptime in seconds (`SHOW` works for every user, on MySQL
+/// 8 and MariaDB alike).
+const UPTIME: &str = "SHOW GLOBAL STATUS LIKE 'Uptime'";
+/// The waiter's session: no statement time limit (a server default would
+/// end every sleep early), long enough `GROUP_CONCAT` for every queue.
+const WAITER_SESSION: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; \
+     SET SESSION group_concat_max_len = 16777216 /*M!100108 , SESSION max_statement_time = 0 */";
+/// The ringer's session: its reads see every commit.
+const RINGER_SESSION: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+/// Records (or refreshes) a waiter.
+const REGISTER: &str = "INSERT INTO jobq_waiters (node, conn, booted, user_name, queues, seen_at) \
+     VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE booted = VALUES(booted), \
+     user_name = VALUES(user_name), queues = VALUES(queues), seen_at = VALUES(seen_at)";
+/// Forgets waiters gone without a word (a crash, a lost server).
+const FORGET_STALE: &str =
+    "DELETE FROM jobq_waiters WHERE seen_at < UTC_TIMESTAMP(6) - INTERVAL 10 MINUTE";
+/// Forgets one waiter.
+const FORGET: &str = "DELETE FROM jobq_waiters WHERE node = ? AND conn = ?";
+/// The waiters a ringer may reach.
+const WAITERS: &str = "SELECT node, conn, booted, user_name, queues FROM jobq_waiters \
+     WHERE seen_at > UTC_TIMESTAMP(6) - INTERVAL 3 MINUTE";
+/// The self-test's statement, interrupted by the waiter's own kill.
+const PROBE: &str = "SELECT /* jobq-wait probe */ SLEEP(5)";
+
+/// [`WAIT`] for `n` queues (an IN-list of `n` placeholders after the sleep's
+/// two parameters: the longest sleep in seconds, twice).
+///
+/// The innermost query is a loose index scan of the claim index (one
+/// entry per queue and priority, however many rows wait), the earliest
+/// `run_at` of each; a job due now makes the sleep 0.
+fn wait_sql(n: usize) -> String {
+    let marks = vec!["?"; n].join(", ");
+    format!(
+        "SELECT /* jobq-wait */ d.due, SLEEP(IF(d.due IS NULL, \
+         LEAST(?, COALESCE(d.wait_us / 1000000, ?)), 0)) \
+         FROM (SELECT GROUP_CONCAT(IF(g.wait_us <= 0, HEX(g.queue), NULL)) AS due, \
+         MIN(g.wait_us) AS wait_us \
+         FROM (SELECT queue, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(run_at)) AS wait_us \
+         FROM jobq_jobs WHERE queue IN ({marks}) AND status = 'pending' \
+         GROUP BY queue, status, priority) g) d"
+    )
+}
+
+/// Error 1317, "Query execution was interrupted": a kill.
+fn killed(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.try_downcast_ref::<MySqlDatabaseError>())
+        .is_some_and(|e| e.number() == 1317)
+}
+
+/// A server and the connection's place on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Identity {
+    conn: i64,
+    node: String,
+    booted: i64,
+    user: String,
+}
+
+impl Identity {
+    async fn read(conn: &mut MySqlConnection) -> Result<Self, sqlx::Error> {
+        let (id, node, now, user): (u64, String, i64, String) =
+            sqlx::query_as(IDENTITY).fetch_one(&mut *conn).await?;
+        let uptime: String = sqlx::query(UPTIME)
+            .fetch_one(&mut *conn)
+            .await?
+            .try_get(1)?;
+        let uptime: i64 = uptime.trim().parse().unwrap_or(0);
+        Ok(Self {
+            conn: i64::try_from(id).unwrap_or(i64::MAX),
+            node,
+            booted: now - uptime,
+            user,
+        })
+    }
+
+    /// A waiter's place, from a row of [`WAITERS`].
+    fn of_row(row: &sqlx::mysql::MySqlRow) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            node: row.try_get("node")?,
+            conn: row.try_get("conn")?,
+            booted: row.try_get("booted")?,
+            user: row.try_get("user_name")?,
+        })
+    }
+
+    /// Whether a kill sent on this connection reaches the waiter `other`.
+    fn reaches(&self, other: &Identity) -> bool {
+        self.node == other.node
+            && (self.booted - other.booted).abs() <= BOOT_SLACK
+            && self.user == other.user
+    }
+}
+
+/// Waits for jobs of `queues` on behalf of this process's claim loops and
+/// wakes them, until `stop` (see the module docs).
+pub(super) async fn wait(
+    pool: &MySqlPool,
+    queues: &[String],
+    stop: &CancellationToken,
+    deadline: Duration,
+) {
+    if queues.is_empty() {
+        return;
+    }
+    // Its statement sleeps by design: not one for sqlx's slow-statement warning.
+    let options = (*pool.connect_options())
+        .clone()
+        .disable_statement_logging();
+    let mut failures = 0u32;
+    loop {
+        let outcome = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            outcome = wait_on(&options, pool, queues, &mut failures, deadline) => outcome,
+        };
+        match outcome {
+            Ok(Stopped::Unreachable(reason)) => {
+                tracing::warn!(
+                    reason = %reason,
+                    "MySQL wake-ups are not available: jobs enqueued by other processes are found by polling"
+                );
+                return;
+            }
+            Err(error) => {
+                failures += 1;
+                let pause = crate::store::policy::listen_backoff(failures);
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    retry_in = ?pause,
+                    "waiting for other processes' jobs failed; reconnecting (queues are still polled)"
+                );
+                tokio::select! {
+                    biased;
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(pause) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Why a waiter stopped for good.
+enum Stopped {
+    /// Kills do not reach it: polling only.
+    Unreachable(String),
+}
+
+/// One connection's life as the waiter: connect, register, check that a
+/// kill reaches it, then wait and wake until an error.
+async fn wait_on(
+    options: &MySqlConnectOptions,
+    pool: &MySqlPool,
+    queues: &[String],
+    failures: &mut u32,
+    deadline: Duration,
+) -> Result<Stopped, sqlx::Error> {
+    let connect = async {
+        let mut conn = MySqlConnection::connect_with(options).await?;
+        conn.execute(WAITER_SESSION).await?;
+        let me = Identity::read(&mut conn).await?;
+        Ok::<_, sqlx::Error>((conn, me))
+    };
+    let (mut conn, me) = timed(deadline, connect).await?;
+    if let Err(reason) = probe(&mut conn, pool, &me, deadline).await {
+        return Ok(Stopped::Unreachable(reason));
+    }
+    let mut waiter = Waiter {
+        conn,
+        me,
+        queues: serde_json::to_string(queues).unwrap_or_default(),
+        registered: None,
+    };
+    let result = waiter.run(queues, failures, deadline).await;
+    // Best effort: a row left behind is forgotten after ten minutes.
+    let forget = sqlx::query(FORGET)
+        .bind(&waiter.me.node)
+        .bind(waiter.me.conn)
+        .execute(&mut waiter.conn);
+    let _ = tokio::time::timeout(deadline, forget).await;
+    result
+}
+
+/// Runs `work` within `deadline`.
+async fn timed<T>(
+    deadline: Duration,
+    work: impl Future<Output = Result<T, sqlx::Error>>,
+) -> Result<T, sqlx::Error> {
+    tokio::time::timeout(deadline, work)
+        .await
+        .unwrap_or_else(|_| {
+            Err(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer within {deadline:?}"),
+            )))
+        })
+}
+
+/// Whether a `KILL QUERY` sent through the store's pool interrupts a
+/// statement of `conn`: sends kills while [`PROBE`] sleeps, for at most
+/// two seconds.
+async fn probe(
+    conn: &mut MySqlConnection,
+    pool: &MySqlPool,
+    me: &Identity,
+    deadline: Duration,
+) -> Result<(), String> {
+    let kill = format!("KILL QUERY {}", me.conn);
+    let sleeping = sqlx::query(PROBE).fetch_one(&mut *conn);
+    tokio::pin!(sleeping);
+    let give_up = tokio::time::sleep(PROBE_FOR);
+    tokio::pin!(give_up);
+    let mut kills = tokio::time::interval(Duration::from_millis(50));
+    loop {
+        tokio::select! {
+            result = &mut sleeping => {
+                return match result {
+                    Err(error) if killed(&error) => Ok(()),
+                    // MySQL returns 1 from a SLEEP a kill interrupted.
+                    Ok(row) if row.try_get::<i64, _>(0).is_ok_and(|slept| slept == 1) => Ok(()),
+                    Ok(_) => Err("the probe's SLEEP ran to its end".to_owned()),
+                    Err(error) => Err(format!("the probe failed: {error}")),
+                };
+            }
+            () = &mut give_up => {
+                return Err("a KILL QUERY of the waiter's connection did not interrupt it within 2 s \
+                            (a proxy between jobq and the server?)".to_owned());
+            }
+            _ = kills.tick() => {
+                let sent = timed(deadline, async {
+                    let mut other = pool.acquire().await?;
+                    other.execute(kill.as_str()).await
+                }).await;
+                if let Err(error) = sent {
+                    return Err(format!("KILL QUERY of the waiter's own connection failed: {error}"));
+                }
+            }
+        }
+    }
+}
+
+/// The doctor's `wakeups`: whether a kill sent through `pool` interrupts
+/// another connection's statement, and which recorded waiters this
+/// process's enqueues reach.
+pub(super) async fn check(pool: &MySqlPool) -> crate::error::Result<crate::ops::Check> {
+    use crate::ops::Check;
+    use crate::store::doctor::names::WAKEUPS;
+    // A connection of its own to put to sleep: the kill takes one of the
+    // pool's, which may have only one.
+    let options = (*pool.connect_options())
+        .clone()
+        .disable_statement_logging();
+    let mut conn = MySqlConnection::connect_with(&options).await?;
+    let me = Identity::read(&mut conn).await?;
+    let probed = probe(&mut conn, pool, &me, PROBE_FOR).await;
+    let _ = conn.close().await;
+    if let Err(reason) = probed {
+        return Ok(Check::warn(
+            WAKEUPS,
+            format!("a KILL QUERY does not reach this server's connections: {reason}"),
+            "workers in other processes find new jobs by polling (every poll interval): connect straight to the server (not through a proxy that multiplexes connections) for wake-ups within milliseconds",
+        ));
+    }
+    let rows = sqlx::query(WAITERS).fetch_all(pool).await?;
+    let (mut reached, mut other_user, mut other_node) = (0, Vec::new(), 0);
+    for row in rows {
+        let waiter = Identity::of_row(&row)?;
+        if me.reaches(&waiter) {
+            reached += 1;
+        } else if waiter.node == me.node && waiter.user != me.user {
+            other_user.push(waiter.user);
+        } else {
+            other_node += 1;
+        }
+    }
+    let found = format!(
+        "KILL QUERY reaches this user's connections; waiting workers: {reached} reached at once, {} of another user, {other_node} on another server (reached within {WAIT_SLEEP:?})",
+        other_user.len()
+    );
+    if other_user.is_empty() {
+        return Ok(Check::ok(WAKEUPS, found));
+    }
+    other_user.sort();
+    other_user.dedup();
+    Ok(Check::warn(
+        WAKEUPS,
+        found,
+        format!(
+            "workers connected as {} cannot be woken by enqueues of user {} (KILL QUERY reaches only the same user's connections without the PROCESS/CONNECTION ADMIN privilege): they find its jobs within {WAIT_SLEEP:?}; connect both as one user for wake-ups within milliseconds",
+            other_user.join(", "),
+            me.user
+        ),
+    ))
+}
+
+/// A waiter on its connection.
+struct Waiter {
+    conn: MySqlConnection,
+    me: Identity,
+    /// Its queues, as recorded (JSON).
+    queues: String,
+    registered: Option<Instant>,
+}
+
+impl Waiter {
+    /// Waits and wakes until the connection fails.
+    async fn run(
+        &mut self,
+        queues: &[String],
+        failures: &mut u32,
+        deadline: Duration,
+    ) -> Result<Stopped, sqlx::Error> {
+        let states: Vec<(&String, Arc<wakeup::Waiting>)> =
+            queues.iter().map(|q| (q, wakeup::waiting(q))).collect();
+        // Per queue, the loops' claim count when it was last reported due.
+        let mut reported: HashMap<&str, u64> = HashMap::new();
+        // Every loop claims once when the connection is (re)made: jobs
+        // enqueued while it was not waiting are found.
+        for queue in queues {
+            wakeup::notify(queue);
+        }
+        loop {
+            if self
+                .registered
+                .is_none_or(|at| at.elapsed() >= REGISTER_EVERY)
+            {
+                self.register(deadline).await?;
+            }
+            let idle = wakeup::became_idle().notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            let watched: Vec<String> = states
+                .iter()
+                .filter(|(q, state)| {
+                    state.idle() && reported.get(q.as_str()) != Some(&state.claims())
+                })
+                .map(|(q, _)| (*q).clone())
+                .collect();
+            if watched.is_empty() {
+                tracing::trace!("every loop busy");
+                // Every loop busy (or already told): nothing to watch for
+                // until one waits again; the statement is re-run within a
+                // second regardless, to keep the row fresh.
+                let _ = tokio::time::timeout(WAIT_SLEEP, idle).await;
+                continue;
+            }
+            let sql = wait_sql(watched.len().next_power_of_two());
+            let mut query = sqlx::query(&sql)
+                .bind(WAIT_SLEEP.as_secs_f64())
+                .bind(WAIT_SLEEP.as_secs_f64());
+            for queue in padded_strings(&watched) {
+                query = query.bind(queue);
+            }
+            let result = timed(deadline + WAIT_SLEEP, query.fetch_one(&mut self.conn)).await;
+            let due = match result {
+                Ok(row) => row.try_get::<Option<Text>, _>(0)?.map(|t| t.0),
+                Err(error) if killed(&error) => {
+                    tracing::trace!(?watched, "waiter interrupted");
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            *failures = 0;
+            tracing::trace!(?watched, ?due, "waited");
+            for hex in due.iter().flat_map(|due| due.split(',')) {
+                let Some(queue) = unhex(hex) else { continue };
+                if let Some((name, state)) = states.iter().find(|(q, _)| **q == queue) {
+                    reported.insert(name.as_str(), state.claims());
+                    wakeup::notify(name);
+                }
+            }
+        }
+    }
+
+    /// Records (refreshes) this waiter's row.
+    async fn register(&mut self, deadline: Duration) -> Result<(), sqlx::Error> {
+        let me = &self.me;
+        let queues = &self.queues;
+        let conn = &mut self.conn;
+        timed(deadline, async {
+            sqlx::query(FORGET_STALE).execute(&mut *conn).await?;
+            sqlx::query(REGISTER)
+                .bind(&me.node)
+                .bind(me.conn)
+                .bind(me.booted)
+                .bind(&me.user)
+                .bind(queues)
+                .execute(&mut *conn)
+                .await
+        })
+        .await?;
+        self.registered = Some(Instant::now());
+        Ok(())
+    }
+}
+
+/// A queue name from [`WAIT`]'s `HEX(queue)`.
+fn unhex(hex: &str) -> Option<String> {
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// A waiter as recorded.
+#[derive(Debug, Clone)]
+struct Recorded {
+    at: Identity,
+    queues: Vec<String>,
+}
+
+/// The kills of enqueues made through the store (see the module docs),
+/// rung by a [`Ringer`](crate::store::ring::Ringer).
+#[derive(Debug)]
+pub(super) struct MySqlBell {
+    /// The store's pool: its connect options (the node it is on now).
+    pool: MySqlPool,
+    /// Its own connection: the list of waiters, the server it is on and
+    /// the kills all go through it, so a kill never reaches a server
+    /// other than the one the list was checked against.
+    conn: Option<MySqlConnection>,
+    /// The waiters as last read, when, and this connection's place.
+    waiters: Option<(Instant, Identity, Vec<Recorded>)>,
+    /// Waiters already warned about (a kill cannot reach them).
+    warned: BTreeSet<(String, i64)>,
+}
+
+impl MySqlBell {
+    pub(super) fn new(pool: MySqlPool) -> Self {
+        Self {
+            pool,
+            conn: None,
+            waiters: None,
+            warned: BTreeSet::new(),
+        }
+    }
+
+    async fn conn(&mut self) -> Result<&mut MySqlConnection, sqlx::Error> {
+        if self.conn.is_none() {
+            let options = (*self.pool.connect_options()).clone();
+            let mut fresh = MySqlConnection::connect_with(&options).await?;
+            fresh.execute(RINGER_SESSION).await?;
+            self.waiters = None;
+            self.conn = Some(fresh);
+        }
+        match self.conn.as_mut() {
+            Some(conn) => Ok(conn),
+            None => unreachable!("connected above"),
+        }
+    }
+
+    /// Re-reads the waiters when the list is a second old, or a tenth of
+    /// one for `queues` that none of them serves.
+    async fn refresh(&mut self, queues: &BTreeSet<String>) -> Result<(), sqlx::Error> {
+        let stale = self.waiters.as_ref().is_none_or(|(at, _, waiters)| {
+            let served = waiters
+                .iter()
+                .any(|w| w.queues.iter().any(|q| queues.contains(q)));
+            at.elapsed() >= WAITERS_FRESH || (!served && at.elapsed() >= WAITERS_MISSED)
+        });
+        if !stale {
+            return Ok(());
+        }
+        let conn = self.conn().await?;
+        let me = Identity::read(conn).await?;
+        let rows = sqlx::query(WAITERS).fetch_all(&mut *conn).await?;
+        let mut waiters = Vec::with_capacity(rows.len());
+        for row in rows {
+            let queues: String = row.try_get("queues")?;
+            waiters.push(Recorded {
+                at: Identity::of_row(&row)?,
+                queues: serde_json::from_str(&queues).unwrap_or_default(),
+            });
+        }
+        self.waiters = Some((Instant::now(), me, waiters));
+        Ok(())
+    }
+
+    /// The waiters of `queues` a kill from here reaches; warns once about
+    /// each one of another user.
+    fn targets(&mut self, queues: &BTreeSet<String>) -> Vec<i64> {
+        let Some((_, me, waiters)) = self.waiters.as_ref() else {
+            return Vec::new();
+        };
+        let mut targets = Vec::new();
+        for waiter in waiters {
+            if !waiter.queues.iter().any(|q| queues.contains(q)) {
+                continue;
+            }
+            if me.reaches(&waiter.at) {
+                targets.push(waiter.at.conn);
+            } else if waiter.at.node == me.node
+                && waiter.at.user != me.user
+                && self.warned.insert((waiter.at.node.clone(), waiter.at.conn))
+            {
+                tracing::warn!(
+                    waiter_user = %waiter.at.user,
+                    user = %me.user,
+                    "a worker waiting for these queues connects as another user, whose connections this one may not KILL QUERY: it finds jobs enqueued here within a second, not at once"
+                );
+            }
+        }
+        targets
+    }
+}
+
+impl Bell for MySqlBell {
+    async fn visible(&mut self, ids: &[i64]) -> Result<Vec<i64>, sqlx::Error> {
+        let sql = visible_sql(ids.len());
+        let mut query = sqlx::query_scalar::<_, i64>(&sql);
+        for id in ids {
+            query = query.bind(id);
+        }
+        query.fetch_all(self.conn().await?).await
+    }
+
+    async fn ring(&mut self, queues: &BTreeSet<String>) -> Result<(), sqlx::Error> {
+        self.refresh(queues).await?;
+        let targets = self.targets(queues);
+        tracing::trace!(?targets, ?queues, "ringing");
+        let conn = self.conn().await?;
+        let mut gone = Vec::new();
+        for id in targets {
+            // One statement per waiter: an unknown id (a waiter gone)
+            // fails only its own kill.
+            match conn.execute(format!("KILL QUERY {id}").as_str()).await {
+                Ok(_) => {}
+                Err(error) if unknown_thread(&error) => gone.push(id),
+                Err(error) => return Err(error),
+            }
+        }
+        if let Some((_, _, waiters)) = self.waiters.as_mut() {
+            waiters.retain(|w| !gone.contains(&w.at.conn));
+        }
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        self.conn = None;
+        self.waiters = None;
+    }
+}
+
+/// Error 1094, "Unknown thread id".
+fn unknown_thread(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.try_downcast_ref::<MySqlDatabaseError>())
+        .is_some_and(|e| e.number() == 1094)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_queue_names_come_back_whole() {
+        assert_eq!(unhex("656D61696C73").as_deref(), Some("emails"));
+        assert_eq!(unhex("E282AC2C").as_deref(), Some("€,"));
+        assert_eq!(unhex("6"), None);
+        assert_eq!(unhex("ZZ"), None);
+    }
+
+    #[test]
+    fn a_kill_reaches_only_waiters_of_the_same_server_start_and_user() {
+        let me = Identity {
+            conn: 1,
+            node: "db:3306".into(),
+            booted: 1_000,
+            user: "app".into(),
+        };
+        let other = |node: &str, booted, user: &str| Identity {
+            conn: 9,
+            node: node.into(),
+            booted,
+            user: user.into(),
+        };
+        assert!(me.reaches(&other("db:3306", 1_002, "app")));
+        assert!(!me.reaches(&other("db:3306", 1_100, "app")));
+        assert!(!me.reaches(&other("db2:3306", 1_000, "app")));
+        assert!(!me.reaches(&other("db:3306", 1_000, "worker")));
+    }
+}

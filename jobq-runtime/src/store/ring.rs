@@ -1,0 +1,171 @@
+//! The [`Ringer`]: wakes other processes' workers after enqueues, on
+//! backends whose wake-ups are not the database's own (MySQL's kills of
+//! waiting statements, SQLite's datagrams to workers on the same host).
+//!
+//! Enqueues announce their queues; one task per store rings for all the
+//! queues announced since its last round, at most one round per
+//! [`RING_PAUSE`]. A job enqueued in a caller's transaction becomes
+//! visible when the caller commits, which jobq does not see: the ringer
+//! watches for its row (a read of the watched ids each round, for up to
+//! [`WATCH_FOR`]) and rings for its queue once it appears. A round that
+//! fails is logged; the workers find the jobs at their next poll.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Least time between two rounds of one store's ringer.
+const RING_PAUSE: Duration = Duration::from_millis(1);
+/// How long the ringer watches for the row of a job enqueued in a caller's
+/// transaction; a row not seen by then (rolled back, or a transaction
+/// still open) is left to the workers' polling.
+const WATCH_FOR: Duration = Duration::from_secs(2);
+
+/// How a backend wakes the workers of other processes.
+pub(crate) trait Bell: Send + 'static {
+    /// Which of `ids` have committed rows now.
+    fn visible(
+        &mut self,
+        ids: &[i64],
+    ) -> impl Future<Output = Result<Vec<i64>, sqlx::Error>> + Send;
+
+    /// Wakes the workers waiting for any of `queues`.
+    fn ring(
+        &mut self,
+        queues: &BTreeSet<String>,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
+    /// After a failed or cut-short round: start afresh (a new connection,
+    /// no cached list of waiters).
+    fn reset(&mut self);
+}
+
+/// Rings a [`Bell`] for enqueues (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Ringer<B> {
+    state: Mutex<State<B>>,
+}
+
+#[derive(Debug)]
+struct State<B> {
+    /// Queues enqueued to and not yet rung for.
+    queues: BTreeSet<String>,
+    /// Jobs enqueued in callers' transactions, watched for until their
+    /// rows appear: id, queue, since when.
+    watched: Vec<(i64, String, Instant)>,
+    /// The bell, while no task rings it (the task holds it meanwhile).
+    bell: Option<B>,
+}
+
+impl<B: Bell> Ringer<B> {
+    pub(crate) fn new(bell: B) -> Self {
+        Self {
+            state: Mutex::new(State {
+                queues: BTreeSet::new(),
+                watched: Vec::new(),
+                bell: Some(bell),
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State<B>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Rings for `queues`: now, or right after the round in flight.
+    pub(crate) fn announce<'q>(
+        self: &Arc<Self>,
+        deadline: Duration,
+        queues: impl IntoIterator<Item = &'q str>,
+    ) {
+        let mut state = self.state();
+        for queue in queues {
+            if !state.queues.contains(queue) {
+                state.queues.insert(queue.to_owned());
+            }
+        }
+        self.start(state, deadline);
+    }
+
+    /// Watches for job `id`'s row, enqueued in a caller's transaction, and
+    /// rings for `queue` when it appears.
+    pub(crate) fn watch(self: &Arc<Self>, deadline: Duration, id: i64, queue: &str) {
+        let mut state = self.state();
+        state.watched.push((id, queue.to_owned(), Instant::now()));
+        self.start(state, deadline);
+    }
+
+    /// Starts the ringing task unless it runs (it holds the bell then).
+    fn start(self: &Arc<Self>, mut state: MutexGuard<'_, State<B>>, deadline: Duration) {
+        let Some(bell) = state.bell.take() else {
+            return;
+        };
+        drop(state);
+        let ringer = Arc::clone(self);
+        tokio::spawn(async move { ringer.ring(bell, deadline).await });
+    }
+
+    /// Rings until nothing is left to ring for, each round within
+    /// `deadline`; then hands the bell back.
+    async fn ring(&self, mut bell: B, deadline: Duration) {
+        loop {
+            let (queues, watched) = {
+                let mut state = self.state();
+                state
+                    .watched
+                    .retain(|(_, _, since)| since.elapsed() < WATCH_FOR);
+                if state.queues.is_empty() && state.watched.is_empty() {
+                    state.bell = Some(bell);
+                    return;
+                }
+                let watched: Vec<i64> = state.watched.iter().map(|(id, _, _)| *id).collect();
+                (std::mem::take(&mut state.queues), watched)
+            };
+            let round = tokio::time::timeout(deadline, self.round(&mut bell, queues, &watched));
+            let failed = match round.await {
+                Ok(Ok(())) => None,
+                Ok(Err(error)) => Some(error.to_string()),
+                Err(_elapsed) => Some(format!("no answer within {deadline:?}")),
+            };
+            if let Some(error) = failed {
+                bell.reset();
+                tracing::warn!(
+                    error,
+                    "waking other processes' workers failed; they find the jobs at their next poll"
+                );
+            }
+            tokio::time::sleep(RING_PAUSE).await;
+        }
+    }
+
+    /// One round: the watched rows that appeared join `queues`, then the
+    /// bell rings for them.
+    async fn round(
+        &self,
+        bell: &mut B,
+        mut queues: BTreeSet<String>,
+        watched: &[i64],
+    ) -> Result<(), sqlx::Error> {
+        if !watched.is_empty() {
+            let seen = bell.visible(watched).await?;
+            let mut state = self.state();
+            state.watched.retain(|(id, queue, _)| {
+                let appeared = seen.contains(id);
+                if appeared {
+                    queues.insert(queue.clone());
+                }
+                !appeared
+            });
+        }
+        if queues.is_empty() {
+            return Ok(());
+        }
+        bell.ring(&queues).await
+    }
+}
+
+/// `SELECT id FROM jobq_jobs WHERE id IN (?, …)` for `n` ids.
+pub(crate) fn visible_sql(n: usize) -> String {
+    let marks = vec!["?"; n].join(", ");
+    format!("SELECT id FROM jobq_jobs WHERE id IN ({marks})")
+}

@@ -1,0 +1,252 @@
+//! Wake-ups across processes: a job enqueued by another process starts at
+//! once, not at the worker's next poll — enqueued alone, in a batch, or in
+//! a caller's transaction that commits later. The worker (a
+//! `jobq-flow-worker` process) polls every 30 s, so any start within
+//! [`AT_ONCE`] came from a wake-up: its adaptive polling's shortest wait
+//! after a job is 30 s / 32 ≈ 940 ms, and the MySQL waiter's own statement
+//! returns within a second.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jobq_runtime::CheckStatus;
+use jobq_runtime::{Backend, Jobq, job};
+use jobq_tests::{ScratchUser, TestDb, assert_contains, on, unique_queue, wait_until};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_jobq-flow-worker");
+const LONG: Duration = Duration::from_secs(60);
+/// How soon a woken worker starts a job, at most (typically a few ms).
+const AT_ONCE: Duration = Duration::from_millis(300);
+
+/// The job the worker process runs (`jobq-flow-worker`'s `work`).
+#[job(name = "jobq_flow_work")]
+async fn work(n: u64) {
+    let _ = n;
+}
+
+/// A `jobq-flow-worker` process polling every 30 s, and the jobs it started.
+struct Process {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Process {
+    async fn start(url: &str, queue: &str) -> Self {
+        let mut child = Command::new(WORKER)
+            .env("JOBQ_FLOW_URL", url)
+            .env("JOBQ_FLOW_QUEUE", queue)
+            .env("JOBQ_FLOW_CONCURRENCY", "4")
+            .env("JOBQ_FLOW_JOB_MS", "1")
+            .env("JOBQ_FLOW_POLL_MS", "30000")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn jobq-flow-worker");
+        let stdout = child.stdout.take().expect("stdout");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&lines);
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                sink.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(line);
+            }
+        });
+        let process = Self { child, lines };
+        wait_until("the worker process started", LONG, || async {
+            process.printed().iter().any(|l| l == "started")
+        })
+        .await;
+        process
+    }
+
+    fn printed(&self) -> Vec<String> {
+        self.lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// When job `n` started (µs since the epoch), if it has.
+    fn started(&self, n: u64) -> Option<u128> {
+        self.printed().iter().find_map(|line| {
+            let parts: Vec<&str> = line.strip_prefix("ran ")?.split(' ').collect();
+            (parts.get(2)?.parse::<u64>().ok()? == n).then(|| parts.get(3)?.parse().ok())?
+        })
+    }
+
+    /// Waits until job `n` starts; how long after `since` (µs since the epoch).
+    async fn waited_for(&self, n: u64, since: u128) -> Duration {
+        wait_until("the job started", LONG, || async {
+            self.started(n).is_some()
+        })
+        .await;
+        let at = self.started(n).expect("started");
+        Duration::from_micros(u64::try_from(at.saturating_sub(since)).unwrap_or(u64::MAX))
+    }
+
+    async fn stop(mut self) {
+        drop(self.child.stdin.take());
+        let status = tokio::time::timeout(LONG, self.child.wait())
+            .await
+            .expect("the worker process exits")
+            .expect("wait");
+        assert!(status.success(), "the worker process exited with {status}");
+    }
+}
+
+fn now_us() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}
+
+/// Waits until the worker is reached at once: its wake-ups set up (on
+/// MySQL, its waiter recorded and seen by this process, which re-reads the
+/// waiters of a queue none serves after 100 ms). A job the worker's first
+/// claim takes proves nothing, hence the pause before each.
+async fn settle(jobq: &Jobq, worker: &Process, queue: &str) {
+    for n in 1_000..1_050u64 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let since = now_us();
+        jobq.enqueue_with(Work::new(n), on(queue)).await.unwrap();
+        if worker.waited_for(n, since).await < AT_ONCE {
+            return;
+        }
+    }
+    panic!("no job enqueued by another process started at once");
+}
+
+/// Ten jobs, each enqueued alone at an irregular moment, each start at
+/// once; then a batch of five.
+async fn a_job_enqueued_by_another_process_starts_at_once(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("wake");
+    let worker = Process::start(db.url(), &queue).await;
+    settle(&jobq, &worker, &queue).await;
+    let mut waits = Vec::new();
+    for n in 0..10u64 {
+        // Irregular gaps (37–137 ms), so no poll schedule lines up with them.
+        tokio::time::sleep(Duration::from_millis(37 + (n * 53) % 101)).await;
+        let since = now_us();
+        jobq.enqueue_with(Work::new(n), on(&queue)).await.unwrap();
+        waits.push(worker.waited_for(n, since).await);
+    }
+    let since = now_us();
+    jobq.enqueue_many_with((100..105).map(|n| (Work::new(n), on(&queue))))
+        .await
+        .unwrap();
+    for n in 100..105 {
+        waits.push(worker.waited_for(n, since).await);
+    }
+    worker.stop().await;
+    println!("waits: {waits:?}");
+    let slowest = waits.iter().max().copied().unwrap_or_default();
+    assert!(
+        slowest < AT_ONCE,
+        "every job starts at once, not at a poll: waits {waits:?}"
+    );
+}
+
+/// A job enqueued in a transaction that stays open starts at once when it
+/// commits, not before (its row is invisible until then).
+async fn a_job_enqueued_in_a_transaction_starts_when_it_commits(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("wake_tx");
+    let worker = Process::start(db.url(), &queue).await;
+    settle(&jobq, &worker, &queue).await;
+    let mut waits = Vec::new();
+    for n in 0..3u64 {
+        macro_rules! in_transaction {
+            ($pool:expr) => {{
+                let mut tx = $pool.begin().await.expect("begin");
+                jobq.enqueue_in_with(&mut *tx, Work::new(n), on(&queue))
+                    .await
+                    .expect("enqueue_in");
+                // The transaction stays open a while (the caller's own work).
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                assert!(
+                    worker.started(n).is_none(),
+                    "job {n} started before its commit"
+                );
+                let since = now_us();
+                tx.commit().await.expect("commit");
+                since
+            }};
+        }
+        let since = match db.backend() {
+            Backend::MySql => in_transaction!(jobq.mysql_pool().expect("pool")),
+            Backend::Postgres => in_transaction!(jobq.pg_pool().expect("pool")),
+            Backend::Sqlite => in_transaction!(jobq.sqlite_pool().expect("pool")),
+            other => unreachable!("{other:?}"),
+        };
+        waits.push(worker.waited_for(n, since).await);
+    }
+    worker.stop().await;
+    println!("waits: {waits:?}");
+    let slowest = waits.iter().max().copied().unwrap_or_default();
+    assert!(
+        slowest < AT_ONCE,
+        "every job starts at once after its commit: waits {waits:?}"
+    );
+}
+
+/// A worker that connects as another user than the enqueuer cannot be
+/// woken (`KILL QUERY` reaches only the same user's connections without
+/// PROCESS): its waiter's own statement finds the job within about a
+/// second instead, well before its 30 s poll, and the doctor of the
+/// enqueuer's handle says which user it cannot reach and why.
+async fn a_worker_of_another_user_finds_jobs_within_a_second_and_doctor_says_why(db: TestDb) {
+    let jobq = db.jobq().await;
+    let other = ScratchUser::on_database_of(db.url(), "jobq_wake").await;
+    let queue = unique_queue("wake_user");
+    let worker = Process::start(other.url(), &queue).await;
+    // Its waiter recorded: the doctor sees it.
+    let started = std::time::Instant::now();
+    let report = loop {
+        let report = jobq.doctor().await.unwrap();
+        let wakeups = report
+            .checks
+            .into_iter()
+            .find(|c| c.name == "wakeups")
+            .expect("a wakeups check");
+        if wakeups.status == CheckStatus::Warn || started.elapsed() > LONG {
+            break wakeups;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_contains(&report.found, &["1 of another user"]);
+    assert_contains(report.advice.as_deref().unwrap_or(""), &[other.name()]);
+    let mut waits = Vec::new();
+    for n in 0..3u64 {
+        let since = now_us();
+        jobq.enqueue_with(Work::new(n), on(&queue)).await.unwrap();
+        waits.push(worker.waited_for(n, since).await);
+    }
+    worker.stop().await;
+    println!("waits: {waits:?}");
+    let slowest = waits.iter().max().copied().unwrap_or_default();
+    assert!(
+        slowest < Duration::from_secs(5),
+        "each job starts within about a second, not at the 30 s poll: {waits:?}"
+    );
+}
+
+jobq_tests::on_every_backend!(@backend mysql, [tokio {}],
+    a_worker_of_another_user_finds_jobs_within_a_second_and_doctor_says_why,
+    a_job_enqueued_by_another_process_starts_at_once,
+    a_job_enqueued_in_a_transaction_starts_when_it_commits
+);
+jobq_tests::on_every_backend!(@backend postgres, [tokio {}],
+    a_job_enqueued_by_another_process_starts_at_once,
+    a_job_enqueued_in_a_transaction_starts_when_it_commits
+);
+jobq_tests::on_every_backend!(@backend sqlite, [tokio {}],
+    a_job_enqueued_by_another_process_starts_at_once,
+    a_job_enqueued_in_a_transaction_starts_when_it_commits
+);

@@ -11,6 +11,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::Notify;
 
+/// The name under which a change of queue controls (a pause, a limit, a
+/// rate) or a cancel of a running job is announced, to every worker
+/// process: no queue has it (a queue name is at least one byte). Workers
+/// then read the controls and renew their leases (which finds a cancelled
+/// job) at once instead of at their next poll or heartbeat.
+pub(crate) const CONTROL: &str = "";
+
 fn table() -> &'static Mutex<HashMap<String, Arc<Notify>>> {
     static TABLE: OnceLock<Mutex<HashMap<String, Arc<Notify>>>> = OnceLock::new();
     TABLE.get_or_init(Mutex::default)

@@ -72,6 +72,14 @@ impl Process {
             .clone()
     }
 
+    /// When job `id`'s attempt was stopped (µs since the epoch), if it was.
+    fn stopped(&self, id: i64) -> Option<u128> {
+        self.printed().iter().find_map(|line| {
+            let mut parts = line.strip_prefix("stopped ")?.split(' ');
+            (parts.next()?.parse::<i64>().ok()? == id).then(|| parts.next()?.parse().ok())?
+        })
+    }
+
     /// When job `n` started (µs since the epoch), if it has.
     fn started(&self, n: u64) -> Option<u128> {
         self.printed().iter().find_map(|line| {
@@ -120,6 +128,84 @@ async fn settle(jobq: &Jobq, worker: &Process, queue: &str) {
         }
     }
     panic!("no job enqueued by another process started at once");
+}
+
+/// Lets the wake-ups of the controls settle too: a process re-reads the
+/// waiters it knows of no one for after 100 ms.
+async fn settle_controls(jobq: &Jobq, worker: &Process, queue: &str) {
+    settle(jobq, worker, queue).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+}
+
+/// A job's `n` for a job that takes `ms` (see `jobq-flow-worker`).
+fn taking(ms: u64) -> u64 {
+    1_000_000_000 + ms
+}
+
+/// A running job cancelled by another process stops within 100 ms; the
+/// worker renews its leases every 10 s and polls every 30 s, so only the
+/// announcement can have told it.
+async fn a_job_cancelled_by_another_process_stops_within_100_ms(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("wake_cancel");
+    let worker = Process::start(db.url(), &queue).await;
+    settle_controls(&jobq, &worker, &queue).await;
+    let mut stops = Vec::new();
+    for round in 0..3u64 {
+        let n = taking(60_000 + round);
+        let id = jobq
+            .enqueue_with(Work::new(n), on(&queue))
+            .await
+            .unwrap()
+            .id;
+        worker.waited_for(n, now_us()).await;
+        let since = now_us();
+        assert!(jobq.cancel(id).await.unwrap(), "cancelled");
+        wait_until("the attempt stopped", LONG, || async {
+            worker.stopped(id).is_some()
+        })
+        .await;
+        let at = worker.stopped(id).expect("stopped");
+        stops.push(Duration::from_micros(
+            u64::try_from(at.saturating_sub(since)).unwrap_or(u64::MAX),
+        ));
+    }
+    worker.stop().await;
+    println!("stops: {stops:?}");
+    assert!(
+        stops.iter().all(|stop| *stop < Duration::from_millis(100)),
+        "each cancel reaches the other process within 100 ms: {stops:?}"
+    );
+}
+
+/// A pause reaches another process within 100 ms: a job enqueued 100 ms
+/// after it (which wakes the worker) does not start; the resume starts it
+/// at once. The worker reads the controls every 30 s (its poll interval)
+/// otherwise.
+async fn a_pause_and_a_resume_reach_another_process_within_100_ms(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("wake_pause");
+    let worker = Process::start(db.url(), &queue).await;
+    settle_controls(&jobq, &worker, &queue).await;
+    for n in 0..2u64 {
+        assert!(jobq.pause(&queue).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        jobq.enqueue_with(Work::new(n), on(&queue)).await.unwrap();
+        // Long enough for a woken worker to have started it many times over.
+        tokio::time::sleep(AT_ONCE * 2).await;
+        assert!(
+            worker.started(n).is_none(),
+            "job {n} started in a paused queue"
+        );
+        let since = now_us();
+        assert!(jobq.resume(&queue).await.unwrap());
+        let waited = worker.waited_for(n, since).await;
+        assert!(
+            waited < AT_ONCE,
+            "the resume reaches the worker at once: {waited:?}"
+        );
+    }
+    worker.stop().await;
 }
 
 /// Ten jobs, each enqueued alone at an irregular moment, each start at
@@ -238,15 +324,60 @@ async fn a_worker_of_another_user_finds_jobs_within_a_second_and_doctor_says_why
 }
 
 jobq_tests::on_every_backend!(@backend mysql, [tokio {}],
+    a_job_cancelled_by_another_process_stops_within_100_ms,
+    a_pause_and_a_resume_reach_another_process_within_100_ms,
     a_worker_of_another_user_finds_jobs_within_a_second_and_doctor_says_why,
     a_job_enqueued_by_another_process_starts_at_once,
     a_job_enqueued_in_a_transaction_starts_when_it_commits
 );
 jobq_tests::on_every_backend!(@backend postgres, [tokio {}],
+    a_job_cancelled_by_another_process_stops_within_100_ms,
+    a_pause_and_a_resume_reach_another_process_within_100_ms,
     a_job_enqueued_by_another_process_starts_at_once,
     a_job_enqueued_in_a_transaction_starts_when_it_commits
 );
 jobq_tests::on_every_backend!(@backend sqlite, [tokio {}],
+    a_job_cancelled_by_another_process_stops_within_100_ms,
+    a_pause_and_a_resume_reach_another_process_within_100_ms,
     a_job_enqueued_by_another_process_starts_at_once,
     a_job_enqueued_in_a_transaction_starts_when_it_commits
 );
+
+/// Galera: a kill reaches only connections of its own node, so a worker
+/// on the node a job was enqueued through starts it at once, and one on
+/// another node finds it with its waiter's own statement, within about a
+/// second (its poll is 30 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn galera_a_worker_on_the_enqueuing_node_is_woken_and_one_on_another_finds_jobs_within_a_second()
+ {
+    if !jobq_tests::galera::should_run("galera wake-ups") {
+        return;
+    }
+    let cluster = jobq_tests::galera::shared();
+    let database = cluster.database("wake").expect("a database");
+    let jobq = Jobq::connect(&database.url(0)).await.unwrap();
+    jobq.migrate().await.unwrap();
+    let (near, far) = (unique_queue("wake_near"), unique_queue("wake_far"));
+    let near_worker = Process::start(&database.url(0), &near).await;
+    let far_worker = Process::start(&database.url(1), &far).await;
+    settle(&jobq, &near_worker, &near).await;
+    let (mut near_waits, mut far_waits) = (Vec::new(), Vec::new());
+    for n in 0..3u64 {
+        let since = now_us();
+        jobq.enqueue_with(Work::new(n), on(&near)).await.unwrap();
+        jobq.enqueue_with(Work::new(n), on(&far)).await.unwrap();
+        near_waits.push(near_worker.waited_for(n, since).await);
+        far_waits.push(far_worker.waited_for(n, since).await);
+    }
+    near_worker.stop().await;
+    far_worker.stop().await;
+    println!("galera waits: same node {near_waits:?}, another node {far_waits:?}");
+    assert!(
+        near_waits.iter().all(|w| *w < AT_ONCE),
+        "the worker on the enqueuing node starts each job at once: {near_waits:?}"
+    );
+    assert!(
+        far_waits.iter().all(|w| *w < Duration::from_secs(5)),
+        "the worker on another node within about a second, not its 30 s poll: {far_waits:?}"
+    );
+}

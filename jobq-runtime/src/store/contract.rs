@@ -185,6 +185,10 @@ pub(crate) trait BackendStore: Sized {
     /// cannot be sent in the transaction itself (MySQL's).
     fn enqueued_in(&self, _job: &Enqueued, _queue: &str) {}
 
+    /// Tells every worker process that queue controls changed or a running
+    /// job was cancelled ([`crate::wakeup::CONTROL`]), after the commit.
+    fn announce_control(&self);
+
     /// The row with this id, as stored.
     async fn job(&self, id: i64) -> Result<Option<JobInfo>>;
 

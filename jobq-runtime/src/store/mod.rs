@@ -354,7 +354,14 @@ impl Store {
 
     /// See [`BackendStore::set_limit`].
     pub(crate) async fn set_limit(&self, queue: &str, limit: Option<u32>) -> Result<()> {
-        retried!(self, LIMIT, s => s.set_limit(queue, limit))
+        retried!(self, LIMIT, s => s.set_limit(queue, limit))?;
+        self.announce_control();
+        Ok(())
+    }
+
+    /// See [`BackendStore::announce_control`].
+    pub(crate) fn announce_control(&self) {
+        dispatch!(self, s => s.announce_control());
     }
 
     /// See [`BackendStore::set_rate`].
@@ -363,7 +370,9 @@ impl Store {
         queue: &str,
         rate: Option<crate::options::Rate>,
     ) -> Result<()> {
-        retried!(self, RATE, s => s.set_rate(queue, rate))
+        retried!(self, RATE, s => s.set_rate(queue, rate))?;
+        self.announce_control();
+        Ok(())
     }
 
     /// See [`BackendStore::queue_controls`].
@@ -423,7 +432,9 @@ impl Store {
 
     /// Sets or removes concurrency key `key`'s rate.
     pub(crate) async fn set_key_rate(&self, key: &str, rate: Option<Rate>) -> Result<()> {
-        retried!(self, RATE, s => s.set_key_rate(key, rate))
+        retried!(self, RATE, s => s.set_key_rate(key, rate))?;
+        self.announce_control();
+        Ok(())
     }
 
     /// Every concurrency key with a rate.
@@ -510,6 +521,9 @@ impl Store {
     pub(crate) async fn cancel(&self, id: i64, signal: fn(&[Fence])) -> Result<bool> {
         let cancelled = self.cancel_row(id).await?;
         signal(&cancelled.held);
+        if !cancelled.held.is_empty() {
+            self.announce_control();
+        }
         Ok(cancelled.changed == 1)
     }
 
@@ -615,6 +629,9 @@ impl Store {
             for batch in ids.chunks(filter::BULK_BATCH) {
                 let changed = retried!(self, CANCEL, s => s.cancel_batch(batch, guard))?;
                 signal(&changed.held);
+                if !changed.held.is_empty() {
+                    self.announce_control();
+                }
                 cancelled += changed.changed;
                 self.rekey(batch, false).await?;
             }
@@ -690,7 +707,9 @@ impl Store {
 
     /// See [`BackendStore::set_paused`].
     pub(crate) async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
-        retried!(self, PAUSE, s => s.set_paused(queue, paused))
+        let changed = retried!(self, PAUSE, s => s.set_paused(queue, paused))?;
+        self.announce_control();
+        Ok(changed)
     }
 
     /// See [`BackendStore::make_due`].

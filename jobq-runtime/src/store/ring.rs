@@ -163,9 +163,3 @@ impl<B: Bell> Ringer<B> {
         bell.ring(&queues).await
     }
 }
-
-/// `SELECT id FROM jobq_jobs WHERE id IN (?, …)` for `n` ids.
-pub(crate) fn visible_sql(n: usize) -> String {
-    let marks = vec!["?"; n].join(", ");
-    format!("SELECT id FROM jobq_jobs WHERE id IN ({marks})")
-}

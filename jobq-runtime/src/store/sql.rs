@@ -13,3 +13,11 @@ pub(crate) const WINDOW: WindowPieces = WindowPieces {
         " ORDER BY id LIMIT 1) AS probe WHERE created_at >= ",
     ],
 };
+
+/// Which of `n` job ids have committed rows: a ringer's watch for jobs
+/// enqueued in callers' transactions (MySQL/MariaDB and SQLite; `?` placeholders).
+#[cfg(any(feature = "mysql", feature = "sqlite"))]
+pub(crate) fn visible_sql(n: usize) -> String {
+    let marks = vec!["?"; n].join(", ");
+    format!("SELECT id FROM jobq_jobs WHERE id IN ({marks})")
+}

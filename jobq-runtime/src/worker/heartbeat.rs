@@ -27,6 +27,10 @@ pub(super) async fn heartbeat_loop(heartbeat: Arc<Heartbeat>) {
     let held = &shared.held;
     let mut tick = tokio::time::interval(shared.settings.heartbeat_interval());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A job cancelled in another process (announced with the controls):
+    // renew now, which finds its lease gone.
+    let control = crate::wakeup::subscribe(crate::wakeup::CONTROL);
+    let mut announced = Box::pin(control.notified());
     loop {
         tokio::select! {
             biased;
@@ -36,7 +40,11 @@ pub(super) async fn heartbeat_loop(heartbeat: Arc<Heartbeat>) {
                 continue;
             }
             _ = tick.tick() => {}
+            () = &mut announced => tick.reset(),
         }
+        // Armed before the renewal: an announcement during it is not missed.
+        announced = Box::pin(control.notified());
+        announced.as_mut().enable();
         let fences = held.fences();
         if fences.is_empty() {
             continue;

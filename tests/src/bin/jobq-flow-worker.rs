@@ -1,10 +1,12 @@
 //! A worker process of the flow-control tests (`tests/tests/flow_control.rs`):
 //! one real [`Worker`] serving one queue. It prints `started` once its
 //! worker runs, then `ran <id> <attempt> <n> <µs since the epoch>` as each
-//! job starts (each job then takes `JOBQ_FLOW_JOB_MS`, default 20 ms; with
+//! job starts (each job then takes `JOBQ_FLOW_JOB_MS`, default 20 ms, or
+//! `n` − 10⁹ ms for `n` above 10⁹; with
 //! `JOBQ_FLOW_FAIL_EVERY` = k, a job whose `n` is a multiple of k fails its
-//! first attempt, to run again 30 ms later), and shuts down gracefully
-//! when its stdin closes.
+//! first attempt, to run again 30 ms later; one whose future is dropped
+//! before it ends prints `stopped <id> <µs since the epoch>`), and shuts
+//! down gracefully when its stdin closes.
 //!
 //! - `JOBQ_FLOW_URL`: the database; `JOBQ_FLOW_QUEUE`: the queue;
 //! - `JOBQ_FLOW_CONCURRENCY` (default 4), `JOBQ_FLOW_POLL_MS` (default
@@ -17,18 +19,50 @@ use std::time::Duration;
 use jobq_runtime::{JobContext, JobError, Jobq, Worker, job};
 use tokio::io::AsyncReadExt;
 
+/// A job whose `n` is `LONG_JOBS + ms` takes `ms` milliseconds, whatever
+/// `JOBQ_FLOW_JOB_MS` says.
+const LONG_JOBS: u64 = 1_000_000_000;
+
+/// Microseconds since the epoch.
+fn now_us() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}
+
+fn say(line: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// An attempt under way: says `stopped <id> <µs since the epoch>` if its
+/// future is dropped before it ends (a cancel, a lost lease).
+struct Running(i64, bool);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.1 {
+            say(format_args!("stopped {} {}", self.0, now_us()));
+        }
+    }
+}
+
 /// Says it started, then takes its time.
 #[job(name = "jobq_flow_work")]
 async fn work(ctx: JobContext, n: u64) -> Result<(), JobError> {
-    {
-        let at = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros());
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "ran {} {} {n} {at}", ctx.id(), ctx.attempt());
-        let _ = out.flush();
-    }
-    tokio::time::sleep(Duration::from_millis(number("JOBQ_FLOW_JOB_MS", 20))).await;
+    say(format_args!(
+        "ran {} {} {n} {}",
+        ctx.id(),
+        ctx.attempt(),
+        now_us()
+    ));
+    let mut running = Running(ctx.id(), false);
+    let ms = n
+        .checked_sub(LONG_JOBS)
+        .unwrap_or_else(|| number("JOBQ_FLOW_JOB_MS", 20));
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    running.1 = true;
     let every = number("JOBQ_FLOW_FAIL_EVERY", 0);
     if every > 0 && n % every == 0 && ctx.attempt() == 1 {
         return Err(JobError::retry_in(

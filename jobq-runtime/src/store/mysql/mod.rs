@@ -654,6 +654,11 @@ impl BackendStore for MySqlStore {
         wake::wait(&self.pool, queues, stop, self.deadline).await;
     }
 
+    fn announce_control(&self) {
+        self.ringer
+            .announce(self.deadline, [crate::wakeup::CONTROL]);
+    }
+
     fn enqueued_in(&self, job: &Enqueued, queue: &str) {
         if !job.duplicate {
             self.ringer.watch(self.deadline, job.id, queue);

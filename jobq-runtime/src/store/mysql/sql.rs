@@ -885,6 +885,69 @@ pub fn drop_database(name: &str) -> String {
 #[cfg(feature = "testing")]
 pub const SHORT_LOCK_WAIT: &str = "SET SESSION lock_wait_timeout = 10";
 
+// Wake-ups across processes (`wake.rs`).
+
+/// Identifies a server and the connection's place on it.
+pub const WAKE_IDENTITY: &str = "SELECT CONNECTION_ID(), CONCAT(@@hostname, ':', @@port), \
+     UNIX_TIMESTAMP(), SUBSTRING_INDEX(USER(), '@', 1)";
+
+/// The server's uptime in seconds (`SHOW` works for every user, on MySQL
+/// 8 and MariaDB alike).
+pub const WAKE_UPTIME: &str = "SHOW GLOBAL STATUS LIKE 'Uptime'";
+
+/// The waiter's session: no statement time limit on MariaDB (a server
+/// default would end every sleep early; MySQL's `max_execution_time` is
+/// lifted by the statements' own hint), long enough `GROUP_CONCAT` for
+/// every queue.
+pub const WAKE_WAITER_SESSION: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; \
+     SET SESSION group_concat_max_len = 16777216 /*M!100108 , SESSION max_statement_time = 0 */";
+
+/// The ringer's session: its reads see every commit.
+pub const WAKE_RINGER_SESSION: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+
+/// Records (or refreshes) a waiter.
+pub const WAKE_REGISTER: &str = "INSERT INTO jobq_waiters (node, conn, booted, user_name, queues, seen_at) \
+     VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE booted = VALUES(booted), \
+     user_name = VALUES(user_name), queues = VALUES(queues), seen_at = VALUES(seen_at)";
+
+/// Forgets waiters gone without a word (a crash, a lost server).
+pub const WAKE_FORGET_STALE: &str =
+    "DELETE FROM jobq_waiters WHERE seen_at < UTC_TIMESTAMP(6) - INTERVAL 10 MINUTE";
+
+/// Forgets one waiter.
+pub const WAKE_FORGET: &str = "DELETE FROM jobq_waiters WHERE node = ? AND conn = ?";
+
+/// The waiters a ringer may reach.
+pub const WAKE_WAITERS: &str = "SELECT node, conn, booted, user_name, queues FROM jobq_waiters \
+     WHERE seen_at > UTC_TIMESTAMP(6) - INTERVAL 3 MINUTE";
+
+/// The controls' waiter's statement.
+pub const WAKE_CONTROL_WAIT: &str =
+    "SELECT /*+ MAX_EXECUTION_TIME(3600000) */ /* jobq-wait control */ SLEEP(60)";
+
+/// The self-test's statement, interrupted by the waiter's own kill.
+pub const WAKE_PROBE: &str =
+    "SELECT /*+ MAX_EXECUTION_TIME(3600000) */ /* jobq-wait probe */ SLEEP(5)";
+
+/// the waiter's statement for `n` queues (an IN-list of `n` placeholders after the sleep's
+/// two parameters: the longest sleep in seconds, twice).
+///
+/// The innermost query is a loose index scan of the claim index (one
+/// entry per queue and priority, however many rows wait), the earliest
+/// `run_at` of each; a job due now makes the sleep 0.
+pub fn wake_wait_sql(n: usize) -> String {
+    let marks = vec!["?"; n].join(", ");
+    format!(
+        "SELECT /*+ MAX_EXECUTION_TIME(3600000) */ /* jobq-wait */ d.due, SLEEP(IF(d.due IS NULL, \
+         LEAST(?, COALESCE(d.wait_us / 1000000, ?)), 0)) \
+         FROM (SELECT GROUP_CONCAT(IF(g.wait_us <= 0, HEX(g.queue), NULL)) AS due, \
+         MIN(g.wait_us) AS wait_us \
+         FROM (SELECT queue, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(run_at)) AS wait_us \
+         FROM jobq_jobs WHERE queue IN ({marks}) AND status = 'pending' \
+         GROUP BY queue, status, priority) g) d"
+    )
+}
+
 /// The embedded migrations (`jobq-runtime/migrations/mysql/`), in order.
 pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261129000001 "jobq_jobs",

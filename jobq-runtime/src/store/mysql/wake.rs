@@ -1,7 +1,7 @@
 //! Wake-ups across processes on MySQL/MariaDB, which have no LISTEN.
 //!
 //! **The waiter** (a worker's): one connection of its own, kept in one
-//! statement ([`WAIT`]) that returns at once with the queues that have a
+//! statement ([`wake_wait_sql`]) that returns at once with the queues that have a
 //! due job, else sleeps (`SLEEP`) until the next job of its queues is due
 //! or a second has passed. Its queues are those whose claim loops in this
 //! process wait for jobs ([`wakeup::Waiting`]): a process busy with its
@@ -13,7 +13,7 @@
 //! `KILL QUERY` of the waiters of the enqueued queues, found in
 //! `jobq_waiters` (re-read at most once a second). `KILL QUERY` needs no
 //! privilege for a connection of the same user; it interrupts a statement
-//! and is forgotten by an idle connection. The waiter then runs [`WAIT`]
+//! and is forgotten by an idle connection. The waiter then runs [`wake_wait_sql`]
 //! again, which finds the job: a kill that arrives between two of its
 //! statements is not lost either, since the next statement sees the row
 //! its enqueue committed before the kill. [`MySqlBell`] sends the kills for
@@ -37,11 +37,16 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError};
 use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection, MySqlPool, Row};
 use tokio_util::sync::CancellationToken;
 
+use super::sql::{
+    WAKE_CONTROL_WAIT, WAKE_FORGET, WAKE_FORGET_STALE, WAKE_IDENTITY, WAKE_PROBE, WAKE_REGISTER,
+    WAKE_RINGER_SESSION, WAKE_UPTIME, WAKE_WAITER_SESSION, WAKE_WAITERS, wake_wait_sql,
+};
 use super::{Text, padded_strings};
-use crate::store::ring::{Bell, visible_sql};
+use crate::store::ring::Bell;
+use crate::store::sql::visible_sql;
 use crate::wakeup;
 
-/// Longest sleep of one [`WAIT`]: how long a waiter that no kill reaches
+/// Longest sleep of one [`wake_wait_sql`]: how long a waiter that no kill reaches
 /// takes, at most, to see another process's job (and an idle worker's one
 /// statement per this long).
 pub(crate) const WAIT_SLEEP: Duration = Duration::from_secs(1);
@@ -58,51 +63,8 @@ pub(super) const PROBE_FOR: Duration = Duration::from_secs(2);
 /// computes it from the uptime in whole seconds).
 const BOOT_SLACK: i64 = 2;
 
-/// Identifies a server and the connection's place on it.
-const IDENTITY: &str = "SELECT CONNECTION_ID(), CONCAT(@@hostname, ':', @@port), \
-     UNIX_TIMESTAMP(), SUBSTRING_INDEX(USER(), '@', 1)";
-/// The server's uptime in seconds (`SHOW` works for every user, on MySQL
-/// 8 and MariaDB alike).
-const UPTIME: &str = "SHOW GLOBAL STATUS LIKE 'Uptime'";
-/// The waiter's session: no statement time limit (a server default would
-/// end every sleep early), long enough `GROUP_CONCAT` for every queue.
-const WAITER_SESSION: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; \
-     SET SESSION group_concat_max_len = 16777216 /*M!100108 , SESSION max_statement_time = 0 */";
-/// The ringer's session: its reads see every commit.
-const RINGER_SESSION: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
-/// Records (or refreshes) a waiter.
-const REGISTER: &str = "INSERT INTO jobq_waiters (node, conn, booted, user_name, queues, seen_at) \
-     VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE booted = VALUES(booted), \
-     user_name = VALUES(user_name), queues = VALUES(queues), seen_at = VALUES(seen_at)";
-/// Forgets waiters gone without a word (a crash, a lost server).
-const FORGET_STALE: &str =
-    "DELETE FROM jobq_waiters WHERE seen_at < UTC_TIMESTAMP(6) - INTERVAL 10 MINUTE";
-/// Forgets one waiter.
-const FORGET: &str = "DELETE FROM jobq_waiters WHERE node = ? AND conn = ?";
-/// The waiters a ringer may reach.
-const WAITERS: &str = "SELECT node, conn, booted, user_name, queues FROM jobq_waiters \
-     WHERE seen_at > UTC_TIMESTAMP(6) - INTERVAL 3 MINUTE";
-/// The self-test's statement, interrupted by the waiter's own kill.
-const PROBE: &str = "SELECT /* jobq-wait probe */ SLEEP(5)";
-
-/// [`WAIT`] for `n` queues (an IN-list of `n` placeholders after the sleep's
-/// two parameters: the longest sleep in seconds, twice).
-///
-/// The innermost query is a loose index scan of the claim index (one
-/// entry per queue and priority, however many rows wait), the earliest
-/// `run_at` of each; a job due now makes the sleep 0.
-fn wait_sql(n: usize) -> String {
-    let marks = vec!["?"; n].join(", ");
-    format!(
-        "SELECT /* jobq-wait */ d.due, SLEEP(IF(d.due IS NULL, \
-         LEAST(?, COALESCE(d.wait_us / 1000000, ?)), 0)) \
-         FROM (SELECT GROUP_CONCAT(IF(g.wait_us <= 0, HEX(g.queue), NULL)) AS due, \
-         MIN(g.wait_us) AS wait_us \
-         FROM (SELECT queue, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(run_at)) AS wait_us \
-         FROM jobq_jobs WHERE queue IN ({marks}) AND status = 'pending' \
-         GROUP BY queue, status, priority) g) d"
-    )
-}
+/// How long the controls' waiter sleeps in one statement.
+const CONTROL_SLEEP: Duration = Duration::from_secs(60);
 
 /// Error 1317, "Query execution was interrupted": a kill.
 fn killed(error: &sqlx::Error) -> bool {
@@ -124,8 +86,8 @@ struct Identity {
 impl Identity {
     async fn read(conn: &mut MySqlConnection) -> Result<Self, sqlx::Error> {
         let (id, node, now, user): (u64, String, i64, String) =
-            sqlx::query_as(IDENTITY).fetch_one(&mut *conn).await?;
-        let uptime: String = sqlx::query(UPTIME)
+            sqlx::query_as(WAKE_IDENTITY).fetch_one(&mut *conn).await?;
+        let uptime: String = sqlx::query(WAKE_UPTIME)
             .fetch_one(&mut *conn)
             .await?
             .try_get(1)?;
@@ -138,7 +100,7 @@ impl Identity {
         })
     }
 
-    /// A waiter's place, from a row of [`WAITERS`].
+    /// A waiter's place, from a row of [`WAKE_WAITERS`].
     fn of_row(row: &sqlx::mysql::MySqlRow) -> Result<Self, sqlx::Error> {
         Ok(Self {
             node: row.try_get("node")?,
@@ -157,7 +119,9 @@ impl Identity {
 }
 
 /// Waits for jobs of `queues` on behalf of this process's claim loops and
-/// wakes them, until `stop` (see the module docs).
+/// wakes them, and for announcements of changed controls
+/// ([`wakeup::CONTROL`]: a second waiter, on a connection of its own,
+/// sleeping a minute at a time), until `stop` (see the module docs).
 pub(super) async fn wait(
     pool: &MySqlPool,
     queues: &[String],
@@ -167,6 +131,21 @@ pub(super) async fn wait(
     if queues.is_empty() {
         return;
     }
+    let control = [wakeup::CONTROL.to_owned()];
+    tokio::join!(
+        keep_waiting(pool, queues, stop, deadline),
+        keep_waiting(pool, &control, stop, deadline),
+    );
+}
+
+/// One waiter (for `queues`, or for the controls), reconnected after
+/// errors with a backoff until `stop`.
+async fn keep_waiting(
+    pool: &MySqlPool,
+    queues: &[String],
+    stop: &CancellationToken,
+    deadline: Duration,
+) {
     // Its statement sleeps by design: not one for sqlx's slow-statement warning.
     let options = (*pool.connect_options())
         .clone()
@@ -221,7 +200,7 @@ async fn wait_on(
 ) -> Result<Stopped, sqlx::Error> {
     let connect = async {
         let mut conn = MySqlConnection::connect_with(options).await?;
-        conn.execute(WAITER_SESSION).await?;
+        conn.execute(WAKE_WAITER_SESSION).await?;
         let me = Identity::read(&mut conn).await?;
         Ok::<_, sqlx::Error>((conn, me))
     };
@@ -235,9 +214,13 @@ async fn wait_on(
         queues: serde_json::to_string(queues).unwrap_or_default(),
         registered: None,
     };
-    let result = waiter.run(queues, failures, deadline).await;
+    let result = if queues == [wakeup::CONTROL] {
+        waiter.watch_controls(failures, deadline).await
+    } else {
+        waiter.run(queues, failures, deadline).await
+    };
     // Best effort: a row left behind is forgotten after ten minutes.
-    let forget = sqlx::query(FORGET)
+    let forget = sqlx::query(WAKE_FORGET)
         .bind(&waiter.me.node)
         .bind(waiter.me.conn)
         .execute(&mut waiter.conn);
@@ -261,7 +244,7 @@ async fn timed<T>(
 }
 
 /// Whether a `KILL QUERY` sent through the store's pool interrupts a
-/// statement of `conn`: sends kills while [`PROBE`] sleeps, for at most
+/// statement of `conn`: sends kills while [`WAKE_PROBE`] sleeps, for at most
 /// two seconds.
 async fn probe(
     conn: &mut MySqlConnection,
@@ -270,7 +253,7 @@ async fn probe(
     deadline: Duration,
 ) -> Result<(), String> {
     let kill = format!("KILL QUERY {}", me.conn);
-    let sleeping = sqlx::query(PROBE).fetch_one(&mut *conn);
+    let sleeping = sqlx::query(WAKE_PROBE).fetch_one(&mut *conn);
     tokio::pin!(sleeping);
     let give_up = tokio::time::sleep(PROBE_FOR);
     tokio::pin!(give_up);
@@ -325,7 +308,7 @@ pub(super) async fn check(pool: &MySqlPool) -> crate::error::Result<crate::ops::
             "workers in other processes find new jobs by polling (every poll interval): connect straight to the server (not through a proxy that multiplexes connections) for wake-ups within milliseconds",
         ));
     }
-    let rows = sqlx::query(WAITERS).fetch_all(pool).await?;
+    let rows = sqlx::query(WAKE_WAITERS).fetch_all(pool).await?;
     let (mut reached, mut other_user, mut other_node) = (0, Vec::new(), 0);
     for row in rows {
         let waiter = Identity::of_row(&row)?;
@@ -408,7 +391,7 @@ impl Waiter {
                 let _ = tokio::time::timeout(WAIT_SLEEP, idle).await;
                 continue;
             }
-            let sql = wait_sql(watched.len().next_power_of_two());
+            let sql = wake_wait_sql(watched.len().next_power_of_two());
             let mut query = sqlx::query(&sql)
                 .bind(WAIT_SLEEP.as_secs_f64())
                 .bind(WAIT_SLEEP.as_secs_f64());
@@ -436,14 +419,44 @@ impl Waiter {
         }
     }
 
+    /// Sleeps a minute at a time; a kill means controls changed or a job
+    /// was cancelled: this process's workers look at once.
+    async fn watch_controls(
+        &mut self,
+        failures: &mut u32,
+        deadline: Duration,
+    ) -> Result<Stopped, sqlx::Error> {
+        // Whatever changed while no waiter listened.
+        wakeup::notify(wakeup::CONTROL);
+        loop {
+            if self
+                .registered
+                .is_none_or(|at| at.elapsed() >= REGISTER_EVERY)
+            {
+                self.register(deadline).await?;
+            }
+            let sleep = sqlx::query(WAKE_CONTROL_WAIT).fetch_one(&mut self.conn);
+            match timed(deadline + CONTROL_SLEEP, sleep).await {
+                // MySQL returns 1 from a SLEEP a kill interrupted.
+                Ok(row) if row.try_get::<i64, _>(0).is_ok_and(|slept| slept == 1) => {
+                    wakeup::notify(wakeup::CONTROL);
+                }
+                Ok(_) => {}
+                Err(error) if killed(&error) => wakeup::notify(wakeup::CONTROL),
+                Err(error) => return Err(error),
+            }
+            *failures = 0;
+        }
+    }
+
     /// Records (refreshes) this waiter's row.
     async fn register(&mut self, deadline: Duration) -> Result<(), sqlx::Error> {
         let me = &self.me;
         let queues = &self.queues;
         let conn = &mut self.conn;
         timed(deadline, async {
-            sqlx::query(FORGET_STALE).execute(&mut *conn).await?;
-            sqlx::query(REGISTER)
+            sqlx::query(WAKE_FORGET_STALE).execute(&mut *conn).await?;
+            sqlx::query(WAKE_REGISTER)
                 .bind(&me.node)
                 .bind(me.conn)
                 .bind(me.booted)
@@ -458,7 +471,7 @@ impl Waiter {
     }
 }
 
-/// A queue name from [`WAIT`]'s `HEX(queue)`.
+/// A queue name from [`wake_wait_sql`]'s `HEX(queue)`.
 fn unhex(hex: &str) -> Option<String> {
     let bytes = (0..hex.len())
         .step_by(2)
@@ -504,7 +517,7 @@ impl MySqlBell {
         if self.conn.is_none() {
             let options = (*self.pool.connect_options()).clone();
             let mut fresh = MySqlConnection::connect_with(&options).await?;
-            fresh.execute(RINGER_SESSION).await?;
+            fresh.execute(WAKE_RINGER_SESSION).await?;
             self.waiters = None;
             self.conn = Some(fresh);
         }
@@ -528,7 +541,7 @@ impl MySqlBell {
         }
         let conn = self.conn().await?;
         let me = Identity::read(conn).await?;
-        let rows = sqlx::query(WAITERS).fetch_all(&mut *conn).await?;
+        let rows = sqlx::query(WAKE_WAITERS).fetch_all(&mut *conn).await?;
         let mut waiters = Vec::with_capacity(rows.len());
         for row in rows {
             let queues: String = row.try_get("queues")?;

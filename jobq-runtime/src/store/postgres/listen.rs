@@ -102,7 +102,7 @@ async fn forward_notifications(
         match listener.try_recv().await? {
             Some(notification) => {
                 let queue = notification.payload();
-                if queues.iter().any(|q| q == queue) {
+                if queue == wakeup::CONTROL || queues.iter().any(|q| q == queue) {
                     wakeup::notify(queue);
                 }
             }
@@ -116,7 +116,10 @@ async fn forward_notifications(
     }
 }
 
+/// Wakes `queues`' claim loops and looks at the controls: whatever was
+/// announced while no one listened.
 fn wake_all(queues: &[String]) {
+    wakeup::notify(wakeup::CONTROL);
     for queue in queues {
         wakeup::notify(queue);
     }

@@ -461,6 +461,11 @@ impl BackendStore for PgStore {
     }
 
     /// Forwards NOTIFYs on `jobq` for `queues` (see [`listen::listen`]).
+    fn announce_control(&self) {
+        self.notifier
+            .announce(&self.pool, self.deadline, [crate::wakeup::CONTROL]);
+    }
+
     async fn listen(&self, queues: &[String], stop: &CancellationToken) {
         listen::listen(&self.pool, queues, stop, self.deadline).await;
     }

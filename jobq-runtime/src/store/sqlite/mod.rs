@@ -549,6 +549,11 @@ impl BackendStore for SqliteStore {
         wake::wait(wake::wake_dir(&self.pool.connect_options()), queues, stop).await;
     }
 
+    fn announce_control(&self) {
+        self.ringer
+            .announce(self.deadline, [crate::wakeup::CONTROL]);
+    }
+
     fn enqueued_in(&self, job: &Enqueued, queue: &str) {
         if !job.duplicate {
             self.ringer.watch(self.deadline, job.id, queue);

@@ -17,7 +17,8 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::SqliteConnectOptions;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::ring::{Bell, visible_sql};
+use crate::store::ring::Bell;
+use crate::store::sql::visible_sql;
 #[cfg(unix)]
 use crate::wakeup;
 
@@ -77,7 +78,9 @@ pub(super) async fn wait(dir: Option<PathBuf>, queues: &[String], stop: &Cancell
             return;
         }
     };
-    // Jobs enqueued before the socket was there were not announced to it.
+    // Jobs enqueued (controls changed) before the socket was there were
+    // not announced to it.
+    wakeup::notify(wakeup::CONTROL);
     for queue in queues {
         wakeup::notify(queue);
     }
@@ -92,7 +95,8 @@ pub(super) async fn wait(dir: Option<PathBuf>, queues: &[String], stop: &Cancell
             Ok(len) => {
                 let announced: Vec<String> =
                     serde_json::from_slice(&buf[..len]).unwrap_or_default();
-                for queue in announced.iter().filter(|q| queues.contains(q)) {
+                let ours = |q: &&String| q.as_str() == wakeup::CONTROL || queues.contains(q);
+                for queue in announced.iter().filter(ours) {
                     wakeup::notify(queue);
                 }
             }

@@ -54,12 +54,19 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
     let mut ticks = tokio::time::interval(poll);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut failures = 0u32;
+    // Another process announced changed controls: read them now.
+    let control = crate::wakeup::subscribe(crate::wakeup::CONTROL);
+    let mut announced = Box::pin(control.notified());
     loop {
         tokio::select! {
             biased;
             () = shared.stop_background.cancelled() => return,
             _ = ticks.tick() => {}
+            () = &mut announced, if failures == 0 => ticks.reset(),
         }
+        // Armed before the read: an announcement during it is not missed.
+        announced = Box::pin(control.notified());
+        announced.as_mut().enable();
         let read = match first.take() {
             Some(read) => read,
             None => {

@@ -79,8 +79,9 @@ impl Waiting {
 
     /// A loop of the queue waits until the guard drops.
     pub(crate) fn wait(self: &Arc<Self>) -> IdleGuard {
-        self.idle.fetch_add(1, Ordering::AcqRel);
-        became_idle().notify_waiters();
+        if self.idle.fetch_add(1, Ordering::AcqRel) == 0 {
+            became_idle().notify_waiters();
+        }
         IdleGuard(Arc::clone(self))
     }
 }

@@ -14,8 +14,18 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-/// Least time between two rounds of one store's ringer.
+/// Least time between two rounds of one store's ringer: an enqueue after a
+/// quiet spell is rung for at once, then at most one round per pause. The
+/// pause doubles while at least [`STREAM`] enqueues arrive during one, up
+/// to [`MAX_RING_PAUSE`], and starts over otherwise: a trickle is rung for
+/// job by job, a stream of thousands a second about every 16 ms (whose
+/// queues' workers claim every millisecond on their own while they find
+/// jobs, see the claim loop's polling).
 const RING_PAUSE: Duration = Duration::from_millis(1);
+/// The longest pause between two rounds of a stream of enqueues.
+const MAX_RING_PAUSE: Duration = Duration::from_millis(16);
+/// Enqueues during one pause that make the next pause longer.
+const STREAM: u32 = 4;
 /// How long the ringer watches for the row of a job enqueued in a caller's
 /// transaction; a row not seen by then (rolled back, or a transaction
 /// still open) is left to the workers' polling.
@@ -50,6 +60,8 @@ pub(crate) struct Ringer<B> {
 struct State<B> {
     /// Queues enqueued to and not yet rung for.
     queues: BTreeSet<String>,
+    /// Announcements since the last round.
+    announced: u32,
     /// Jobs enqueued in callers' transactions, watched for until their
     /// rows appear: id, queue, since when.
     watched: Vec<(i64, String, Instant)>,
@@ -62,6 +74,7 @@ impl<B: Bell> Ringer<B> {
         Self {
             state: Mutex::new(State {
                 queues: BTreeSet::new(),
+                announced: 0,
                 watched: Vec::new(),
                 bell: Some(bell),
             }),
@@ -79,6 +92,7 @@ impl<B: Bell> Ringer<B> {
         queues: impl IntoIterator<Item = &'q str>,
     ) {
         let mut state = self.state();
+        state.announced = state.announced.saturating_add(1);
         for queue in queues {
             if !state.queues.contains(queue) {
                 state.queues.insert(queue.to_owned());
@@ -108,6 +122,7 @@ impl<B: Bell> Ringer<B> {
     /// Rings until nothing is left to ring for, each round within
     /// `deadline`; then hands the bell back.
     async fn ring(&self, mut bell: B, deadline: Duration) {
+        let mut pause = RING_PAUSE;
         loop {
             let (queues, watched) = {
                 let mut state = self.state();
@@ -119,6 +134,7 @@ impl<B: Bell> Ringer<B> {
                     return;
                 }
                 let watched: Vec<i64> = state.watched.iter().map(|(id, _, _)| *id).collect();
+                state.announced = 0;
                 (std::mem::take(&mut state.queues), watched)
             };
             let round = tokio::time::timeout(deadline, self.round(&mut bell, queues, &watched));
@@ -134,7 +150,12 @@ impl<B: Bell> Ringer<B> {
                     "waking other processes' workers failed; they find the jobs at their next poll"
                 );
             }
-            tokio::time::sleep(RING_PAUSE).await;
+            tokio::time::sleep(pause).await;
+            pause = if self.state().announced >= STREAM {
+                (pause * 2).min(MAX_RING_PAUSE)
+            } else {
+                RING_PAUSE
+            };
         }
     }
 

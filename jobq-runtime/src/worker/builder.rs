@@ -185,11 +185,12 @@ impl WorkerBuilder {
         self
     }
 
-    /// How often an idle queue is polled when no in-process enqueue wakes it (default 500 ms).
+    /// How often an idle queue is polled when no enqueue wakes it (default 500 ms).
     ///
-    /// Polling adapts: after a claim that found jobs the next poll comes after
-    /// 1/32 of this interval, and the wait doubles after each claim that finds
-    /// nothing, back to this interval after five.
+    /// Polling adapts: after a claim that found jobs the next poll comes
+    /// 1 ms later, and the wait doubles after each claim that finds
+    /// nothing, back to this interval. Enqueues in this process and in
+    /// others wake idle queues at once; polling is the net under them.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.settings.poll = interval;
         self

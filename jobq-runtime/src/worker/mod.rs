@@ -5,8 +5,8 @@
 //!   slots; it claims the free slots plus, for short jobs, about as many as
 //!   the slots finish during one claim round trip (buffered, started in claim
 //!   order as slots free), claims again at once while batches come back
-//!   full, else sleeps until an in-process enqueue wakes it or the next poll
-//!   (1/32 of the poll interval after a claim that found jobs, doubling after
+//!   full, else sleeps until an enqueue (of this process or another) wakes it
+//!   or the next poll (1 ms after a claim that found jobs, doubling after
 //!   each empty one up to the poll interval);
 //! - a task per claimed job, under a tracing span, with the job's timeout,
 //!   catching panics, its handler called through the job layers if any;

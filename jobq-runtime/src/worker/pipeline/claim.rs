@@ -173,9 +173,15 @@ pub(in crate::worker) async fn claim_loop(
         let idle_claimer = claiming.is_none() && wanted > 0 && !paused;
         // Waiting for jobs from elsewhere (not for a limit's slot or a
         // rate's next start): a database waiter may watch on its behalf.
-        let _waiting =
-            (idle_claimer && !backlog && !was_woken && failures == 0 && !held_back && !rate_held)
-                .then(|| waiting.wait());
+        // A queue whose last claim found jobs claims again in a moment anyway.
+        let _waiting = (idle_claimer
+            && !backlog
+            && !was_woken
+            && empty_claims > 0
+            && failures == 0
+            && !held_back
+            && !rate_held)
+            .then(|| waiting.wait());
         tokio::select! {
             biased;
             () = shared.stop_claiming.cancelled() => break,
@@ -486,16 +492,26 @@ fn prefetch(concurrency: usize, round_trip: Duration, job: Option<Duration>) -> 
 /// once), after `held_claims` such claims in a row: as [`poll_after`],
 /// at most a quarter of the poll interval.
 fn held_poll(poll: Duration, held_claims: u32) -> Duration {
-    poll_after(poll, held_claims.saturating_sub(1)).min(poll / 4)
+    let fast = (poll / 32).max(ACTIVE_POLL).min(poll);
+    fast.saturating_mul(1 << held_claims.saturating_sub(1).min(6))
+        .min(poll / 4)
 }
 
-/// Adaptive polling: how long to wait for jobs from other processes (which
-/// send no in-process wake-up) after `empty_claims` claims in a row found
-/// nothing. Jobs that just arrived are likely followed by more, so the next
-/// poll comes after 1/32 of the poll interval, then twice as long after each
-/// empty claim, back to the full interval after five. A queue fed at a steady
-/// rate is polled every few milliseconds; an idle one at the poll interval.
+/// The wait after a claim that found jobs: [`poll_after`]'s shortest.
+const ACTIVE_POLL: Duration = Duration::from_millis(1);
+
+/// Adaptive polling: how long to wait before claiming again without a
+/// wake-up after `empty_claims` claims in a row found nothing. Jobs that
+/// just arrived are likely followed by more, so after a claim that found
+/// some the next comes [`ACTIVE_POLL`] later (a stream of thousands a
+/// second is claimed in batches a millisecond apart, whether or not a
+/// wake-up comes for each job), then twice as long after each empty claim,
+/// back to the full interval. Jobs from other processes wake an idle queue
+/// at once (see `wakeup` and the stores' wake-ups); polling is the net
+/// under them.
 fn poll_after(poll: Duration, empty_claims: u32) -> Duration {
-    let fast = (poll / 32).max(Duration::from_millis(1)).min(poll);
-    fast.saturating_mul(1 << empty_claims.min(6)).min(poll)
+    ACTIVE_POLL
+        .min(poll)
+        .saturating_mul(1 << empty_claims.min(12))
+        .min(poll)
 }

@@ -152,12 +152,8 @@ async fn keep_waiting(
         .disable_statement_logging();
     let mut failures = 0u32;
     loop {
-        let outcome = tokio::select! {
-            biased;
-            () = stop.cancelled() => break,
-            outcome = wait_on(&options, pool, queues, &mut failures, deadline) => outcome,
-        };
-        match outcome {
+        match wait_on(&options, pool, queues, &mut failures, stop, deadline).await {
+            Ok(Stopped::Stopping) => break,
             Ok(Stopped::Unreachable(reason)) => {
                 tracing::warn!(
                     reason = %reason,
@@ -185,6 +181,8 @@ async fn keep_waiting(
 
 /// Why a waiter stopped for good.
 enum Stopped {
+    /// The worker is stopping.
+    Stopping,
     /// Kills do not reach it: polling only.
     Unreachable(String),
 }
@@ -196,35 +194,49 @@ async fn wait_on(
     pool: &MySqlPool,
     queues: &[String],
     failures: &mut u32,
+    stop: &CancellationToken,
     deadline: Duration,
 ) -> Result<Stopped, sqlx::Error> {
-    let connect = async {
-        let mut conn = MySqlConnection::connect_with(options).await?;
-        conn.execute(WAKE_WAITER_SESSION).await?;
-        let me = Identity::read(&mut conn).await?;
-        Ok::<_, sqlx::Error>((conn, me))
+    let mut recorded: Option<Identity> = None;
+    let session = async {
+        let connect = async {
+            let mut conn = MySqlConnection::connect_with(options).await?;
+            conn.execute(WAKE_WAITER_SESSION).await?;
+            let me = Identity::read(&mut conn).await?;
+            Ok::<_, sqlx::Error>((conn, me))
+        };
+        let (mut conn, me) = timed(deadline, connect).await?;
+        if let Err(reason) = probe(&mut conn, pool, &me, deadline).await {
+            return Ok(Stopped::Unreachable(reason));
+        }
+        recorded = Some(me.clone());
+        let mut waiter = Waiter {
+            conn,
+            me,
+            queues: serde_json::to_string(queues).unwrap_or_default(),
+            registered: None,
+        };
+        if queues == [wakeup::CONTROL] {
+            waiter.watch_controls(failures, deadline).await
+        } else {
+            waiter.run(queues, failures, deadline).await
+        }
     };
-    let (mut conn, me) = timed(deadline, connect).await?;
-    if let Err(reason) = probe(&mut conn, pool, &me, deadline).await {
-        return Ok(Stopped::Unreachable(reason));
+    let result = tokio::select! {
+        biased;
+        () = stop.cancelled() => Ok(Stopped::Stopping),
+        result = session => result,
+    };
+    // Its row goes with it (through the pool: the waiter's connection may
+    // be mid-statement); best effort, a row left behind is forgotten by
+    // the ringers that find its connection gone, or after ten minutes.
+    if let Some(me) = recorded {
+        let forget = sqlx::query(WAKE_FORGET)
+            .bind(&me.node)
+            .bind(me.conn)
+            .execute(pool);
+        let _ = tokio::time::timeout(deadline, forget).await;
     }
-    let mut waiter = Waiter {
-        conn,
-        me,
-        queues: serde_json::to_string(queues).unwrap_or_default(),
-        registered: None,
-    };
-    let result = if queues == [wakeup::CONTROL] {
-        waiter.watch_controls(failures, deadline).await
-    } else {
-        waiter.run(queues, failures, deadline).await
-    };
-    // Best effort: a row left behind is forgotten after ten minutes.
-    let forget = sqlx::query(WAKE_FORGET)
-        .bind(&waiter.me.node)
-        .bind(waiter.me.conn)
-        .execute(&mut waiter.conn);
-    let _ = tokio::time::timeout(deadline, forget).await;
     result
 }
 
@@ -556,7 +568,7 @@ impl MySqlBell {
 
     /// The waiters of `queues` a kill from here reaches; warns once about
     /// each one of another user.
-    fn targets(&mut self, queues: &BTreeSet<String>) -> Vec<i64> {
+    fn targets(&mut self, queues: &BTreeSet<String>) -> Vec<Identity> {
         let Some((_, me, waiters)) = self.waiters.as_ref() else {
             return Vec::new();
         };
@@ -566,7 +578,7 @@ impl MySqlBell {
                 continue;
             }
             if me.reaches(&waiter.at) {
-                targets.push(waiter.at.conn);
+                targets.push(waiter.at.clone());
             } else if waiter.at.node == me.node
                 && waiter.at.user != me.user
                 && self.warned.insert((waiter.at.node.clone(), waiter.at.conn))
@@ -598,12 +610,22 @@ impl Bell for MySqlBell {
         tracing::trace!(?targets, ?queues, "ringing");
         let conn = self.conn().await?;
         let mut gone = Vec::new();
-        for id in targets {
-            // One statement per waiter: an unknown id (a waiter gone)
-            // fails only its own kill.
-            match conn.execute(format!("KILL QUERY {id}").as_str()).await {
+        for waiter in targets {
+            // One statement per waiter: an unknown id (a waiter gone
+            // without a word) fails only its own kill, and its row goes.
+            match conn
+                .execute(format!("KILL QUERY {}", waiter.conn).as_str())
+                .await
+            {
                 Ok(_) => {}
-                Err(error) if unknown_thread(&error) => gone.push(id),
+                Err(error) if unknown_thread(&error) => {
+                    sqlx::query(WAKE_FORGET)
+                        .bind(&waiter.node)
+                        .bind(waiter.conn)
+                        .execute(&mut *conn)
+                        .await?;
+                    gone.push(waiter.conn);
+                }
                 Err(error) => return Err(error),
             }
         }

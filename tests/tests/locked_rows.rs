@@ -75,6 +75,20 @@ async fn a_row_locked_by_a_callers_transaction_delays_only_its_own_settle(db: Te
         return; // SlockedLite: one writer at a time, no row locks
     };
     let on = || Enqueue::new().queue(&queue);
+    // A key just below X's: the caller's REPEATABLE READ transaction below
+    // locks the gap before X's key in the unique index, and were X's the
+    // smallest key in the table that gap would be where keyless rows go
+    // (NULLs first), blocking every enqueue without a key until it ends —
+    // InnoDB's locking, not jobq's, and not what this test is about.
+    jobq.enqueue_with(
+        Work {
+            ms: 0,
+            gated: false,
+        },
+        on().idempotency_key(format!("{queue}:w")),
+    )
+    .await
+    .expect("enqueue");
     let x = jobq
         .enqueue_with(
             Work { ms: 0, gated: true },
@@ -91,7 +105,7 @@ async fn a_row_locked_by_a_callers_transaction_delays_only_its_own_settle(db: Te
         };
         long.push(jobq.enqueue_with(job, on()).await.expect("enqueue").id);
     }
-    wait_until("all four run", LONG, || async { recorder.totals().0 == 4 }).await;
+    wait_until("all five run", LONG, || async { recorder.totals().0 == 5 }).await;
     // A caller's transaction enqueues X's key again, and keeps it open for
     // three leases while X finishes.
     let hold = 3 * LEASE;

@@ -230,12 +230,17 @@ async fn wait_on(
     // Its row goes with it (through the pool: the waiter's connection may
     // be mid-statement); best effort, a row left behind is forgotten by
     // the ringers that find its connection gone, or after ten minutes.
+    // In a task of its own: a worker's shutdown does not wait on it (a
+    // frozen server would hold it for the statement deadline).
     if let Some(me) = recorded {
-        let forget = sqlx::query(WAKE_FORGET)
-            .bind(&me.node)
-            .bind(me.conn)
-            .execute(pool);
-        let _ = tokio::time::timeout(deadline, forget).await;
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            let forget = sqlx::query(WAKE_FORGET)
+                .bind(&me.node)
+                .bind(me.conn)
+                .execute(&pool);
+            let _ = tokio::time::timeout(deadline, forget).await;
+        });
     }
     result
 }

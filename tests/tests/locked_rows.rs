@@ -30,6 +30,28 @@ async fn work(
     }
 }
 
+/// A job that does nothing: the holder of a queue's lowest key.
+#[job(name = "locked_floor")]
+async fn floor(n: u64) {
+    let _ = n;
+}
+
+/// A row with the lowest key of `queue` (`{queue}:0`): a caller's
+/// REPEATABLE READ transaction that takes a higher key of the queue then
+/// locks the gap from this key up, never the gap where keyless rows go
+/// (NULLs first) — were its key the table's smallest, every keyless enqueue
+/// of every test would wait for it: InnoDB's locking, not jobq's.
+async fn floor_key(jobq: &Jobq, queue: &str) {
+    jobq.enqueue_with(
+        Floor { n: 0 },
+        Enqueue::new()
+            .queue(queue)
+            .idempotency_key(format!("{queue}:0")),
+    )
+    .await
+    .expect("enqueue the floor key");
+}
+
 /// A started worker of `slots` slots on a fresh queue (named after `queue`)
 /// whose gated jobs wait on the gates returned; `None` on SQLite, which has
 /// no row locks (one writer at a time).
@@ -72,7 +94,7 @@ async fn none_reaped_then_stop(jobq: &Jobq, ids: &[i64], handle: WorkerHandle) {
 
 async fn a_row_locked_by_a_callers_transaction_delays_only_its_own_settle(db: TestDb) {
     let Some((jobq, queue, recorder, gates, handle)) = gated_worker(&db, "locked", 8).await else {
-        return; // SlockedLite: one writer at a time, no row locks
+        return; // SQLite: one writer at a time, no row locks
     };
     let on = || Enqueue::new().queue(&queue);
     // A key just below X's: the caller's REPEATABLE READ transaction below
@@ -175,8 +197,9 @@ async fn the_rows_settled_in_one_batch_with_a_locked_row_keep_their_leases(db: T
     const OTHERS: usize = 20;
     let Some((jobq, queue, recorder, gates, handle)) = gated_worker(&db, "locked_batch", 32).await
     else {
-        return; // Slocked_batchLite: one writer at a time, no row locks
+        return; // SQLite: one writer at a time, no row locks
     };
+    floor_key(&jobq, &queue).await;
     let on = || Enqueue::new().queue(&queue);
     let (key_x, key_y) = (format!("{queue}:x"), format!("{queue}:y"));
     // Y (gate 2) finishes first: its settle waits on Y's lock and holds the
@@ -261,7 +284,78 @@ async fn the_rows_settled_in_one_batch_with_a_locked_row_keep_their_leases(db: T
     none_reaped_then_stop(&jobq, &all, handle).await;
 }
 
+/// A caller's transaction locks the row of a job that is still running (a
+/// duplicate `enqueue_in` of its key) for three leases: the heartbeat goes
+/// on renewing every other lease meanwhile (it never waits on a row lock),
+/// and the locked job is neither stopped nor reaped — no reaper takes a
+/// locked row, and the renewal waiting on its lock renews it the moment
+/// the transaction ends.
+async fn a_running_jobs_row_locked_by_a_caller_holds_back_no_other_lease(db: TestDb) {
+    const OTHERS: usize = 6;
+    let Some((jobq, queue, recorder, gates, handle)) =
+        gated_worker(&db, "locked_running", 16).await
+    else {
+        return; // SQLite: one writer at a time, no row locks
+    };
+    floor_key(&jobq, &queue).await;
+    let on = || Enqueue::new().queue(&queue);
+    let key_x = format!("{queue}:x");
+    let x = jobq
+        .enqueue_with(BatchWork { gate: 1 }, on().idempotency_key(&key_x))
+        .await
+        .expect("enqueue")
+        .id;
+    let mut others = Vec::new();
+    for _ in 0..OTHERS {
+        let job = BatchWork { gate: 1 };
+        others.push(jobq.enqueue_with(job, on()).await.expect("enqueue").id);
+    }
+    wait_until("all of them run", LONG, || async {
+        recorder.totals().0 == OTHERS + 1
+    })
+    .await;
+    let hold = 3 * LEASE;
+    macro_rules! hold_duplicate {
+        ($pool:expr) => {{
+            let mut tx = $pool.begin().await.expect("begin");
+            let enqueued = jobq
+                .enqueue_in_with(
+                    &mut *tx,
+                    BatchWork { gate: 0 },
+                    on().idempotency_key(&key_x),
+                )
+                .await
+                .expect("enqueue_in");
+            assert!(enqueued.duplicate);
+            tokio::time::sleep(hold).await;
+            tx.commit().await.expect("commit");
+        }};
+    }
+    match db.backend() {
+        Backend::MySql => hold_duplicate!(jobq.mysql_pool().expect("pool")),
+        Backend::Postgres => hold_duplicate!(jobq.pg_pool().expect("pool")),
+        _ => unreachable!(),
+    }
+    // Every job is still running its first attempt.
+    for id in [x].iter().chain(&others) {
+        let info = jobq.job(*id).await.expect("job").expect("row");
+        assert_eq!(
+            (info.status, info.attempts),
+            (JobStatus::Processing, 1),
+            "still running its first attempt after the lock: {info:?}"
+        );
+    }
+    gates.open(1);
+    let all: Vec<i64> = [x].into_iter().chain(others).collect();
+    for id in &all {
+        wait_for_status(&jobq, *id, JobStatus::Done, LONG).await;
+    }
+    assert_eq!(recorder.repeated(), Vec::<i64>::new(), "no job ran twice");
+    none_reaped_then_stop(&jobq, &all, handle).await;
+}
+
 jobq_tests::on_every_backend!(
     a_row_locked_by_a_callers_transaction_delays_only_its_own_settle,
     the_rows_settled_in_one_batch_with_a_locked_row_keep_their_leases,
+    a_running_jobs_row_locked_by_a_caller_holds_back_no_other_lease,
 );

@@ -87,7 +87,12 @@ async fn a_dropped_worker_handle_releases_its_jobs_and_stops_claiming(db: TestDb
     enqueue_slow(&jobq, &queue).await;
     let handle = worker(&jobq, &queue).build().expect("build").start();
     all_running(&jobq, &queue).await;
-    assert_eq!(handle.held_jobs(), RUNNING as usize);
+    // The rows turn `processing` when the claim commits; the worker holds
+    // them once its answer is back.
+    wait_until("the worker holds every running job", DEADLINE, || async {
+        handle.held_jobs() == RUNNING as usize
+    })
+    .await;
     drop(handle);
     assert_stopped(&jobq, &queue).await;
 }

@@ -1,20 +1,43 @@
 //! The heartbeat: renews the leases of every held job, stops those whose
 //! lease was lost. It takes turns with the completer's writes through the
 //! settle turn ([`super::turn`]).
+//!
+//! # A row locked by someone else
+//!
+//! A renewal never waits on a row lock: a caller's transaction that holds
+//! the row of a running job (a duplicate `enqueue_in` of its key) would
+//! otherwise hold back every lease of the statement, for as long as the
+//! database lets a lock wait (5 s on MySQL/MariaDB, the statement deadline
+//! on PostgreSQL) — long enough for them to expire and be reaped while
+//! their handlers run. So the renewal skips locked rows, and each row it
+//! skipped gets a renewal of its own beside the heartbeat that does wait on
+//! the lock ([`wait_for_lock`]). While that renewal waits, the row is safe:
+//! no reaper takes a locked row (they skip locked rows), and when the lock
+//! goes, the waiting renewal is first in line. Its attempt is not stopped
+//! by the lease clock meanwhile, as long as the database answers the
+//! heartbeat's renewals (which also tells a row lock from a database that
+//! stopped answering). A skipped row that is no longer held (cancelled,
+//! reaped) is found at once by the same renewal, which does not wait on a
+//! row it does not match.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use super::inject;
 use super::shared::Shared;
 use super::turn::SettleTurn;
-use super::util::{quietly, unless};
+use super::util::{lock, quietly, unless};
 use crate::store::Fence;
 
-/// The heartbeat's state: the worker's shared state and its side of the settle turn.
+/// The heartbeat's state: the worker's shared state, its side of the
+/// settle turn, and the rows whose renewal waits on another transaction's
+/// lock.
 #[derive(Debug)]
 pub(super) struct Heartbeat {
     pub(super) shared: Arc<Shared>,
     pub(super) turn: Arc<SettleTurn>,
+    /// The rows with a renewal waiting on their lock ([`wait_for_lock`]).
+    pub(super) locked: Mutex<HashSet<Fence>>,
 }
 
 /// Renews the leases of every held job each heartbeat interval, and stops
@@ -23,7 +46,7 @@ pub(super) struct Heartbeat {
 /// through — the database does not answer, or fails every renewal — is
 /// stopped a margin before it can, whether or not a renewal is in flight.
 pub(super) async fn heartbeat_loop(heartbeat: Arc<Heartbeat>) {
-    let Heartbeat { shared, turn } = &*heartbeat;
+    let Heartbeat { shared, turn, .. } = &*heartbeat;
     let held = &shared.held;
     let mut tick = tokio::time::interval(shared.settings.heartbeat_interval());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -64,18 +87,17 @@ pub(super) async fn heartbeat_loop(heartbeat: Arc<Heartbeat>) {
             }
         };
         match result {
-            Ok((renewed, lost)) => {
-                for fence in lost {
-                    if held.stop_lost(fence) {
-                        quietly(|| {
-                            tracing::warn!(
-                                job.id = fence.id,
-                                "lease lost (expired and re-claimed, or cancelled); stopping the attempt without settling it"
-                            );
-                        });
+            Ok((renewed, skipped)) => {
+                held.renewed(&renewed, sent);
+                // The database answered: the rows whose renewal waits on a
+                // lock are still locked (or found lost by that renewal).
+                let waiting: Vec<Fence> = lock(&heartbeat.locked).iter().copied().collect();
+                held.renewed(&waiting, sent);
+                for fence in skipped {
+                    if lock(&heartbeat.locked).insert(fence) {
+                        tokio::spawn(wait_for_lock(Arc::clone(&heartbeat), fence));
                     }
                 }
-                held.renewed(&renewed, sent);
             }
             Err(error) => quietly(|| {
                 tracing::warn!(
@@ -99,7 +121,8 @@ async fn lease_stop(shared: &Shared) {
 }
 
 /// One renewal of `fences` (less the rows settle writes hold, see
-/// [`SettleTurn::renew`]): the fences it renewed and those it found lost.
+/// [`SettleTurn::renew`]) that waits on no row lock: the fences it renewed
+/// and those it skipped (locked by another transaction, or no longer held).
 async fn renew(
     shared: &Shared,
     turn: &SettleTurn,
@@ -108,21 +131,53 @@ async fn renew(
     let lease = shared.settings.lease;
     let (others, result) = turn
         .renew(fences, |others| async move {
-            let result = shared.store.heartbeat(&others, lease).await;
+            let result = shared.store.heartbeat_unlocked(&others, lease).await;
             (others, result)
         })
         .await;
-    let lost = result?;
-    let renewed = if lost.is_empty() {
-        others
-    } else {
-        let lost_set: std::collections::HashSet<&Fence> = lost.iter().collect();
-        others
-            .into_iter()
-            .filter(|f| !lost_set.contains(f))
-            .collect()
-    };
-    Ok((renewed, lost))
+    let renewed = result?;
+    if renewed.len() == others.len() {
+        return Ok((renewed, Vec::new()));
+    }
+    let renewed_set: HashSet<&Fence> = renewed.iter().collect();
+    let skipped = others
+        .iter()
+        .filter(|f| !renewed_set.contains(f))
+        .copied()
+        .collect();
+    Ok((renewed, skipped))
+}
+
+/// The renewal of a row the heartbeat skipped, waiting on its lock (see
+/// the module docs): renews it when the lock goes, or finds it lost (then
+/// stops its attempt). Retried while the database reports its lock waits
+/// as errors; after an error, the next heartbeat that skips the row starts
+/// another. Ends with the worker's background tasks.
+async fn wait_for_lock(heartbeat: Arc<Heartbeat>, fence: Fence) {
+    let shared = &heartbeat.shared;
+    let sent = tokio::time::Instant::now();
+    let fences = [fence];
+    let renewal = shared.store.heartbeat(&fences, shared.settings.lease);
+    let result = unless(&shared.stop_background, renewal).await;
+    lock(&heartbeat.locked).remove(&fence);
+    match result {
+        None => {}
+        Some(Ok(lost)) if lost.is_empty() => shared.held.renewed(&[fence], sent),
+        Some(Ok(_)) if shared.held.stop_lost(fence) => quietly(|| {
+            tracing::warn!(
+                job.id = fence.id,
+                "lease lost (expired and re-claimed, or cancelled); stopping the attempt without settling it"
+            );
+        }),
+        Some(Ok(_)) => {}
+        Some(Err(error)) => quietly(|| {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                job.id = fence.id,
+                "renewing a lease held up by another transaction's row lock failed; retrying at the next heartbeat"
+            );
+        }),
+    }
 }
 
 /// Renews the leases of the rows of stuck writes that nobody has locked:

@@ -275,6 +275,7 @@ impl Worker {
             let heartbeat = Heartbeat {
                 shared: Arc::clone(&shared),
                 turn: Arc::clone(&turn),
+                locked: std::sync::Mutex::default(),
             };
             let heartbeat = looping(heartbeat, heartbeat::heartbeat_loop);
             background(span, "heartbeat", false, heartbeat);

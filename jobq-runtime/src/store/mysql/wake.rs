@@ -28,6 +28,13 @@
 //! the job at their next statement, within a second. A waiter first checks
 //! that a kill reaches it (through a proxy that multiplexes connections it
 //! may not) and otherwise falls back to polling with a warning.
+//!
+//! With a connect list (Galera), the waiters and the ringer follow the
+//! store's pool: each connects to the node the pool's new connections go
+//! to, and moves when the pool does (checked every [`FOLLOW_EVERY`], in
+//! this process), so that a ringer and the waiters it should reach are on
+//! the same node, and no waiter sits on a node the pool left (a node that
+//! came back before it was ready).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -62,6 +69,28 @@ pub(super) const PROBE_FOR: Duration = Duration::from_secs(2);
 /// Server starts that differ by this many seconds are one start (each side
 /// computes it from the uptime in whole seconds).
 const BOOT_SLACK: i64 = 2;
+
+/// How often a waiter checks whether the store's pool moved to another
+/// node (no statement: a look at the pool's connect options).
+const FOLLOW_EVERY: Duration = Duration::from_secs(1);
+
+/// The node (host, port) new connections of `pool` go to.
+fn pool_node(pool: &MySqlPool) -> (String, u16) {
+    let options = pool.connect_options();
+    (options.get_host().to_owned(), options.get_port())
+}
+
+/// Completes when `pool`'s new connections go elsewhere than `node`.
+async fn moved_from(pool: &MySqlPool, node: &(String, u16)) {
+    let mut every = tokio::time::interval(FOLLOW_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        if pool_node(pool) != *node {
+            return;
+        }
+    }
+}
 
 /// How long the controls' waiter sleeps in one statement.
 const CONTROL_SLEEP: Duration = Duration::from_secs(60);
@@ -146,14 +175,16 @@ async fn keep_waiting(
     stop: &CancellationToken,
     deadline: Duration,
 ) {
-    // Its statement sleeps by design: not one for sqlx's slow-statement warning.
-    let options = (*pool.connect_options())
-        .clone()
-        .disable_statement_logging();
     let mut failures = 0u32;
     loop {
+        // Where the pool connects now (it moves along a connect list). Its
+        // statement sleeps by design: not one for sqlx's slow-statement warning.
+        let options = (*pool.connect_options())
+            .clone()
+            .disable_statement_logging();
         match wait_on(&options, pool, queues, &mut failures, stop, deadline).await {
             Ok(Stopped::Stopping) => break,
+            Ok(Stopped::Moved) => {}
             Ok(Stopped::Unreachable(reason)) => {
                 tracing::warn!(
                     reason = %reason,
@@ -183,6 +214,8 @@ async fn keep_waiting(
 enum Stopped {
     /// The worker is stopping.
     Stopping,
+    /// The store's pool moved to another node: reconnect there.
+    Moved,
     /// Kills do not reach it: polling only.
     Unreachable(String),
 }
@@ -198,6 +231,7 @@ async fn wait_on(
     deadline: Duration,
 ) -> Result<Stopped, sqlx::Error> {
     let mut recorded: Option<Identity> = None;
+    let node = (options.get_host().to_owned(), options.get_port());
     let session = async {
         let connect = async {
             let mut conn = MySqlConnection::connect_with(options).await?;
@@ -225,6 +259,7 @@ async fn wait_on(
     let result = tokio::select! {
         biased;
         () = stop.cancelled() => Ok(Stopped::Stopping),
+        () = moved_from(pool, &node) => Ok(Stopped::Moved),
         result = session => result,
     };
     // Its row goes with it (through the pool: the waiter's connection may
@@ -510,10 +545,11 @@ struct Recorded {
 pub(super) struct MySqlBell {
     /// The store's pool: its connect options (the node it is on now).
     pool: MySqlPool,
-    /// Its own connection: the list of waiters, the server it is on and
-    /// the kills all go through it, so a kill never reaches a server
-    /// other than the one the list was checked against.
-    conn: Option<MySqlConnection>,
+    /// Its own connection and the node it went to: the list of waiters,
+    /// the server it is on and the kills all go through it, so a kill
+    /// never reaches a server other than the one the list was checked
+    /// against. Made again when the pool moves to another node.
+    conn: Option<(MySqlConnection, (String, u16))>,
     /// The waiters as last read, when, and this connection's place.
     waiters: Option<(Instant, Identity, Vec<Recorded>)>,
     /// Waiters already warned about (a kill cannot reach them).
@@ -531,15 +567,17 @@ impl MySqlBell {
     }
 
     async fn conn(&mut self) -> Result<&mut MySqlConnection, sqlx::Error> {
-        if self.conn.is_none() {
+        let node = pool_node(&self.pool);
+        if self.conn.as_ref().is_none_or(|(_, on)| *on != node) {
+            self.conn = None;
+            self.waiters = None;
             let options = (*self.pool.connect_options()).clone();
             let mut fresh = MySqlConnection::connect_with(&options).await?;
             fresh.execute(WAKE_RINGER_SESSION).await?;
-            self.waiters = None;
-            self.conn = Some(fresh);
+            self.conn = Some((fresh, node));
         }
         match self.conn.as_mut() {
-            Some(conn) => Ok(conn),
+            Some((conn, _)) => Ok(conn),
             None => unreachable!("connected above"),
         }
     }

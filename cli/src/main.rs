@@ -322,7 +322,11 @@ async fn run(url: &str, command: Command) -> Result<Outcome, String> {
     let jobq = Jobq::connect_with_options(url, options)
         .await
         .map_err(|e| jobq_runtime::error_chain(&e))?;
-    commands::execute(&jobq, command).await
+    let outcome = commands::execute(&jobq, command).await;
+    // The wake-ups of what it enqueued, cancelled or paused go out before
+    // the process ends: workers start the jobs at once, not at a poll.
+    jobq.flush().await;
+    outcome
 }
 
 /// `jobq limit`'s value: a number of jobs, or `none`.

@@ -148,6 +148,29 @@ impl Jobq {
         self.inner.store.backend()
     }
 
+    /// Waits until the wake-ups this handle owes the workers of other
+    /// processes — after its enqueues, cancels, pauses and changed limits —
+    /// have been sent, at most the statement deadline.
+    ///
+    /// They go out right after each commit from a task of the handle's, so
+    /// a process that enqueues and exits at once (a script, a one-off
+    /// command) could end before they do: call this last. Without it those
+    /// workers still find the jobs, at their next poll. Also waits for a
+    /// job enqueued in a transaction (`enqueue_in`) to be seen committed,
+    /// up to two seconds. A handle whose wake-ups are sent returns at once.
+    ///
+    /// ```no_run
+    /// # async fn example(jobq: jobq_runtime::Jobq) -> jobq_runtime::Result<()> {
+    /// use jobq_runtime::Enqueue;
+    /// jobq.enqueue_json("send_welcome", r#"{"user_id": 7}"#, Enqueue::new()).await?;
+    /// jobq.flush().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn flush(&self) {
+        self.store().flush_wakeups().await;
+    }
+
     /// Creates or upgrades the `jobq_jobs` table. Idempotent, and safe to run
     /// from many processes at once (the migrator takes a database lock).
     pub async fn migrate(&self) -> Result<()> {

@@ -211,8 +211,6 @@ pub(crate) mod statement {
     /// Reads of the handle (`job`, `counts`, `list`, `stats`, …).
     pub(crate) const READ: &str = "read";
     pub(crate) const DOCTOR: &str = "doctor";
-    /// PostgreSQL's NOTIFY after an enqueue.
-    pub(crate) const NOTIFY: &str = "notify";
     /// The live-worker registry (`jobq_workers`).
     pub(crate) const WORKERS: &str = "workers";
 }

@@ -20,12 +20,14 @@ pub mod chaos;
 pub mod galera;
 pub mod metrics;
 pub mod net;
+pub mod process;
 pub mod proxy;
 pub mod scratch;
 pub mod services;
 pub mod sql;
 mod wait;
 
+pub use process::WorkerProcess;
 pub use scratch::{ScratchDb, ScratchUser};
 pub use wait::{eventually, wait_for_done, wait_for_status, wait_until};
 

@@ -8,15 +8,13 @@
 //! rate in every run, a long one (about a minute each) with
 //! `JOBQ_LONG_TESTS=1`.
 
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use jobq_runtime::{JobStatus, Jobq, Rate, job};
 use jobq_tests::sql::{Arg, Db};
-use jobq_tests::{TestDb, on, unique_queue, wait_until};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use jobq_tests::{TestDb, WorkerProcess, on, unique_queue, wait_until};
+use tokio::process::Command;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobq-flow-worker");
 const LONG: Duration = Duration::from_secs(60);
@@ -28,10 +26,7 @@ async fn work(n: u64) {
 }
 
 /// A `jobq-flow-worker` process and what it printed.
-struct Process {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
+struct Process(WorkerProcess);
 
 impl Process {
     /// Starts one on `queue` with `concurrency` slots, jobs of `job`, and
@@ -67,43 +62,20 @@ impl Process {
         lease: Duration,
         fail_every: u64,
     ) -> Self {
-        let mut child = Command::new(WORKER)
+        let mut command = Command::new(WORKER);
+        command
             .env("JOBQ_FLOW_FAIL_EVERY", fail_every.to_string())
             .env("JOBQ_FLOW_URL", url)
             .env("JOBQ_FLOW_QUEUE", queue)
             .env("JOBQ_FLOW_CONCURRENCY", concurrency.to_string())
             .env("JOBQ_FLOW_JOB_MS", job.as_millis().to_string())
             .env("JOBQ_FLOW_LEASE_MS", lease.as_millis().to_string())
-            .env("JOBQ_FLOW_POLL_MS", "100")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn jobq-flow-worker");
-        let stdout = child.stdout.take().expect("stdout");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&lines);
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                sink.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(line);
-            }
-        });
-        let process = Self { child, lines };
-        wait_until("the worker process started", LONG, || async {
-            process.printed().iter().any(|l| l == "started")
-        })
-        .await;
-        process
+            .env("JOBQ_FLOW_POLL_MS", "100");
+        Self(WorkerProcess::start(command, LONG).await)
     }
 
     fn printed(&self) -> Vec<String> {
-        self.lines
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.0.printed()
     }
 
     /// The attempts it started: `(job id, attempt, n, µs since the epoch)`.
@@ -132,13 +104,8 @@ impl Process {
     }
 
     /// Closes its stdin (it shuts down gracefully) and waits for it to exit.
-    async fn stop(mut self) {
-        drop(self.child.stdin.take());
-        let status = tokio::time::timeout(LONG, self.child.wait())
-            .await
-            .expect("the worker process exits")
-            .expect("wait");
-        assert!(status.success(), "the worker process exited with {status}");
+    async fn stop(self) {
+        self.0.stop(LONG).await;
     }
 }
 
@@ -281,9 +248,8 @@ async fn a_killed_workers_slots_come_back_with_its_leases(db: TestDb) {
         Arc::clone(&done),
     ));
     let survivor = Process::start(&db, &queue, 2, Duration::from_millis(50), LEASE).await;
-    doomed.child.start_kill().unwrap();
     let killed = Instant::now();
-    let _ = doomed.child.wait().await;
+    doomed.0.kill().await;
     wait_until("the survivor starts a job", LONG, || async {
         survivor.started_jobs() > 0
     })

@@ -30,6 +30,37 @@ async fn work(
     }
 }
 
+/// Runs `$body` (it may `.await`) while a caller's transaction holds a
+/// duplicate `enqueue_in` (`$job`, `$options`) of each of `$keys`' rows,
+/// then commits the transaction; `$body`'s value. PostgreSQL and MySQL
+/// only (SQLite has no row locks).
+macro_rules! holding_duplicates {
+    ($db:expr, $jobq:expr, $keys:expr, $job:expr, $options:expr, $body:expr) => {
+        match $db.backend() {
+            Backend::MySql => {
+                holding_duplicates!(@on $jobq.mysql_pool().expect("pool"), $jobq, $keys, $job, $options, $body)
+            }
+            Backend::Postgres => {
+                holding_duplicates!(@on $jobq.pg_pool().expect("pool"), $jobq, $keys, $job, $options, $body)
+            }
+            other => unreachable!("{other:?} has no row locks"),
+        }
+    };
+    (@on $pool:expr, $jobq:expr, $keys:expr, $job:expr, $options:expr, $body:expr) => {{
+        let mut tx = $pool.begin().await.expect("begin");
+        for key in $keys {
+            let enqueued = $jobq
+                .enqueue_in_with(&mut *tx, $job, $options.idempotency_key(key))
+                .await
+                .expect("enqueue_in");
+            assert!(enqueued.duplicate, "a duplicate of a job's key");
+        }
+        let value = $body;
+        tx.commit().await.expect("commit");
+        value
+    }};
+}
+
 /// A job that does nothing: the holder of a queue's lowest key.
 #[job(name = "locked_floor")]
 async fn floor(n: u64) {
@@ -131,16 +162,13 @@ async fn a_row_locked_by_a_callers_transaction_delays_only_its_own_settle(db: Te
     // A caller's transaction enqueues X's key again, and keeps it open for
     // three leases while X finishes.
     let hold = 3 * LEASE;
-    let duplicate = Work { ms: 0, gated: true };
-    let options = on().idempotency_key(format!("{queue}:x"));
-    macro_rules! hold_duplicate {
-        ($pool:expr) => {{
-            let mut tx = $pool.begin().await.expect("begin");
-            let enqueued = jobq
-                .enqueue_in_with(&mut *tx, duplicate, options)
-                .await
-                .expect("enqueue_in");
-            assert!(enqueued.duplicate);
+    holding_duplicates!(
+        db,
+        jobq,
+        [format!("{queue}:x")],
+        Work { ms: 0, gated: true },
+        on(),
+        {
             gates.open(x);
             let locked_since = std::time::Instant::now();
             // X's settle now waits on the lock; jobs finishing after it settle meanwhile.
@@ -165,14 +193,8 @@ async fn a_row_locked_by_a_callers_transaction_delays_only_its_own_settle(db: Te
                 jobq.job(x).await.expect("job").expect("row").status,
                 JobStatus::Done
             );
-            tx.commit().await.expect("commit");
-        }};
-    }
-    match db.backend() {
-        Backend::MySql => hold_duplicate!(jobq.mysql_pool().expect("pool")),
-        Backend::Postgres => hold_duplicate!(jobq.pg_pool().expect("pool")),
-        _ => unreachable!(),
-    }
+        }
+    );
     wait_for_status(&jobq, x, JobStatus::Done, LONG).await;
     for id in &long {
         wait_for_status(&jobq, *id, JobStatus::Done, LONG).await;
@@ -227,50 +249,34 @@ async fn the_rows_settled_in_one_batch_with_a_locked_row_keep_their_leases(db: T
     // A caller's transaction enqueues X's and Y's keys again and keeps them
     // open for three leases.
     let hold = 3 * LEASE;
-    macro_rules! hold_duplicates {
-        ($pool:expr) => {{
-            let mut tx = $pool.begin().await.expect("begin");
-            for key in [&key_y, &key_x] {
-                let enqueued = jobq
-                    .enqueue_in_with(&mut *tx, BatchWork { gate: 0 }, on().idempotency_key(key))
-                    .await
-                    .expect("enqueue_in");
-                assert!(enqueued.duplicate);
+    let waiting = holding_duplicates!(db, jobq, [&key_y, &key_x], BatchWork { gate: 0 }, on(), {
+        gates.open(2);
+        let locked_since = std::time::Instant::now();
+        // Within Y's settle's wait (no event to await it by; the check
+        // below tells whether X's batch held others).
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        gates.open(1);
+        tokio::time::sleep(LEASE / 2).await;
+        let mut waiting = Vec::new();
+        for id in &others {
+            let info = jobq.job(*id).await.expect("job").expect("row");
+            if info.status == JobStatus::Processing {
+                waiting.push(*id);
             }
-            gates.open(2);
-            let locked_since = std::time::Instant::now();
-            // Within Y's settle's wait (no event to await it by; the check
-            // below tells whether X's batch held others).
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            gates.open(1);
-            tokio::time::sleep(LEASE / 2).await;
-            let mut waiting = Vec::new();
-            for id in &others {
-                let info = jobq.job(*id).await.expect("job").expect("row");
-                if info.status == JobStatus::Processing {
-                    waiting.push(*id);
-                }
-            }
-            assert!(
-                !waiting.is_empty(),
-                "none of the others was settled in one batch with X"
+        }
+        assert!(
+            !waiting.is_empty(),
+            "none of the others was settled in one batch with X"
+        );
+        tokio::time::sleep(hold.saturating_sub(locked_since.elapsed())).await;
+        for id in [x, y] {
+            assert_ne!(
+                jobq.job(id).await.expect("job").expect("row").status,
+                JobStatus::Done
             );
-            tokio::time::sleep(hold.saturating_sub(locked_since.elapsed())).await;
-            for id in [x, y] {
-                assert_ne!(
-                    jobq.job(id).await.expect("job").expect("row").status,
-                    JobStatus::Done
-                );
-            }
-            tx.commit().await.expect("commit");
-            waiting
-        }};
-    }
-    let waiting = match db.backend() {
-        Backend::MySql => hold_duplicates!(jobq.mysql_pool().expect("pool")),
-        Backend::Postgres => hold_duplicates!(jobq.pg_pool().expect("pool")),
-        _ => unreachable!(),
-    };
+        }
+        waiting
+    });
     let all: Vec<i64> = [x, y].into_iter().chain(others).collect();
     for id in &all {
         wait_for_status(&jobq, *id, JobStatus::Done, LONG).await;
@@ -315,27 +321,9 @@ async fn a_running_jobs_row_locked_by_a_caller_holds_back_no_other_lease(db: Tes
     })
     .await;
     let hold = 3 * LEASE;
-    macro_rules! hold_duplicate {
-        ($pool:expr) => {{
-            let mut tx = $pool.begin().await.expect("begin");
-            let enqueued = jobq
-                .enqueue_in_with(
-                    &mut *tx,
-                    BatchWork { gate: 0 },
-                    on().idempotency_key(&key_x),
-                )
-                .await
-                .expect("enqueue_in");
-            assert!(enqueued.duplicate);
-            tokio::time::sleep(hold).await;
-            tx.commit().await.expect("commit");
-        }};
-    }
-    match db.backend() {
-        Backend::MySql => hold_duplicate!(jobq.mysql_pool().expect("pool")),
-        Backend::Postgres => hold_duplicate!(jobq.pg_pool().expect("pool")),
-        _ => unreachable!(),
-    }
+    holding_duplicates!(db, jobq, [&key_x], BatchWork { gate: 0 }, on(), {
+        tokio::time::sleep(hold).await;
+    });
     // Every job is still running its first attempt.
     for id in [x].iter().chain(&others) {
         let info = jobq.job(*id).await.expect("job").expect("row");

@@ -3,14 +3,11 @@
 //! paused (wake-ups included), claiming starts again once lifted, and a
 //! pause outlives a worker's restart.
 
-use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use jobq_runtime::{Enqueue, JobContext, JobStatus, Jobq, State, Worker, job};
-use jobq_tests::{Gates, TestDb, on, unique_queue, wait_for_status, wait_until};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use jobq_tests::{Gates, TestDb, WorkerProcess, on, unique_queue, wait_for_status, wait_until};
+use tokio::process::Command;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobq-pause-worker");
 /// The poll interval of every worker here.
@@ -31,47 +28,21 @@ async fn gated(ctx: JobContext, gates: State<Gates<i64>>, n: u64) {
 }
 
 /// A `jobq-pause-worker` process and what it printed.
-struct Process {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
+struct Process(WorkerProcess);
 
 impl Process {
     /// Starts one on `queue` and waits until its worker runs.
     async fn start(db: &TestDb, queue: &str) -> Self {
-        let mut child = Command::new(WORKER)
+        let mut command = Command::new(WORKER);
+        command
             .env("JOBQ_PAUSE_URL", db.url())
             .env("JOBQ_PAUSE_QUEUE", queue)
-            .env("JOBQ_PAUSE_POLL_MS", POLL.as_millis().to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn jobq-pause-worker");
-        let stdout = child.stdout.take().expect("stdout");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&lines);
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                sink.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(line);
-            }
-        });
-        let process = Self { child, lines };
-        wait_until("the worker process started", LONG, || async {
-            process.printed().iter().any(|l| l == "started")
-        })
-        .await;
-        process
+            .env("JOBQ_PAUSE_POLL_MS", POLL.as_millis().to_string());
+        Self(WorkerProcess::start(command, LONG).await)
     }
 
     fn printed(&self) -> Vec<String> {
-        self.lines
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.0.printed()
     }
 
     /// The ids of the jobs it ran, among `ids`.
@@ -84,13 +55,8 @@ impl Process {
     }
 
     /// Closes its stdin (it shuts down gracefully) and waits for it to exit.
-    async fn stop(mut self) {
-        drop(self.child.stdin.take());
-        let status = tokio::time::timeout(LONG, self.child.wait())
-            .await
-            .expect("the worker process exits")
-            .expect("wait");
-        assert!(status.success(), "the worker process exited with {status}");
+    async fn stop(self) {
+        self.0.stop(LONG).await;
     }
 }
 

@@ -1,26 +1,40 @@
 //! Wake-ups across processes: a job enqueued by another process starts at
 //! once, not at the worker's next poll — enqueued alone, in a batch, or in
 //! a caller's transaction that commits later. The worker (a
-//! `jobq-flow-worker` process) polls every 30 s, so any start within
-//! [`AT_ONCE`] came from a wake-up: its adaptive polling's shortest wait
-//! after a job is 30 s / 32 ≈ 940 ms, and the MySQL waiter's own statement
-//! returns within a second.
+//! `jobq-flow-worker` process) polls every 30 s, but polls again 1 ms after
+//! a claim that found a job, the wait doubling after each empty claim (its
+//! claims come about 1, 3, 7, …, 511, 1023 ms after a job). So each job
+//! here is enqueued (or committed) [`QUIET`] or more after the one before
+//! started, past the poll at 511 ms and at least [`AT_ONCE`] before the
+//! one at 1023 ms: a start within [`AT_ONCE`] came from a wake-up. (The
+//! MySQL waiter's own statement also finds a job within a second; ten jobs
+//! each found by it within [`AT_ONCE`] by chance is 0.2¹⁰.)
 
-use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jobq_runtime::CheckStatus;
 use jobq_runtime::{Backend, Jobq, job};
 use jobq_tests::sql::{Arg, Db};
-use jobq_tests::{ScratchUser, TestDb, assert_contains, on, unique_queue, wait_until};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use jobq_tests::{
+    ScratchUser, TestDb, WorkerProcess, assert_contains, on, unique_queue, wait_until,
+};
+use tokio::process::Command;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobq-flow-worker");
+const ONCE: &str = env!("CARGO_BIN_EXE_jobq-enqueue-once");
 const LONG: Duration = Duration::from_secs(60);
 /// How soon a woken worker starts a job, at most (typically a few ms).
-const AT_ONCE: Duration = Duration::from_millis(300);
+const AT_ONCE: Duration = Duration::from_millis(200);
+/// How long after a job started the next is enqueued, at least: past the
+/// worker's poll 511 ms after it, more than [`AT_ONCE`] before the next
+/// (1023 ms, a little later with the claims' own time).
+const QUIET: Duration = Duration::from_millis(540);
+
+/// The gap before the `n`th job: [`QUIET`] and 0–200 ms more, irregular so
+/// that no other schedule lines up with them.
+fn gap(n: u64) -> Duration {
+    QUIET + Duration::from_millis((n * 53) % 201)
+}
 
 /// The job the worker process runs (`jobq-flow-worker`'s `work`).
 #[job(name = "jobq_flow_work")]
@@ -29,48 +43,22 @@ async fn work(n: u64) {
 }
 
 /// A `jobq-flow-worker` process polling every 30 s, and the jobs it started.
-struct Process {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
+struct Process(WorkerProcess);
 
 impl Process {
     async fn start(url: &str, queue: &str) -> Self {
-        let mut child = Command::new(WORKER)
+        let mut command = Command::new(WORKER);
+        command
             .env("JOBQ_FLOW_URL", url)
             .env("JOBQ_FLOW_QUEUE", queue)
             .env("JOBQ_FLOW_CONCURRENCY", "4")
             .env("JOBQ_FLOW_JOB_MS", "1")
-            .env("JOBQ_FLOW_POLL_MS", "30000")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn jobq-flow-worker");
-        let stdout = child.stdout.take().expect("stdout");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&lines);
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                sink.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(line);
-            }
-        });
-        let process = Self { child, lines };
-        wait_until("the worker process started", LONG, || async {
-            process.printed().iter().any(|l| l == "started")
-        })
-        .await;
-        process
+            .env("JOBQ_FLOW_POLL_MS", "30000");
+        Self(WorkerProcess::start(command, LONG).await)
     }
 
     fn printed(&self) -> Vec<String> {
-        self.lines
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.0.printed()
     }
 
     /// When job `id`'s attempt was stopped (µs since the epoch), if it was.
@@ -99,13 +87,8 @@ impl Process {
         Duration::from_micros(u64::try_from(at.saturating_sub(since)).unwrap_or(u64::MAX))
     }
 
-    async fn stop(mut self) {
-        drop(self.child.stdin.take());
-        let status = tokio::time::timeout(LONG, self.child.wait())
-            .await
-            .expect("the worker process exits")
-            .expect("wait");
-        assert!(status.success(), "the worker process exited with {status}");
+    async fn stop(self) {
+        self.0.stop(LONG).await;
     }
 }
 
@@ -118,10 +101,11 @@ fn now_us() -> u128 {
 /// Waits until the worker is reached at once: its wake-ups set up (on
 /// MySQL, its waiter recorded and seen by this process, which re-reads the
 /// waiters of a queue none serves after 100 ms). A job the worker's first
-/// claim takes proves nothing, hence the pause before each.
+/// claim takes, or its polling finds, proves nothing, hence the pause
+/// before each.
 async fn settle(jobq: &Jobq, worker: &Process, queue: &str) {
-    for n in 1_000..1_050u64 {
-        tokio::time::sleep(Duration::from_millis(150)).await;
+    for n in 1_000..1_030u64 {
+        tokio::time::sleep(gap(n)).await;
         let since = now_us();
         jobq.enqueue_with(Work::new(n), on(queue)).await.unwrap();
         if worker.waited_for(n, since).await < AT_ONCE {
@@ -218,12 +202,12 @@ async fn a_job_enqueued_by_another_process_starts_at_once(db: TestDb) {
     settle(&jobq, &worker, &queue).await;
     let mut waits = Vec::new();
     for n in 0..10u64 {
-        // Irregular gaps (37–137 ms), so no poll schedule lines up with them.
-        tokio::time::sleep(Duration::from_millis(37 + (n * 53) % 101)).await;
+        tokio::time::sleep(gap(n)).await;
         let since = now_us();
         jobq.enqueue_with(Work::new(n), on(&queue)).await.unwrap();
         waits.push(worker.waited_for(n, since).await);
     }
+    tokio::time::sleep(gap(10)).await;
     let since = now_us();
     jobq.enqueue_many_with((100..105).map(|n| (Work::new(n), on(&queue))))
         .await
@@ -269,8 +253,9 @@ async fn a_job_enqueued_in_a_transaction_starts_when_it_commits(db: TestDb) {
                 jobq.enqueue_in_with(&mut *tx, Work::new(n), on(&queue))
                     .await
                     .expect("enqueue_in");
-                // The transaction stays open a while (the caller's own work).
-                tokio::time::sleep(Duration::from_millis(150)).await;
+                // The transaction stays open a while (the caller's own
+                // work), past the worker's poll 511 ms after the last job.
+                tokio::time::sleep(gap(n)).await;
                 assert!(
                     worker.started(n).is_none(),
                     "job {n} started before its commit"
@@ -344,24 +329,66 @@ async fn a_worker_of_another_user_finds_jobs_within_a_second_and_doctor_says_why
     );
 }
 
+/// A process that enqueues one job and exits at once (a script, the CLI)
+/// wakes the worker before it ends: [`Jobq::flush`] waits for the
+/// wake-up its exit would otherwise cut off.
+async fn a_process_that_enqueues_and_exits_at_once_still_wakes_the_worker(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("wake_once");
+    let worker = Process::start(db.url(), &queue).await;
+    settle(&jobq, &worker, &queue).await;
+    let mut waits = Vec::new();
+    for n in 0..3u64 {
+        tokio::time::sleep(gap(n)).await;
+        let out = Command::new(ONCE)
+            .env("JOBQ_ONCE_URL", db.url())
+            .env("JOBQ_ONCE_QUEUE", &queue)
+            .env("JOBQ_ONCE_N", n.to_string())
+            .output()
+            .await
+            .expect("run jobq-enqueue-once");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "jobq-enqueue-once: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let since: u128 = stdout
+            .trim()
+            .strip_prefix("enqueued ")
+            .and_then(|at| at.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected output {stdout:?}"));
+        waits.push(worker.waited_for(n, since).await);
+    }
+    worker.stop().await;
+    println!("waits: {waits:?}");
+    assert!(
+        waits.iter().all(|w| *w < AT_ONCE),
+        "each job of a process that exited at once starts at once: waits {waits:?}"
+    );
+}
+
 jobq_tests::on_every_backend!(@backend mysql, [tokio {}],
     a_job_cancelled_by_another_process_stops_within_100_ms,
     a_pause_and_a_resume_reach_another_process_within_100_ms,
     a_worker_of_another_user_finds_jobs_within_a_second_and_doctor_says_why,
     a_job_enqueued_by_another_process_starts_at_once,
-    a_job_enqueued_in_a_transaction_starts_when_it_commits
+    a_job_enqueued_in_a_transaction_starts_when_it_commits,
+    a_process_that_enqueues_and_exits_at_once_still_wakes_the_worker
 );
 jobq_tests::on_every_backend!(@backend postgres, [tokio {}],
     a_job_cancelled_by_another_process_stops_within_100_ms,
     a_pause_and_a_resume_reach_another_process_within_100_ms,
     a_job_enqueued_by_another_process_starts_at_once,
-    a_job_enqueued_in_a_transaction_starts_when_it_commits
+    a_job_enqueued_in_a_transaction_starts_when_it_commits,
+    a_process_that_enqueues_and_exits_at_once_still_wakes_the_worker
 );
 jobq_tests::on_every_backend!(@backend sqlite, [tokio {}],
     a_job_cancelled_by_another_process_stops_within_100_ms,
     a_pause_and_a_resume_reach_another_process_within_100_ms,
     a_job_enqueued_by_another_process_starts_at_once,
-    a_job_enqueued_in_a_transaction_starts_when_it_commits
+    a_job_enqueued_in_a_transaction_starts_when_it_commits,
+    a_process_that_enqueues_and_exits_at_once_still_wakes_the_worker
 );
 
 /// Galera: a kill reaches only connections of its own node, so a worker
@@ -384,6 +411,7 @@ async fn galera_a_worker_on_the_enqueuing_node_is_woken_and_one_on_another_finds
     settle(&jobq, &near_worker, &near).await;
     let (mut near_waits, mut far_waits) = (Vec::new(), Vec::new());
     for n in 0..3u64 {
+        tokio::time::sleep(gap(n)).await;
         let since = now_us();
         jobq.enqueue_with(Work::new(n), on(&near)).await.unwrap();
         jobq.enqueue_with(Work::new(n), on(&far)).await.unwrap();

@@ -8,7 +8,6 @@
 //! published fields, and an unknown name is refused unless a queue is
 //! given. On MariaDB, PostgreSQL and SQLite.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use jobq_runtime::{
@@ -16,9 +15,8 @@ use jobq_runtime::{
     WorkerInfo, job,
 };
 use jobq_tests::sql::{Arg, Db};
-use jobq_tests::{Gates, TestDb, invalid, on, stop, unique_queue, wait_until};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use jobq_tests::{Gates, TestDb, WorkerProcess, invalid, on, stop, unique_queue, wait_until};
+use tokio::process::Command;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobq-presence-worker");
 /// The presence interval of every worker here: rows expire after three.
@@ -59,47 +57,30 @@ async fn live(jobq: &Jobq, id: &str) -> Option<WorkerInfo> {
 
 /// A `jobq-presence-worker` process.
 struct Process {
-    child: Child,
+    process: WorkerProcess,
     worker_id: String,
 }
 
 impl Process {
     /// Starts one serving `queue` and waits until its worker runs.
     async fn start(db: &TestDb, queue: &str) -> Self {
-        let mut child = Command::new(WORKER)
+        let mut command = Command::new(WORKER);
+        command
             .env("JOBQ_PRESENCE_URL", db.url())
             .env("JOBQ_PRESENCE_QUEUE", queue)
-            .env("JOBQ_PRESENCE_MS", PRESENCE.as_millis().to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn jobq-presence-worker");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let first = tokio::time::timeout(LONG, lines.next_line())
-            .await
-            .expect("the worker process starts")
-            .expect("read its stdout")
-            .expect("it prints a line");
-        let worker_id = first
-            .strip_prefix("started ")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .to_owned();
-        Self { child, worker_id }
+            .env("JOBQ_PRESENCE_MS", PRESENCE.as_millis().to_string());
+        let process = WorkerProcess::start(command, LONG).await;
+        let worker_id = process.started_line().expect("its started line");
+        Self { process, worker_id }
     }
 
     fn pid(&self) -> i64 {
-        i64::from(self.child.id().expect("running"))
+        i64::from(self.process.pid().expect("running"))
     }
 
     /// Closes its stdin (it shuts down gracefully) and waits for it to exit.
-    async fn stop(mut self) {
-        drop(self.child.stdin.take());
-        let status = tokio::time::timeout(LONG, self.child.wait())
-            .await
-            .expect("the worker process exits")
-            .expect("wait");
-        assert!(status.success(), "the worker process exited with {status}");
+    async fn stop(self) {
+        self.process.stop(LONG).await;
     }
 }
 
@@ -263,8 +244,7 @@ async fn a_killed_worker_process_drops_out_within_its_expiry(db: TestDb) {
         Some(1)
     );
 
-    process.child.start_kill().expect("SIGKILL");
-    process.child.wait().await.expect("wait");
+    process.process.kill().await;
     let killed = Instant::now();
     wait_until("the killed worker drops out", LONG, || async {
         live(&jobq, &id).await.is_none()

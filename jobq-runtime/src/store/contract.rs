@@ -189,6 +189,11 @@ pub(crate) trait BackendStore: Sized {
     /// job was cancelled ([`crate::wakeup::CONTROL`]), after the commit.
     fn announce_control(&self);
 
+    /// Waits until the wake-ups owed to other processes' workers (after
+    /// enqueues, cancels, changed controls) have been sent, at most
+    /// `within` (see [`Ringer::flush`](super::ring::Ringer::flush)).
+    async fn flush_wakeups(&self, within: Duration);
+
     /// The row with this id, as stored.
     async fn job(&self, id: i64) -> Result<Option<JobInfo>>;
 

@@ -364,6 +364,11 @@ impl Store {
         dispatch!(self, s => s.announce_control());
     }
 
+    /// See [`BackendStore::flush_wakeups`]; at most the statement deadline.
+    pub(crate) async fn flush_wakeups(&self) {
+        dispatch!(self, s => s.flush_wakeups(s.deadline()).await);
+    }
+
     /// See [`BackendStore::set_rate`].
     pub(crate) async fn set_rate(
         &self,

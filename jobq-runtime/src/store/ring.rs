@@ -4,7 +4,8 @@
 //!
 //! Enqueues announce their queues; one task per store rings for all the
 //! queues announced since its last round, at most one round per
-//! [`RING_PAUSE`]. A job enqueued in a caller's transaction becomes
+//! [`RING_PAUSE`] (a bell's own [`Bell::PAUSE`]). PostgreSQL's NOTIFYs
+//! for enqueues on jobq's pool go through one too. A job enqueued in a caller's transaction becomes
 //! visible when the caller commits, which jobq does not see: the ringer
 //! watches for its row (a read of the watched ids each round, for up to
 //! [`WATCH_FOR`]) and rings for its queue once it appears. A round that
@@ -33,6 +34,11 @@ const WATCH_FOR: Duration = Duration::from_secs(2);
 
 /// How a backend wakes the workers of other processes.
 pub(crate) trait Bell: Send + 'static {
+    /// The least time between two rounds.
+    const PAUSE: Duration = RING_PAUSE;
+    /// The longest pause between two rounds of a stream of enqueues.
+    const MAX_PAUSE: Duration = MAX_RING_PAUSE;
+
     /// Which of `ids` have committed rows now.
     fn visible(
         &mut self,
@@ -54,6 +60,8 @@ pub(crate) trait Bell: Send + 'static {
 #[derive(Debug)]
 pub(crate) struct Ringer<B> {
     state: Mutex<State<B>>,
+    /// Told when the ringing task hands the bell back, nothing left to ring.
+    idle: tokio::sync::Notify,
 }
 
 #[derive(Debug)]
@@ -78,6 +86,7 @@ impl<B: Bell> Ringer<B> {
                 watched: Vec::new(),
                 bell: Some(bell),
             }),
+            idle: tokio::sync::Notify::new(),
         }
     }
 
@@ -103,10 +112,50 @@ impl<B: Bell> Ringer<B> {
 
     /// Watches for job `id`'s row, enqueued in a caller's transaction, and
     /// rings for `queue` when it appears.
-    pub(crate) fn watch(self: &Arc<Self>, deadline: Duration, id: i64, queue: &str) {
+    fn watch(self: &Arc<Self>, deadline: Duration, id: i64, queue: &str) {
         let mut state = self.state();
         state.watched.push((id, queue.to_owned(), Instant::now()));
         self.start(state, deadline);
+    }
+
+    /// After a change of the controls (a pause, a limit, a rate) or a
+    /// cancel: rings the waiters of [`CONTROL`](crate::wakeup::CONTROL).
+    pub(crate) fn announce_control(self: &Arc<Self>, deadline: Duration) {
+        self.announce(deadline, [crate::wakeup::CONTROL]);
+    }
+
+    /// After `job` was enqueued to `queue` in a caller's transaction:
+    /// watches for its row (a duplicate made none).
+    pub(crate) fn enqueued_in(
+        self: &Arc<Self>,
+        deadline: Duration,
+        job: &crate::types::Enqueued,
+        queue: &str,
+    ) {
+        if !job.duplicate {
+            self.watch(deadline, job.id, queue);
+        }
+    }
+
+    /// Waits until everything announced has been rung for (and the jobs
+    /// watched for have appeared, or been given up on), at most `within`:
+    /// for a process about to exit, whose ringing task would end with it.
+    pub(crate) async fn flush(&self, within: Duration) {
+        let _ = tokio::time::timeout(within, async {
+            loop {
+                let idle = self.idle.notified();
+                tokio::pin!(idle);
+                idle.as_mut().enable();
+                {
+                    let state = self.state();
+                    if state.bell.is_some() && state.queues.is_empty() && state.watched.is_empty() {
+                        return;
+                    }
+                }
+                idle.await;
+            }
+        })
+        .await;
     }
 
     /// Starts the ringing task unless it runs (it holds the bell then).
@@ -122,7 +171,7 @@ impl<B: Bell> Ringer<B> {
     /// Rings until nothing is left to ring for, each round within
     /// `deadline`; then hands the bell back.
     async fn ring(&self, mut bell: B, deadline: Duration) {
-        let mut pause = RING_PAUSE;
+        let mut pause = B::PAUSE;
         loop {
             let (queues, watched) = {
                 let mut state = self.state();
@@ -131,6 +180,8 @@ impl<B: Bell> Ringer<B> {
                     .retain(|(_, _, since)| since.elapsed() < WATCH_FOR);
                 if state.queues.is_empty() && state.watched.is_empty() {
                     state.bell = Some(bell);
+                    drop(state);
+                    self.idle.notify_waiters();
                     return;
                 }
                 let watched: Vec<i64> = state.watched.iter().map(|(id, _, _)| *id).collect();
@@ -152,9 +203,9 @@ impl<B: Bell> Ringer<B> {
             }
             tokio::time::sleep(pause).await;
             pause = if self.state().announced >= STREAM {
-                (pause * 2).min(MAX_RING_PAUSE)
+                (pause * 2).min(B::MAX_PAUSE)
             } else {
-                RING_PAUSE
+                B::PAUSE
             };
         }
     }

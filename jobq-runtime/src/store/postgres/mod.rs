@@ -22,7 +22,7 @@
 //! - an enqueue inside the caller's transaction sends `pg_notify('jobq',
 //!   queue)` in the same statement, so the wake-up goes out when the row
 //!   commits and never for a rolled-back row; enqueues on jobq's own pool
-//!   commit first and are announced right after by one [`Notifier`] (the
+//!   commit first and are announced right after by one [`PgBell`] (the
 //!   commits of notifying transactions are serialized by PostgreSQL);
 //!   [`listen`](listen::listen) turns those into in-process wake-ups.
 
@@ -35,10 +35,11 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Arguments, Connection, Executor, PgConnection, PgPool, Row};
 use tokio_util::sync::CancellationToken;
 
-use self::notify::Notifier;
+use self::notify::PgBell;
 use self::sql::*;
 use super::filter::{Bind, Filtered, Statement};
 use super::migrate;
+use super::ring::Ringer;
 use super::shared::{self, Columns, worker_record};
 use super::stash::Stash;
 use crate::error::Result;
@@ -89,7 +90,7 @@ pub(crate) struct PgStore {
     pool: PgPool,
     /// jobq's own statements take their connections here.
     conns: Stash<sqlx::Postgres>,
-    notifier: Arc<Notifier>,
+    ringer: Arc<Ringer<PgBell>>,
     /// How long one statement may take (see [`super::policy::within`]).
     pub(super) deadline: Duration,
 }
@@ -140,8 +141,8 @@ impl BackendStore for PgStore {
     async fn from_pool(pool: PgPool) -> Result<Self> {
         Ok(Self {
             conns: Stash::new(pool.clone(), true),
+            ringer: Arc::new(Ringer::new(PgBell::new(pool.clone()))),
             pool,
-            notifier: Arc::default(),
             deadline: crate::DEFAULT_STATEMENT_TIMEOUT,
         })
     }
@@ -174,8 +175,7 @@ impl BackendStore for PgStore {
             .conns
             .run(async |conn| insert_with(conn, job, sql).await)
             .await?;
-        self.notifier
-            .announce(&self.pool, self.deadline, [job.queue.as_str()]);
+        self.ringer.announce(self.deadline, [job.queue.as_str()]);
         Ok(enqueued)
     }
 
@@ -198,11 +198,8 @@ impl BackendStore for PgStore {
                 }
             })
             .await?;
-        self.notifier.announce(
-            &self.pool,
-            self.deadline,
-            jobs.iter().map(|job| job.queue.as_str()),
-        );
+        self.ringer
+            .announce(self.deadline, jobs.iter().map(|job| job.queue.as_str()));
         Ok(out)
     }
 
@@ -462,8 +459,11 @@ impl BackendStore for PgStore {
 
     /// Forwards NOTIFYs on `jobq` for `queues` (see [`listen::listen`]).
     fn announce_control(&self) {
-        self.notifier
-            .announce(&self.pool, self.deadline, [crate::wakeup::CONTROL]);
+        self.ringer.announce_control(self.deadline);
+    }
+
+    async fn flush_wakeups(&self, within: Duration) {
+        self.ringer.flush(within).await;
     }
 
     async fn listen(&self, queues: &[String], stop: &CancellationToken) {

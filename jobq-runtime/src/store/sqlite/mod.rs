@@ -550,14 +550,15 @@ impl BackendStore for SqliteStore {
     }
 
     fn announce_control(&self) {
-        self.ringer
-            .announce(self.deadline, [crate::wakeup::CONTROL]);
+        self.ringer.announce_control(self.deadline);
     }
 
     fn enqueued_in(&self, job: &Enqueued, queue: &str) {
-        if !job.duplicate {
-            self.ringer.watch(self.deadline, job.id, queue);
-        }
+        self.ringer.enqueued_in(self.deadline, job, queue);
+    }
+
+    async fn flush_wakeups(&self, within: Duration) {
+        self.ringer.flush(within).await;
     }
 
     async fn cancel(&self, id: i64) -> Result<Cancelled> {

@@ -129,7 +129,6 @@ pub(crate) mod mysql;
 pub(crate) mod policy;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
-#[cfg(any(feature = "mysql", feature = "sqlite"))]
 pub(crate) mod ring;
 mod shared;
 pub(crate) mod sql;

@@ -111,7 +111,9 @@ impl<B: Bell> Ringer<B> {
     }
 
     /// Watches for job `id`'s row, enqueued in a caller's transaction, and
-    /// rings for `queue` when it appears.
+    /// rings for `queue` when it appears. (PostgreSQL notifies in the
+    /// caller's transaction: it watches for no row.)
+    #[cfg_attr(not(any(feature = "mysql", feature = "sqlite")), allow(dead_code))]
     fn watch(self: &Arc<Self>, deadline: Duration, id: i64, queue: &str) {
         let mut state = self.state();
         state.watched.push((id, queue.to_owned(), Instant::now()));
@@ -126,6 +128,7 @@ impl<B: Bell> Ringer<B> {
 
     /// After `job` was enqueued to `queue` in a caller's transaction:
     /// watches for its row (a duplicate made none).
+    #[cfg_attr(not(any(feature = "mysql", feature = "sqlite")), allow(dead_code))]
     pub(crate) fn enqueued_in(
         self: &Arc<Self>,
         deadline: Duration,

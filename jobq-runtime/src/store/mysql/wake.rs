@@ -240,7 +240,7 @@ async fn wait_on(
             Ok::<_, sqlx::Error>((conn, me))
         };
         let (mut conn, me) = timed(deadline, connect).await?;
-        if let Err(reason) = probe(&mut conn, pool, &me, deadline).await {
+        if let Err(reason) = probe(&mut conn, pool, &me, deadline).await? {
             return Ok(Stopped::Unreachable(reason));
         }
         recorded = Some(me.clone());
@@ -297,13 +297,15 @@ async fn timed<T>(
 
 /// Whether a `KILL QUERY` sent through the store's pool interrupts a
 /// statement of `conn`: sends kills while [`WAKE_PROBE`] sleeps, for at most
-/// two seconds.
+/// two seconds. `Ok(Err(why))` when it does not; `Err` when the probe could
+/// not tell (a connection lost, a server that stopped answering: try again
+/// later, it says nothing of kills).
 async fn probe(
     conn: &mut MySqlConnection,
     pool: &MySqlPool,
     me: &Identity,
     deadline: Duration,
-) -> Result<(), String> {
+) -> Result<Result<(), String>, sqlx::Error> {
     let kill = format!("KILL QUERY {}", me.conn);
     let sleeping = sqlx::query(WAKE_PROBE).fetch_one(&mut *conn);
     tokio::pin!(sleeping);
@@ -314,24 +316,29 @@ async fn probe(
         tokio::select! {
             result = &mut sleeping => {
                 return match result {
-                    Err(error) if killed(&error) => Ok(()),
+                    Err(error) if killed(&error) => Ok(Ok(())),
                     // MySQL returns 1 from a SLEEP a kill interrupted.
-                    Ok(row) if row.try_get::<i64, _>(0).is_ok_and(|slept| slept == 1) => Ok(()),
-                    Ok(_) => Err("the probe's SLEEP ran to its end".to_owned()),
-                    Err(error) => Err(format!("the probe failed: {error}")),
+                    Ok(row) if row.try_get::<i64, _>(0).is_ok_and(|slept| slept == 1) => Ok(Ok(())),
+                    Ok(_) => Ok(Err("the probe's SLEEP ran to its end".to_owned())),
+                    Err(error) => Err(error),
                 };
             }
             () = &mut give_up => {
-                return Err("a KILL QUERY of the waiter's connection did not interrupt it within 2 s \
-                            (a proxy between jobq and the server?)".to_owned());
+                return Ok(Err("a KILL QUERY of the waiter's connection did not interrupt it within 2 s \
+                            (a proxy between jobq and the server?)".to_owned()));
             }
             _ = kills.tick() => {
                 let sent = timed(deadline, async {
                     let mut other = pool.acquire().await?;
                     other.execute(kill.as_str()).await
                 }).await;
-                if let Err(error) = sent {
-                    return Err(format!("KILL QUERY of the waiter's own connection failed: {error}"));
+                match sent {
+                    Ok(_) => {}
+                    // The server refused the kill (not this user's thread, …).
+                    Err(sqlx::Error::Database(error)) => {
+                        return Ok(Err(format!("KILL QUERY of the waiter's own connection failed: {error}")));
+                    }
+                    Err(error) => return Err(error),
                 }
             }
         }
@@ -351,7 +358,7 @@ pub(super) async fn check(pool: &MySqlPool) -> crate::error::Result<crate::ops::
         .disable_statement_logging();
     let mut conn = MySqlConnection::connect_with(&options).await?;
     let me = Identity::read(&mut conn).await?;
-    let probed = probe(&mut conn, pool, &me, PROBE_FOR).await;
+    let probed = probe(&mut conn, pool, &me, PROBE_FOR).await?;
     let _ = conn.close().await;
     if let Err(reason) = probed {
         return Ok(Check::warn(

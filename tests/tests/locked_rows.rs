@@ -215,6 +215,35 @@ async fn batch_work(
     gates.wait(gate).await;
 }
 
+/// Enqueues on `queue` a [`BatchWork`] for each of `keyed` (its key and
+/// gate), then `others` without a key on gate 1, and waits until all of
+/// them run; the keyed jobs' ids and the others'.
+async fn start_batch_work(
+    jobq: &Jobq,
+    queue: &str,
+    recorder: &Recorder,
+    keyed: &[(&str, i64)],
+    others: usize,
+) -> (Vec<i64>, Vec<i64>) {
+    let on = || Enqueue::new().queue(queue);
+    let mut keyed_ids = Vec::new();
+    for (key, gate) in keyed {
+        let job = BatchWork { gate: *gate };
+        let enqueued = jobq.enqueue_with(job, on().idempotency_key(*key));
+        keyed_ids.push(enqueued.await.expect("enqueue").id);
+    }
+    let mut other_ids = Vec::new();
+    for _ in 0..others {
+        let job = BatchWork { gate: 1 };
+        other_ids.push(jobq.enqueue_with(job, on()).await.expect("enqueue").id);
+    }
+    wait_until("all of them run", LONG, || async {
+        recorder.totals().0 == keyed.len() + others
+    })
+    .await;
+    (keyed_ids, other_ids)
+}
+
 async fn the_rows_settled_in_one_batch_with_a_locked_row_keep_their_leases(db: TestDb) {
     const OTHERS: usize = 20;
     let Some((jobq, queue, recorder, gates, handle)) = gated_worker(&db, "locked_batch", 32).await
@@ -227,25 +256,9 @@ async fn the_rows_settled_in_one_batch_with_a_locked_row_keep_their_leases(db: T
     // Y (gate 2) finishes first: its settle waits on Y's lock and holds the
     // turn, so X and the others (gate 1), finishing meanwhile, make up the
     // next batch together.
-    let y = jobq
-        .enqueue_with(BatchWork { gate: 2 }, on().idempotency_key(&key_y))
-        .await
-        .expect("enqueue")
-        .id;
-    let x = jobq
-        .enqueue_with(BatchWork { gate: 1 }, on().idempotency_key(&key_x))
-        .await
-        .expect("enqueue")
-        .id;
-    let mut others = Vec::new();
-    for _ in 0..OTHERS {
-        let job = BatchWork { gate: 1 };
-        others.push(jobq.enqueue_with(job, on()).await.expect("enqueue").id);
-    }
-    wait_until("all of them run", LONG, || async {
-        recorder.totals().0 == OTHERS + 2
-    })
-    .await;
+    let keyed = [(key_y.as_str(), 2), (key_x.as_str(), 1)];
+    let (keyed, others) = start_batch_work(&jobq, &queue, &recorder, &keyed, OTHERS).await;
+    let (y, x) = (keyed[0], keyed[1]);
     // A caller's transaction enqueues X's and Y's keys again and keeps them
     // open for three leases.
     let hold = 3 * LEASE;
@@ -306,20 +319,9 @@ async fn a_running_jobs_row_locked_by_a_caller_holds_back_no_other_lease(db: Tes
     floor_key(&jobq, &queue).await;
     let on = || Enqueue::new().queue(&queue);
     let key_x = format!("{queue}:x");
-    let x = jobq
-        .enqueue_with(BatchWork { gate: 1 }, on().idempotency_key(&key_x))
-        .await
-        .expect("enqueue")
-        .id;
-    let mut others = Vec::new();
-    for _ in 0..OTHERS {
-        let job = BatchWork { gate: 1 };
-        others.push(jobq.enqueue_with(job, on()).await.expect("enqueue").id);
-    }
-    wait_until("all of them run", LONG, || async {
-        recorder.totals().0 == OTHERS + 1
-    })
-    .await;
+    let keyed = [(key_x.as_str(), 1)];
+    let (keyed, others) = start_batch_work(&jobq, &queue, &recorder, &keyed, OTHERS).await;
+    let x = keyed[0];
     let hold = 3 * LEASE;
     holding_duplicates!(db, jobq, [&key_x], BatchWork { gate: 0 }, on(), {
         tokio::time::sleep(hold).await;

@@ -100,6 +100,26 @@ fn alert(text: String, alert: bool, colour: Colour) -> (String, Option<Colour>) 
 
 /// The `stats` table.
 pub(crate) fn stats_table(stats: &Stats) -> String {
+    let mut text = queues_table(stats);
+    if !stats.key_rates.is_empty() {
+        let rows: Vec<_> = stats
+            .key_rates
+            .iter()
+            .map(|(key, rate)| vec![(key.clone(), None), (rate_word(rate), None)])
+            .collect();
+        text.push('\n');
+        text.push_str(&table(&["CONCURRENCY KEY", "RATE"], &rows));
+    }
+    text
+}
+
+/// A rate in one word: `100/60s`, `100/60s,burst=5`.
+fn rate_word(rate: &jobq_runtime::Rate) -> String {
+    rate.to_string().replace(" burst ", ",burst=")
+}
+
+/// The table of [`stats_table`]'s queues.
+fn queues_table(stats: &Stats) -> String {
     if stats.queues.is_empty() {
         return "no queues yet (nothing enqueued, nothing paused)\n".into();
     }
@@ -127,11 +147,7 @@ pub(crate) fn stats_table(stats: &Stats) -> String {
                 alert(q.held_back.to_string(), q.held_back > 0, Colour::Yellow),
                 (q.blocked.to_string(), None),
                 (
-                    // One word: `100/60s`, `100/60s,burst=5`.
-                    q.rate.map_or_else(
-                        || "-".to_owned(),
-                        |r| r.to_string().replace(" burst ", ",burst="),
-                    ),
+                    q.rate.map_or_else(|| "-".to_owned(), |r| rate_word(&r)),
                     None,
                 ),
                 alert(
@@ -196,11 +212,7 @@ fn queue_json(q: &QueueStats) -> Value {
         "limit": q.limit,
         "held_back": q.held_back,
         "blocked": q.blocked,
-        "rate": q.rate.map(|r| json!({
-            "starts": r.starts(),
-            "period_seconds": r.period().as_secs_f64(),
-            "burst": r.burst(),
-        })),
+        "rate": q.rate.as_ref().map(rate_json),
         "rate_held_back": q.rate_held_back,
         "expired_leases": q.expired_leases,
         "oldest_available_age_seconds": q.oldest_available_age.map(|a| a.as_secs_f64()),
@@ -329,6 +341,19 @@ pub(crate) fn stats_json(stats: &Stats) -> Value {
     json!({
         "taken_at": stats.taken_at.to_rfc3339(),
         "queues": stats.queues.iter().map(queue_json).collect::<Vec<_>>(),
+        "key_rates": stats
+            .key_rates
+            .iter()
+            .map(|(key, rate)| json!({ "key": key, "rate": rate_json(rate) }))
+            .collect::<Vec<_>>(),
+    })
+}
+
+fn rate_json(r: &jobq_runtime::Rate) -> Value {
+    json!({
+        "starts": r.starts(),
+        "period_seconds": r.period().as_secs_f64(),
+        "burst": r.burst(),
     })
 }
 

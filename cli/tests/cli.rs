@@ -312,9 +312,40 @@ async fn every_command_does_what_it_says_and_exits_accordingly(db: TestDb) {
         "{said}"
     );
     assert_eq!(rate_of(&url).unwrap().0, Value::Null, "not the queue's");
+    // stats lists it, text and JSON.
+    let stats = ok(&url, &["stats"]);
+    let line = stats
+        .lines()
+        .skip_while(|l| !l.starts_with("CONCURRENCY KEY"))
+        .find(|l| l.split_whitespace().next() == Some(q))
+        .unwrap_or_else(|| panic!("no row of key {q} under CONCURRENCY KEY: {stats}"));
+    assert!(line.contains("30/60s"), "{line}");
+    let listed = json(&url, &["stats", "--json"]);
+    let key_rate = listed["key_rates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["key"] == *q)
+        .unwrap_or_else(|| panic!("no key {q} in {listed}"));
+    assert_eq!(
+        (
+            &key_rate["rate"]["starts"],
+            &key_rate["rate"]["period_seconds"]
+        ),
+        (&Value::from(30), &Value::from(60.0))
+    );
     let refused = jobq_cli(&url, &["rate", q, "0/1s", "--key"]);
     assert!(!refused.status.success(), "{refused:?}");
     assert!(ok(&url, &["rate", q, "none", "--key"]).contains(&format!("key {q} has no rate")));
+    let listed = json(&url, &["stats", "--json"]);
+    assert!(
+        !listed["key_rates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["key"] == *q),
+        "a removed key rate is no longer listed: {listed}"
+    );
 
     // doctor: every check passes on this machine's servers.
     let report = jobq_cli(&url, &["doctor"]);

@@ -58,6 +58,9 @@ pub struct Stats {
     /// last hour, finished rows of any age, a pause, or a live worker
     /// serving it; by name.
     pub queues: Vec<QueueStats>,
+    /// The rates of concurrency keys ([`Jobq::set_key_rate`](crate::Jobq::set_key_rate)),
+    /// by key: the most starts of a key's jobs per period, whatever their queue.
+    pub key_rates: Vec<(String, crate::options::Rate)>,
 }
 
 impl Stats {
@@ -463,8 +466,8 @@ impl CheckStatus {
 /// [`QueueStats`] per queue of `figures` (sorted by name), `paused` marked,
 /// `limits` and `rates` (with the starts each allows at the window's end)
 /// given, each with how many of the `served` queue names (one per
-/// live worker serving it) are its own. The one place rows become figures,
-/// whatever the backend.
+/// live worker serving it) are its own; `key_rates` listed by key. The one
+/// place rows become figures, whatever the backend.
 pub(crate) fn assemble(
     window: StatsWindow,
     figures: Vec<QueueFigures>,
@@ -472,6 +475,7 @@ pub(crate) fn assemble(
     limits: &[(String, u32)],
     rates: &[(String, crate::options::Rate, u32)],
     served: &[String],
+    mut key_rates: Vec<(String, crate::options::Rate)>,
 ) -> Stats {
     let mut queues: Vec<QueueStats> = figures
         .into_iter()
@@ -502,9 +506,11 @@ pub(crate) fn assemble(
         })
         .collect();
     queues.sort_by(|a, b| a.queue.cmp(&b.queue));
+    key_rates.sort_by(|a, b| a.0.cmp(&b.0));
     Stats {
         taken_at: window.now,
         queues,
+        key_rates,
     }
 }
 
@@ -606,6 +612,7 @@ mod tests {
             &[],
             &[],
             &served,
+            Vec::new(),
         );
         assert_eq!(stats.queues[0].queue, "a");
         assert!(stats.queues[0].paused);
@@ -645,7 +652,7 @@ mod tests {
             )],
             ..QueueFigures::default()
         };
-        let stats = assemble(window, vec![figures], &[], &[], &[], &[]);
+        let stats = assemble(window, vec![figures], &[], &[], &[], &[], Vec::new());
         assert_eq!(stats.queues[0].state().to_string(), "no worker");
         assert_eq!(stats.queues[0].oldest_available_age, None);
         assert_eq!(stats.queues[0].scheduled, 1);

@@ -649,6 +649,25 @@ pub(crate) fn queues<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
                 }
             }
         }
+        @if !stats.key_rates.is_empty() {
+            section.panel {
+                h2 { "Concurrency-key rates" }
+                p.small { "The most starts of a concurrency key's jobs per period, whatever their queue, across every worker (set with jobq rate --key or Jobq::set_key_rate); a job over it waits, pending, for the start the rate gives it." }
+                div.scroll {
+                    table.key-rates {
+                        thead { tr { th { "Concurrency key" } th.num { "Rate" } } }
+                        tbody {
+                            @for (key, rate) in &stats.key_rates {
+                                tr data-key=(key) {
+                                    td.mono { (key) }
+                                    td.num data-figure="key-rate" { (rate.to_string()) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     };
     let before = (!ctx.read_only).then(|| {
         html! {

@@ -315,6 +315,19 @@ async fn every_page_renders_with_data_and_empty(db: TestDb) {
     assert!(row.contains("data-figure=\"rate\">5/60s<"), "{row}");
     assert!(row.contains("data-figure=\"rate-held-back\">"), "{row}");
     jobq.set_queue_rate(&queue, None).await.unwrap();
+    // And a concurrency key's rate, until it is removed.
+    let key = format!("{queue}:provider");
+    jobq.set_key_rate(&key, Some(rate)).await.unwrap();
+    let queues = get(&router, "/queues").await;
+    let row = &queues.body[queues
+        .body
+        .find(&format!("data-key=\"{key}\""))
+        .unwrap_or_else(|| panic!("no row of key {key}: {}", queues.body))..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("data-figure=\"key-rate\">5/60s<"), "{row}");
+    jobq.set_key_rate(&key, None).await.unwrap();
+    let queues = get(&router, "/queues").await;
+    assert!(!queues.body.contains(&format!("data-key=\"{key}\"")));
     let list = get(&router, &format!("/list?queue={queue}")).await;
     assert!(
         list.body.contains(&format!("href=\"/job/{id}\"")),

@@ -705,7 +705,10 @@ impl Store {
                     Some((c.queue.clone(), rate, allowed))
                 })
                 .collect();
-            Ok(crate::ops::assemble(window, figures, &paused, &limits, &rates, &served))
+            let key_rates = s.key_rates().await?;
+            Ok(crate::ops::assemble(
+                window, figures, &paused, &limits, &rates, &served, key_rates,
+            ))
         })
     }
 

@@ -296,10 +296,18 @@ async fn timed<T>(
 }
 
 /// Whether a `KILL QUERY` sent through the store's pool interrupts a
-/// statement of `conn`: sends kills while [`WAKE_PROBE`] sleeps, for at most
-/// two seconds. `Ok(Err(why))` when it does not; `Err` when the probe could
-/// not tell (a connection lost, a server that stopped answering: try again
-/// later, it says nothing of kills).
+/// statement of `conn`: sends kills while [`WAKE_PROBE`] sleeps, and waits
+/// for one to interrupt it at most [`PROBE_FOR`] after the first kill the
+/// server answered. `Ok(Err(why))` when none does; `Err` when the probe
+/// could not tell (a connection lost, a server that stopped answering, or
+/// no kill answered before the sleep's end: try again later, it says
+/// nothing of kills).
+///
+/// The window runs from an answered kill, not from the start: on a busy
+/// server one `KILL` can take two seconds to return (the server retries
+/// waking its target for up to 2 s when the target holds its mutex), and a
+/// probe that counted from the start took that for a proxy and gave up on
+/// wake-ups for the worker's life.
 async fn probe(
     conn: &mut MySqlConnection,
     pool: &MySqlPool,
@@ -309,23 +317,37 @@ async fn probe(
     let kill = format!("KILL QUERY {}", me.conn);
     let sleeping = sqlx::query(WAKE_PROBE).fetch_one(&mut *conn);
     tokio::pin!(sleeping);
-    let give_up = tokio::time::sleep(PROBE_FOR);
-    tokio::pin!(give_up);
     let mut kills = tokio::time::interval(Duration::from_millis(50));
+    // When the server first answered a kill.
+    let mut answered: Option<tokio::time::Instant> = None;
     loop {
+        let give_up = async {
+            match answered {
+                Some(at) => tokio::time::sleep_until(at + PROBE_FOR).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             result = &mut sleeping => {
                 return match result {
                     Err(error) if killed(&error) => Ok(Ok(())),
                     // MySQL returns 1 from a SLEEP a kill interrupted.
                     Ok(row) if row.try_get::<i64, _>(0).is_ok_and(|slept| slept == 1) => Ok(Ok(())),
-                    Ok(_) => Ok(Err("the probe's SLEEP ran to its end".to_owned())),
+                    Ok(_) if answered.is_some_and(|at| at.elapsed() >= PROBE_FOR) => {
+                        Ok(Err("the probe's SLEEP ran to its end".to_owned()))
+                    }
+                    Ok(_) => Err(sqlx::Error::Io(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "no KILL QUERY was answered in time while the probe slept",
+                    ))),
                     Err(error) => Err(error),
                 };
             }
-            () = &mut give_up => {
-                return Ok(Err("a KILL QUERY of the waiter's connection did not interrupt it within 2 s \
-                            (a proxy between jobq and the server?)".to_owned()));
+            () = give_up => {
+                return Ok(Err(format!(
+                    "a KILL QUERY of the waiter's connection did not interrupt it within {PROBE_FOR:?} \
+                     (a proxy between jobq and the server?)"
+                )));
             }
             _ = kills.tick() => {
                 let sent = timed(deadline, async {
@@ -333,7 +355,9 @@ async fn probe(
                     other.execute(kill.as_str()).await
                 }).await;
                 match sent {
-                    Ok(_) => {}
+                    Ok(_) => {
+                        answered.get_or_insert_with(tokio::time::Instant::now);
+                    }
                     // The server refused the kill (not this user's thread, …).
                     Err(sqlx::Error::Database(error)) => {
                         return Ok(Err(format!("KILL QUERY of the waiter's own connection failed: {error}")));

@@ -368,13 +368,70 @@ async fn a_process_that_enqueues_and_exits_at_once_still_wakes_the_worker(db: Te
     );
 }
 
+/// The MySQL waiter's self-test (does a `KILL QUERY` reach it?) decides by
+/// what the server reports, not by how long a kill takes: with every
+/// round trip of the worker taking 3 s (a forwarder the test slows — as
+/// a busy server can take two seconds to answer one `KILL`), its waiter,
+/// cut off and reconnected, still finds kills reach it, records itself
+/// and wakes the worker at once when the forwarder is quick again. Before,
+/// the probe gave up 2 s after its first answered kill — about one run in
+/// two, whenever that kill came before the probe's statement — and left
+/// the worker to polling for its life.
+async fn a_waiter_whose_kills_are_slow_still_gets_wake_ups(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("wake_slow");
+    let delay = jobq_tests::net::proxy::Delay::default();
+    let (_proxy, url) =
+        jobq_tests::net::loopback_forward(db.url(), delay.clone()).expect("forwarder");
+    let mut command = Command::new(WORKER);
+    command
+        .env("JOBQ_FLOW_URL", &url)
+        .env("JOBQ_FLOW_QUEUE", &queue)
+        .env("JOBQ_FLOW_JOB_MS", "1")
+        .env("JOBQ_FLOW_POLL_MS", "30000")
+        // Room for a connection's seven round trips at 3 s each.
+        .env("JOBQ_FLOW_DEADLINE_MS", "60000");
+    let worker = Process(WorkerProcess::start(command, LONG).await);
+    settle(&jobq, &worker, &queue).await;
+    let waiters = async || -> Vec<(i64,)> {
+        Db::of(&jobq)
+            .fetch_all(
+                "SELECT conn FROM jobq_waiters WHERE queues LIKE ?",
+                &[Arg::Text(format!("%{queue}%"))],
+            )
+            .await
+            .unwrap()
+    };
+    let before = waiters().await;
+    assert_eq!(before.len(), 1, "one waiter for the queue: {before:?}");
+    delay.set(Duration::from_secs(3), Duration::ZERO);
+    Db::of(&jobq)
+        .execute(&format!("KILL CONNECTION {}", before[0].0), &[])
+        .await
+        .expect("cut the waiter's connection");
+    // Its connection through the slow forwarder, its probe, its record.
+    wait_until(
+        "the reconnected waiter found kills reach it and recorded itself (with 3 s round trips)",
+        Duration::from_secs(120),
+        async || {
+            let now = waiters().await;
+            now.len() == 1 && now != before
+        },
+    )
+    .await;
+    delay.set(Duration::ZERO, Duration::ZERO);
+    settle(&jobq, &worker, &queue).await;
+    worker.stop().await;
+}
+
 jobq_tests::on_every_backend!(@backend mysql, [tokio {}],
     a_job_cancelled_by_another_process_stops_within_100_ms,
     a_pause_and_a_resume_reach_another_process_within_100_ms,
     a_worker_of_another_user_finds_jobs_within_a_second_and_doctor_says_why,
     a_job_enqueued_by_another_process_starts_at_once,
     a_job_enqueued_in_a_transaction_starts_when_it_commits,
-    a_process_that_enqueues_and_exits_at_once_still_wakes_the_worker
+    a_process_that_enqueues_and_exits_at_once_still_wakes_the_worker,
+    a_waiter_whose_kills_are_slow_still_gets_wake_ups
 );
 jobq_tests::on_every_backend!(@backend postgres, [tokio {}],
     a_job_cancelled_by_another_process_stops_within_100_ms,

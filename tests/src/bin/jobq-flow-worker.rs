@@ -10,13 +10,14 @@
 //!
 //! - `JOBQ_FLOW_URL`: the database; `JOBQ_FLOW_QUEUE`: the queue;
 //! - `JOBQ_FLOW_CONCURRENCY` (default 4), `JOBQ_FLOW_POLL_MS` (default
-//!   100), `JOBQ_FLOW_LEASE_MS` (default 30,000).
+//!   100), `JOBQ_FLOW_LEASE_MS` (default 30,000), `JOBQ_FLOW_DEADLINE_MS`
+//!   (the statement and connect deadline, default 15,000).
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use jobq_runtime::{JobContext, JobError, Jobq, Worker, job};
+use jobq_runtime::{ConnectOptions, JobContext, JobError, Jobq, Worker, job};
 use tokio::io::AsyncReadExt;
 
 /// A job whose `n` is `LONG_JOBS + ms` takes `ms` milliseconds, whatever
@@ -97,7 +98,12 @@ async fn main() -> ExitCode {
     let url = var("JOBQ_FLOW_URL");
     let queue = var("JOBQ_FLOW_QUEUE");
     let concurrency = usize::try_from(number("JOBQ_FLOW_CONCURRENCY", 4)).unwrap_or(4);
-    let jobq = match Jobq::connect_with(&url, 6).await {
+    let deadline = Duration::from_millis(number("JOBQ_FLOW_DEADLINE_MS", 15_000));
+    let options = ConnectOptions::new()
+        .max_connections(6)
+        .statement_timeout(deadline)
+        .connect_timeout(deadline);
+    let jobq = match Jobq::connect_with_options(&url, options).await {
         Ok(jobq) => jobq,
         Err(error) => {
             eprintln!("flow worker: cannot connect: {error}");

@@ -134,7 +134,7 @@ impl MySqlStore {
         checks.push(
             guarded(
                 names::WAKEUPS,
-                self.deadline.max(super::wake::PROBE_FOR * 2),
+                self.deadline.max(super::wake::PROBE_SLEEP * 2),
                 super::wake::check(&self.pool),
             )
             .await,

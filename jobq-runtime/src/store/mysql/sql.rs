@@ -927,7 +927,12 @@ pub const WAKE_CONTROL_WAIT: &str =
 
 /// The self-test's statement, interrupted by the waiter's own kill.
 pub const WAKE_PROBE: &str =
-    "SELECT /*+ MAX_EXECUTION_TIME(3600000) */ /* jobq-wait probe */ SLEEP(5)";
+    "SELECT /*+ MAX_EXECUTION_TIME(3600000) */ /* jobq-wait probe */ SLEEP(10)";
+
+/// Whether the connection with this id runs the self-test's statement
+/// (a user sees its own connections without the PROCESS privilege).
+pub const WAKE_PROBE_RUNNING: &str = "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+     WHERE ID = ? AND INFO LIKE '%jobq-wait probe%'";
 
 /// the waiter's statement for `n` queues (an IN-list of `n` placeholders after the sleep's
 /// two parameters: the longest sleep in seconds, twice).

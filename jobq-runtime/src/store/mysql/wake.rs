@@ -27,7 +27,8 @@
 //! (or to a waiter of another user) no kill is sent: those waiters find
 //! the job at their next statement, within a second. A waiter first checks
 //! that a kill reaches it (through a proxy that multiplexes connections it
-//! may not) and otherwise falls back to polling with a warning.
+//! may not) and otherwise falls back to polling with a warning, and checks
+//! again a minute later (longer after each check that found so).
 //!
 //! With a connect list (Galera), the waiters and the ringer follow the
 //! store's pool: each connects to the node the pool's new connections go
@@ -45,8 +46,9 @@ use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection, MySqlPool, Row
 use tokio_util::sync::CancellationToken;
 
 use super::sql::{
-    WAKE_CONTROL_WAIT, WAKE_FORGET, WAKE_FORGET_STALE, WAKE_IDENTITY, WAKE_PROBE, WAKE_REGISTER,
-    WAKE_RINGER_SESSION, WAKE_UPTIME, WAKE_WAITER_SESSION, WAKE_WAITERS, wake_wait_sql,
+    WAKE_CONTROL_WAIT, WAKE_FORGET, WAKE_FORGET_STALE, WAKE_IDENTITY, WAKE_PROBE,
+    WAKE_PROBE_RUNNING, WAKE_REGISTER, WAKE_RINGER_SESSION, WAKE_UPTIME, WAKE_WAITER_SESSION,
+    WAKE_WAITERS, wake_wait_sql,
 };
 use super::{Text, padded_strings};
 use crate::store::ring::Bell;
@@ -64,8 +66,11 @@ const WAITERS_FRESH: Duration = Duration::from_secs(1);
 /// How long a ringer trusts its list of waiters for queues none of them
 /// serves (a worker that started since is reached this soon).
 const WAITERS_MISSED: Duration = Duration::from_millis(100);
-/// How long a probe waits for its kill to interrupt it.
-pub(super) const PROBE_FOR: Duration = Duration::from_secs(2);
+/// How long a waiter that found kills do not reach it polls before it
+/// probes again (times the probes in a row that found so, up to ten).
+const REPROBE_AFTER: Duration = Duration::from_secs(60);
+/// How long the probe's statement ([`WAKE_PROBE`]) sleeps unless killed.
+pub(super) const PROBE_SLEEP: Duration = Duration::from_secs(10);
 /// Server starts that differ by this many seconds are one start (each side
 /// computes it from the uptime in whole seconds).
 const BOOT_SLACK: i64 = 2;
@@ -176,21 +181,45 @@ async fn keep_waiting(
     deadline: Duration,
 ) {
     let mut failures = 0u32;
+    // Probes in a row that found kills do not reach a waiter.
+    let mut unreachable = 0u32;
     loop {
         // Where the pool connects now (it moves along a connect list). Its
         // statement sleeps by design: not one for sqlx's slow-statement warning.
         let options = (*pool.connect_options())
             .clone()
             .disable_statement_logging();
-        match wait_on(&options, pool, queues, &mut failures, stop, deadline).await {
+        match wait_on(
+            &options,
+            pool,
+            queues,
+            (&mut failures, &mut unreachable),
+            stop,
+            deadline,
+        )
+        .await
+        {
             Ok(Stopped::Stopping) => break,
             Ok(Stopped::Moved) => {}
             Ok(Stopped::Unreachable(reason)) => {
-                tracing::warn!(
-                    reason = %reason,
-                    "MySQL wake-ups are not available: jobs enqueued by other processes are found by polling"
-                );
-                return;
+                // Polling meanwhile; asked again later (a proxy may go, a
+                // server's answer may change): never given up for good.
+                unreachable += 1;
+                let again = REPROBE_AFTER.saturating_mul(unreachable.min(10));
+                if unreachable == 1 {
+                    tracing::warn!(
+                        reason = %reason,
+                        probe_again_in = ?again,
+                        "MySQL wake-ups are not available: jobs enqueued by other processes are found by polling"
+                    );
+                } else {
+                    tracing::debug!(reason = %reason, probe_again_in = ?again, "MySQL wake-ups still not available");
+                }
+                tokio::select! {
+                    biased;
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(again) => {}
+                }
             }
             Err(error) => {
                 failures += 1;
@@ -216,7 +245,7 @@ enum Stopped {
     Stopping,
     /// The store's pool moved to another node: reconnect there.
     Moved,
-    /// Kills do not reach it: polling only.
+    /// Kills do not reach it: polling only, until a later probe.
     Unreachable(String),
 }
 
@@ -226,7 +255,7 @@ async fn wait_on(
     options: &MySqlConnectOptions,
     pool: &MySqlPool,
     queues: &[String],
-    failures: &mut u32,
+    (failures, unreachable): (&mut u32, &mut u32),
     stop: &CancellationToken,
     deadline: Duration,
 ) -> Result<Stopped, sqlx::Error> {
@@ -243,6 +272,7 @@ async fn wait_on(
         if let Err(reason) = probe(&mut conn, pool, &me, deadline).await? {
             return Ok(Stopped::Unreachable(reason));
         }
+        *unreachable = 0;
         recorded = Some(me.clone());
         let mut waiter = Waiter {
             conn,
@@ -296,77 +326,116 @@ async fn timed<T>(
 }
 
 /// Whether a `KILL QUERY` sent through the store's pool interrupts a
-/// statement of `conn`: sends kills while [`WAKE_PROBE`] sleeps, and waits
-/// for one to interrupt it at most [`PROBE_FOR`] after the first kill the
-/// server answered. `Ok(Err(why))` when none does; `Err` when the probe
-/// could not tell (a connection lost, a server that stopped answering, or
-/// no kill answered before the sleep's end: try again later, it says
-/// nothing of kills).
+/// statement of `conn`. `Ok(Err(why))` when it does not; `Err` when the
+/// probe could not tell (a connection lost, a server that stopped
+/// answering: try again later, it says nothing of kills).
 ///
-/// The window runs from an answered kill, not from the start: on a busy
-/// server one `KILL` can take two seconds to return (the server retries
-/// waking its target for up to 2 s when the target holds its mutex), and a
-/// probe that counted from the start took that for a proxy and gave up on
-/// wake-ups for the worker's life.
+/// Decided by what the server reports, never by how long a kill takes
+/// (on a busy server one `KILL` can take two seconds to return: the server
+/// retries waking its target while the target holds its mutex): while
+/// [`WAKE_PROBE`] sleeps ([`PROBE_SLEEP`]), the pool's connection reads the
+/// process list until the server shows the statement running on the
+/// waiter's connection id, then kills that id once and waits for the
+/// statement's end. Unreachable only when the server showed the statement
+/// on that id, answered the kill and the statement still slept to its end,
+/// or when the process list never showed it there while the probe slept
+/// (a proxy that multiplexes connections runs it on another).
 async fn probe(
     conn: &mut MySqlConnection,
     pool: &MySqlPool,
     me: &Identity,
     deadline: Duration,
 ) -> Result<Result<(), String>, sqlx::Error> {
-    let kill = format!("KILL QUERY {}", me.conn);
+    let sent = Instant::now();
     let sleeping = sqlx::query(WAKE_PROBE).fetch_one(&mut *conn);
     tokio::pin!(sleeping);
-    let mut kills = tokio::time::interval(Duration::from_millis(50));
-    // When the server first answered a kill.
-    let mut answered: Option<tokio::time::Instant> = None;
+    let interrupted = |result: Result<sqlx::mysql::MySqlRow, sqlx::Error>| match result {
+        Err(error) if killed(&error) => Ok(true),
+        // MySQL returns 1 from a SLEEP a kill interrupted.
+        Ok(row) => Ok(row.try_get::<i64, _>(0).is_ok_and(|slept| slept == 1)),
+        Err(error) => Err(error),
+    };
+    // Reads of the process list answered without the statement, sent when
+    // it had surely reached the server.
+    let mut missed = 0u32;
+    let mut every = tokio::time::interval(Duration::from_millis(20));
     loop {
-        let give_up = async {
-            match answered {
-                Some(at) => tokio::time::sleep_until(at + PROBE_FOR).await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
+            // The statement goes out before the first read.
+            biased;
             result = &mut sleeping => {
-                return match result {
-                    Err(error) if killed(&error) => Ok(Ok(())),
-                    // MySQL returns 1 from a SLEEP a kill interrupted.
-                    Ok(row) if row.try_get::<i64, _>(0).is_ok_and(|slept| slept == 1) => Ok(Ok(())),
-                    Ok(_) if answered.is_some_and(|at| at.elapsed() >= PROBE_FOR) => {
-                        Ok(Err("the probe's SLEEP ran to its end".to_owned()))
-                    }
-                    Ok(_) => Err(sqlx::Error::Io(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "no KILL QUERY was answered in time while the probe slept",
-                    ))),
-                    Err(error) => Err(error),
+                if interrupted(result)? {
+                    // Only a kill interrupts it; ours, or a ringer's.
+                    return Ok(Ok(()));
+                }
+                return if missed >= 3 {
+                    Ok(Err("the server never showed the probe's statement on the waiter's \
+                            connection id (a proxy between jobq and the server that multiplexes \
+                            connections?)".to_owned()))
+                } else {
+                    Err(unanswered("the process list was not read while the probe slept"))
                 };
             }
-            () = give_up => {
-                return Ok(Err(format!(
-                    "a KILL QUERY of the waiter's connection did not interrupt it within {PROBE_FOR:?} \
-                     (a proxy between jobq and the server?)"
-                )));
-            }
-            _ = kills.tick() => {
-                let sent = timed(deadline, async {
-                    let mut other = pool.acquire().await?;
-                    other.execute(kill.as_str()).await
-                }).await;
-                match sent {
-                    Ok(_) => {
-                        answered.get_or_insert_with(tokio::time::Instant::now);
-                    }
-                    // The server refused the kill (not this user's thread, …).
-                    Err(sqlx::Error::Database(error)) => {
-                        return Ok(Err(format!("KILL QUERY of the waiter's own connection failed: {error}")));
-                    }
-                    Err(error) => return Err(error),
+            _ = every.tick() => {
+                let asked = Instant::now();
+                let running: i64 = timed(deadline, async {
+                    sqlx::query_scalar(WAKE_PROBE_RUNNING).bind(me.conn).fetch_one(pool).await
+                })
+                .await?;
+                if running > 0 {
+                    break;
+                }
+                if asked.duration_since(sent) >= PROBE_SLEEP / 5 {
+                    missed += 1;
                 }
             }
         }
     }
+    // The server runs it on that id: one kill, then its end.
+    let kill = format!("KILL QUERY {}", me.conn);
+    let killed_at = tokio::select! {
+        result = &mut sleeping => {
+            // Ended before the kill was answered: a kill (a ringer's)
+            // reached it, or it slept to its end while the kill waited.
+            return if interrupted(result)? {
+                Ok(Ok(()))
+            } else {
+                Err(unanswered("the kill was not answered while the probe slept"))
+            };
+        }
+        sent = timed(deadline, async {
+            let mut other = pool.acquire().await?;
+            other.execute(kill.as_str()).await
+        }) => match sent {
+            Ok(_) => Instant::now(),
+            // The server refused the kill (not this user's thread, …).
+            Err(sqlx::Error::Database(error)) => {
+                return Ok(Err(format!("KILL QUERY of the waiter's own connection failed: {error}")));
+            }
+            Err(error) => return Err(error),
+        },
+    };
+    let result = timed(PROBE_SLEEP + deadline, sleeping).await;
+    if interrupted(result)? {
+        Ok(Ok(()))
+    } else if killed_at.duration_since(sent) < PROBE_SLEEP {
+        Ok(Err(format!(
+            "a KILL QUERY of the waiter's connection (id {}) did not interrupt its statement",
+            me.conn
+        )))
+    } else {
+        Err(unanswered(
+            "the kill was answered after the probe's statement ended",
+        ))
+    }
+}
+
+/// An inconclusive probe: an error that makes the waiter try again.
+fn unanswered(why: &str) -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        why.to_owned(),
+    ))
 }
 
 /// The doctor's `wakeups`: whether a kill sent through `pool` interrupts
@@ -382,7 +451,7 @@ pub(super) async fn check(pool: &MySqlPool) -> crate::error::Result<crate::ops::
         .disable_statement_logging();
     let mut conn = MySqlConnection::connect_with(&options).await?;
     let me = Identity::read(&mut conn).await?;
-    let probed = probe(&mut conn, pool, &me, PROBE_FOR).await?;
+    let probed = probe(&mut conn, pool, &me, PROBE_SLEEP).await?;
     let _ = conn.close().await;
     if let Err(reason) = probed {
         return Ok(Check::warn(

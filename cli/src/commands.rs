@@ -86,7 +86,7 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
         }
         Command::Show { id, format } => match jobq.job(id).await.map_err(|e| error_chain(&e))? {
             Some(job) if format.json => {
-                outln!("{}", output::job_json(&job));
+                outln!("{}", output::job_json_with_history(&job));
                 Outcome::Done
             }
             Some(job) => {

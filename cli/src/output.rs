@@ -461,6 +461,26 @@ pub(crate) fn job_json(job: &JobInfo) -> Value {
     })
 }
 
+/// [`job_json`] with the job's attempt timeline (`jobq show --json`).
+pub(crate) fn job_json_with_history(job: &JobInfo) -> Value {
+    let mut value = job_json(job);
+    value["history"] = job
+        .timeline()
+        .iter()
+        .map(|a| {
+            json!({
+                "attempt": a.attempt,
+                "outcome": a.outcome,
+                "worker": a.worker,
+                "started_at": a.started_at.map(|t| t.to_rfc3339()),
+                "ended_at": a.ended_at.map(|t| t.to_rfc3339()),
+                "error": a.error,
+            })
+        })
+        .collect();
+    value
+}
+
 pub(crate) fn page_json(page: &JobPage) -> Value {
     json!({
         "jobs": page.jobs.iter().map(job_json).collect::<Vec<_>>(),
@@ -497,7 +517,55 @@ pub(crate) fn describe(job: &JobInfo) -> String {
         Some(error) => out.push_str(&format!("last_error\n{}\n", indent(error))),
         None => out.push_str("last_error -\n"),
     }
+    out.push_str(&timeline(job));
     out
+}
+
+/// The attempts, oldest first: one line each (number, outcome, start, how
+/// long, worker), its message indented below.
+fn timeline(job: &JobInfo) -> String {
+    let attempts = job.timeline();
+    if attempts.is_empty() {
+        return "history -\n".to_owned();
+    }
+    let mut out = String::from("history\n");
+    if job.history.len() >= jobq_runtime::HISTORY_CAP {
+        out.push_str(&format!(
+            "  (the latest {} ended attempts are kept)\n",
+            jobq_runtime::HISTORY_CAP
+        ));
+    }
+    for a in &attempts {
+        let took = match (a.duration(), a.ended_at) {
+            (Some(took), _) => humantime::format_duration(round_ms(took)).to_string(),
+            (None, None) => "running".to_owned(),
+            (None, Some(_)) => "-".to_owned(),
+        };
+        let outcome = match a.outcome.as_str() {
+            "succeeded" => paint(&a.outcome, Colour::Green),
+            "running" | "snooze" => a.outcome.clone(),
+            _ => paint(&a.outcome, Colour::Red),
+        };
+        out.push_str(&format!(
+            "  #{} {} started {} took {} by {}\n",
+            a.attempt,
+            outcome,
+            a.started_at
+                .map_or_else(|| "-".to_owned(), |t| t.to_rfc3339()),
+            took,
+            a.worker.as_deref().unwrap_or("-"),
+        ));
+        if let Some(error) = &a.error {
+            out.push_str(&indent(&indent(error)));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// `d` to whole milliseconds (humantime prints every digit).
+fn round_ms(d: std::time::Duration) -> std::time::Duration {
+    std::time::Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Every line of `text` indented by two spaces.

@@ -551,9 +551,90 @@ async fn workers_lists_live_workers_and_enqueue_takes_their_defaults(db: TestDb)
     jobq.cancel(stored.id).await.unwrap();
 }
 
+/// `show` prints each attempt, oldest first: its number, how it ended,
+/// when it started, how long it took, the worker, and its message below —
+/// a failed attempt from the history, the successful one from the row.
+async fn show_prints_each_attempt_with_its_worker(db: TestDb) {
+    use jobq_runtime::__store;
+    let url = db.url().to_owned();
+    ok(&url, &["migrate"]);
+    let jobq = db.jobq().await;
+    let queue = unique_queue("cli_history");
+    let id = enqueued_id(&ok(
+        &url,
+        &["enqueue", "cli_probe", r#"{"n":7}"#, "--queue", &queue],
+    ));
+    let lease = std::time::Duration::from_secs(30);
+    let first = __store::claim(&jobq, &queue, 1, lease, "cli-a")
+        .await
+        .unwrap();
+    let moved = __store::transition(
+        &jobq,
+        (id, first[0].token),
+        false,
+        std::time::Duration::ZERO,
+        false,
+        Some("the first try failed\nand said why".into()),
+    )
+    .await
+    .unwrap();
+    assert!(moved);
+    let second = __store::claim(&jobq, &queue, 1, lease, "cli-b")
+        .await
+        .unwrap();
+    assert_eq!(
+        __store::complete(&jobq, &[(id, second[0].token)])
+            .await
+            .unwrap(),
+        1
+    );
+    let text = ok(&url, &["show", &id.to_string()]);
+    let history = text.split_once("history\n").map_or("", |(_, h)| h);
+    let lines: Vec<&str> = history.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(
+        lines[0].starts_with("  #1 ")
+            && lines[0].contains(" error ")
+            && lines[0].ends_with(" by cli-a"),
+        "{text}"
+    );
+    assert_eq!(
+        lines[1..3],
+        ["    the first try failed", "    and said why"],
+        "{text}"
+    );
+    assert!(
+        lines[3].starts_with("  #2 ")
+            && lines[3].contains(" succeeded ")
+            && lines[3].ends_with(" by cli-b"),
+        "{text}"
+    );
+    let shown = json(&url, &["show", &id.to_string(), "--json"]);
+    let attempts = shown["history"].as_array().expect("a history array");
+    assert_eq!(attempts.len(), 2, "{shown}");
+    assert_eq!(
+        (
+            &attempts[0]["outcome"],
+            &attempts[0]["worker"],
+            &attempts[0]["attempt"]
+        ),
+        (
+            &Value::from("error"),
+            &Value::from("cli-a"),
+            &Value::from(1)
+        )
+    );
+    assert_eq!(attempts[0]["error"], "the first try failed\nand said why");
+    assert_eq!(
+        (&attempts[1]["outcome"], &attempts[1]["worker"]),
+        (&Value::from("succeeded"), &Value::from("cli-b"))
+    );
+}
+
 jobq_tests::on_every_backend!(
     every_command_does_what_it_says_and_exits_accordingly,
     workers_lists_live_workers_and_enqueue_takes_their_defaults,
+    show_prints_each_attempt_with_its_worker,
 );
 
 #[test]

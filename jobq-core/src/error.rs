@@ -36,6 +36,35 @@ pub enum JobErrorKind {
 pub struct JobError {
     kind: JobErrorKind,
     message: String,
+    ended: AttemptEnd,
+}
+
+/// How an attempt that did not succeed ended, as the job's attempt history
+/// records it ([`JobError::ended`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AttemptEnd {
+    /// The handler (or a layer) returned an error.
+    Error,
+    /// The handler panicked (the message says what it said and where).
+    Panic,
+    /// The attempt ran past the job's timeout.
+    Timeout,
+    /// The handler snoozed the job ([`JobError::snooze`]).
+    Snooze,
+}
+
+impl AttemptEnd {
+    /// Its name as stored in the attempt history: `error`, `panic`,
+    /// `timeout` or `snooze`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Error => "error",
+            Self::Panic => "panic",
+            Self::Timeout => "timeout",
+            Self::Snooze => "snooze",
+        }
+    }
 }
 
 impl JobError {
@@ -62,11 +91,39 @@ impl JobError {
         )
     }
 
+    /// A handler's panic, retried on the job's retry schedule: `message`
+    /// says what it said (and where, when known).
+    pub fn panicked(message: impl fmt::Display) -> Self {
+        Self {
+            ended: AttemptEnd::Panic,
+            ..Self::retry(message)
+        }
+    }
+
+    /// An attempt stopped at the job's timeout `limit`, retried on the
+    /// job's retry schedule.
+    pub fn timed_out(limit: Duration) -> Self {
+        Self {
+            ended: AttemptEnd::Timeout,
+            ..Self::retry(format_args!("attempt timed out after {limit:?}"))
+        }
+    }
+
     fn new(kind: JobErrorKind, message: impl fmt::Display) -> Self {
+        let ended = match kind {
+            JobErrorKind::Snooze(_) => AttemptEnd::Snooze,
+            _ => AttemptEnd::Error,
+        };
         Self {
             kind,
             message: message.to_string(),
+            ended,
         }
+    }
+
+    /// How the attempt ended, as its history records it.
+    pub fn ended(&self) -> AttemptEnd {
+        self.ended
     }
 
     /// What jobq does with this failure.

@@ -26,7 +26,7 @@ mod state;
 mod unique;
 
 pub use context::{ExtendFuture, JobContext, JobMeta, LeaseError, LeaseExtender};
-pub use error::{DispatchError, IntoJobResult, JobError, JobErrorKind, error_chain};
+pub use error::{AttemptEnd, DispatchError, IntoJobResult, JobError, JobErrorKind, error_chain};
 pub use field::FieldSpec;
 pub use job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job, MAX_KEY_CONCURRENCY};
 pub use registry::{Definition, JobFuture, JobRegistration, Registry, RegistryError, RunFn};

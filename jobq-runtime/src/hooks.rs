@@ -180,6 +180,7 @@ pub async fn transition(
         },
         delay,
         refund_attempt,
+        record: error.as_ref().map(|e| ("error", e.clone())),
         error,
     };
     jobq.store().transition(&transition).await

@@ -166,10 +166,10 @@ pub use connection::{AnyConnection, EnqueueConnection};
 pub use error::{ConfigError, Error, InvalidArgument, Result};
 pub use handle::Jobq;
 pub use jobq_core::{
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, FieldSpec, IntoJobResult, Job,
-    JobContext, JobError, JobErrorKind, JobMeta, JobRegistration, LeaseError, MAX_KEY_CONCURRENCY,
-    Registry, RegistryError, RetryPolicy, State, StateRequirement, States, Unique, error_chain,
-    retry,
+    AttemptEnd, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, FieldSpec,
+    IntoJobResult, Job, JobContext, JobError, JobErrorKind, JobMeta, JobRegistration, LeaseError,
+    MAX_KEY_CONCURRENCY, Registry, RegistryError, RetryPolicy, State, StateRequirement, States,
+    Unique, error_chain, retry,
 };
 pub use jobq_macros::job;
 pub use ops::{
@@ -202,7 +202,9 @@ pub use roster::{JobKind, KindField, PublishedJob, ServedQueue, WorkerInfo};
 /// ```
 pub use sqlx;
 pub use store::policy::internal_retries;
-pub use types::{Backend, Enqueue, Enqueued, JobInfo, JobStatus, QueueCounts};
+pub use types::{
+    AttemptRecord, Backend, Enqueue, Enqueued, HISTORY_CAP, JobInfo, JobStatus, QueueCounts,
+};
 pub use worker::{
     DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_PRESENCE_INTERVAL, SHUTDOWN_FINAL_WRITES, Worker,
     WorkerBuilder, WorkerHandle,

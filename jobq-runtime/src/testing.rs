@@ -600,11 +600,7 @@ pub async fn perform<J: Job>(
     match registration.timeout {
         Some(limit) => tokio::time::timeout(limit, attempt)
             .await
-            .unwrap_or_else(|_| {
-                Err(JobError::retry(format!(
-                    "attempt timed out after {limit:?}"
-                )))
-            }),
+            .unwrap_or_else(|_| Err(JobError::timed_out(limit))),
         None => attempt.await,
     }
 }

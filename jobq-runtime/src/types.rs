@@ -369,9 +369,118 @@ pub struct JobInfo {
     pub created_at: DateTime<Utc>,
     /// When it reached `done`, `failed` or `cancelled`.
     pub finished_at: Option<DateTime<Utc>>,
+    /// Its attempts that ended other than in success, oldest first: the
+    /// latest [`HISTORY_CAP`] (older ones are dropped as new ones come; the
+    /// attempt numbers show the gap). [`timeline`](Self::timeline) adds
+    /// the attempt that is running or succeeded. Read by
+    /// [`Jobq::job`](crate::Jobq::job); empty in the rows of
+    /// [`Jobq::list`](crate::Jobq::list), which leaves it out.
+    pub history: Vec<AttemptRecord>,
+}
+
+/// How many ended attempts a job's [`history`](JobInfo::history) keeps:
+/// past it, the oldest entry goes as each new one comes (each backend's
+/// statements that append an entry hold the number too; a test checks
+/// they agree).
+pub const HISTORY_CAP: usize = 25;
+
+/// One attempt of a job, as its history keeps it (see
+/// [`JobInfo::history`] and [`JobInfo::timeline`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AttemptRecord {
+    /// Its number (1 for the first; a snoozed attempt's number is used
+    /// again by the next, which it did not count against the limit).
+    pub attempt: u32,
+    /// The worker that ran it (`host:pid:…` by default, as `claimed_by`).
+    pub worker: Option<String>,
+    /// When it was claimed.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it ended; `None` while it runs.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// How it ended: `error`, `panic`, `timeout`, `snooze`, `lease expired`
+    /// (its worker stopped renewing it: killed, crashed, cut off), or, in a
+    /// [`timeline`](JobInfo::timeline) only, `succeeded`, `running` or
+    /// `cancelled`.
+    pub outcome: String,
+    /// What it said: the error's message (a panic's with where it
+    /// happened), cut at 2,000 bytes.
+    pub error: Option<String>,
+}
+
+impl AttemptRecord {
+    /// How long it ran (until now for a running attempt: `None`).
+    pub fn duration(&self) -> Option<Duration> {
+        (self.ended_at? - self.started_at?).to_std().ok()
+    }
+
+    /// The history as stored (a JSON array of objects with `attempt`,
+    /// `worker`, `started_us`, `ended_us`, `outcome`, `error`); entries
+    /// that do not read (a value written by hand) are left out, never an
+    /// error: any row can be inspected.
+    pub(crate) fn parse_history(text: Option<&str>) -> Vec<AttemptRecord> {
+        #[derive(serde::Deserialize)]
+        struct Stored {
+            attempt: Option<i64>,
+            worker: Option<String>,
+            started_us: Option<i64>,
+            ended_us: Option<i64>,
+            outcome: Option<String>,
+            error: Option<String>,
+        }
+        let Some(text) = text else {
+            return Vec::new();
+        };
+        let entries: Vec<serde_json::Value> = serde_json::from_str(text).unwrap_or_default();
+        entries
+            .into_iter()
+            .filter_map(|entry| serde_json::from_value::<Stored>(entry).ok())
+            .map(|e| AttemptRecord {
+                attempt: e.attempt.and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
+                worker: e.worker,
+                started_at: e.started_us.and_then(DateTime::from_timestamp_micros),
+                ended_at: e.ended_us.and_then(DateTime::from_timestamp_micros),
+                outcome: e.outcome.unwrap_or_else(|| "unknown".to_owned()),
+                error: e.error,
+            })
+            .collect()
+    }
 }
 
 impl JobInfo {
+    /// Every attempt, oldest first: the [`history`](Self::history), then
+    /// the attempt the row itself describes when the history does not hold
+    /// it — `running` (status `processing`), `succeeded` (`done`) or
+    /// `cancelled` (cancelled while it ran).
+    pub fn timeline(&self) -> Vec<AttemptRecord> {
+        let mut timeline = self.history.clone();
+        let recorded = self.history.last().map(|r| (r.attempt, r.started_at));
+        let last = (self.attempts, self.claimed_at);
+        let outcome = match self.status {
+            JobStatus::Processing => Some("running"),
+            JobStatus::Done => Some("succeeded"),
+            JobStatus::Cancelled => Some("cancelled"),
+            _ => None,
+        };
+        if let Some(outcome) = outcome
+            && self.claimed_at.is_some()
+            && recorded != Some(last)
+        {
+            timeline.push(AttemptRecord {
+                attempt: self.attempts,
+                worker: self.claimed_by.clone(),
+                started_at: self.claimed_at,
+                ended_at: match self.status {
+                    JobStatus::Processing => None,
+                    _ => self.finished_at,
+                },
+                outcome: outcome.to_owned(),
+                error: None,
+            });
+        }
+        timeline
+    }
+
     /// The payload indented for reading, its keys in the order they are
     /// stored (a map read back would sort them); the text as stored where
     /// it is not one JSON value.

@@ -15,6 +15,15 @@ pub(crate) fn duration(d: Duration) -> String {
     }
 }
 
+/// How long an attempt took: `12 ms` below a second, else as [`duration`].
+pub(crate) fn took(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else {
+        duration(d)
+    }
+}
+
 /// `2026-12-01 20:03:04 UTC`.
 pub(crate) fn time(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M:%S UTC").to_string()

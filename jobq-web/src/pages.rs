@@ -539,6 +539,49 @@ fn when(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Markup {
     }
 }
 
+/// A job's attempts, oldest first ([`JobInfo::timeline`]): one row each
+/// with how it ended, the worker, when it started, how long it took and
+/// what it said.
+fn attempts(job: &JobInfo, now: DateTime<Utc>) -> Markup {
+    let timeline = job.timeline();
+    html! {
+        @if timeline.is_empty() {
+            p.empty { "No attempt yet." }
+        } @else {
+            @if job.history.len() >= jobq_runtime::HISTORY_CAP {
+                p.small { "The latest " (jobq_runtime::HISTORY_CAP) " ended attempts are kept; older ones were dropped." }
+            }
+            div.scroll {
+                table.attempts {
+                    thead { tr { th.num { "#" } th { "Outcome" } th { "Worker" } th { "Started" } th.num { "Took" } th { "Error" } } }
+                    tbody {
+                        @for a in &timeline {
+                            tr data-attempt=(a.attempt) data-outcome=(a.outcome) {
+                                td.num { (a.attempt) }
+                                td { span class={ "status " (attempt_class(&a.outcome)) } { (a.outcome) } }
+                                td.mono { @if let Some(w) = &a.worker { (w) } @else { span.none { "–" } } }
+                                td { (when(a.started_at, now)) }
+                                td.num { @if let Some(took) = a.duration() { (format::took(took)) } @else { span.none { "–" } } }
+                                td { @if let Some(error) = &a.error { pre.error { (error) } } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The badge colour of an attempt's outcome.
+fn attempt_class(outcome: &str) -> &'static str {
+    match outcome {
+        "succeeded" => "done",
+        "running" => "processing",
+        "snooze" | "cancelled" => "cancelled",
+        _ => "failed",
+    }
+}
+
 pub(crate) fn job<'a>(
     ctx: &Ctx<'a>,
     job: &JobInfo,
@@ -594,6 +637,10 @@ pub(crate) fn job<'a>(
             } @else {
                 p.empty { "No error: no attempt has failed." }
             }
+        }
+        section.panel #attempts {
+            h2 { "Attempts" }
+            (attempts(job, now))
         }
         section.panel {
             h2 { "Payload" }

@@ -680,7 +680,63 @@ async fn the_mount_point_with_a_trailing_slash_is_the_overview(db: TestDb) {
     );
 }
 
+/// The job page shows each attempt (the failed one from the history, the
+/// successful one from the row) with its worker, its message escaped.
+async fn the_job_page_shows_each_attempt_with_its_worker(db: TestDb) {
+    use jobq_runtime::__store;
+    let jobq = db.jobq().await;
+    let queue = unique_queue("web-attempts");
+    let id = pending_job(&jobq, &queue, "{}").await;
+    let lease = std::time::Duration::from_secs(30);
+    let first = __store::claim(&jobq, &queue, 1, lease, "web-a")
+        .await
+        .unwrap();
+    let error = format!("failed with {SCRIPT}");
+    let moved = __store::transition(
+        &jobq,
+        (id, first[0].token),
+        false,
+        std::time::Duration::ZERO,
+        false,
+        Some(error),
+    )
+    .await
+    .unwrap();
+    assert!(moved);
+    let second = __store::claim(&jobq, &queue, 1, lease, "web-b")
+        .await
+        .unwrap();
+    assert_eq!(
+        __store::complete(&jobq, &[(id, second[0].token)])
+            .await
+            .unwrap(),
+        1
+    );
+    let reply = get(&jobq_web::router(jobq), &format!("/job/{id}")).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let body = &reply.body;
+    let attempts = body
+        .split_once("id=\"attempts\"")
+        .map_or("", |(_, rest)| rest);
+    let failed = attempts.find("data-attempt=\"1\" data-outcome=\"error\"");
+    let succeeded = attempts.find("data-attempt=\"2\" data-outcome=\"succeeded\"");
+    assert!(
+        failed.is_some() && succeeded.is_some() && failed < succeeded,
+        "{body}"
+    );
+    assert!(
+        attempts.contains(">web-a<") && attempts.contains(">web-b<"),
+        "{body}"
+    );
+    assert!(
+        attempts.contains("failed with &lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{body}"
+    );
+    assert!(!body.contains(SCRIPT), "no live script tag");
+}
+
 jobq_tests::on_every_backend!(
+    the_job_page_shows_each_attempt_with_its_worker,
     a_figure_is_highlighted_only_when_it_is_not_zero,
     a_request_for_a_host_the_dashboard_does_not_serve_is_refused_reads_and_actions,
     the_mount_point_with_a_trailing_slash_is_the_overview,

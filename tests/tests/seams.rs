@@ -224,7 +224,8 @@ async fn a_job_layer_that_panics_fails_the_attempt_to_be_retried(db: TestDb) {
     assert_eq!(info.attempts, 2);
     let error = info.last_error.unwrap_or_default();
     assert!(
-        error.starts_with("a job layer panicked: the layer's own bug"),
+        error.starts_with("a job layer panicked at tests/tests/seams.rs:")
+            && error.contains(": the layer's own bug"),
         "{error}"
     );
     assert_eq!(

@@ -736,4 +736,25 @@ pub(crate) struct Transition {
     pub(crate) refund_attempt: bool,
     /// New `last_error`; `None` keeps the old one.
     pub(crate) error: Option<String>,
+    /// The ended attempt's entry in the job's history (`outcome`,
+    /// message); `None` records nothing (a release, a job sent back before
+    /// it started).
+    pub(crate) record: Option<(&'static str, String)>,
+}
+
+/// The longest message an entry of the history keeps, in bytes (a longer
+/// one is cut at a character boundary, with `…`); `last_error` keeps the
+/// whole of the latest.
+pub(crate) const HISTORY_MESSAGE_MAX: usize = 2_000;
+
+/// `message` as a history entry keeps it.
+pub(crate) fn history_message(message: &str) -> String {
+    if message.len() <= HISTORY_MESSAGE_MAX {
+        return message.to_owned();
+    }
+    let mut end = HISTORY_MESSAGE_MAX;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &message[..end])
 }

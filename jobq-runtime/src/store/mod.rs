@@ -138,7 +138,7 @@ mod stash;
 
 pub(crate) use contract::{
     BackendStore, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob, Prunable,
-    QueueControl, Target, Transition, WorkerRefresh, WorkerRow,
+    QueueControl, Target, Transition, WorkerRefresh, WorkerRow, history_message,
 };
 pub(crate) use policy::new_token_base;
 

@@ -56,6 +56,7 @@ pub(crate) fn job_info<R: Columns>(row: &R) -> Result<JobInfo> {
         claimed_at: row.opt_time("claimed_at")?,
         created_at: row.time("created_at")?,
         finished_at: row.opt_time("finished_at")?,
+        history: crate::types::AttemptRecord::parse_history(row.opt_text("history")?.as_deref()),
     })
 }
 

@@ -224,6 +224,7 @@ impl Worker {
     /// # Panics
     /// Outside a tokio runtime.
     pub fn start(self) -> WorkerHandle {
+        super::util::record_panic_locations();
         let Self {
             shared,
             pipeline,

@@ -19,6 +19,51 @@ pub(super) fn quietly(log: impl FnOnce()) {
     let _ = std::panic::catch_unwind(AssertUnwindSafe(log));
 }
 
+thread_local! {
+    /// Where the last panic on this thread happened, as the panic hook
+    /// [`record_panic_locations`] installs saw it.
+    static PANIC_AT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Installs (once per process) a panic hook that notes where each panic
+/// happened for the thread it happens on, then calls the hook that was set
+/// before (the default one prints the report on stderr, as without jobq):
+/// a caught handler panic is then recorded with its location
+/// ([`panic_site`]). A hook the application sets later replaces it, and
+/// panics are then recorded without their location.
+pub(super) fn record_panic_locations() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if let Some(at) = info.location() {
+                let at = format!("{}:{}:{}", at.file(), at.line(), at.column());
+                let _ = PANIC_AT.try_with(|slot| *slot.borrow_mut() = Some(at));
+            }
+            previous(info);
+        }));
+    });
+}
+
+/// Where the panic just caught on this thread happened, if the hook saw
+/// it (taken: the next panic's site is its own).
+pub(super) fn panic_site() -> Option<String> {
+    PANIC_AT
+        .try_with(|slot| slot.borrow_mut().take())
+        .ok()
+        .flatten()
+}
+
+/// What a caught panic says, and where it happened when known:
+/// `at src/jobs.rs:12:5: boom`-style text after `what`.
+pub(super) fn panic_report(what: &str, panic: &(dyn Any + Send)) -> String {
+    let message = panic_message(panic);
+    match panic_site() {
+        Some(at) => format!("{what} panicked at {at}: {message}"),
+        None => format!("{what} panicked: {message}"),
+    }
+}
+
 /// The error for a panic caught in `task`.
 pub(super) fn panicked(task: &'static str, panic: &(dyn Any + Send)) -> Error {
     Error::Panicked {

@@ -42,8 +42,10 @@ async fn a_panic_is_a_failed_attempt_with_the_panic_message(db: TestDb) {
     wait_for_status(&jobq, next, JobStatus::Done, LONG).await;
     stop(handle).await;
     let error = info.last_error.unwrap();
+    // With where it panicked: this file, the panic's line.
     assert!(
-        error.contains(&format!("handler panicked: kaboom in job {id}")),
+        error.contains("handler panicked at tests/tests/conformance/")
+            && error.contains(&format!(": kaboom in job {id} (attempt 1 of 1")),
         "{error}"
     );
 }

@@ -68,7 +68,14 @@ const PLANS: [PlanRule; 6] = [
     PlanRule {
         name: "plan_prune_queues",
         statement: "prune's queues (PRUNE_QUEUES)",
-        needs_any: &["Using index for group-by"],
+        // A loose scan of the claim index; or a scan of that index alone,
+        // which the optimizer rightly prefers when nearly every row is a
+        // queue of its own (a small table of many queues: it failed the
+        // doctor of the CLI's tests, whose every test has a queue).
+        needs_any: &[
+            "Using index for group-by",
+            "type=index key=jobq_jobs_claim",
+        ],
         forbids: &["type=ALL"],
         advice: MIGRATE_ADVICE,
     },

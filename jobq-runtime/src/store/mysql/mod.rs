@@ -569,6 +569,9 @@ impl BackendStore for MySqlStore {
             .conns
             .execute(
                 sqlx::query(TRANSITION)
+                    .bind(t.record.as_ref().map(|r| r.0))
+                    .bind(t.record.as_ref().map(|r| r.0))
+                    .bind(t.record.as_ref().map(|r| r.1.as_str()))
                     .bind(status)
                     .bind(micros(t.delay))
                     .bind(i32::from(t.refund_attempt))

@@ -146,15 +146,46 @@ pub const CLAIM_SELECT_AFTER: &str = "SELECT id, job_name, payload, attempts, ma
      ORDER BY priority, run_at, id \
      LIMIT ? FOR UPDATE SKIP LOCKED";
 
+/// `history` with one more entry (an expression): the attempt (its number, worker and
+/// start from the row as the claim left it), when it ended, `outcome` and
+/// `error`; the oldest entry goes once it holds [`HISTORY_CAP`] entries
+/// (25). First in a statement's `SET`: MySQL assigns left to right, and
+/// the entry reads `attempts` and `claimed_by` before the rest changes
+/// them. A value that is not JSON (written by hand) starts over.
+///
+/// [`HISTORY_CAP`]: crate::HISTORY_CAP
+macro_rules! history_append {
+    ($outcome:expr, $error:expr) => {
+        concat!(
+            "JSON_ARRAY_APPEND(IF(JSON_LENGTH(IF(JSON_VALID(history), history, '[]')) >= 25, \
+             JSON_REMOVE(history, '$[0]'), IF(JSON_VALID(history), history, '[]')), '$', \
+             JSON_OBJECT('attempt', attempts, 'worker', claimed_by, \
+             'started_us', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', claimed_at), \
+             'ended_us', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)), \
+             'outcome', ",
+            $outcome,
+            ", 'error', ",
+            $error,
+            "))"
+        )
+    };
+}
+
 /// `finished_at` is computed from the target status bound again, not from
-/// the `status` column this statement assigns (see the module docs).
-pub const TRANSITION: &str = "UPDATE jobq_jobs SET status = ?, \
+/// the `status` column this statement assigns (see the module docs). The
+/// first `?` is the history entry's outcome (`NULL`: no entry), then its
+/// outcome and message again.
+pub const TRANSITION: &str = concat!(
+    "UPDATE jobq_jobs SET history = IF(? IS NULL, history, ",
+    history_append!("?", "?"),
+    "), status = ?, \
      run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, \
      attempts = attempts - ?, \
      last_error = COALESCE(?, last_error), \
      finished_at = IF(? = 'failed', UTC_TIMESTAMP(6), NULL), \
      lease_token = NULL \
-     WHERE id = ? AND lease_token = ? AND status = 'processing'";
+     WHERE id = ? AND lease_token = ? AND status = 'processing'"
+);
 
 /// Finished rows of one queue, status and priority, oldest first: a range of
 /// the claim index, where a finished row's `run_at` is when it finished.
@@ -194,7 +225,13 @@ macro_rules! job_columns {
     () => {
         "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts, \
          run_at, COALESCE(idempotency_key, unique_key) AS idempotency_key, last_error, claimed_by, \
-         claimed_at, created_at, finished_at \
+         claimed_at, created_at, finished_at, history \
+         FROM jobq_jobs"
+    };
+    (list) => {
+        "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts, \
+         run_at, COALESCE(idempotency_key, unique_key) AS idempotency_key, last_error, claimed_by, \
+         claimed_at, created_at, finished_at, NULL AS history \
          FROM jobq_jobs"
     };
 }
@@ -317,7 +354,7 @@ pub(crate) const FILTERED: Filtered = Filtered {
             before: " AND idempotency_key < ",
         },
     ),
-    list: job_columns!(),
+    list: job_columns!(list),
     count: "SELECT COUNT(*) FROM jobq_jobs",
     ids: "SELECT id FROM jobq_jobs",
     window: crate::store::sql::WINDOW,
@@ -695,6 +732,14 @@ pub(crate) fn held(ids: usize) -> String {
     )
 }
 
+/// What a reaped attempt's `last_error` and history entry say.
+macro_rules! lease_expired {
+    () => {
+        "CONCAT('lease expired during attempt ', attempts, ': worker ', COALESCE(claimed_by, '?'), \
+         ' stopped renewing it (crashed, killed or stalled)')"
+    };
+}
+
 /// Returns `ids` (locked by [`reap_lock`]) to `pending`, or `failed` when
 /// their attempts are used up. An orphan keeps its place in
 /// line: `run_at` goes back to when the job was enqueued, not to the back of
@@ -702,12 +747,17 @@ pub(crate) fn held(ids: usize) -> String {
 /// queue is deep.
 pub(crate) fn reap_update(ids: usize) -> String {
     format!(
-        "UPDATE jobq_jobs SET \
-             last_error = CONCAT('lease expired during attempt ', attempts, ': worker ', COALESCE(claimed_by, '?'), ' stopped renewing it (crashed, killed or stalled)'), \
+        concat!(
+            "UPDATE jobq_jobs SET history = ",
+            history_append!("'lease expired'", lease_expired!()),
+            ", last_error = ",
+            lease_expired!(),
+            ", \
              finished_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), NULL), \
              status = IF(attempts >= max_attempts, 'failed', 'pending'), \
              run_at = IF(attempts >= max_attempts, UTC_TIMESTAMP(6), created_at), lease_token = NULL \
-             WHERE id IN ({}) AND status = 'processing'",
+             WHERE id IN ({}) AND status = 'processing'"
+        ),
         placeholders(ids)
     )
 }
@@ -967,4 +1017,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261207000001 "jobq_keys",
     20261207000002 "jobq_key_rates",
     20261208000001 "jobq_waiters",
+    20261209000001 "jobq_history",
 );

@@ -401,7 +401,9 @@ impl BackendStore for PgStore {
                     .bind(i32::from(t.refund_attempt))
                     .bind(&t.error)
                     .bind(t.fence.id)
-                    .bind(t.fence.token),
+                    .bind(t.fence.token)
+                    .bind(t.record.as_ref().map(|r| r.0))
+                    .bind(t.record.as_ref().map(|r| r.1.as_str())),
             )
             .await?;
         Ok(affected == 1)

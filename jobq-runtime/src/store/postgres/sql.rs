@@ -32,7 +32,13 @@ macro_rules! job_columns {
     () => {
         "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts,
        run_at, COALESCE(idempotency_key, unique_key) AS idempotency_key, last_error, claimed_by,
-       claimed_at, created_at, finished_at
+       claimed_at, created_at, finished_at, history::text AS history
+  FROM jobq_jobs"
+    };
+    (list) => {
+        "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts,
+       run_at, COALESCE(idempotency_key, unique_key) AS idempotency_key, last_error, claimed_by,
+       claimed_at, created_at, finished_at, NULL::text AS history
   FROM jobq_jobs"
     };
 }
@@ -270,8 +276,44 @@ SELECT c.id, c.job_name, c.payload, c.attempts, c.max_attempts, c.idempotency_ke
   FROM claimed AS c JOIN picked AS p USING (id) CROSS JOIN no_flush
 "#;
 
+/// `history` with one more entry (an expression over the row `$row`): the
+/// attempt (its number, worker and start as the claim left them), when it
+/// ended (the transaction's `now()`, as `finished_at`), `$outcome` and
+/// `$error`; the oldest entry goes once it holds
+/// [`HISTORY_CAP`](crate::HISTORY_CAP) entries (25).
+macro_rules! history_append {
+    ($row:literal, $outcome:literal, $error:literal) => {
+        concat!(
+            "(CASE WHEN jsonb_array_length(COALESCE(",
+            $row,
+            ".history, '[]'::jsonb)) >= 25 \
+             THEN ",
+            $row,
+            ".history - 0 ELSE COALESCE(",
+            $row,
+            ".history, '[]'::jsonb) END) \
+             || jsonb_build_array(jsonb_build_object('attempt', ",
+            $row,
+            ".attempts, \
+             'worker', ",
+            $row,
+            ".claimed_by, \
+             'started_us', (extract(epoch FROM ",
+            $row,
+            ".claimed_at) * 1000000)::bigint, \
+             'ended_us', (extract(epoch FROM now()) * 1000000)::bigint, \
+             'outcome', ",
+            $outcome,
+            ", 'error', ",
+            $error,
+            "))"
+        )
+    };
+}
+
 /// Returns up to `$2` expired rows of queue `$1`.
-pub const REAP: &str = r#"-- An orphan keeps its place in line: run_at goes back to when it was
+pub const REAP: &str = concat!(
+    r#"-- An orphan keeps its place in line: run_at goes back to when it was
 -- enqueued, not behind a backlog of jobs enqueued since. A failed row's
 -- run_at is when it failed, as for every finished row.
 WITH expired AS (
@@ -287,9 +329,18 @@ UPDATE jobq_jobs AS j
        last_error = 'lease expired during attempt ' || j.attempts || ': worker '
            || COALESCE(j.claimed_by, '?') || ' stopped renewing it (crashed, killed or stalled)',
        run_at = CASE WHEN j.attempts >= j.max_attempts THEN now() ELSE j.created_at END,
-       lease_token = NULL
+       lease_token = NULL,
+       history = "#,
+    history_append!(
+        "j",
+        "'lease expired'",
+        "'lease expired during attempt ' || j.attempts || ': worker ' \
+         || COALESCE(j.claimed_by, '?') || ' stopped renewing it (crashed, killed or stalled)'"
+    ),
+    r#"
  WHERE j.id = ANY (ARRAY(SELECT id FROM expired))
-"#;
+"#
+);
 
 // Settles and heartbeats find their rows by primary key from the fence
 // list, matching the token alone: a token is non-null only while its claim
@@ -331,13 +382,19 @@ RETURNING j.id, j.lease_token
 
 /// PostgreSQL evaluates every SET expression on the old row, so
 /// `finished_at` looks at the new status through `$1`.
-pub const TRANSITION: &str = "UPDATE jobq_jobs SET status = $1,
+/// `$7` the history entry's outcome (`NULL`: no entry), `$8` its message.
+pub const TRANSITION: &str = concat!(
+    "UPDATE jobq_jobs SET status = $1,
        run_at = now() + $2 * interval '1 microsecond',
        attempts = attempts - $3,
        last_error = COALESCE($4, last_error),
        finished_at = CASE WHEN $1 = 'failed' THEN now() END,
-       lease_token = NULL
- WHERE id = $5 AND lease_token = $6 AND status = 'processing'";
+       lease_token = NULL,
+       history = CASE WHEN $7::text IS NULL THEN history ELSE ",
+    history_append!("jobq_jobs", "$7::text", "$8::text"),
+    " END
+ WHERE id = $5 AND lease_token = $6 AND status = 'processing'"
+);
 
 /// Finished rows of queue `$1` in status `$2`, oldest first, through
 /// `jobq_jobs_finished_by_queue` (`finished_at < …` implies its
@@ -600,7 +657,7 @@ pub(crate) const FILTERED: Filtered = Filtered {
             },
         )
     },
-    list: job_columns!(),
+    list: job_columns!(list),
     count: "SELECT COUNT(*) FROM jobq_jobs",
     ids: "SELECT id FROM jobq_jobs",
     window: crate::store::sql::WINDOW,
@@ -739,4 +796,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
     20261206000002 "jobq_rates",
     20261207000001 "jobq_keys",
     20261207000002 "jobq_key_rates",
+    20261209000001 "jobq_history",
 );

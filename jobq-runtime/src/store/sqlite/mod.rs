@@ -487,6 +487,8 @@ impl BackendStore for SqliteStore {
                     .bind(now)
                     .bind(t.fence.id)
                     .bind(t.fence.token)
+                    .bind(t.record.as_ref().map(|r| r.0))
+                    .bind(t.record.as_ref().map(|r| r.1.as_str()))
                     .execute(conn)
                     .await?;
                 Ok(done.rows_affected())

@@ -11,7 +11,17 @@ macro_rules! job_columns {
          CAST(payload AS BLOB) AS payload, status, priority, attempts, max_attempts, run_at, \
          CAST(COALESCE(idempotency_key, unique_key) AS BLOB) AS idempotency_key, \
          CAST(last_error AS BLOB) AS last_error, \
-         CAST(claimed_by AS BLOB) AS claimed_by, claimed_at, created_at, finished_at \
+         CAST(claimed_by AS BLOB) AS claimed_by, claimed_at, created_at, finished_at, \
+         CAST(history AS BLOB) AS history \
+         FROM jobq_jobs"
+    };
+    (list) => {
+        "SELECT id, CAST(queue AS BLOB) AS queue, CAST(job_name AS BLOB) AS job_name, \
+         CAST(payload AS BLOB) AS payload, status, priority, attempts, max_attempts, run_at, \
+         CAST(COALESCE(idempotency_key, unique_key) AS BLOB) AS idempotency_key, \
+         CAST(last_error AS BLOB) AS last_error, \
+         CAST(claimed_by AS BLOB) AS claimed_by, claimed_at, created_at, finished_at, \
+         NULL AS history \
          FROM jobq_jobs"
     };
 }
@@ -158,24 +168,65 @@ pub const CLAIM: &str = "UPDATE jobq_jobs SET status = 'processing', attempts = 
 
 /// `?1` status, `?2` new run_at, `?3` refunded attempts, `?4` error, `?5` now,
 /// `?6` id, `?7` token. SQLite's SET sees the old row, hence `?1` in `finished_at`.
-pub const TRANSITION: &str = "UPDATE jobq_jobs SET status = ?1, run_at = ?2, attempts = attempts - ?3, \
+/// What a reaped attempt's `last_error` and history entry say.
+macro_rules! lease_expired {
+    () => {
+        "'lease expired during attempt ' || attempts || ': worker ' || COALESCE(claimed_by, '?') \
+         || ' stopped renewing it (crashed, killed or stalled)'"
+    };
+}
+
+/// `history` with one more entry (an expression): the attempt (its
+/// number, worker and start as the claim left them), when it ended
+/// (`$now`), `$outcome` and `$error`; the oldest entry goes once it holds
+/// [`HISTORY_CAP`](crate::HISTORY_CAP) entries (25). A
+/// value that is not JSON (written by hand) starts over.
+macro_rules! history_append {
+    ($now:expr, $outcome:expr, $error:expr) => {
+        concat!(
+            "json_insert(CASE WHEN history IS NULL OR NOT json_valid(history) THEN '[]' \
+             WHEN json_array_length(history) >= 25 THEN json_remove(history, '$[0]') \
+             ELSE history END, '$[#]', json_object('attempt', attempts, 'worker', claimed_by, \
+             'started_us', claimed_at, 'ended_us', ",
+            $now,
+            ", 'outcome', ",
+            $outcome,
+            ", 'error', ",
+            $error,
+            "))"
+        )
+    };
+}
+
+/// `?8` the history entry's outcome (`NULL`: no entry), `?9` its message.
+pub const TRANSITION: &str = concat!(
+    "UPDATE jobq_jobs SET status = ?1, run_at = ?2, attempts = attempts - ?3, \
      last_error = COALESCE(?4, last_error), \
      finished_at = CASE WHEN ?1 = 'failed' THEN ?5 ELSE NULL END, \
-     lease_token = NULL \
-     WHERE id = ?6 AND lease_token = ?7 AND status = 'processing'";
+     lease_token = NULL, \
+     history = CASE WHEN ?8 IS NULL THEN history ELSE ",
+    history_append!("?5", "?8", "?9"),
+    " END \
+     WHERE id = ?6 AND lease_token = ?7 AND status = 'processing'"
+);
 
 /// `?1` now, `?2` queue, `?3` limit. A single statement: with one writer at a
 /// time there is no lock order to get wrong (unlike InnoDB).
 /// An orphan keeps its place in line: `run_at` goes back to when it was enqueued.
-pub const REAP: &str = "UPDATE jobq_jobs SET \
-     last_error = 'lease expired during attempt ' || attempts || ': worker ' || COALESCE(claimed_by, '?') \
-         || ' stopped renewing it (crashed, killed or stalled)', \
+pub const REAP: &str = concat!(
+    "UPDATE jobq_jobs SET \
+     history = ",
+    history_append!("?1", "'lease expired'", lease_expired!()),
+    ", last_error = ",
+    lease_expired!(),
+    ", \
      finished_at = CASE WHEN attempts >= max_attempts THEN ?1 ELSE NULL END, \
      status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END, \
      run_at = CASE WHEN attempts >= max_attempts THEN ?1 ELSE created_at END, lease_token = NULL \
      WHERE id IN (SELECT id FROM jobq_jobs \
                   WHERE queue = ?2 AND status = 'processing' AND run_at < ?1 \
-                  ORDER BY priority, run_at, id LIMIT ?3)";
+                  ORDER BY priority, run_at, id LIMIT ?3)"
+);
 
 /// One row, every column `Jobq::job` reports.
 pub const JOB: &str = concat!(job_columns!(), " WHERE id = ?1");
@@ -235,7 +286,7 @@ pub(crate) const FILTERED: Filtered = Filtered {
             before: " AND idempotency_key < ",
         },
     ),
-    list: job_columns!(),
+    list: job_columns!(list),
     count: "SELECT COUNT(*) FROM jobq_jobs",
     ids: "SELECT id FROM jobq_jobs",
     window: crate::store::sql::WINDOW,
@@ -527,4 +578,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261206000002 "jobq_rates",
     20261207000001 "jobq_keys",
     20261207000002 "jobq_key_rates",
+    20261209000001 "jobq_history",
 );

@@ -25,7 +25,7 @@ use crate::seam::{self, JobLayers};
 use crate::store::{ClaimedJob, Fence, Store};
 use crate::worker::held::Held;
 use crate::worker::inject::{self, Point};
-use crate::worker::util::{panic_message, quietly, unless};
+use crate::worker::util::{panic_report, quietly, unless};
 
 /// A claimed job, registered as held (its lease renewed by the heartbeat)
 /// and not started yet.
@@ -148,9 +148,9 @@ pub(super) fn start(
         let outcome = match AssertUnwindSafe(attempt).catch_unwind().await {
             Ok(outcome) => outcome,
             Err(panic) => Outcome::Failed(
-                JobError::retry(format!(
-                    "the attempt panicked outside its handler's poll (decoding its payload, or dropping the handler's future): {}",
-                    panic_message(panic.as_ref())
+                JobError::panicked(format!(
+                    "{} (outside its handler's poll: decoding its payload, or dropping the handler's future)",
+                    panic_report("the attempt", panic.as_ref())
                 )),
                 pipeline
                     .registry
@@ -304,9 +304,9 @@ async fn through_layers(
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| {
-            Err(JobError::retry(format!(
-                "a job layer panicked: {}",
-                panic_message(panic.as_ref())
+            Err(JobError::panicked(panic_report(
+                "a job layer",
+                panic.as_ref(),
             )))
         })
 }
@@ -326,13 +326,8 @@ async fn timed(
     };
     match result {
         Ok(Ok(result)) => result,
-        Ok(Err(panic)) => Err(JobError::retry(format!(
-            "handler panicked: {}",
-            panic_message(panic.as_ref())
-        ))),
-        Err(limit) => Err(JobError::retry(format!(
-            "attempt timed out after {limit:?}"
-        ))),
+        Ok(Err(panic)) => Err(JobError::panicked(panic_report("handler", panic.as_ref()))),
+        Err(limit) => Err(JobError::timed_out(limit)),
     }
 }
 

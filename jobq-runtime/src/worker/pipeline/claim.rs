@@ -416,6 +416,7 @@ async fn throttle(
             delay: *delay,
             refund_attempt: true,
             error: None,
+            record: None,
         };
         if let Err(error) = shared.store.transition(&back).await {
             quietly(|| {

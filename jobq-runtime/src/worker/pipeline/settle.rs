@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Ended, Observed, Pipeline};
 use crate::metrics::{self, JobMetrics};
 use crate::options::MAX_DELAY;
-use crate::store::{ClaimedJob, Fence, Target, Transition};
+use crate::store::{ClaimedJob, Fence, Target, Transition, history_message};
 use crate::worker::held::Held;
 use crate::worker::inject;
 use crate::worker::shared::Shared;
@@ -93,6 +93,7 @@ pub(super) fn release(fence: Fence) -> Transition {
         delay: Duration::ZERO,
         refund_attempt: true,
         error: None,
+        record: None,
     }
 }
 
@@ -273,11 +274,11 @@ pub(super) fn plan_failure(
     attempt: u32,
     max_attempts: u32,
     fence: Fence,
-    error: &JobError,
+    failure: &JobError,
     policy: &RetryPolicy,
 ) -> Transition {
     let exhausted = attempt >= max_attempts;
-    let (target, delay, refund_attempt) = match error.kind() {
+    let (target, delay, refund_attempt) = match failure.kind() {
         JobErrorKind::Snooze(delay) => (Target::Pending, delay, true),
         JobErrorKind::Permanent => (Target::Failed, Duration::ZERO, false),
         _ if exhausted => (Target::Failed, Duration::ZERO, false),
@@ -288,23 +289,25 @@ pub(super) fn plan_failure(
     // in 9999, PostgreSQL's interval at about 178 million years): clamped to
     // the limit enqueue has, and said so.
     const CLAMPED: &str = "clamped to 100 years (jobq_runtime::MAX_DELAY)";
-    let error = match error.kind() {
+    let error = match failure.kind() {
         JobErrorKind::Snooze(_) if delay > MAX_DELAY => {
-            Some(format!("{}, {CLAMPED}", error.message()))
+            Some(format!("{}, {CLAMPED}", failure.message()))
         }
         _ if delay > MAX_DELAY => Some(format!(
             "{}; to be retried in {delay:?}, {CLAMPED}",
-            error.message()
+            failure.message()
         )),
-        _ => plan_error(attempt, max_attempts, error, target, exhausted),
+        _ => plan_error(attempt, max_attempts, failure, target, exhausted),
     };
     let delay = delay.min(MAX_DELAY);
+    let note = history_message(error.as_deref().unwrap_or(failure.message()));
     Transition {
         fence,
         target,
         delay,
         refund_attempt,
         error,
+        record: Some((failure.ended().as_str(), note)),
     }
 }
 

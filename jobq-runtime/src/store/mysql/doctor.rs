@@ -72,10 +72,7 @@ const PLANS: [PlanRule; 6] = [
         // which the optimizer rightly prefers when nearly every row is a
         // queue of its own (a small table of many queues: it failed the
         // doctor of the CLI's tests, whose every test has a queue).
-        needs_any: &[
-            "Using index for group-by",
-            "type=index key=jobq_jobs_claim",
-        ],
+        needs_any: &["Using index for group-by", "type=index key=jobq_jobs_claim"],
         forbids: &["type=ALL"],
         advice: MIGRATE_ADVICE,
     },

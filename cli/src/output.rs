@@ -412,6 +412,13 @@ pub(crate) fn list_table(page: &JobPage) -> String {
                 (when(j.run_at), None),
                 (when(j.created_at), None),
                 (
+                    match (&j.progress, j.status) {
+                        (Some(p), JobStatus::Processing) => headline(&p.to_string(), 40),
+                        _ => "-".into(),
+                    },
+                    None,
+                ),
+                (
                     j.last_error
                         .as_deref()
                         .map_or_else(|| "-".into(), |e| headline(e, 60)),
@@ -429,6 +436,7 @@ pub(crate) fn list_table(page: &JobPage) -> String {
             "ATTEMPTS",
             "RUN_AT",
             "CREATED",
+            "PROGRESS",
             "LAST ERROR",
         ],
         &rows,
@@ -464,6 +472,13 @@ pub(crate) fn job_json(job: &JobInfo) -> Value {
 /// [`job_json`] with the job's attempt timeline (`jobq show --json`).
 pub(crate) fn job_json_with_history(job: &JobInfo) -> Value {
     let mut value = job_json(job);
+    value["progress"] = job.progress.as_ref().map_or(
+        Value::Null,
+        |p| json!({ "done": p.done, "total": p.total, "note": p.note }),
+    );
+    value["output"] = job.output.as_deref().map_or(Value::Null, |o| {
+        serde_json::from_str(o).unwrap_or_else(|_| Value::String(o.to_owned()))
+    });
     value["history"] = job
         .timeline()
         .iter()
@@ -516,6 +531,14 @@ pub(crate) fn describe(job: &JobInfo) -> String {
     match &job.last_error {
         Some(error) => out.push_str(&format!("last_error\n{}\n", indent(error))),
         None => out.push_str("last_error -\n"),
+    }
+    match &job.progress {
+        Some(progress) => out.push_str(&format!("progress {progress}\n")),
+        None => out.push_str("progress -\n"),
+    }
+    match job.output_pretty() {
+        Some(output) => out.push_str(&format!("output\n{}\n", indent(&output))),
+        None => out.push_str("output -\n"),
     }
     out.push_str(&timeline(job));
     out

@@ -551,10 +551,10 @@ async fn workers_lists_live_workers_and_enqueue_takes_their_defaults(db: TestDb)
     jobq.cancel(stored.id).await.unwrap();
 }
 
-/// `show` prints each attempt, oldest first: its number, how it ended,
+/// `show` prints the job's output, and each attempt, oldest first: its number, how it ended,
 /// when it started, how long it took, the worker, and its message below —
 /// a failed attempt from the history, the successful one from the row.
-async fn show_prints_each_attempt_with_its_worker(db: TestDb) {
+async fn show_prints_the_output_and_each_attempt_with_its_worker(db: TestDb) {
     use jobq_runtime::__store;
     let url = db.url().to_owned();
     ok(&url, &["migrate"]);
@@ -582,13 +582,28 @@ async fn show_prints_each_attempt_with_its_worker(db: TestDb) {
     let second = __store::claim(&jobq, &queue, 1, lease, "cli-b")
         .await
         .unwrap();
-    assert_eq!(
-        __store::complete(&jobq, &[(id, second[0].token)])
+    let progress = r#"{"done":4,"total":10,"note":"halfway"}"#;
+    assert!(
+        __store::save_progress(&jobq, (id, second[0].token), progress)
             .await
-            .unwrap(),
-        1
+            .unwrap()
+    );
+    let listed = ok(&url, &["list", "--queue", &queue]);
+    assert!(
+        listed.contains("PROGRESS") && listed.contains("4/10 (40%) halfway"),
+        "{listed}"
+    );
+    assert!(
+        __store::complete_with_output(&jobq, (id, second[0].token), r#"{"sent":true}"#)
+            .await
+            .unwrap()
     );
     let text = ok(&url, &["show", &id.to_string()]);
+    assert!(
+        text.contains("output\n  {\n    \"sent\": true\n  }\n")
+            && text.contains("progress 4/10 (40%) halfway\n"),
+        "{text}"
+    );
     let history = text.split_once("history\n").map_or("", |(_, h)| h);
     let lines: Vec<&str> = history.lines().collect();
     assert_eq!(lines.len(), 4, "{text}");
@@ -610,6 +625,7 @@ async fn show_prints_each_attempt_with_its_worker(db: TestDb) {
         "{text}"
     );
     let shown = json(&url, &["show", &id.to_string(), "--json"]);
+    assert_eq!(shown["output"]["sent"], true, "{shown}");
     let attempts = shown["history"].as_array().expect("a history array");
     assert_eq!(attempts.len(), 2, "{shown}");
     assert_eq!(
@@ -634,7 +650,7 @@ async fn show_prints_each_attempt_with_its_worker(db: TestDb) {
 jobq_tests::on_every_backend!(
     every_command_does_what_it_says_and_exits_accordingly,
     workers_lists_live_workers_and_enqueue_takes_their_defaults,
-    show_prints_each_attempt_with_its_worker,
+    show_prints_the_output_and_each_attempt_with_its_worker,
 );
 
 #[test]

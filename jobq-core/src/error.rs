@@ -162,24 +162,72 @@ impl fmt::Display for JobError {
 
 impl std::error::Error for JobError {}
 
-/// Converts what a `#[job]` fn returns into the outcome of the attempt.
+/// Converts what a `#[job]` fn returns into the outcome of the attempt and
+/// its output.
 ///
-/// Implemented for `()` and for `Result<(), E>` with `E: Display + 'static`.
+/// Implemented for `()` and for `Result<T, E>` with `T: Serialize` (the
+/// job's output, stored with it when the attempt succeeds; `()` stores
+/// nothing) and `E: Display + 'static`. A `#[job]` fn may also return a
+/// bare `T: Serialize`, which `#[job]` wraps in `Ok`.
 pub trait IntoJobResult {
+    /// What a successful attempt leaves as the job's output.
+    type Output: serde::Serialize;
+
     /// The outcome of the attempt.
-    fn into_job_result(self) -> Result<(), JobError>;
+    fn into_job_result(self) -> Result<Self::Output, JobError>;
 }
 
 impl IntoJobResult for () {
+    type Output = ();
+
     fn into_job_result(self) -> Result<(), JobError> {
         Ok(())
     }
 }
 
-impl<E: fmt::Display + 'static> IntoJobResult for Result<(), E> {
-    fn into_job_result(self) -> Result<(), JobError> {
+impl<T: serde::Serialize, E: fmt::Display + 'static> IntoJobResult for Result<T, E> {
+    type Output = T;
+
+    fn into_job_result(self) -> Result<T, JobError> {
         self.map_err(JobError::from_display)
     }
+}
+
+/// The most bytes of JSON a job's output may take; a larger one fails the
+/// attempt with a message that says so (store large results elsewhere and
+/// return a reference to them).
+pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
+
+/// Keeps `value` (what a `#[job]` fn returned) on its attempt's context as
+/// JSON, for the worker to store with the job when the attempt succeeds;
+/// a value that serializes to `null` (`()`, `None`) stores nothing. An
+/// error fails the attempt: the value does not serialize, or it is over
+/// [`MAX_OUTPUT_BYTES`].
+#[doc(hidden)]
+pub fn keep_output<T: serde::Serialize>(
+    ctx: &crate::JobContext,
+    value: &T,
+) -> Result<(), JobError> {
+    if std::mem::size_of::<T>() == 0 {
+        return Ok(());
+    }
+    let json = serde_json::to_string(value).map_err(|error| {
+        JobError::retry(format_args!(
+            "the job's output does not serialize to JSON: {error}"
+        ))
+    })?;
+    if json == "null" {
+        return Ok(());
+    }
+    if json.len() > MAX_OUTPUT_BYTES {
+        return Err(JobError::retry(format_args!(
+            "the job's output is {} bytes of JSON, over the cap of {MAX_OUTPUT_BYTES} bytes \
+             (jobq_runtime::MAX_OUTPUT_BYTES): return less, or store it elsewhere and return a reference to it",
+            json.len()
+        )));
+    }
+    ctx.put_output(json);
+    Ok(())
 }
 
 /// Why a stored job could not be started.

@@ -77,3 +77,12 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
         None
     }
 }
+
+/// The type of a job's output: what its `#[job]` fn returns on success
+/// (`T` of a `Result<T, E>`, a bare `T`, or `()` for none), as
+/// `Jobq::output` reads it back. `#[job]` implements it; a fn returning
+/// `impl Trait` has `serde_json::Value` here.
+pub trait JobOutput {
+    /// The output's type.
+    type Output;
+}

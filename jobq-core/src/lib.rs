@@ -25,10 +25,15 @@ pub mod retry;
 mod state;
 mod unique;
 
-pub use context::{ExtendFuture, JobContext, JobMeta, LeaseError, LeaseExtender};
-pub use error::{AttemptEnd, DispatchError, IntoJobResult, JobError, JobErrorKind, error_chain};
+pub use context::{
+    CheckpointError, ExtendFuture, JobContext, JobMeta, LeaseError, LeaseExtender, LoadFuture,
+    MAX_CHECKPOINT_BYTES, PROGRESS_EVERY,
+};
+pub use error::{
+    AttemptEnd, DispatchError, IntoJobResult, JobError, JobErrorKind, MAX_OUTPUT_BYTES, error_chain,
+};
 pub use field::FieldSpec;
-pub use job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job, MAX_KEY_CONCURRENCY};
+pub use job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job, JobOutput, MAX_KEY_CONCURRENCY};
 pub use registry::{Definition, JobFuture, JobRegistration, Registry, RegistryError, RunFn};
 pub use retry::RetryPolicy;
 pub use state::{State, StateRequirement, States, type_name_as_written};
@@ -44,9 +49,10 @@ pub mod __private {
     pub use ::serde;
     pub use ::serde_json;
 
+    pub use crate::error::keep_output;
     pub use crate::{
-        Definition, DispatchError, FieldSpec, IntoJobResult, Job, JobContext, JobFuture,
-        JobRegistration, RetryPolicy, StateRequirement, States, Unique,
+        Definition, DispatchError, FieldSpec, IntoJobResult, Job, JobContext, JobError, JobFuture,
+        JobOutput, JobRegistration, RetryPolicy, StateRequirement, States, Unique,
     };
 
     /// What a payload field's type must be; `#[job]` asserts it on each

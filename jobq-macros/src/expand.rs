@@ -358,6 +358,65 @@ fn duration(duration: Duration) -> TokenStream {
     quote!(::core::time::Duration::new(#secs, #nanos))
 }
 
+/// How a `#[job]` fn's return value becomes its attempt's result and output.
+struct Kept {
+    /// `Result<Output, JobError>` from the returned value (`output`).
+    into_result: TokenStream,
+    /// The output's type, for `JobOutput`.
+    output_type: TokenStream,
+}
+
+/// What a fn returning `output` keeps as its job's output: `None` when it
+/// returns nothing (no return type, or `()`). A `Result<T, E>` (its last
+/// path segment `Result`: `anyhow::Result<T>` too) keeps `T`; `impl Trait`
+/// keeps what it turns into (read back as JSON); any other type is kept
+/// whole, as if returned in `Ok`.
+fn kept_output(output: &ReturnType, value: &Ident, private: &TokenStream) -> Option<Kept> {
+    let ReturnType::Type(_, ty) = output else {
+        return None;
+    };
+    let unit = |ty: &Type| matches!(ty, Type::Tuple(tuple) if tuple.elems.is_empty());
+    match &**ty {
+        ty if unit(ty) => None,
+        // `Result<(), E>`: nothing to keep (and no clone of the context).
+        Type::Path(path)
+            if path.path.segments.last().is_some_and(|segment| {
+                segment.ident == "Result"
+                    && matches!(&segment.arguments, syn::PathArguments::AngleBracketed(args)
+                        if matches!(args.args.first(), Some(syn::GenericArgument::Type(first)) if unit(first)))
+            }) =>
+        {
+            None
+        }
+        Type::ImplTrait(_) => Some(Kept {
+            into_result: quote!(#private::IntoJobResult::into_job_result(#value)),
+            output_type: quote!(#private::serde_json::Value),
+        }),
+        Type::Path(path)
+            if path.qself.is_none()
+                && path
+                    .path
+                    .segments
+                    .last()
+                    .is_some_and(|segment| segment.ident == "Result") =>
+        {
+            Some(Kept {
+                into_result: quote_spanned!(ty.span()=> <#ty as #private::IntoJobResult>::into_job_result(#value)),
+                output_type: quote!(<#ty as #private::IntoJobResult>::Output),
+            })
+        }
+        // Spanned on the type: "`T: Serialize` is not satisfied" points at it.
+        _ => Some(Kept {
+            into_result: quote_spanned!(ty.span()=>
+                <::core::result::Result<#ty, #private::JobError> as #private::IntoJobResult>::into_job_result(
+                    ::core::result::Result::Ok(#value)
+                )
+            ),
+            output_type: quote!(#ty),
+        }),
+    }
+}
+
 /// The type-erased entry point, the state list, the payload checks and the
 /// `inventory` submission, hidden in `const _: () = { … };`.
 fn registration(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
@@ -411,7 +470,15 @@ fn registration(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
         .params
         .iter()
         .any(|param| matches!(param, Param::Context { .. }));
-    let ctx_param = if uses_ctx { quote!(#ctx) } else { quote!(_) };
+    // What the fn returns on success: `None` for nothing to keep (no
+    // return type, `()`), else how the returned value becomes a result and
+    // the output's type (for `JobOutput`).
+    let kept = kept_output(&sig.output, &output, &private);
+    let ctx_param = if uses_ctx || kept.is_some() {
+        quote!(#ctx)
+    } else {
+        quote!(_)
+    };
     let states_param = if requirements.is_empty() {
         quote!(_)
     } else {
@@ -426,17 +493,59 @@ fn registration(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
     // The future is checked for `Send` where it becomes a `JobFuture`; that
     // check is spanned on the fn name, so "future cannot be sent between
     // threads safely" points at the job fn (axum's `check_future_send`).
-    let into_result = match &sig.output {
-        ReturnType::Type(_, ty) if !matches!(**ty, Type::ImplTrait(_)) => {
-            quote!(<#ty as #private::IntoJobResult>::into_job_result(#output))
+    let boxed = match &kept {
+        None => {
+            let into_result = match &sig.output {
+                ReturnType::Type(_, ty) => {
+                    quote!(<#ty as #private::IntoJobResult>::into_job_result(#output))
+                }
+                ReturnType::Default => quote!(#private::IntoJobResult::into_job_result(#output)),
+            };
+            quote_spanned! {fn_ident.span()=>
+                let #future: #private::JobFuture = ::std::boxed::Box::pin(async move {
+                    let #output = #fn_ident(#(#args),*).await;
+                    #into_result
+                });
+            }
         }
-        _ => quote!(#private::IntoJobResult::into_job_result(#output)),
+        Some(Kept { into_result, .. }) => {
+            // The context the output is kept on: the fn's own when it
+            // takes it by reference (borrowed only while it runs), else a
+            // clone of it (one reference count).
+            let by_value = model
+                .params
+                .iter()
+                .any(|param| matches!(param, Param::Context { by_ref: false }));
+            let keeper = parse::local("keeper");
+            let (keep_ctx, kept_on) = if by_value {
+                (
+                    quote!(let #keeper = ::core::clone::Clone::clone(&#ctx);),
+                    keeper.to_token_stream(),
+                )
+            } else {
+                (quote!(), ctx.to_token_stream())
+            };
+            let value = parse::local("value");
+            quote_spanned! {fn_ident.span()=>
+                #keep_ctx
+                let #future: #private::JobFuture = ::std::boxed::Box::pin(async move {
+                    let #output = #fn_ident(#(#args),*).await;
+                    match #into_result {
+                        ::core::result::Result::Ok(#value) => #private::keep_output(&#kept_on, &#value),
+                        ::core::result::Result::Err(error) => ::core::result::Result::Err(error),
+                    }
+                });
+            }
+        }
     };
-    let boxed = quote_spanned! {fn_ident.span()=>
-        let #future: #private::JobFuture = ::std::boxed::Box::pin(async move {
-            let #output = #fn_ident(#(#args),*).await;
-            #into_result
-        });
+    let output_type = match &kept {
+        None => quote!(()),
+        Some(Kept { output_type, .. }) => output_type.clone(),
+    };
+    let job_output = quote! {
+        impl #private::JobOutput for #payload {
+            type Output = #output_type;
+        }
     };
 
     let line = quote_spanned!(fn_ident.span()=> ::core::line!());
@@ -468,6 +577,8 @@ fn registration(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
             fn __jobq_states() -> ::std::vec::Vec<#private::StateRequirement> {
                 #requirements
             }
+
+            #job_output
 
             #private::inventory::submit! {
                 #private::JobRegistration::of::<#payload>(

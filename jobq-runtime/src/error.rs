@@ -97,6 +97,21 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A job's stored output is not JSON of the type asked for
+    /// ([`Jobq::output`](crate::Jobq::output)): the handler's output type
+    /// changed since the job ran, or the row was written by hand.
+    #[error("the output of job {id} (`{job}`) does not deserialize into `{type_name}`")]
+    Output {
+        /// The job's id.
+        id: i64,
+        /// The job name.
+        job: String,
+        /// The type asked for.
+        type_name: &'static str,
+        /// What serde reported.
+        #[source]
+        source: serde_json::Error,
+    },
     /// The URL names no database jobq supports. It is shown with the
     /// password of its userinfo and of any `…password=` query parameter
     /// replaced by `***`.

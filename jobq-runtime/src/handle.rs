@@ -308,6 +308,55 @@ impl Jobq {
         self.store().job(id).await
     }
 
+    /// The output job `id` of type `J` returned when it succeeded (what its
+    /// `#[job]` fn returned: the `T` of a `Result<T, E>`, or a bare `T`),
+    /// read back typed; `None` when there is no such job or it has no
+    /// output (not done yet, or it returns nothing). [`job`](Self::job)
+    /// gives it as JSON ([`JobInfo::output`]).
+    ///
+    /// # Errors
+    /// [`Error::Output`] when the stored output is not JSON of
+    /// `J::Output` (the type changed since the job ran); a database error.
+    ///
+    /// ```
+    /// use jobq_runtime::{job, Jobq, JobStatus};
+    ///
+    /// #[job]
+    /// async fn make_thumbnail(width: u32) -> Result<String, std::io::Error> {
+    ///     Ok(format!("thumbs/{width}.png"))
+    /// }
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> jobq_runtime::Result<()> {
+    /// # let jobq = Jobq::connect("sqlite::memory:").await?;
+    /// # jobq.migrate().await?;
+    /// let id = jobq.enqueue(MakeThumbnail::new(64)).await?.id;
+    /// // … once a worker ran it:
+    /// let path: Option<String> = jobq.output::<MakeThumbnail>(id).await?;
+    /// # assert_eq!(path, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn output<J>(&self, id: i64) -> Result<Option<J::Output>>
+    where
+        J: jobq_core::JobOutput,
+        J::Output: serde::de::DeserializeOwned,
+    {
+        let Some(job) = self.store().job(id).await? else {
+            return Ok(None);
+        };
+        let Some(json) = job.output else {
+            return Ok(None);
+        };
+        serde_json::from_str(&json)
+            .map(Some)
+            .map_err(|source| Error::Output {
+                id,
+                job: job.job_name,
+                type_name: std::any::type_name::<J::Output>(),
+                source,
+            })
+    }
+
     /// How many jobs of `queue` are in each status.
     pub async fn counts(&self, queue: &str) -> Result<QueueCounts> {
         self.store().counts(queue).await

@@ -107,6 +107,37 @@ fn claim_of(c: &crate::store::ClaimedJob) -> Claim {
     }
 }
 
+/// Marks held job `id` (its claim's `token`) `done` with `output` (JSON);
+/// whether it still held the row.
+pub async fn complete_with_output(
+    jobq: &Jobq,
+    (id, token): (i64, i64),
+    output: &str,
+) -> Result<bool> {
+    jobq.store()
+        .complete_with_output(Fence { id, token }, output)
+        .await
+}
+
+/// Saves held job `id`'s (its claim's `token`) checkpoint `json`; whether
+/// it still held the row.
+pub async fn save_checkpoint(jobq: &Jobq, (id, token): (i64, i64), json: &str) -> Result<bool> {
+    jobq.store()
+        .save_checkpoint(Fence { id, token }, json)
+        .await
+}
+
+/// Records held job `id`'s (its claim's `token`) progress `json`; whether
+/// it still held the row.
+pub async fn save_progress(jobq: &Jobq, (id, token): (i64, i64), json: &str) -> Result<bool> {
+    jobq.store().save_progress(Fence { id, token }, json).await
+}
+
+/// The checkpoint saved last for job `id`.
+pub async fn load_checkpoint(jobq: &Jobq, id: i64) -> Result<Option<String>> {
+    jobq.store().load_checkpoint(id).await
+}
+
 /// [`claim`] of a queue with a global concurrency limit, through its slots;
 /// also whether the limit held due jobs back.
 pub async fn claim_limited(

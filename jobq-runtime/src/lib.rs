@@ -166,10 +166,11 @@ pub use connection::{AnyConnection, EnqueueConnection};
 pub use error::{ConfigError, Error, InvalidArgument, Result};
 pub use handle::Jobq;
 pub use jobq_core::{
-    AttemptEnd, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError, FieldSpec,
-    IntoJobResult, Job, JobContext, JobError, JobErrorKind, JobMeta, JobRegistration, LeaseError,
-    MAX_KEY_CONCURRENCY, Registry, RegistryError, RetryPolicy, State, StateRequirement, States,
-    Unique, error_chain, retry,
+    AttemptEnd, CheckpointError, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError,
+    FieldSpec, IntoJobResult, Job, JobContext, JobError, JobErrorKind, JobMeta, JobOutput,
+    JobRegistration, LeaseError, MAX_CHECKPOINT_BYTES, MAX_KEY_CONCURRENCY, MAX_OUTPUT_BYTES,
+    PROGRESS_EVERY, Registry, RegistryError, RetryPolicy, State, StateRequirement, States, Unique,
+    error_chain, retry,
 };
 pub use jobq_macros::job;
 pub use ops::{
@@ -203,7 +204,8 @@ pub use roster::{JobKind, KindField, PublishedJob, ServedQueue, WorkerInfo};
 pub use sqlx;
 pub use store::policy::internal_retries;
 pub use types::{
-    AttemptRecord, Backend, Enqueue, Enqueued, HISTORY_CAP, JobInfo, JobStatus, QueueCounts,
+    AttemptRecord, Backend, Enqueue, Enqueued, HISTORY_CAP, JobInfo, JobProgress, JobStatus,
+    QueueCounts,
 };
 pub use worker::{
     DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_PRESENCE_INTERVAL, SHUTDOWN_FINAL_WRITES, Worker,

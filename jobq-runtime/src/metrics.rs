@@ -192,6 +192,7 @@ pub(crate) mod statement {
     pub(crate) const CLAIM: &str = "claim";
     pub(crate) const COMPLETE: &str = "complete";
     pub(crate) const TRANSITION: &str = "transition";
+    pub(crate) const CHECKPOINT: &str = "checkpoint";
     pub(crate) const HEARTBEAT: &str = "heartbeat";
     pub(crate) const REAP: &str = "reap";
     pub(crate) const PRUNE: &str = "prune";

@@ -376,6 +376,70 @@ pub struct JobInfo {
     /// [`Jobq::job`](crate::Jobq::job); empty in the rows of
     /// [`Jobq::list`](crate::Jobq::list), which leaves it out.
     pub history: Vec<AttemptRecord>,
+    /// What its handler returned when it succeeded, as JSON (`None`: not
+    /// done, or it returns nothing). Read by [`Jobq::job`](crate::Jobq::job);
+    /// left out of the rows of [`Jobq::list`](crate::Jobq::list).
+    /// [`Jobq::output`](crate::Jobq::output) reads it typed.
+    pub output: Option<String>,
+    /// How far its attempt said it was, last ([`JobContext::progress`]):
+    /// kept after the attempt ends, replaced by the next attempt's first
+    /// report.
+    ///
+    /// [`JobContext::progress`]: crate::JobContext::progress
+    pub progress: Option<JobProgress>,
+}
+
+/// A running job's progress as its handler reported it
+/// ([`JobInfo::progress`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobProgress {
+    /// How much is done.
+    pub done: u64,
+    /// Of how much (0: not known).
+    pub total: u64,
+    /// What the handler said with it.
+    pub note: String,
+}
+
+impl JobProgress {
+    /// `done` of `total` as a fraction, when `total` is known.
+    pub fn fraction(&self) -> Option<f64> {
+        #[allow(clippy::cast_precision_loss)]
+        (self.total > 0).then(|| self.done as f64 / self.total as f64)
+    }
+
+    /// As stored: `{"done":…,"total":…,"note":…}`; `None` if it does not
+    /// read (written by hand).
+    pub(crate) fn parse(text: Option<&str>) -> Option<JobProgress> {
+        #[derive(serde::Deserialize)]
+        struct Stored {
+            done: u64,
+            total: u64,
+            #[serde(default)]
+            note: String,
+        }
+        let stored: Stored = serde_json::from_str(text?).ok()?;
+        Some(JobProgress {
+            done: stored.done,
+            total: stored.total,
+            note: stored.note,
+        })
+    }
+}
+
+impl fmt::Display for JobProgress {
+    /// `40/100 (40%) copying rows`, `40 copying rows` when the total is unknown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.fraction() {
+            Some(fraction) => write!(f, "{}/{} ({:.0}%)", self.done, self.total, fraction * 100.0)?,
+            None => write!(f, "{}", self.done)?,
+        }
+        if !self.note.is_empty() {
+            write!(f, " {}", self.note)?;
+        }
+        Ok(())
+    }
 }
 
 /// How many ended attempts a job's [`history`](JobInfo::history) keeps:
@@ -492,6 +556,12 @@ impl JobInfo {
     /// ```
     pub fn payload_pretty(&self) -> String {
         pretty_json(&self.payload)
+    }
+
+    /// The [`output`](Self::output) indented for reading, as
+    /// [`payload_pretty`](Self::payload_pretty) does the payload.
+    pub fn output_pretty(&self) -> Option<String> {
+        self.output.as_deref().map(pretty_json)
     }
 }
 

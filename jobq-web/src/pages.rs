@@ -409,7 +409,12 @@ pub(crate) fn list<'a>(
                                 td.num { a href={ (ctx.base) "/job/" (job.id) } { (job.id) } }
                                 td { (job.queue) }
                                 td.mono { (job.job_name) }
-                                td { (status_badge(job.status)) }
+                                td {
+                                    (status_badge(job.status))
+                                    @if let (Some(progress), JobStatus::Processing) = (&job.progress, job.status) {
+                                        " " span.small.progress { (progress.to_string()) }
+                                    }
+                                }
                                 td.num { (job.attempts) "/" (job.max_attempts) }
                                 td title=(format::time(job.run_at)) { (format::relative(job.run_at, now)) }
                                 td title=(format::time(job.created_at)) { (format::relative(job.created_at, now)) }
@@ -622,6 +627,7 @@ pub(crate) fn job<'a>(
                 dt { "Status" } dd { (job.status.as_str()) }
                 dt { "Priority" } dd { (job.priority) }
                 dt { "Attempts" } dd { (job.attempts) " of " (job.max_attempts) }
+                dt { "Progress" } dd #progress { @if let Some(progress) = &job.progress { (progress.to_string()) } @else { span.none { "–" } } }
                 dt { "Idempotency key" } dd.mono { @if let Some(key) = &job.idempotency_key { (key) } @else { span.none { "–" } } }
                 dt { "Enqueued" } dd { (when(Some(job.created_at), now)) }
                 dt { (run_at_label) } dd { (when(Some(job.run_at), now)) }
@@ -636,6 +642,12 @@ pub(crate) fn job<'a>(
                 pre.error #last-error { (error) }
             } @else {
                 p.empty { "No error: no attempt has failed." }
+            }
+        }
+        @if let Some(output) = job.output_pretty() {
+            section.panel {
+                h2 { "Output" }
+                pre.payload #output { (output) }
             }
         }
         section.panel #attempts {

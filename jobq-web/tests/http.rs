@@ -680,9 +680,10 @@ async fn the_mount_point_with_a_trailing_slash_is_the_overview(db: TestDb) {
     );
 }
 
-/// The job page shows each attempt (the failed one from the history, the
-/// successful one from the row) with its worker, its message escaped.
-async fn the_job_page_shows_each_attempt_with_its_worker(db: TestDb) {
+/// The job page shows the job's output and each attempt (the failed one
+/// from the history, the successful one from the row) with its worker,
+/// every text escaped.
+async fn the_job_page_shows_the_output_and_each_attempt_with_its_worker(db: TestDb) {
     use jobq_runtime::__store;
     let jobq = db.jobq().await;
     let queue = unique_queue("web-attempts");
@@ -706,11 +707,29 @@ async fn the_job_page_shows_each_attempt_with_its_worker(db: TestDb) {
     let second = __store::claim(&jobq, &queue, 1, lease, "web-b")
         .await
         .unwrap();
-    assert_eq!(
-        __store::complete(&jobq, &[(id, second[0].token)])
+    let progress = serde_json::json!({ "done": 4, "total": 10, "note": SCRIPT }).to_string();
+    assert!(
+        __store::save_progress(&jobq, (id, second[0].token), &progress)
             .await
-            .unwrap(),
-        1
+            .unwrap()
+    );
+    let listed = get(
+        &jobq_web::router(jobq.clone()),
+        &format!("/list?queue={queue}"),
+    )
+    .await;
+    assert!(
+        listed
+            .body
+            .contains("4/10 (40%) &lt;script&gt;alert(1)&lt;/script&gt;"),
+        "a running job's progress in the list: {}",
+        listed.body
+    );
+    let output = serde_json::json!({ "said": SCRIPT }).to_string();
+    assert!(
+        __store::complete_with_output(&jobq, (id, second[0].token), &output)
+            .await
+            .unwrap()
     );
     let reply = get(&jobq_web::router(jobq), &format!("/job/{id}")).await;
     assert_eq!(reply.status, StatusCode::OK);
@@ -732,11 +751,24 @@ async fn the_job_page_shows_each_attempt_with_its_worker(db: TestDb) {
         attempts.contains("failed with &lt;script&gt;alert(1)&lt;/script&gt;"),
         "{body}"
     );
+    let shown = body
+        .split_once("id=\"output\"")
+        .map_or("", |(_, rest)| rest);
+    assert!(
+        shown.contains("\"said\": \"&lt;script&gt;alert(1)&lt;/script&gt;\"")
+            || shown
+                .contains("&quot;said&quot;: &quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;"),
+        "the output, escaped: {body}"
+    );
+    let progress = body
+        .split_once("id=\"progress\"")
+        .map_or("", |(_, rest)| rest);
+    assert!(progress.starts_with(">4/10 (40%) &lt;script&gt;"), "{body}");
     assert!(!body.contains(SCRIPT), "no live script tag");
 }
 
 jobq_tests::on_every_backend!(
-    the_job_page_shows_each_attempt_with_its_worker,
+    the_job_page_shows_the_output_and_each_attempt_with_its_worker,
     a_figure_is_highlighted_only_when_it_is_not_zero,
     a_request_for_a_host_the_dashboard_does_not_serve_is_refused_reads_and_actions,
     the_mount_point_with_a_trailing_slash_is_the_overview,

@@ -44,6 +44,8 @@ async fn jobq_and_the_applications_sqlx_migrations_coexist() {
             20_261_207_000_001,
             20_261_207_000_002,
             20_261_209_000_001,
+            20_261_209_000_002,
+            20_261_209_000_003,
         ]
     );
     let app_versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")

@@ -141,6 +141,19 @@ pub(crate) trait BackendStore: Sized {
     /// one statement); returns how many were still held.
     async fn complete(&self, fences: &[Fence]) -> Result<u64>;
 
+    /// Marks one held job `done` with `output` (its handler's output, JSON);
+    /// whether it was still held.
+    async fn complete_with_output(&self, fence: Fence, output: &str) -> Result<bool>;
+
+    /// Saves `json` as held job's checkpoint; whether it was still held.
+    async fn save_checkpoint(&self, fence: Fence, json: &str) -> Result<bool>;
+
+    /// The checkpoint saved last for job `id`, if any (a read).
+    async fn load_checkpoint(&self, id: i64) -> Result<Option<String>>;
+
+    /// Records `json` as held job's progress; whether it was still held.
+    async fn save_progress(&self, fence: Fence, json: &str) -> Result<bool>;
+
     /// Applies one fenced transition; `false` when the fence no longer matched.
     async fn transition(&self, t: &Transition) -> Result<bool>;
 

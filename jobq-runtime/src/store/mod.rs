@@ -461,6 +461,29 @@ impl Store {
         dispatch_seen!(self, s => policy::complete(s, fences).await)
     }
 
+    /// Marks one held job `done` with its handler's output (JSON); `false`
+    /// when the fence no longer matched.
+    pub(crate) async fn complete_with_output(&self, fence: Fence, output: &str) -> Result<bool> {
+        retried!(self, COMPLETE, s => s.complete_with_output(fence, output))
+    }
+
+    /// Saves held job's checkpoint (JSON); `false` when the fence no
+    /// longer matched.
+    pub(crate) async fn save_checkpoint(&self, fence: Fence, json: &str) -> Result<bool> {
+        retried!(self, CHECKPOINT, s => s.save_checkpoint(fence, json))
+    }
+
+    /// The checkpoint saved last for job `id`.
+    pub(crate) async fn load_checkpoint(&self, id: i64) -> Result<Option<String>> {
+        dispatch_seen!(self, s => s.load_checkpoint(id).await)
+    }
+
+    /// Records held job's progress (JSON), once; `false` when the fence no
+    /// longer matched.
+    pub(crate) async fn save_progress(&self, fence: Fence, json: &str) -> Result<bool> {
+        dispatch_seen!(self, s => s.save_progress(fence, json).await)
+    }
+
     /// Applies one fenced transition; `false` when the fence no longer matched.
     ///
     /// A move to `failed` is given no delay, whatever it asked for: every

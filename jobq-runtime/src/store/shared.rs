@@ -57,6 +57,8 @@ pub(crate) fn job_info<R: Columns>(row: &R) -> Result<JobInfo> {
         created_at: row.time("created_at")?,
         finished_at: row.opt_time("finished_at")?,
         history: crate::types::AttemptRecord::parse_history(row.opt_text("history")?.as_deref()),
+        output: row.opt_text("output")?,
+        progress: crate::types::JobProgress::parse(row.opt_text("progress")?.as_deref()),
     })
 }
 
@@ -92,6 +94,19 @@ macro_rules! reads {
                 .await?;
             row.map(|row| $crate::store::shared::job_info(&row))
                 .transpose()
+        }
+
+        async fn load_checkpoint(&self, id: i64) -> Result<Option<String>> {
+            let sql = $read(self, CHECKPOINT_LOAD);
+            let row = self
+                .run(statement::READ, async |conn| {
+                    sqlx::query(&sql).bind(id).fetch_optional(conn).await
+                })
+                .await?;
+            Ok(match row {
+                Some(row) => $crate::store::shared::Columns::opt_text(&row, "checkpoint")?,
+                None => None,
+            })
         }
 
         async fn counts(&self, queue: &str) -> Result<QueueCounts> {

@@ -98,6 +98,10 @@ impl Completer {
                 // still finishing beside the turn, leaves its jobs holding
                 // their keys: the release unblocks nothing for them, and
                 // the sweep does once they have moved on).
+                if !handed_off {
+                    // (A batch finishing beside forgets its outputs itself.)
+                    shared.forget_outputs(&batch);
+                }
                 let keys = shared.take_completed_keys(&batch);
                 if !keys.is_empty() {
                     if releasing.len() >= RELEASES_IN_FLIGHT {
@@ -171,6 +175,7 @@ async fn settle_until_done(
                 turn.beside(async move {
                     settle_beside(&shared, write, stuck.batch()).await;
                     let batch = stuck.done();
+                    shared.forget_outputs(&batch);
                     shared.held.release(&batch);
                 });
                 return true;
@@ -285,7 +290,27 @@ async fn complete_batch(shared: Arc<Shared>, batch: Vec<Fence>) -> Result<u64> {
             panic!("jobq fault injection: the batch write dropped (a panic here)");
         }
         let started = tokio::time::Instant::now();
-        let settled = shared.store.complete(&batch).await?;
+        let outputs = shared.outputs_of(&batch);
+        let settled = if outputs.is_empty() {
+            shared.store.complete(&batch).await?
+        } else {
+            // Jobs with an output: one statement each, the rest together.
+            let with: std::collections::HashSet<Fence> = outputs.iter().map(|(f, _)| *f).collect();
+            let plain: Vec<Fence> = batch
+                .iter()
+                .filter(|f| !with.contains(f))
+                .copied()
+                .collect();
+            let mut settled = if plain.is_empty() {
+                0
+            } else {
+                shared.store.complete(&plain).await?
+            };
+            for (fence, output) in &outputs {
+                settled += u64::from(shared.store.complete_with_output(*fence, output).await?);
+            }
+            settled
+        };
         shared.settled.notify_waiters();
         shared.metrics.settled(Settle::Complete, started.elapsed());
         let fenced_out = (batch.len() as u64).saturating_sub(settled);

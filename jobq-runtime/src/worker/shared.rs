@@ -50,6 +50,9 @@ pub(super) struct Shared {
     pub(super) settled: tokio::sync::Notify,
     /// The concurrency keys of the successes handed to the completer,
     /// by job id: released once their completion has committed.
+    /// The outputs of succeeded jobs waiting for the completer, by id:
+    /// written with their completion, forgotten once their batch is done.
+    pub(super) outputs: Mutex<std::collections::HashMap<i64, String>>,
     pub(super) completed_keys: Mutex<std::collections::HashMap<i64, String>>,
     /// The concurrency keys that have a rate (`jobq_key_rates`), as the
     /// pause loop read them last: a claim takes starts for their jobs.
@@ -77,6 +80,7 @@ impl Shared {
             failure: Mutex::new(None),
             settled: tokio::sync::Notify::new(),
             completed_keys: Mutex::new(std::collections::HashMap::new()),
+            outputs: Mutex::new(std::collections::HashMap::new()),
             rated_keys: std::sync::RwLock::new(std::collections::HashSet::new()),
         }
     }
@@ -117,6 +121,36 @@ impl Shared {
             return Vec::new();
         }
         fences.iter().filter_map(|f| keys.remove(&f.id)).collect()
+    }
+
+    /// Keeps the output of succeeded job `id` for the completer.
+    pub(super) fn keep_output(&self, id: i64, output: String) {
+        lock(&self.outputs).insert(id, output);
+    }
+
+    /// The outputs kept for `fences` (the others have none).
+    pub(super) fn outputs_of(
+        &self,
+        fences: &[crate::store::Fence],
+    ) -> Vec<(crate::store::Fence, String)> {
+        let outputs = lock(&self.outputs);
+        if outputs.is_empty() {
+            return Vec::new();
+        }
+        fences
+            .iter()
+            .filter_map(|f| outputs.get(&f.id).map(|o| (*f, o.clone())))
+            .collect()
+    }
+
+    /// Forgets the outputs of `fences` (their batch is done or given up).
+    pub(super) fn forget_outputs(&self, fences: &[crate::store::Fence]) {
+        let mut outputs = lock(&self.outputs);
+        if !outputs.is_empty() {
+            for f in fences {
+                outputs.remove(&f.id);
+            }
+        }
     }
 
     /// Stops the worker because a task failed; `shutdown` returns the first failure.

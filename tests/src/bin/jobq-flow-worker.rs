@@ -8,6 +8,10 @@
 //! before it ends prints `stopped <id> <µs since the epoch>`), and shuts
 //! down gracefully when its stdin closes.
 //!
+//! Its `jobq_flow_steps` job works through `n` steps of 100 ms from the
+//! checkpoint its last attempt saved, saving each step and reporting it as
+//! progress (`step <id> <attempt> <step>`).
+//!
 //! - `JOBQ_FLOW_URL`: the database; `JOBQ_FLOW_QUEUE`: the queue;
 //! - `JOBQ_FLOW_CONCURRENCY` (default 4), `JOBQ_FLOW_POLL_MS` (default
 //!   100), `JOBQ_FLOW_LEASE_MS` (default 30,000), `JOBQ_FLOW_DEADLINE_MS`
@@ -72,6 +76,26 @@ async fn work(ctx: JobContext, n: u64) -> Result<(), JobError> {
         ));
     }
     Ok(())
+}
+
+/// Works through `n` steps of 100 ms from the checkpoint the last attempt
+/// saved: saves each step as its checkpoint and reports it as progress,
+/// saying `step <id> <attempt> <step>`; returns the step it started from.
+#[job(name = "jobq_flow_steps")]
+async fn steps(ctx: JobContext, n: u64) -> Result<u64, JobError> {
+    let from = ctx.last_checkpoint::<u64>().await?.unwrap_or(0);
+    for step in from..n {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        ctx.checkpoint(&(step + 1)).await?;
+        ctx.progress(step + 1, n, &format!("step {}", step + 1));
+        say(format_args!(
+            "step {} {} {}",
+            ctx.id(),
+            ctx.attempt(),
+            step + 1
+        ));
+    }
+    Ok(from)
 }
 
 fn var(name: &str) -> String {

@@ -1,9 +1,10 @@
 use jobq_runtime::job;
 
+// A job's output must serialize: `Instant` does not.
 #[job]
-async fn count(user_id: u64) -> u32 {
+async fn count(user_id: u64) -> std::time::Instant {
     let _ = user_id;
-    1
+    std::time::Instant::now()
 }
 
 fn main() {}

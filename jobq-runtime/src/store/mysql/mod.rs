@@ -563,6 +563,18 @@ impl BackendStore for MySqlStore {
         Ok(self.fenced_update(COMPLETE_SET, None, fences).await?)
     }
 
+    async fn save_checkpoint(&self, fence: Fence, json: &str) -> Result<bool> {
+        self.fenced_set(CHECKPOINT_SAVE, fence, json).await
+    }
+
+    async fn save_progress(&self, fence: Fence, json: &str) -> Result<bool> {
+        self.fenced_set(PROGRESS_SAVE, fence, json).await
+    }
+
+    async fn complete_with_output(&self, fence: Fence, output: &str) -> Result<bool> {
+        self.fenced_set(COMPLETE_OUTPUT, fence, output).await
+    }
+
     async fn transition(&self, t: &Transition) -> Result<bool> {
         let status = t.target.status();
         let affected = self
@@ -1942,5 +1954,22 @@ impl Columns for sqlx::mysql::MySqlRow {
 
     fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
         Ok(self.try_get::<Option<NaiveDateTime>, _>(column)?.map(utc))
+    }
+}
+
+impl MySqlStore {
+    /// One fenced statement setting one value on held row `fence` (its
+    /// SQL binds the value, the id, the token); whether it still held it.
+    async fn fenced_set(&self, sql: &'static str, fence: Fence, value: &str) -> Result<bool> {
+        let affected = self
+            .conns
+            .execute(
+                sqlx::query(sql)
+                    .bind(value)
+                    .bind(fence.id)
+                    .bind(fence.token),
+            )
+            .await?;
+        Ok(affected == 1)
     }
 }

@@ -225,13 +225,13 @@ macro_rules! job_columns {
     () => {
         "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts, \
          run_at, COALESCE(idempotency_key, unique_key) AS idempotency_key, last_error, claimed_by, \
-         claimed_at, created_at, finished_at, history \
+         claimed_at, created_at, finished_at, history, output, progress \
          FROM jobq_jobs"
     };
     (list) => {
         "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts, \
          run_at, COALESCE(idempotency_key, unique_key) AS idempotency_key, last_error, claimed_by, \
-         claimed_at, created_at, finished_at, NULL AS history \
+         claimed_at, created_at, finished_at, NULL AS history, NULL AS output, progress \
          FROM jobq_jobs"
     };
 }
@@ -289,6 +289,22 @@ pub const SYNC_WAIT: &str = "SET STATEMENT wsrep_sync_wait = 1 FOR ";
 pub fn synced(sql: &str) -> String {
     format!("{SYNC_WAIT}{sql}")
 }
+
+/// Saves held job ?'s (token ?) checkpoint ? (JSON).
+pub const CHECKPOINT_SAVE: &str = "UPDATE jobq_jobs SET checkpoint = ? \
+     WHERE id = ? AND lease_token = ? AND status = 'processing'";
+
+/// Job ?'s checkpoint.
+pub const CHECKPOINT_LOAD: &str = "SELECT checkpoint FROM jobq_jobs WHERE id = ?";
+
+/// Records held job ?'s (token ?) progress ? (JSON).
+pub const PROGRESS_SAVE: &str = "UPDATE jobq_jobs SET progress = ? \
+     WHERE id = ? AND lease_token = ? AND status = 'processing'";
+
+/// Marks one held job `done` with its handler's output (`?`, JSON).
+pub const COMPLETE_OUTPUT: &str = "UPDATE jobq_jobs SET status = 'done', finished_at = UTC_TIMESTAMP(6), \
+     run_at = UTC_TIMESTAMP(6), lease_token = NULL, output = ? \
+     WHERE id = ? AND lease_token = ? AND status = 'processing'";
 
 /// The `SET` of a batch settle, fenced by `fenced_update`.
 pub const COMPLETE_SET: &str = "UPDATE jobq_jobs SET status = 'done', finished_at = UTC_TIMESTAMP(6), run_at = UTC_TIMESTAMP(6), lease_token = NULL";
@@ -1018,4 +1034,6 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261207000002 "jobq_key_rates",
     20261208000001 "jobq_waiters",
     20261209000001 "jobq_history",
+    20261209000002 "jobq_output",
+    20261209000003 "jobq_checkpoint",
 );

@@ -391,6 +391,18 @@ impl BackendStore for PgStore {
             .await?)
     }
 
+    async fn save_checkpoint(&self, fence: Fence, json: &str) -> Result<bool> {
+        self.fenced_set(CHECKPOINT_SAVE, fence, json).await
+    }
+
+    async fn save_progress(&self, fence: Fence, json: &str) -> Result<bool> {
+        self.fenced_set(PROGRESS_SAVE, fence, json).await
+    }
+
+    async fn complete_with_output(&self, fence: Fence, output: &str) -> Result<bool> {
+        self.fenced_set(COMPLETE_OUTPUT, fence, output).await
+    }
+
     async fn transition(&self, t: &Transition) -> Result<bool> {
         let affected = self
             .conns
@@ -1191,4 +1203,21 @@ async fn claim_limited_on(
     }
     tx.commit().await?;
     Ok(allowed.claimed(jobs, false))
+}
+
+impl PgStore {
+    /// One fenced statement setting one value on held row `fence` (its
+    /// SQL binds the value, the id, the token); whether it still held it.
+    async fn fenced_set(&self, sql: &'static str, fence: Fence, value: &str) -> Result<bool> {
+        let affected = self
+            .conns
+            .execute(
+                sqlx::query(sql)
+                    .bind(value)
+                    .bind(fence.id)
+                    .bind(fence.token),
+            )
+            .await?;
+        Ok(affected == 1)
+    }
 }

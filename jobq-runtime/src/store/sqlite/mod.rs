@@ -474,6 +474,30 @@ impl BackendStore for SqliteStore {
         .await
     }
 
+    async fn save_checkpoint(&self, fence: Fence, json: &str) -> Result<bool> {
+        self.fenced_set(CHECKPOINT_SAVE, fence, json).await
+    }
+
+    async fn save_progress(&self, fence: Fence, json: &str) -> Result<bool> {
+        self.fenced_set(PROGRESS_SAVE, fence, json).await
+    }
+
+    async fn complete_with_output(&self, fence: Fence, output: &str) -> Result<bool> {
+        let affected = self
+            .write(async |conn| {
+                let done = sqlx::query(COMPLETE_OUTPUT)
+                    .bind(now_micros())
+                    .bind(output)
+                    .bind(fence.id)
+                    .bind(fence.token)
+                    .execute(conn)
+                    .await?;
+                Ok(done.rows_affected())
+            })
+            .await?;
+        Ok(affected == 1)
+    }
+
     async fn transition(&self, t: &Transition) -> Result<bool> {
         let status = t.target.status();
         let affected = self
@@ -1551,5 +1575,24 @@ impl Columns for SqliteRow {
 
     fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
         Ok(self.try_get::<Option<i64>, _>(column)?.map(utc))
+    }
+}
+
+impl SqliteStore {
+    /// One fenced statement setting one value on held row `fence` (its
+    /// SQL binds the value, the id, the token); whether it still held it.
+    async fn fenced_set(&self, sql: &'static str, fence: Fence, value: &str) -> Result<bool> {
+        let affected = self
+            .write(async |conn| {
+                let done = sqlx::query(sql)
+                    .bind(value)
+                    .bind(fence.id)
+                    .bind(fence.token)
+                    .execute(conn)
+                    .await?;
+                Ok(done.rows_affected())
+            })
+            .await?;
+        Ok(affected == 1)
     }
 }

@@ -12,7 +12,7 @@ macro_rules! job_columns {
          CAST(COALESCE(idempotency_key, unique_key) AS BLOB) AS idempotency_key, \
          CAST(last_error AS BLOB) AS last_error, \
          CAST(claimed_by AS BLOB) AS claimed_by, claimed_at, created_at, finished_at, \
-         CAST(history AS BLOB) AS history \
+         CAST(history AS BLOB) AS history, CAST(output AS BLOB) AS output, CAST(progress AS BLOB) AS progress \
          FROM jobq_jobs"
     };
     (list) => {
@@ -21,7 +21,7 @@ macro_rules! job_columns {
          CAST(COALESCE(idempotency_key, unique_key) AS BLOB) AS idempotency_key, \
          CAST(last_error AS BLOB) AS last_error, \
          CAST(claimed_by AS BLOB) AS claimed_by, claimed_at, created_at, finished_at, \
-         NULL AS history \
+         NULL AS history, NULL AS output, CAST(progress AS BLOB) AS progress \
          FROM jobq_jobs"
     };
 }
@@ -313,6 +313,22 @@ pub(crate) fn bulk_cancel_pick(guard: &str) -> String {
     )
 }
 
+/// Saves held job ?2's (token ?3) checkpoint ?1 (JSON).
+pub const CHECKPOINT_SAVE: &str = "UPDATE jobq_jobs SET checkpoint = ?1 \
+     WHERE id = ?2 AND lease_token = ?3 AND status = 'processing'";
+
+/// Job ?1's checkpoint.
+pub const CHECKPOINT_LOAD: &str =
+    "SELECT CAST(checkpoint AS BLOB) AS checkpoint FROM jobq_jobs WHERE id = ?1";
+
+/// Records held job ?2's (token ?3) progress ?1 (JSON).
+pub const PROGRESS_SAVE: &str = "UPDATE jobq_jobs SET progress = ?1 \
+     WHERE id = ?2 AND lease_token = ?3 AND status = 'processing'";
+
+/// Marks held job `?3` (token `?4`) `done` at `?1` with its handler's output `?2`.
+pub const COMPLETE_OUTPUT: &str = "UPDATE jobq_jobs SET status = 'done', finished_at = ?1, run_at = ?1, \
+     lease_token = NULL, output = ?2 WHERE id = ?3 AND lease_token = ?4 AND status = 'processing'";
+
 /// `?1` finished_at.
 pub const COMPLETE: &str = "UPDATE jobq_jobs SET status = 'done', finished_at = ?1, run_at = ?1, lease_token = NULL \
      WHERE status = 'processing' AND id IN (SELECT value FROM json_each(?2)) \
@@ -579,4 +595,6 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261207000001 "jobq_keys",
     20261207000002 "jobq_key_rates",
     20261209000001 "jobq_history",
+    20261209000002 "jobq_output",
+    20261209000003 "jobq_checkpoint",
 );

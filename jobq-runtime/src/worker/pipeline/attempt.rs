@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures_util::{FutureExt, StreamExt};
 use jobq_core::{
     DispatchError, ExtendFuture, JobContext, JobError, JobFuture, JobMeta, LeaseError,
-    LeaseExtender, RetryPolicy, error_chain,
+    LeaseExtender, LoadFuture, RetryPolicy, error_chain,
 };
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
@@ -249,6 +249,8 @@ async fn execute(pipeline: &Pipeline, queue: &str, job: &ClaimedJob, held: Arc<H
         held: Some(held),
     });
     let ctx = JobContext::new(meta, cancel.clone(), Some(lease));
+    // Where the handler leaves its output (`#[job]` puts it on the context).
+    let kept = ctx.clone();
     // What the job layers see of the attempt: made only when there are any.
     let layered = (!pipeline.layers.is_empty()).then(|| ctx.clone());
     if inject::fire(Point::Decode, queue).is_some() {
@@ -269,7 +271,9 @@ async fn execute(pipeline: &Pipeline, queue: &str, job: &ClaimedJob, held: Arc<H
             Ok(attempt) => attempt,
             Err(error) => return Outcome::Failed(error, policy),
         };
-        return unless_cancelled(&cancel, timed(attempt, timeout), policy).await;
+        return unless_cancelled(&cancel, timed(attempt, timeout), policy)
+            .await
+            .with_output(&kept);
     };
     // Boxed: an attempt without layers carries none of their state.
     let layered = through_layers(
@@ -279,7 +283,9 @@ async fn execute(pipeline: &Pipeline, queue: &str, job: &ClaimedJob, held: Arc<H
         dispatched,
         timeout,
     );
-    unless_cancelled(&cancel, Box::pin(layered), policy).await
+    unless_cancelled(&cancel, Box::pin(layered), policy)
+        .await
+        .with_output(&kept)
 }
 
 /// The attempt through the job layers, which see a payload that does not
@@ -342,7 +348,7 @@ async fn unless_cancelled(
         biased;
         () = cancel.cancelled() => Outcome::Interrupted,
         result = attempt => match result {
-            Ok(()) => Outcome::Succeeded,
+            Ok(()) => Outcome::Succeeded(None),
             Err(error) => Outcome::Failed(error, policy),
         },
     }
@@ -368,6 +374,35 @@ impl LeaseExtender for JobLease {
                     Ok(())
                 }
                 Ok(_) => Err(LeaseError::Lost),
+                Err(error) => Err(LeaseError::Backend(Box::new(error))),
+            }
+        })
+    }
+
+    fn save_checkpoint(&self, json: String) -> ExtendFuture<'_> {
+        Box::pin(async move {
+            match self.store.save_checkpoint(self.fence, &json).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(LeaseError::Lost),
+                Err(error) => Err(LeaseError::Backend(Box::new(error))),
+            }
+        })
+    }
+
+    fn load_checkpoint(&self) -> LoadFuture<'_> {
+        Box::pin(async move {
+            self.store
+                .load_checkpoint(self.fence.id)
+                .await
+                .map_err(|error| LeaseError::Backend(Box::new(error)))
+        })
+    }
+
+    fn save_progress(&self, json: String) -> ExtendFuture<'_> {
+        Box::pin(async move {
+            match self.store.save_progress(self.fence, &json).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(LeaseError::Lost),
                 Err(error) => Err(LeaseError::Backend(Box::new(error))),
             }
         })

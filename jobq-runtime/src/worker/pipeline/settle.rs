@@ -22,10 +22,21 @@ use crate::worker::util::{backoff, panicked, quietly, unless};
 
 /// How an attempt ended.
 pub(super) enum Outcome {
-    Succeeded,
+    /// With the output the handler returned, as JSON.
+    Succeeded(Option<String>),
     Failed(JobError, RetryPolicy),
     /// Cancelled by the shutdown deadline or a lost lease.
     Interrupted,
+}
+
+impl Outcome {
+    /// A success with the output its handler left on `ctx`.
+    pub(super) fn with_output(self, ctx: &jobq_core::JobContext) -> Self {
+        match self {
+            Self::Succeeded(_) => Self::Succeeded(ctx.take_output()),
+            other => other,
+        }
+    }
 }
 
 /// What a held job is owed if whatever holds it ends without settling it.
@@ -176,8 +187,11 @@ pub(super) async fn settle(
     let fence = job.fence();
     observe(pipeline, job, &outcome);
     let transition = match outcome {
-        Outcome::Succeeded => {
+        Outcome::Succeeded(output) => {
             job_metrics.ended(metrics::Outcome::Succeeded);
+            if let Some(output) = output {
+                shared.keep_output(fence.id, output);
+            }
             quietly(|| {
                 span.record("job.outcome", "done");
             });
@@ -250,7 +264,7 @@ fn observe(pipeline: &Pipeline, job: &ClaimedJob, outcome: &Outcome) {
         return;
     };
     let ended = match outcome {
-        Outcome::Succeeded => Ended::Succeeded,
+        Outcome::Succeeded(_) => Ended::Succeeded,
         Outcome::Interrupted => Ended::Interrupted,
         Outcome::Failed(error, policy) => {
             let plan = plan_failure(job.attempt, job.max_attempts, job.fence(), error, policy);

@@ -39,6 +39,12 @@ pub trait LeaseExtender: Send + Sync {
         let _ = json;
         Box::pin(async { Err(LeaseError::Detached) })
     }
+
+    /// The token of the claim this attempt holds the job by, which a write
+    /// fenced by the attempt matches.
+    fn token(&self) -> Option<i64> {
+        None
+    }
 }
 
 /// Why a checkpoint could not be saved or read
@@ -184,6 +190,8 @@ struct Inner {
     /// Progress reports: when one was last written, the latest not yet
     /// written, and whether a write of it is scheduled.
     progress: std::sync::Mutex<Progress>,
+    /// Whether the handler completed its job in a transaction of its own.
+    completed_in: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -208,6 +216,7 @@ impl JobContext {
                 output: std::sync::Mutex::new(None),
                 checkpoint: std::sync::Mutex::new(None),
                 progress: std::sync::Mutex::new(Progress::default()),
+                completed_in: std::sync::atomic::AtomicBool::new(false),
             }),
             cancel,
             lease,
@@ -269,6 +278,30 @@ impl JobContext {
             .output
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(json);
+    }
+
+    /// The token of the claim this attempt holds its job by (`None`
+    /// without a worker).
+    #[doc(hidden)]
+    pub fn lease_token(&self) -> Option<i64> {
+        self.lease.as_ref().and_then(|lease| lease.token())
+    }
+
+    /// Notes that the handler completed its job in a transaction of its
+    /// own: the worker does not complete it again.
+    #[doc(hidden)]
+    pub fn mark_completed_in(&self) {
+        self.inner
+            .completed_in
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether [`mark_completed_in`](Self::mark_completed_in) was called.
+    #[doc(hidden)]
+    pub fn completed_in(&self) -> bool {
+        self.inner
+            .completed_in
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The output the handler returned, as JSON, if any (taken: the worker

@@ -208,8 +208,19 @@ pub fn keep_output<T: serde::Serialize>(
     ctx: &crate::JobContext,
     value: &T,
 ) -> Result<(), JobError> {
-    if std::mem::size_of::<T>() == 0 {
-        return Ok(());
+    if let Some(json) = output_json(value)? {
+        ctx.put_output(json);
+    }
+    Ok(())
+}
+
+/// `value` as a job's output: its JSON, `None` for `null` (nothing to
+/// store); an error when it does not serialize or is over
+/// [`MAX_OUTPUT_BYTES`].
+#[doc(hidden)]
+pub fn output_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<Option<String>, JobError> {
+    if std::mem::size_of_val(value) == 0 {
+        return Ok(None);
     }
     let json = serde_json::to_string(value).map_err(|error| {
         JobError::retry(format_args!(
@@ -217,7 +228,7 @@ pub fn keep_output<T: serde::Serialize>(
         ))
     })?;
     if json == "null" {
-        return Ok(());
+        return Ok(None);
     }
     if json.len() > MAX_OUTPUT_BYTES {
         return Err(JobError::retry(format_args!(
@@ -226,8 +237,7 @@ pub fn keep_output<T: serde::Serialize>(
             json.len()
         )));
     }
-    ctx.put_output(json);
-    Ok(())
+    Ok(Some(json))
 }
 
 /// Why a stored job could not be started.

@@ -49,7 +49,7 @@ pub mod __private {
     pub use ::serde;
     pub use ::serde_json;
 
-    pub use crate::error::keep_output;
+    pub use crate::error::{keep_output, output_json};
     pub use crate::{
         Definition, DispatchError, FieldSpec, IntoJobResult, Job, JobContext, JobError, JobFuture,
         JobOutput, JobRegistration, RetryPolicy, StateRequirement, States, Unique,

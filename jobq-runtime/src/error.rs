@@ -112,6 +112,16 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// [`CompleteIn::complete_in`](crate::CompleteIn::complete_in) did not
+    /// complete the job: nothing was written (the caller's transaction may
+    /// go on, or roll back).
+    #[error("job {id} was not completed in the transaction: {why}")]
+    CompleteIn {
+        /// The job's id.
+        id: i64,
+        /// Why.
+        why: String,
+    },
     /// The URL names no database jobq supports. It is shown with the
     /// password of its userinfo and of any `…password=` query parameter
     /// replaced by `***`.

@@ -133,6 +133,16 @@ pub async fn save_progress(jobq: &Jobq, (id, token): (i64, i64), json: &str) -> 
     jobq.store().save_progress(Fence { id, token }, json).await
 }
 
+/// Marks held job `id` (its claim's `token`) `done` with `output` on
+/// `conn`, in its transaction; whether it still held the row.
+pub async fn complete_in<'c>(
+    conn: impl EnqueueConnection<'c>,
+    (id, token): (i64, i64),
+    output: Option<&str>,
+) -> Result<bool> {
+    crate::store::Store::complete_in(conn.into_connection(), Fence { id, token }, output).await
+}
+
 /// The checkpoint saved last for job `id`.
 pub async fn load_checkpoint(jobq: &Jobq, id: i64) -> Result<Option<String>> {
     jobq.store().load_checkpoint(id).await

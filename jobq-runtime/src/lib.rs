@@ -146,6 +146,7 @@ backends::list!(needs_a_backend);
 
 mod backends;
 mod cancels;
+mod complete_in;
 mod connection;
 mod error;
 mod handle;
@@ -162,6 +163,7 @@ mod types;
 mod wakeup;
 mod worker;
 
+pub use complete_in::CompleteIn;
 pub use connection::{AnyConnection, EnqueueConnection};
 pub use error::{ConfigError, Error, InvalidArgument, Result};
 pub use handle::Jobq;

@@ -99,6 +99,14 @@ pub(crate) trait BackendStore: Sized {
     /// never retried; on PostgreSQL its NOTIFY goes out when that commits.
     async fn enqueue_in(conn: &mut Self::Connection, job: &NewJob) -> Result<Enqueued>;
 
+    /// Marks held job `fence` `done` (with `output`) in the caller's
+    /// transaction; whether it was still held. Never retried.
+    async fn complete_in(
+        conn: &mut Self::Connection,
+        fence: Fence,
+        output: Option<&str>,
+    ) -> Result<bool>;
+
     /// Claims up to `claim.limit` due jobs of `claim.queue`, ordered by
     /// priority, run_at, id, each under a token of its own
     /// ([`row_token`](super::policy::row_token)); returns them in that

@@ -231,6 +231,19 @@ macro_rules! enqueue_in_arms {
     };
 }
 
+/// The `match` of [`Store::complete_in`]: the backend of the caller's
+/// connection (no store needed: the statement runs on that connection).
+macro_rules! complete_in_arms {
+    (($conn:expr, $fence:expr, $output:expr) $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
+        match $conn {
+            $(
+                #[cfg(feature = $feature)]
+                AnyConnection::$variant(c) => <$module::$store as BackendStore>::complete_in(c, $fence, $output).await,
+            )*
+        }
+    };
+}
+
 /// [`dispatch_seen!`] of a write, one try of it (`$call`) run by the
 /// policy ([`policy::retried`]): again after a transient error, each try
 /// within the deadline; `$statement` names it ([`statement`]).
@@ -313,6 +326,16 @@ impl Store {
         let enqueued = backends::list!(enqueue_in_arms(self, conn, job))?;
         dispatch!(self, s => s.enqueued_in(&enqueued, &job.queue));
         Ok(enqueued)
+    }
+
+    /// Marks held job `fence` `done` (with `output`) on the caller's
+    /// connection, in its transaction; whether it was still held.
+    pub(crate) async fn complete_in(
+        conn: AnyConnection<'_>,
+        fence: Fence,
+        output: Option<&str>,
+    ) -> Result<bool> {
+        backends::list!(complete_in_arms(conn, fence, output))
     }
 
     /// Claims up to `limit` due jobs of `queue`, ordered by priority, run_at, id.

@@ -411,6 +411,20 @@ impl BackendStore for MySqlStore {
         Ok(insert(conn, job).await?)
     }
 
+    async fn complete_in(
+        conn: &mut MySqlConnection,
+        fence: Fence,
+        output: Option<&str>,
+    ) -> Result<bool> {
+        let done = sqlx::query(COMPLETE_OUTPUT)
+            .bind(output)
+            .bind(fence.id)
+            .bind(fence.token)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
         Ok(self.claim_once(claim).await?)
     }

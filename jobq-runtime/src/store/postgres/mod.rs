@@ -207,6 +207,20 @@ impl BackendStore for PgStore {
         Ok(insert_with(conn, job, INSERT).await?)
     }
 
+    async fn complete_in(
+        conn: &mut PgConnection,
+        fence: Fence,
+        output: Option<&str>,
+    ) -> Result<bool> {
+        let done = sqlx::query(COMPLETE_OUTPUT)
+            .bind(output)
+            .bind(fence.id)
+            .bind(fence.token)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn prune_unique(&self, after: &str, limit: u32) -> Result<UniquePage> {
         Ok(self
             .conns

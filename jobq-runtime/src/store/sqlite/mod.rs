@@ -295,6 +295,21 @@ impl BackendStore for SqliteStore {
         Ok(insert_row(conn, job, now_micros()).await?)
     }
 
+    async fn complete_in(
+        conn: &mut SqliteConnection,
+        fence: Fence,
+        output: Option<&str>,
+    ) -> Result<bool> {
+        let done = sqlx::query(COMPLETE_OUTPUT)
+            .bind(now_micros())
+            .bind(output)
+            .bind(fence.id)
+            .bind(fence.token)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn prune_unique(&self, after: &str, limit: u32) -> Result<UniquePage> {
         self.write(async |conn| {
             let rows: Vec<(String, i64, bool)> = sqlx::query_as(UNIQUE_SCAN)

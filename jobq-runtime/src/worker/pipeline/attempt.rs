@@ -379,6 +379,10 @@ impl LeaseExtender for JobLease {
         })
     }
 
+    fn token(&self) -> Option<i64> {
+        Some(self.fence.token)
+    }
+
     fn save_checkpoint(&self, json: String) -> ExtendFuture<'_> {
         Box::pin(async move {
             match self.store.save_checkpoint(self.fence, &json).await {

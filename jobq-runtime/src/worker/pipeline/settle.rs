@@ -24,6 +24,9 @@ use crate::worker::util::{backoff, panicked, quietly, unless};
 pub(super) enum Outcome {
     /// With the output the handler returned, as JSON.
     Succeeded(Option<String>),
+    /// The handler returned `Ok` after completing its job in a transaction
+    /// of its own ([`CompleteIn`](crate::CompleteIn)).
+    CompletedIn,
     Failed(JobError, RetryPolicy),
     /// Cancelled by the shutdown deadline or a lost lease.
     Interrupted,
@@ -33,6 +36,7 @@ impl Outcome {
     /// A success with the output its handler left on `ctx`.
     pub(super) fn with_output(self, ctx: &jobq_core::JobContext) -> Self {
         match self {
+            Self::Succeeded(_) if ctx.completed_in() => Self::CompletedIn,
             Self::Succeeded(_) => Self::Succeeded(ctx.take_output()),
             other => other,
         }
@@ -213,6 +217,32 @@ pub(super) async fn settle(
             quietly(|| tracing::debug!(parent: span, "job done"));
             return;
         }
+        Outcome::CompletedIn => {
+            // Done if the handler's transaction committed; if it rolled
+            // back (or is still open) the job is still held: a failed
+            // attempt, retried on its schedule. One fenced transition says
+            // which: it matches nothing once the completion committed
+            // (waiting on the row's lock while the transaction is open).
+            job_metrics.ended(metrics::Outcome::Succeeded);
+            quietly(|| {
+                span.record("job.outcome", "done");
+            });
+            let failure = JobError::retry(
+                "the attempt completed its job in a transaction that did not commit (it rolled back, or was still open when the handler returned)",
+            );
+            let policy = pipeline
+                .registry
+                .get(&job.job_name)
+                .map_or(RetryPolicy::DEFAULT, |r| (r.retry_policy)());
+            let transition = plan_failure(job.attempt, job.max_attempts, fence, &failure, &policy);
+            settlement.owed = Owed::Nothing;
+            apply_expecting(shared, &transition, Expect::Done).await;
+            shared.held.release(&[fence]);
+            if let Some(key) = &job.concurrency_key {
+                shared.release_keys(std::slice::from_ref(key)).await;
+            }
+            return;
+        }
         Outcome::Interrupted if settlement.held.lease_lost() => {
             job_metrics.ended(metrics::Outcome::LeaseLost);
             settlement.owed = Owed::Nothing;
@@ -264,7 +294,7 @@ fn observe(pipeline: &Pipeline, job: &ClaimedJob, outcome: &Outcome) {
         return;
     };
     let ended = match outcome {
-        Outcome::Succeeded(_) => Ended::Succeeded,
+        Outcome::Succeeded(_) | Outcome::CompletedIn => Ended::Succeeded,
         Outcome::Interrupted => Ended::Interrupted,
         Outcome::Failed(error, policy) => {
             let plan = plan_failure(job.attempt, job.max_attempts, job.fence(), error, policy);
@@ -355,6 +385,21 @@ fn plan_error(
 /// past a shutdown's deadline. A panic in the write (a subscriber panicking
 /// on a log line inside the driver) counts as a failed try.
 pub(super) async fn apply(shared: &Shared, transition: &Transition) {
+    apply_expecting(shared, transition, Expect::Held).await;
+}
+
+/// What a transition expects of its row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Expect {
+    /// Still held by the attempt: a fenced-out write is worth a warning.
+    Held,
+    /// Probably done already (completed in the handler's transaction): a
+    /// fenced-out write is the normal case.
+    Done,
+}
+
+/// [`apply`], told what to expect of the row.
+pub(super) async fn apply_expecting(shared: &Shared, transition: &Transition, expect: Expect) {
     let give_up = tokio::time::Instant::now() + shared.settings.lease;
     let mut failures = 0;
     loop {
@@ -380,6 +425,7 @@ pub(super) async fn apply(shared: &Shared, transition: &Transition) {
                 shared.settled.notify_waiters();
                 return;
             }
+            Ok(false) if expect == Expect::Done => return,
             Ok(false) => {
                 shared.metrics.fenced_out(metrics::Settle::Transition, 1);
                 quietly(|| {

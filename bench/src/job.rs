@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use jobq_runtime::{State, job};
+use jobq_runtime::{Backend, CompleteIn, JobContext, JobError, Jobq, State, job};
 use tokio::sync::Notify;
 
 /// The queue every workload uses (the bench has a database of its own).
@@ -44,6 +44,46 @@ impl BenchNoop {
     pub(crate) fn json(&self) -> String {
         serde_json::to_string(self).expect("payload serializes")
     }
+}
+
+/// What [`bench_remember`] does besides telling the probe: nothing (the
+/// baseline of its rows), save a checkpoint, or complete its job in a
+/// transaction of its own.
+pub(crate) const REMEMBER_PLAIN: u8 = 0;
+pub(crate) const REMEMBER_CHECKPOINT: u8 = 1;
+pub(crate) const REMEMBER_COMPLETE_IN: u8 = 2;
+
+/// A job that checkpoints once (`mode` [`REMEMBER_CHECKPOINT`]) or
+/// completes itself in a transaction ([`REMEMBER_COMPLETE_IN`]), or neither
+/// ([`REMEMBER_PLAIN`]), then tells the probe it ran.
+#[job(name = "bench_remember", queue = "bench")]
+pub(crate) async fn bench_remember(
+    ctx: JobContext,
+    probe: State<Probe>,
+    jobq: State<Jobq>,
+    mode: u8,
+    n: u64,
+) -> Result<(), JobError> {
+    match mode {
+        REMEMBER_CHECKPOINT => ctx.checkpoint(&n).await?,
+        REMEMBER_COMPLETE_IN => {
+            macro_rules! in_transaction {
+                ($pool:expr) => {{
+                    let mut tx = $pool.begin().await.map_err(JobError::retry)?;
+                    ctx.complete_in(&mut *tx).await.map_err(JobError::retry)?;
+                    tx.commit().await.map_err(JobError::retry)?;
+                }};
+            }
+            match jobq.backend() {
+                Backend::MySql => in_transaction!(jobq.mysql_pool().expect("pool")),
+                Backend::Postgres => in_transaction!(jobq.pg_pool().expect("pool")),
+                _ => in_transaction!(jobq.sqlite_pool().expect("pool")),
+            }
+        }
+        _ => {}
+    }
+    probe.ran(0);
+    Ok(())
 }
 
 /// The queue of `bench steady` (its worker serves this one only).

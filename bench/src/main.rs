@@ -73,7 +73,10 @@ struct Cli {
     /// without a limit), rate (drain with a queue rate far above the drain's;
     /// its "raw" side is the same worker without a rate), keys1000 (drain of
     /// jobs over 1,000 concurrency keys at limit 1; its "raw" side is the same
-    /// worker without keys), metrics8, metrics32 (drain with
+    /// worker without keys), checkpoint8, complete_in8 (drain of jobs that
+    /// save a checkpoint each, or complete themselves in a transaction of
+    /// their own; the "raw" side is the same jobs doing neither), metrics8,
+    /// metrics32 (drain with
     /// metrics on vs off; its "raw" side is jobq without a recorder), best,
     /// latency, latency_xproc, backlog1k, backlog100k, history1m); all by default.
     #[arg(long, value_delimiter = ',')]

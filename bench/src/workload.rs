@@ -113,6 +113,12 @@ enum Side {
         concurrency: usize,
         keys: Option<u64>,
     },
+    /// [`Side::JobqDrain`] of `bench_remember` jobs of `mode` (enqueued
+    /// through jobq; `REMEMBER_PLAIN`: the baseline of their rows).
+    JobqDrainRemember {
+        concurrency: usize,
+        mode: u8,
+    },
     /// Worker in this process; enqueues at `RATE` from this process or another.
     JobqLatency {
         other_process: bool,
@@ -155,6 +161,14 @@ impl Side {
                 Some(keys) => format!("worker, concurrency {concurrency}, {keys} keys at limit 1"),
                 None => format!("worker, concurrency {concurrency}, no keys"),
             },
+            Self::JobqDrainRemember { concurrency, mode } => format!(
+                "worker, concurrency {concurrency}, {}",
+                match mode {
+                    crate::job::REMEMBER_CHECKPOINT => "a checkpoint per job",
+                    crate::job::REMEMBER_COMPLETE_IN => "each job completed in its own transaction",
+                    _ => "jobs that return at once",
+                }
+            ),
             Self::JobqLatency { other_process } => format!(
                 "{RATE:.0} jobs/s from {}, concurrency {DEFAULT_CONCURRENCY}",
                 if other_process {
@@ -210,6 +224,17 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
         let side = |keys| Side::JobqDrainKeyed { concurrency, keys };
         spec(id, title, Some(side(None)), side(Some(1_000)), jobs)
     };
+    // The same jobs without and with what `mode` makes them do.
+    let remember_drain = |id, title, concurrency: usize, mode, jobs| {
+        let side = |mode| Side::JobqDrainRemember { concurrency, mode };
+        spec(
+            id,
+            title,
+            Some(side(crate::job::REMEMBER_PLAIN)),
+            side(mode),
+            jobs,
+        )
+    };
     let enqueue_one = |id, title, tasks, jobs| {
         let raw = Side::RawEnqueueOne { tasks };
         spec(id, title, Some(raw), Side::JobqEnqueueOne { tasks }, jobs)
@@ -258,6 +283,21 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
             "drain of 1,000 keys at limit 1 vs no keys, concurrency 32",
             32,
             s(20_000),
+        ),
+        // The "raw" side of these is jobq running the same jobs plainly.
+        remember_drain(
+            "checkpoint8",
+            "drain of jobs that checkpoint once vs plain, concurrency 8",
+            8,
+            crate::job::REMEMBER_CHECKPOINT,
+            s(4_000),
+        ),
+        remember_drain(
+            "complete_in8",
+            "drain of jobs completed in their own transaction vs plain, concurrency 8",
+            8,
+            crate::job::REMEMBER_COMPLETE_IN,
+            s(4_000),
         ),
         // The "raw" side of these is jobq with metrics off.
         metrics_drain(
@@ -562,13 +602,15 @@ impl Bench {
             | Side::JobqDrainMetrics { .. }
             | Side::JobqDrainLimited { .. }
             | Side::JobqDrainRated { .. }
-            | Side::JobqDrainKeyed { .. } => {
+            | Side::JobqDrainKeyed { .. }
+            | Side::JobqDrainRemember { .. } => {
                 let mut total = Sample::default();
                 for _ in 0..spec.repeats {
                     match side {
                         Side::JobqDrainKeyed {
                             keys: Some(keys), ..
                         } => self.fill_keyed(n, keys).await?,
+                        Side::JobqDrainRemember { mode, .. } => self.fill_remember(n, mode).await?,
                         _ => self.db.fill(n).await?,
                     }
                     let one = self.drain(side, n).await?;
@@ -712,7 +754,8 @@ impl Bench {
                 self.jobq.set_queue_limit(QUEUE, None).await?;
                 secs
             }
-            Side::JobqDrainKeyed { concurrency, .. } => {
+            Side::JobqDrainKeyed { concurrency, .. }
+            | Side::JobqDrainRemember { concurrency, .. } => {
                 let start = Instant::now();
                 let worker = self.start_worker(concurrency, &probe)?;
                 probe.wait(DEADLINE).await?;
@@ -742,6 +785,21 @@ impl Bench {
         })
     }
 
+    /// `n` `bench_remember` jobs of `mode` on the bench queue, enqueued
+    /// through jobq in batches.
+    async fn fill_remember(&self, n: u64, mode: u8) -> Res<()> {
+        let mut i = 0;
+        while i < n {
+            let batch: Vec<_> = (i..n.min(i + 1_000))
+                .map(|k| crate::job::BenchRemember::new(mode, k))
+                .collect();
+            i += batch.len() as u64;
+            self.jobq.enqueue_many(batch).await?;
+        }
+        self.db.analyze().await?;
+        Ok(())
+    }
+
     /// `n` jobs on the bench queue, job `i` under concurrency key `i % keys`
     /// at limit 1, enqueued through jobq in batches (a key's first job
     /// `pending`, the rest `blocked`): what the keys row drains.
@@ -766,6 +824,7 @@ impl Bench {
         let worker = Worker::builder(self.jobq.clone())
             .queue(QUEUE, concurrency)
             .state(probe.clone())
+            .state(self.jobq.clone())
             .poll_interval(self.poll)
             .build()?;
         Ok(worker.start())

@@ -45,6 +45,10 @@ pub trait LeaseExtender: Send + Sync {
     fn token(&self) -> Option<i64> {
         None
     }
+
+    /// The attempt completed its job in a transaction of its own: finding
+    /// the row gone from `processing` is no lost lease.
+    fn completing(&self) {}
 }
 
 /// Why a checkpoint could not be saved or read
@@ -294,6 +298,9 @@ impl JobContext {
         self.inner
             .completed_in
             .store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(lease) = &self.lease {
+            lease.completing();
+        }
     }
 
     /// Whether [`mark_completed_in`](Self::mark_completed_in) was called.

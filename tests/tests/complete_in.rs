@@ -77,6 +77,30 @@ async fn pay(
     Ok(())
 }
 
+/// The jobs whose handler ran to its end after completing in its transaction.
+static FINISHED: Mutex<Vec<i64>> = Mutex::new(Vec::new());
+
+/// Completes itself in a transaction that commits at once, then works on
+/// past two heartbeats before it returns.
+#[job(name = "complete_in_then_work")]
+async fn then_work(ctx: JobContext, jobq: State<Jobq>) -> Result<(), JobError> {
+    macro_rules! in_transaction {
+        ($pool:expr) => {{
+            let mut tx = $pool.begin().await.map_err(JobError::retry)?;
+            ctx.complete_in(&mut *tx).await.map_err(JobError::retry)?;
+            tx.commit().await.map_err(JobError::retry)?;
+        }};
+    }
+    match jobq.backend() {
+        Backend::MySql => in_transaction!(jobq.mysql_pool().unwrap()),
+        Backend::Postgres => in_transaction!(jobq.pg_pool().unwrap()),
+        _ => in_transaction!(jobq.sqlite_pool().unwrap()),
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    FINISHED.lock().unwrap().push(ctx.id());
+    Ok(())
+}
+
 /// The application's table, and a worker that runs `pay`.
 async fn setup(db: &TestDb, name: &str) -> (Jobq, String, jobq_runtime::WorkerHandle) {
     let (jobq, queue, _) = fixture(db, name).await;
@@ -241,7 +265,37 @@ async fn a_completion_by_an_attempt_that_no_longer_holds_the_job_is_refused(db: 
     );
 }
 
+/// A heartbeat that finds the job done by the handler's own committed
+/// transaction is not a lost lease: the handler runs to its end (before,
+/// the heartbeat stopped it, with a warning, as a lost lease).
+async fn a_handler_that_completed_in_its_transaction_runs_to_its_end(db: TestDb) {
+    let (jobq, queue, _) = fixture(&db, "complete_in_then").await;
+    let worker = Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 1)
+        .state(jobq.clone())
+        .lease(Duration::from_secs(1))
+        .heartbeat_interval(Duration::from_millis(200))
+        .poll_interval(Duration::from_millis(20))
+        .build()
+        .unwrap()
+        .start();
+    let id = jobq
+        .enqueue_with(ThenWork::new(), on(&queue))
+        .await
+        .unwrap()
+        .id;
+    wait_for_status(&jobq, id, JobStatus::Done, LONG).await;
+    wait_until("the handler ran to its end", LONG, async || {
+        FINISHED.lock().unwrap().contains(&id)
+    })
+    .await;
+    stop(worker).await;
+    let info = jobq.job(id).await.unwrap().unwrap();
+    assert_eq!((info.status, info.attempts), (JobStatus::Done, 1));
+}
+
 jobq_tests::on_every_backend!(
+    a_handler_that_completed_in_its_transaction_runs_to_its_end,
     a_completion_in_a_transaction_commits_with_the_handlers_writes,
     a_completion_in_a_transaction_that_rolls_back_is_not_done_and_is_retried,
     a_completion_by_an_attempt_that_no_longer_holds_the_job_is_refused

@@ -34,6 +34,11 @@ pub(super) struct Held {
     /// heartbeat that then finds the row gone from `processing` is seeing
     /// that settle (a fenced-out one is reported by the settle), not a lost lease.
     ended: AtomicBool,
+    /// Set when the attempt completed its job in a transaction of the
+    /// handler's ([`CompleteIn`](crate::CompleteIn)): a heartbeat that then
+    /// finds the row gone from `processing` is seeing that completion, not
+    /// a lost lease, and lets the handler finish.
+    completed_in: AtomicBool,
 }
 
 /// The latest a job's lease can end, by this host's clock: the moment the
@@ -61,6 +66,7 @@ impl Held {
             }),
             lease_lost: AtomicBool::new(false),
             ended: AtomicBool::new(false),
+            completed_in: AtomicBool::new(false),
         }
     }
 
@@ -106,6 +112,17 @@ impl Held {
     /// The attempt has ended; its outcome is settled next.
     pub(super) fn end(&self) {
         self.ended.store(true, Ordering::SeqCst);
+    }
+
+    /// The attempt completed its job in the handler's transaction.
+    pub(super) fn complete_in(&self) {
+        self.completed_in.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a row found gone from `processing` is expected: the attempt
+    /// ended (its settle is under way) or completed its job itself.
+    fn settling(&self) -> bool {
+        self.ended() || self.completed_in.load(Ordering::SeqCst)
     }
 }
 
@@ -189,7 +206,7 @@ impl HeldJobs {
         let margin = self.margin;
         self.jobs()
             .values()
-            .filter(|job| !job.ended())
+            .filter(|job| !job.settling())
             .map(|job| {
                 job.lease_ends()
                     .checked_sub(margin)
@@ -209,7 +226,7 @@ impl HeldJobs {
         let mut held = self.jobs();
         let unrenewed: Vec<Fence> = held
             .iter()
-            .filter(|(_, job)| !job.ended() && job.lease_ends() <= stop_from)
+            .filter(|(_, job)| !job.settling() && job.lease_ends() <= stop_from)
             .map(|(fence, _)| *fence)
             .collect();
         for fence in &unrenewed {
@@ -236,7 +253,7 @@ impl HeldJobs {
     /// fence turns away.
     pub(super) fn stop_lost(&self, fence: Fence) -> bool {
         let mut held = self.jobs();
-        if held.get(&fence).is_none_or(|job| job.ended()) {
+        if held.get(&fence).is_none_or(|job| job.settling()) {
             return false;
         }
         match held.remove(&fence) {

@@ -169,6 +169,19 @@ struct Row {
     expired: bool,
     /// Its concurrency key, an index into [`Model::keys`].
     key: Option<usize>,
+    /// The checkpoint its latest holder saved.
+    checkpoint: Option<String>,
+    /// The output it was completed with.
+    output: Option<String>,
+    /// How many entries its attempt history holds.
+    history: usize,
+}
+
+impl Row {
+    /// One more entry in its history (the oldest goes past the cap).
+    fn recorded(&mut self) {
+        self.history = (self.history + 1).min(jobq_runtime::HISTORY_CAP);
+    }
 }
 
 impl Row {
@@ -207,6 +220,11 @@ struct Model {
 
 const WORKERS: [&str; 2] = ["model-w0", "model-w1"];
 
+/// A row's attempt writes as stored: id, checkpoint, output, history (JSON).
+type StoredWrites = (i64, Option<String>, Option<String>, Option<String>);
+/// A row's attempt writes as compared: id, checkpoint, output, history entries.
+type Writes = (i64, Option<String>, Option<String>, usize);
+
 impl Model {
     fn check(&self, ok: bool, what: impl FnOnce() -> String) {
         if !ok {
@@ -238,6 +256,11 @@ impl Model {
             return;
         }
         let w = self.turn;
+        if rng.random_bool(0.12) {
+            self.attempt_write(w, rng).await;
+            self.compare().await;
+            return;
+        }
         let worker = WORKERS[w];
         let active = self
             .rows
@@ -319,6 +342,103 @@ impl Model {
         self.compare().await;
     }
 
+    /// A write a running attempt makes of its own row, through one of its
+    /// claims (the latest of its row, or a stale one): a checkpoint, a
+    /// completion with an output, or a completion in a transaction of the
+    /// application's that commits or rolls back. Each lands exactly when
+    /// the claim is its row's latest (and, in a transaction, when it
+    /// commits).
+    async fn attempt_write(&mut self, w: usize, rng: &mut StdRng) {
+        let Some(c) = self.pick_held(w, rng) else {
+            return;
+        };
+        let value = format!("{}", rng.random_range(0..1_000_000u32));
+        let latest = self.rows.get(&c.id).is_some_and(|r| r.held_by(c.token));
+        match rng.random_range(0..3) {
+            0 => {
+                let saved = __store::save_checkpoint(&self.jobq, fence(&c), &value)
+                    .await
+                    .expect("checkpoint");
+                self.log.push(format!(
+                    "{} checkpoints {:?} = {value} -> {saved}",
+                    WORKERS[w],
+                    fence(&c)
+                ));
+                self.check(saved == latest, || {
+                    format!("a checkpoint of {c:?} saved: {saved}, the latest claim: {latest}")
+                });
+                if latest {
+                    self.row(c.id).checkpoint = Some(value);
+                }
+            }
+            1 => {
+                let done = __store::complete_with_output(&self.jobq, fence(&c), &value)
+                    .await
+                    .expect("complete with output");
+                self.log.push(format!(
+                    "{} completes {:?} with {value} -> {done}",
+                    WORKERS[w],
+                    fence(&c)
+                ));
+                self.check(done == latest, || {
+                    format!("a completion of {c:?} with an output applied: {done}, the latest claim: {latest}")
+                });
+                self.completed(w, c, latest, value).await;
+            }
+            _ => {
+                let commit = rng.random_bool(0.7);
+                macro_rules! in_transaction {
+                    ($pool:expr) => {{
+                        let mut tx = $pool.begin().await.expect("begin");
+                        let done = __store::complete_in(&mut *tx, fence(&c), Some(&value))
+                            .await
+                            .expect("complete in a transaction");
+                        if commit {
+                            tx.commit().await.expect("commit");
+                        } else {
+                            tx.rollback().await.expect("rollback");
+                        }
+                        done
+                    }};
+                }
+                let done = match self.jobq.backend() {
+                    jobq_runtime::Backend::MySql => {
+                        in_transaction!(self.jobq.mysql_pool().expect("pool"))
+                    }
+                    jobq_runtime::Backend::Postgres => {
+                        in_transaction!(self.jobq.pg_pool().expect("pool"))
+                    }
+                    _ => in_transaction!(self.jobq.sqlite_pool().expect("pool")),
+                };
+                self.log.push(format!(
+                    "{} completes {:?} with {value} in a transaction that {} -> {done}",
+                    WORKERS[w],
+                    fence(&c),
+                    if commit { "commits" } else { "rolls back" }
+                ));
+                self.check(done == latest, || {
+                    format!("a completion of {c:?} in a transaction matched: {done}, the latest claim: {latest}")
+                });
+                if commit {
+                    self.completed(w, c, latest, value).await;
+                }
+            }
+        }
+    }
+
+    /// After claim `c` completed its row (`applied`) with `output`.
+    async fn completed(&mut self, w: usize, c: Claim, applied: bool, output: String) {
+        if applied {
+            let row = self.row(c.id);
+            row.leave_processing(JobStatus::Done, false);
+            row.output = Some(output);
+        }
+        self.held[w].retain(|h| *h != c);
+        if let Some(k) = self.rows.get(&c.id).and_then(|r| r.key) {
+            self.release(&[k], "completed with an output").await;
+        }
+    }
+
     fn pick_held(&mut self, w: usize, rng: &mut StdRng) -> Option<Claim> {
         if self.held[w].is_empty() {
             return None;
@@ -352,6 +472,9 @@ impl Model {
                 due: true,
                 expired: false,
                 key,
+                checkpoint: None,
+                output: None,
+                history: 0,
             },
         );
         if key.is_some() {
@@ -604,9 +727,10 @@ impl Model {
         what: &str,
     ) {
         let error = (!refund).then(|| format!("{what} of attempt {}", c.attempt));
-        let applied = __store::transition(&self.jobq, fence(&c), failed, delay, refund, error)
-            .await
-            .expect("transition");
+        let applied =
+            __store::transition(&self.jobq, fence(&c), failed, delay, refund, error.clone())
+                .await
+                .expect("transition");
         self.log.push(format!(
             "{} {what}s {:?} (failed {failed}, delay {delay:?}) -> {applied}",
             WORKERS[w],
@@ -618,6 +742,9 @@ impl Model {
         });
         if expected {
             let row = self.row(c.id);
+            if error.is_some() {
+                row.recorded();
+            }
             if refund {
                 row.attempts -= 1;
             }
@@ -682,6 +809,7 @@ impl Model {
         for row in self.rows.values_mut() {
             if row.status == JobStatus::Processing && row.expired {
                 expected += 1;
+                row.recorded();
                 if row.attempts >= row.max_attempts {
                     row.leave_processing(JobStatus::Failed, false);
                 } else {
@@ -793,6 +921,37 @@ impl Model {
         self.check(stored == expected, || {
             format!(
                 "stored rows (id, status, attempts, token):\n  {stored:?}\nmodel:\n  {expected:?}"
+            )
+        });
+        // What the attempts wrote: only the latest claims' writes landed.
+        let sql = self.db.pick(
+            "SELECT id, CAST(checkpoint AS CHAR), CAST(output AS CHAR), CAST(history AS CHAR) FROM jobq_jobs WHERE queue = ? ORDER BY id",
+            "SELECT id, checkpoint, output, history::text FROM jobq_jobs WHERE queue = ? ORDER BY id",
+            "SELECT id, checkpoint, output, history FROM jobq_jobs WHERE queue = ? ORDER BY id",
+        );
+        let written: Vec<StoredWrites> = self
+            .db
+            .fetch_all(sql, &[Arg::Text(self.queue.clone())])
+            .await
+            .expect("read the attempts' writes");
+        let written: Vec<Writes> = written
+            .into_iter()
+            .map(|(id, checkpoint, output, history)| {
+                let entries: Vec<serde_json::Value> = history
+                    .as_deref()
+                    .map(|h| serde_json::from_str(h).expect("the history is a JSON array"))
+                    .unwrap_or_default();
+                (id, checkpoint, output, entries.len())
+            })
+            .collect();
+        let modelled: Vec<Writes> = self
+            .rows
+            .iter()
+            .map(|(id, r)| (*id, r.checkpoint.clone(), r.output.clone(), r.history))
+            .collect();
+        self.check(written == modelled, || {
+            format!(
+                "stored (id, checkpoint, output, history entries):\n  {written:?}\nmodel:\n  {modelled:?}"
             )
         });
         if self.limit.is_some() {

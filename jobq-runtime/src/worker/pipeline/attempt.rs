@@ -383,6 +383,12 @@ impl LeaseExtender for JobLease {
         Some(self.fence.token)
     }
 
+    fn completing(&self) {
+        if let Some(held) = &self.held {
+            held.complete_in();
+        }
+    }
+
     fn save_checkpoint(&self, json: String) -> ExtendFuture<'_> {
         Box::pin(async move {
             match self.store.save_checkpoint(self.fence, &json).await {

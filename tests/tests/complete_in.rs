@@ -300,3 +300,7 @@ jobq_tests::on_every_backend!(
     a_completion_in_a_transaction_that_rolls_back_is_not_done_and_is_retried,
     a_completion_by_an_attempt_that_no_longer_holds_the_job_is_refused
 );
+jobq_tests::on_every_backend!(@backend galera, [tokio {}],
+    a_completion_in_a_transaction_commits_with_the_handlers_writes,
+    a_completion_by_an_attempt_that_no_longer_holds_the_job_is_refused
+);

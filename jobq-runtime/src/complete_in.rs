@@ -23,7 +23,8 @@ use crate::store::{Fence, Store};
 /// worker settles the attempt as failed — retried on the job's schedule,
 /// its message saying the completion did not commit — as it would a
 /// returned error. A handler that returns an error after completing in a
-/// transaction that committed changes nothing: the job is done.
+/// transaction that committed changes nothing: the job is done (one that
+/// rolled back is settled as that error says).
 ///
 /// On SQLite the transaction holds the database's one write lock until it
 /// ends: jobq's own writes (other jobs' settles, heartbeats) wait for it,

@@ -101,6 +101,65 @@ async fn then_work(ctx: JobContext, jobq: State<Jobq>) -> Result<(), JobError> {
     Ok(())
 }
 
+/// Completes itself in a transaction that commits (or, on its first
+/// attempt when `roll_back_first`, rolls back), then returns an error.
+#[job(name = "complete_in_then_fail", max_attempts = 2, retry = ["10ms"])]
+async fn then_fail(
+    ctx: JobContext,
+    jobq: State<Jobq>,
+    roll_back_first: bool,
+) -> Result<(), JobError> {
+    macro_rules! in_transaction {
+        ($pool:expr) => {{
+            let mut tx = $pool.begin().await.map_err(JobError::retry)?;
+            ctx.complete_in(&mut *tx).await.map_err(JobError::retry)?;
+            if roll_back_first && ctx.attempt() == 1 {
+                tx.rollback().await.map_err(JobError::retry)?;
+            } else {
+                tx.commit().await.map_err(JobError::retry)?;
+            }
+        }};
+    }
+    match jobq.backend() {
+        Backend::MySql => in_transaction!(jobq.mysql_pool().unwrap()),
+        Backend::Postgres => in_transaction!(jobq.pg_pool().unwrap()),
+        _ => in_transaction!(jobq.sqlite_pool().unwrap()),
+    }
+    Err(JobError::retry(format!(
+        "failed after completing, attempt {}",
+        ctx.attempt()
+    )))
+}
+
+/// A handler that returns an error after completing its job in its
+/// transaction: if the transaction committed, the job is done and the
+/// error changes nothing; if it rolled back, the attempt is settled as the
+/// error says (retried, the error its `last_error` and history entry).
+async fn an_error_after_a_completion_counts_only_if_the_completion_rolled_back(db: TestDb) {
+    let (jobq, queue, worker) = setup(&db, "complete_in_error").await;
+    let committed = jobq
+        .enqueue_with(ThenFail::new(false), on(&queue))
+        .await
+        .unwrap()
+        .id;
+    let rolled_back = jobq
+        .enqueue_with(ThenFail::new(true), on(&queue))
+        .await
+        .unwrap()
+        .id;
+    let done = wait_for_status(&jobq, committed, JobStatus::Done, LONG).await;
+    let retried = wait_for_status(&jobq, rolled_back, JobStatus::Done, LONG).await;
+    stop(worker).await;
+    assert_eq!((done.attempts, done.last_error.as_deref()), (1, None));
+    assert!(done.history.is_empty(), "{:?}", done.history);
+    assert_eq!(retried.attempts, 2);
+    assert_eq!(retried.history.len(), 1, "{:?}", retried.history);
+    assert_eq!(
+        retried.history[0].error.as_deref(),
+        Some("failed after completing, attempt 1")
+    );
+}
+
 /// The application's table, and a worker that runs `pay`.
 async fn setup(db: &TestDb, name: &str) -> (Jobq, String, jobq_runtime::WorkerHandle) {
     let (jobq, queue, _) = fixture(db, name).await;
@@ -295,6 +354,7 @@ async fn a_handler_that_completed_in_its_transaction_runs_to_its_end(db: TestDb)
 }
 
 jobq_tests::on_every_backend!(
+    an_error_after_a_completion_counts_only_if_the_completion_rolled_back,
     a_handler_that_completed_in_its_transaction_runs_to_its_end,
     a_completion_in_a_transaction_commits_with_the_handlers_writes,
     a_completion_in_a_transaction_that_rolls_back_is_not_done_and_is_retried,

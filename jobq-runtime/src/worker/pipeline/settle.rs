@@ -24,9 +24,10 @@ use crate::worker::util::{backoff, panicked, quietly, unless};
 pub(super) enum Outcome {
     /// With the output the handler returned, as JSON.
     Succeeded(Option<String>),
-    /// The handler returned `Ok` after completing its job in a transaction
-    /// of its own ([`CompleteIn`](crate::CompleteIn)).
-    CompletedIn,
+    /// The handler completed its job in a transaction of its own
+    /// ([`CompleteIn`](crate::CompleteIn)), then returned `Ok` (`None`) or
+    /// this error.
+    CompletedIn(Option<(JobError, RetryPolicy)>),
     Failed(JobError, RetryPolicy),
     /// Cancelled by the shutdown deadline or a lost lease.
     Interrupted,
@@ -36,7 +37,10 @@ impl Outcome {
     /// A success with the output its handler left on `ctx`.
     pub(super) fn with_output(self, ctx: &jobq_core::JobContext) -> Self {
         match self {
-            Self::Succeeded(_) if ctx.completed_in() => Self::CompletedIn,
+            Self::Succeeded(_) if ctx.completed_in() => Self::CompletedIn(None),
+            Self::Failed(error, policy) if ctx.completed_in() => {
+                Self::CompletedIn(Some((error, policy)))
+            }
             Self::Succeeded(_) => Self::Succeeded(ctx.take_output()),
             other => other,
         }
@@ -217,23 +221,30 @@ pub(super) async fn settle(
             quietly(|| tracing::debug!(parent: span, "job done"));
             return;
         }
-        Outcome::CompletedIn => {
+        Outcome::CompletedIn(returned) => {
             // Done if the handler's transaction committed; if it rolled
-            // back (or is still open) the job is still held: a failed
-            // attempt, retried on its schedule. One fenced transition says
-            // which: it matches nothing once the completion committed
+            // back (or is still open) the job is still held, and the
+            // attempt is settled as its outcome says: the handler's error,
+            // or, for `Ok`, a failure that says the completion did not
+            // commit — retried on its schedule. One fenced transition does
+            // either: it matches nothing once the completion committed
             // (waiting on the row's lock while the transaction is open).
             job_metrics.ended(metrics::Outcome::Succeeded);
             quietly(|| {
                 span.record("job.outcome", "done");
             });
-            let failure = JobError::retry(
-                "the attempt completed its job in a transaction that did not commit (it rolled back, or was still open when the handler returned)",
-            );
-            let policy = pipeline
-                .registry
-                .get(&job.job_name)
-                .map_or(RetryPolicy::DEFAULT, |r| (r.retry_policy)());
+            let (failure, policy) = returned.unwrap_or_else(|| {
+                let policy = pipeline
+                    .registry
+                    .get(&job.job_name)
+                    .map_or(RetryPolicy::DEFAULT, |r| (r.retry_policy)());
+                (
+                    JobError::retry(
+                        "the attempt completed its job in a transaction that did not commit (it rolled back, or was still open when the handler returned)",
+                    ),
+                    policy,
+                )
+            });
             let transition = plan_failure(job.attempt, job.max_attempts, fence, &failure, &policy);
             settlement.owed = Owed::Nothing;
             apply_expecting(shared, &transition, Expect::Done).await;
@@ -294,7 +305,7 @@ fn observe(pipeline: &Pipeline, job: &ClaimedJob, outcome: &Outcome) {
         return;
     };
     let ended = match outcome {
-        Outcome::Succeeded(_) | Outcome::CompletedIn => Ended::Succeeded,
+        Outcome::Succeeded(_) | Outcome::CompletedIn(_) => Ended::Succeeded,
         Outcome::Interrupted => Ended::Interrupted,
         Outcome::Failed(error, policy) => {
             let plan = plan_failure(job.attempt, job.max_attempts, job.fence(), error, policy);

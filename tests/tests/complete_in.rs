@@ -18,8 +18,9 @@ use jobq_tests::{TestDb, fixture, on, stop, wait_for_status, wait_until};
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// What the handlers' second completions said, by job id.
-static REFUSED: Mutex<Vec<(i64, String)>> = Mutex::new(Vec::new());
+/// What the handlers' second completions said, by queue (unique to a
+/// test and a backend: ids repeat across the backends' databases).
+static REFUSED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
 
 /// In one transaction: records the attempt in `complete_in_paid`, completes
 /// the job (output `paid {order}`), then commits — or, on the first attempt
@@ -51,7 +52,7 @@ async fn pay(
                     Err(error @ Error::CompleteIn { .. }) => error.to_string(),
                     other => format!("unexpected: {other:?}"),
                 };
-                REFUSED.lock().unwrap().push((ctx.id(), said));
+                REFUSED.lock().unwrap().push((ctx.queue().to_owned(), said));
             }
             if roll_back_first && ctx.attempt() == 1 {
                 tx.rollback().await.map_err(JobError::retry)?;
@@ -77,8 +78,9 @@ async fn pay(
     Ok(())
 }
 
-/// The jobs whose handler ran to its end after completing in its transaction.
-static FINISHED: Mutex<Vec<i64>> = Mutex::new(Vec::new());
+/// The jobs (queue, id: ids repeat across the backends' databases) whose
+/// handler ran to its end after completing in its transaction.
+static FINISHED: Mutex<Vec<(String, i64)>> = Mutex::new(Vec::new());
 
 /// Completes itself in a transaction that commits at once, then works on
 /// past two heartbeats before it returns.
@@ -97,7 +99,10 @@ async fn then_work(ctx: JobContext, jobq: State<Jobq>) -> Result<(), JobError> {
         _ => in_transaction!(jobq.sqlite_pool().unwrap()),
     }
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    FINISHED.lock().unwrap().push(ctx.id());
+    FINISHED
+        .lock()
+        .unwrap()
+        .push((ctx.queue().to_owned(), ctx.id()));
     Ok(())
 }
 
@@ -210,7 +215,7 @@ async fn a_completion_in_a_transaction_commits_with_the_handlers_writes(db: Test
         .lock()
         .unwrap()
         .iter()
-        .filter(|(of, _)| *of == id)
+        .filter(|(of, _)| *of == queue)
         .map(|(_, said)| said.clone())
         .collect();
     assert_eq!(refused.len(), 1, "{refused:?}");
@@ -345,7 +350,7 @@ async fn a_handler_that_completed_in_its_transaction_runs_to_its_end(db: TestDb)
         .id;
     wait_for_status(&jobq, id, JobStatus::Done, LONG).await;
     wait_until("the handler ran to its end", LONG, async || {
-        FINISHED.lock().unwrap().contains(&id)
+        FINISHED.lock().unwrap().contains(&(queue.clone(), id))
     })
     .await;
     stop(worker).await;

@@ -211,7 +211,9 @@ pub(crate) use numbered_reads;
 /// The writes MySQL/MariaDB and PostgreSQL run alike, one statement each
 /// on the stash with the same values in the same order (their SQL
 /// differs; SQLite binds the times its statements need, and takes the
-/// write turn): `retry`, `set_paused`, and the workers' rows.
+/// write turn): `retry`, `set_paused`, the workers' rows, and the
+/// attempts' fenced writes of one value (checkpoint, progress, completion
+/// with an output, on the stash or on the caller's connection).
 #[cfg_attr(
     not(any(feature = "mysql", feature = "postgres")),
     allow(unused_macros)
@@ -265,8 +267,65 @@ macro_rules! server_writes {
         async fn prune_workers(&self) -> Result<u64> {
             Ok(self.conns.execute(sqlx::query(WORKERS_PRUNE)).await?)
         }
+
+        async fn save_checkpoint(&self, fence: Fence, json: &str) -> Result<bool> {
+            self.fenced_set(CHECKPOINT_SAVE, fence, json).await
+        }
+
+        async fn save_progress(&self, fence: Fence, json: &str) -> Result<bool> {
+            self.fenced_set(PROGRESS_SAVE, fence, json).await
+        }
+
+        async fn complete_with_output(&self, fence: Fence, output: &str) -> Result<bool> {
+            self.fenced_set(COMPLETE_OUTPUT, fence, output).await
+        }
+
+        async fn complete_in(
+            conn: &mut Self::Connection,
+            fence: Fence,
+            output: Option<&str>,
+        ) -> Result<bool> {
+            let done = sqlx::query(COMPLETE_OUTPUT)
+                .bind(output)
+                .bind(fence.id)
+                .bind(fence.token)
+                .execute(conn)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        }
     };
 }
+
+/// One fenced statement setting one value on held row `fence` (its SQL
+/// binds the value, the id, the token), on the stash of a MySQL/MariaDB or
+/// PostgreSQL store: whether it still held the row.
+#[cfg_attr(
+    not(any(feature = "mysql", feature = "postgres")),
+    allow(unused_macros)
+)]
+macro_rules! fenced_set {
+    ($store:ty) => {
+        impl $store {
+            async fn fenced_set(
+                &self,
+                sql: &'static str,
+                fence: Fence,
+                value: &str,
+            ) -> Result<bool> {
+                let query = sqlx::query(sql)
+                    .bind(value)
+                    .bind(fence.id)
+                    .bind(fence.token);
+                Ok(self.conns.execute(query).await? == 1)
+            }
+        }
+    };
+}
+#[cfg_attr(
+    not(any(feature = "mysql", feature = "postgres")),
+    allow(unused_imports)
+)]
+pub(crate) use fenced_set;
 #[cfg_attr(
     not(any(feature = "mysql", feature = "postgres")),
     allow(unused_imports)

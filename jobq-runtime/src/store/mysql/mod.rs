@@ -411,20 +411,6 @@ impl BackendStore for MySqlStore {
         Ok(insert(conn, job).await?)
     }
 
-    async fn complete_in(
-        conn: &mut MySqlConnection,
-        fence: Fence,
-        output: Option<&str>,
-    ) -> Result<bool> {
-        let done = sqlx::query(COMPLETE_OUTPUT)
-            .bind(output)
-            .bind(fence.id)
-            .bind(fence.token)
-            .execute(conn)
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
     async fn claim(&self, claim: ClaimRequest<'_>) -> Result<Vec<ClaimedJob>> {
         Ok(self.claim_once(claim).await?)
     }
@@ -575,18 +561,6 @@ impl BackendStore for MySqlStore {
 
     async fn complete(&self, fences: &[Fence]) -> Result<u64> {
         Ok(self.fenced_update(COMPLETE_SET, None, fences).await?)
-    }
-
-    async fn save_checkpoint(&self, fence: Fence, json: &str) -> Result<bool> {
-        self.fenced_set(CHECKPOINT_SAVE, fence, json).await
-    }
-
-    async fn save_progress(&self, fence: Fence, json: &str) -> Result<bool> {
-        self.fenced_set(PROGRESS_SAVE, fence, json).await
-    }
-
-    async fn complete_with_output(&self, fence: Fence, output: &str) -> Result<bool> {
-        self.fenced_set(COMPLETE_OUTPUT, fence, output).await
     }
 
     async fn transition(&self, t: &Transition) -> Result<bool> {
@@ -1971,19 +1945,4 @@ impl Columns for sqlx::mysql::MySqlRow {
     }
 }
 
-impl MySqlStore {
-    /// One fenced statement setting one value on held row `fence` (its
-    /// SQL binds the value, the id, the token); whether it still held it.
-    async fn fenced_set(&self, sql: &'static str, fence: Fence, value: &str) -> Result<bool> {
-        let affected = self
-            .conns
-            .execute(
-                sqlx::query(sql)
-                    .bind(value)
-                    .bind(fence.id)
-                    .bind(fence.token),
-            )
-            .await?;
-        Ok(affected == 1)
-    }
-}
+shared::fenced_set!(MySqlStore);

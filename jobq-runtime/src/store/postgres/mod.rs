@@ -207,20 +207,6 @@ impl BackendStore for PgStore {
         Ok(insert_with(conn, job, INSERT).await?)
     }
 
-    async fn complete_in(
-        conn: &mut PgConnection,
-        fence: Fence,
-        output: Option<&str>,
-    ) -> Result<bool> {
-        let done = sqlx::query(COMPLETE_OUTPUT)
-            .bind(output)
-            .bind(fence.id)
-            .bind(fence.token)
-            .execute(conn)
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
     async fn prune_unique(&self, after: &str, limit: u32) -> Result<UniquePage> {
         Ok(self
             .conns
@@ -403,18 +389,6 @@ impl BackendStore for PgStore {
             .conns
             .execute(sqlx::query(COMPLETE).bind(ids).bind(tokens))
             .await?)
-    }
-
-    async fn save_checkpoint(&self, fence: Fence, json: &str) -> Result<bool> {
-        self.fenced_set(CHECKPOINT_SAVE, fence, json).await
-    }
-
-    async fn save_progress(&self, fence: Fence, json: &str) -> Result<bool> {
-        self.fenced_set(PROGRESS_SAVE, fence, json).await
-    }
-
-    async fn complete_with_output(&self, fence: Fence, output: &str) -> Result<bool> {
-        self.fenced_set(COMPLETE_OUTPUT, fence, output).await
     }
 
     async fn transition(&self, t: &Transition) -> Result<bool> {
@@ -1219,19 +1193,4 @@ async fn claim_limited_on(
     Ok(allowed.claimed(jobs, false))
 }
 
-impl PgStore {
-    /// One fenced statement setting one value on held row `fence` (its
-    /// SQL binds the value, the id, the token); whether it still held it.
-    async fn fenced_set(&self, sql: &'static str, fence: Fence, value: &str) -> Result<bool> {
-        let affected = self
-            .conns
-            .execute(
-                sqlx::query(sql)
-                    .bind(value)
-                    .bind(fence.id)
-                    .bind(fence.token),
-            )
-            .await?;
-        Ok(affected == 1)
-    }
-}
+shared::fenced_set!(PgStore);

@@ -182,7 +182,19 @@ impl Side {
 }
 
 fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
-    let s = |full: u64| if quick { (full / 10).max(50) } else { full };
+    // JOBQ_BENCH_SCALE multiplies the sized workloads (longer runs for A/B
+    // comparisons on a noisy machine, where a 0.2 s drain ranks nothing).
+    let scale: u64 = std::env::var("JOBQ_BENCH_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let s = |full: u64| {
+        if quick {
+            (full / 10).max(50)
+        } else {
+            full * scale
+        }
+    };
     let spec = |id, title: &str, raw, jobq, jobs| Spec {
         id,
         title: title.to_owned(),

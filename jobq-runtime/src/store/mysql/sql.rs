@@ -963,10 +963,9 @@ pub const WAKE_UPTIME: &str = "SHOW GLOBAL STATUS LIKE 'Uptime'";
 
 /// The waiter's session: no statement time limit on MariaDB (a server
 /// default would end every sleep early; MySQL's `max_execution_time` is
-/// lifted by the statements' own hint), long enough `GROUP_CONCAT` for
-/// every queue.
+/// lifted by the statements' own hint).
 pub const WAKE_WAITER_SESSION: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; \
-     SET SESSION group_concat_max_len = 16777216 /*M!100108 , SESSION max_statement_time = 0 */";
+     SET @jobq_session = 'waiter' /*M!100108 , SESSION max_statement_time = 0 */";
 
 /// The ringer's session: its reads see every commit.
 pub const WAKE_RINGER_SESSION: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
@@ -1000,23 +999,49 @@ pub const WAKE_PROBE: &str =
 pub const WAKE_PROBE_RUNNING: &str = "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
      WHERE ID = ? AND INFO LIKE '%jobq-wait probe%'";
 
-/// the waiter's statement for `n` queues (an IN-list of `n` placeholders after the sleep's
-/// two parameters: the longest sleep in seconds, twice).
+/// The waiter's statement for `n` queues (an IN-list of `n` placeholders,
+/// twice, after the sleep's two parameters: the longest sleep in seconds,
+/// twice).
 ///
 /// The innermost query is a loose index scan of the claim index (one
 /// entry per queue and priority, however many rows wait), the earliest
-/// `run_at` of each; a job due now makes the sleep 0.
+/// `run_at` of each; a job due now makes the sleep 0. The statement
+/// returns how long it slept, then which queues have a job due as bit
+/// masks over their places in the list (bit `k` of column `1 + c` is
+/// queue `64c + k`), [`wake_wait_columns`] of them.
+///
+/// No `GROUP_CONCAT`: MariaDB keeps its values in an on-disk (Aria)
+/// temporary table, a file created and deleted by every wait, and a kill
+/// that lands while it is deleted fails the statement with error 6 ("Error
+/// on delete of '/tmp/#sql-temptable…'") instead of 1317 — a wake-up
+/// turned into a reconnect. Masks are plain aggregates.
 pub fn wake_wait_sql(n: usize) -> String {
     let marks = vec!["?"; n].join(", ");
+    let masks: Vec<String> = (0..wake_wait_columns(n))
+        .map(|c| {
+            let low = 64 * c;
+            format!(
+                "BIT_OR(IF(g.wait_us <= 0 AND g.pos > {low} AND g.pos <= {high}, \
+                 1 << (g.pos - {first}), 0))",
+                high = low + 64,
+                first = low + 1
+            )
+        })
+        .collect();
     format!(
-        "SELECT /*+ MAX_EXECUTION_TIME(3600000) */ /* jobq-wait */ d.due, SLEEP(IF(d.due IS NULL, \
-         LEAST(?, COALESCE(d.wait_us / 1000000, ?)), 0)) \
-         FROM (SELECT GROUP_CONCAT(IF(g.wait_us <= 0, HEX(g.queue), NULL)) AS due, \
-         MIN(g.wait_us) AS wait_us \
-         FROM (SELECT queue, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(run_at)) AS wait_us \
+        "SELECT /*+ MAX_EXECUTION_TIME(3600000) */ /* jobq-wait */ \
+         SLEEP(IF(MIN(g.wait_us) <= 0, 0, LEAST(?, COALESCE(MIN(g.wait_us) / 1000000, ?)))), {} \
+         FROM (SELECT FIELD(queue, {marks}) AS pos, \
+         TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(run_at)) AS wait_us \
          FROM jobq_jobs WHERE queue IN ({marks}) AND status = 'pending' \
-         GROUP BY queue, status, priority) g) d"
+         GROUP BY queue, status, priority) g",
+        masks.join(", ")
     )
+}
+
+/// How many due masks [`wake_wait_sql`] returns for `n` queues.
+pub fn wake_wait_columns(n: usize) -> usize {
+    n.div_ceil(64).max(1)
 }
 
 /// The embedded migrations (`jobq-runtime/migrations/mysql/`), in order.

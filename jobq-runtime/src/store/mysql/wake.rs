@@ -45,12 +45,12 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError};
 use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection, MySqlPool, Row};
 use tokio_util::sync::CancellationToken;
 
+use super::padded_strings;
 use super::sql::{
     WAKE_CONTROL_WAIT, WAKE_FORGET, WAKE_FORGET_STALE, WAKE_IDENTITY, WAKE_PROBE,
     WAKE_PROBE_RUNNING, WAKE_REGISTER, WAKE_RINGER_SESSION, WAKE_UPTIME, WAKE_WAITER_SESSION,
-    WAKE_WAITERS, wake_wait_sql,
+    WAKE_WAITERS, wake_wait_columns, wake_wait_sql,
 };
-use super::{Text, padded_strings};
 use crate::store::ring::Bell;
 use crate::store::sql::visible_sql;
 use crate::wakeup;
@@ -543,16 +543,19 @@ impl Waiter {
                 let _ = tokio::time::timeout(WAIT_SLEEP, idle).await;
                 continue;
             }
-            let sql = wake_wait_sql(watched.len().next_power_of_two());
+            let queues = padded_strings(&watched);
+            let sql = wake_wait_sql(queues.len());
             let mut query = sqlx::query(&sql)
                 .bind(WAIT_SLEEP.as_secs_f64())
                 .bind(WAIT_SLEEP.as_secs_f64());
-            for queue in padded_strings(&watched) {
-                query = query.bind(queue);
+            for queue in queues.iter().chain(&queues) {
+                query = query.bind(*queue);
             }
             let result = timed(deadline + WAIT_SLEEP, query.fetch_one(&mut self.conn)).await;
-            let due = match result {
-                Ok(row) => row.try_get::<Option<Text>, _>(0)?.map(|t| t.0),
+            let masks = match result {
+                Ok(row) => (1..=wake_wait_columns(queues.len()))
+                    .map(|column| row.try_get::<u64, _>(column))
+                    .collect::<Result<Vec<u64>, _>>()?,
                 Err(error) if killed(&error) => {
                     tracing::trace!(?watched, "waiter interrupted");
                     continue;
@@ -560,9 +563,11 @@ impl Waiter {
                 Err(error) => return Err(error),
             };
             *failures = 0;
+            let due: Vec<&str> = due_places(&masks)
+                .filter_map(|place| queues.get(place).copied())
+                .collect();
             tracing::trace!(?watched, ?due, "waited");
-            for hex in due.iter().flat_map(|due| due.split(',')) {
-                let Some(queue) = unhex(hex) else { continue };
+            for queue in due {
                 if let Some((name, state)) = states.iter().find(|(q, _)| **q == queue) {
                     reported.insert(name.as_str(), state.claims());
                     wakeup::notify(name);
@@ -623,13 +628,14 @@ impl Waiter {
     }
 }
 
-/// A queue name from [`wake_wait_sql`]'s `HEX(queue)`.
-fn unhex(hex: &str) -> Option<String> {
-    let bytes = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
-    String::from_utf8(bytes).ok()
+/// The places (0-based, in the statement's list) of the queues
+/// [`wake_wait_sql`]'s masks report due.
+fn due_places(masks: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    masks.iter().enumerate().flat_map(|(column, &mask)| {
+        (0..64)
+            .filter(move |bit| mask & (1 << bit) != 0)
+            .map(move |bit| 64 * column + bit)
+    })
 }
 
 /// A waiter as recorded.
@@ -797,11 +803,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hex_queue_names_come_back_whole() {
-        assert_eq!(unhex("656D61696C73").as_deref(), Some("emails"));
-        assert_eq!(unhex("E282AC2C").as_deref(), Some("€,"));
-        assert_eq!(unhex("6"), None);
-        assert_eq!(unhex("ZZ"), None);
+    fn due_masks_name_places_in_the_list() {
+        assert_eq!(due_places(&[0]).count(), 0);
+        assert_eq!(due_places(&[0b101]).collect::<Vec<_>>(), [0, 2]);
+        assert_eq!(
+            due_places(&[1 << 63, 1, 1 << 5]).collect::<Vec<_>>(),
+            [63, 64, 133]
+        );
     }
 
     #[test]

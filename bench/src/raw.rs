@@ -109,11 +109,18 @@ impl Db {
     /// Empties the table.
     pub(crate) async fn reset(&self) -> Res<()> {
         match self {
+            // The tags' index references the jobs: MySQL truncates them
+            // only with the checks off (in the session that does it).
             Self::MySql(p) => {
-                p.execute("TRUNCATE TABLE jobq_jobs").await?;
+                sqlx::raw_sql(
+                    "SET FOREIGN_KEY_CHECKS = 0; TRUNCATE TABLE jobq_job_tags; \
+                     TRUNCATE TABLE jobq_jobs; SET FOREIGN_KEY_CHECKS = 1",
+                )
+                .execute(p)
+                .await?;
             }
             Self::Postgres(p) => {
-                p.execute("TRUNCATE jobq_jobs").await?;
+                p.execute("TRUNCATE jobq_jobs, jobq_job_tags").await?;
             }
             Self::Sqlite(p) => {
                 p.execute("DELETE FROM jobq_jobs").await?;

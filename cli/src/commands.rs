@@ -191,9 +191,16 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             delay,
             key,
             max_attempts,
+            tags,
+            metadata,
             format,
         } => {
-            let mut options = Enqueue::new();
+            let mut options = Enqueue::new().tags(tags);
+            if let Some(metadata) = metadata {
+                let value: serde_json::Value = serde_json::from_str(&metadata)
+                    .map_err(|e| format!("--metadata is not JSON: {e}"))?;
+                options = options.metadata(value);
+            }
             if let Some(queue) = queue {
                 options = options.queue(queue);
             }
@@ -312,6 +319,9 @@ impl FilterArgs {
         if let Some(prefix) = &self.key_prefix {
             filter = filter.key_prefix(prefix.clone());
         }
+        if let Some(tag) = &self.tag {
+            filter = filter.tag(tag.clone());
+        }
         filter
     }
 
@@ -320,6 +330,7 @@ impl FilterArgs {
             && self.status.is_none()
             && self.name.is_none()
             && self.key_prefix.is_none()
+            && self.tag.is_none()
             && self.since.is_none()
             && self.before.is_none()
     }
@@ -371,7 +382,7 @@ impl Bulk {
     async fn run(self, jobq: &Jobq, args: &FilterArgs, yes: bool) -> Result<Outcome, String> {
         if args.is_empty() {
             return Err(format!(
-                "say which jobs to {}: a job id, or a filter (--queue, --status, --name, --key-prefix, --since, --before)",
+                "say which jobs to {}: a job id, or a filter (--queue, --status, --name, --key-prefix, --tag, --since, --before)",
                 self.verb
             ));
         }

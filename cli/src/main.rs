@@ -179,6 +179,12 @@ enum Command {
         /// Attempts before it fails for good (default: the job's own).
         #[arg(long)]
         max_attempts: Option<u32>,
+        /// A tag to store it with (repeat for more).
+        #[arg(long = "tag")]
+        tags: Vec<String>,
+        /// Metadata to store it with: a JSON object (`'{"ticket": "OPS-12"}'`).
+        #[arg(long)]
+        metadata: Option<String>,
         #[command(flatten)]
         format: Format,
     },
@@ -241,6 +247,9 @@ struct FilterArgs {
     /// Only jobs whose idempotency key starts with this.
     #[arg(long)]
     key_prefix: Option<String>,
+    /// Only jobs with this tag.
+    #[arg(long)]
+    tag: Option<String>,
     /// Only jobs enqueued since: an RFC 3339 time or an age (`1h` = an hour ago).
     #[arg(long, value_parser = parse_time)]
     since: Option<chrono::DateTime<chrono::Utc>>,

@@ -110,7 +110,33 @@ pub(crate) fn stats_table(stats: &Stats) -> String {
         text.push('\n');
         text.push_str(&table(&["CONCURRENCY KEY", "RATE"], &rows));
     }
+    let running: Vec<_> = stats
+        .queues
+        .iter()
+        .flat_map(|q| q.in_progress.iter().map(move |r| (q, r)))
+        .map(|(q, r)| {
+            vec![
+                (q.queue.clone(), None),
+                (r.id.to_string(), None),
+                (r.job_name.clone(), None),
+                (r.attempt.to_string(), None),
+                (r.progress.to_string(), None),
+            ]
+        })
+        .collect();
+    if !running.is_empty() {
+        text.push('\n');
+        text.push_str(&table(
+            &["QUEUE", "RUNNING", "JOB", "ATTEMPT", "PROGRESS"],
+            &running,
+        ));
+    }
     text
+}
+
+/// A job's progress as JSON.
+fn progress_json(p: &jobq_runtime::JobProgress) -> Value {
+    json!({ "done": p.done, "total": p.total, "note": p.note })
 }
 
 /// A rate in one word: `100/60s`, `100/60s,burst=5`.
@@ -225,6 +251,12 @@ fn queue_json(q: &QueueStats) -> Value {
         "failed_last_hour": q.failed_last_hour(),
         "succeeded_per_minute": q.succeeded_per_minute,
         "failed_per_minute": q.failed_per_minute,
+        "in_progress": q.in_progress.iter().map(|r| json!({
+            "id": r.id,
+            "job_name": r.job_name,
+            "attempt": r.attempt,
+            "progress": progress_json(&r.progress),
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -466,16 +498,15 @@ pub(crate) fn job_json(job: &JobInfo) -> Value {
         "idempotency_key": job.idempotency_key,
         "last_error": job.last_error,
         "payload": payload,
+        "tags": job.tags,
     })
 }
 
 /// [`job_json`] with the job's attempt timeline (`jobq show --json`).
 pub(crate) fn job_json_with_history(job: &JobInfo) -> Value {
     let mut value = job_json(job);
-    value["progress"] = job.progress.as_ref().map_or(
-        Value::Null,
-        |p| json!({ "done": p.done, "total": p.total, "note": p.note }),
-    );
+    value["progress"] = job.progress.as_ref().map_or(Value::Null, progress_json);
+    value["metadata"] = job.metadata.clone().unwrap_or(Value::Null);
     value["output"] = job.output.as_deref().map_or(Value::Null, |o| {
         serde_json::from_str(o).unwrap_or_else(|_| Value::String(o.to_owned()))
     });
@@ -528,6 +559,15 @@ pub(crate) fn describe(job: &JobInfo) -> String {
         optional(job.idempotency_key.clone()),
     );
     out.push_str(&format!("payload\n{}\n", indent(&payload)));
+    if job.tags.is_empty() {
+        out.push_str("tags -\n");
+    } else {
+        out.push_str(&format!("tags {}\n", job.tags.join(", ")));
+    }
+    match job.metadata_pretty() {
+        Some(metadata) => out.push_str(&format!("metadata\n{}\n", indent(&metadata))),
+        None => out.push_str("metadata -\n"),
+    }
     match &job.last_error {
         Some(error) => out.push_str(&format!("last_error\n{}\n", indent(error))),
         None => out.push_str("last_error -\n"),

@@ -551,7 +551,7 @@ async fn workers_lists_live_workers_and_enqueue_takes_their_defaults(db: TestDb)
     jobq.cancel(stored.id).await.unwrap();
 }
 
-/// `show` prints the job's output, and each attempt, oldest first: its number, how it ended,
+/// `stats` lists a running job's progress; `show` prints the job's output, and each attempt, oldest first: its number, how it ended,
 /// when it started, how long it took, the worker, and its message below —
 /// a failed attempt from the history, the successful one from the row.
 async fn show_prints_the_output_and_each_attempt_with_its_worker(db: TestDb) {
@@ -593,6 +593,29 @@ async fn show_prints_the_output_and_each_attempt_with_its_worker(db: TestDb) {
         listed.contains("PROGRESS") && listed.contains("4/10 (40%) halfway"),
         "{listed}"
     );
+    // stats: the running job with its progress, in the table and in JSON.
+    let table = ok(&url, &["stats"]);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(&queue) && l.contains("cli_probe"))
+        .unwrap_or_else(|| panic!("a running row for {queue} in {table}"));
+    assert!(
+        table.contains("RUNNING")
+            && row.contains(&id.to_string())
+            && row.contains("4/10 (40%) halfway"),
+        "{table}"
+    );
+    let stats = json(&url, &["stats", "--json"]);
+    let running = stats["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue"] == queue.as_str())
+        .map(|q| q["in_progress"].clone())
+        .unwrap_or_else(|| panic!("{queue} not in {stats}"));
+    assert_eq!(running[0]["id"], id, "{stats}");
+    assert_eq!(running[0]["attempt"], 2, "{stats}");
+    assert_eq!(running[0]["progress"]["done"], 4, "{stats}");
     assert!(
         __store::complete_with_output(&jobq, (id, second[0].token), r#"{"sent":true}"#)
             .await
@@ -647,10 +670,83 @@ async fn show_prints_the_output_and_each_attempt_with_its_worker(db: TestDb) {
     );
 }
 
+/// `enqueue --tag --metadata` stores them; `list --tag` finds the job,
+/// `show` prints them (text and JSON); `cancel --tag` acts on the tag's jobs;
+/// a bad tag or metadata is refused with a clear error and exit 1.
+async fn tags_and_metadata_from_the_shell(db: TestDb) {
+    let url = db.url().to_owned();
+    ok(&url, &["migrate"]);
+    let queue = unique_queue("cli_tags");
+    let tag = format!("{queue}:vip");
+    let id = enqueued_id(&ok(
+        &url,
+        &[
+            "enqueue",
+            "cli_probe",
+            r#"{"n":1}"#,
+            "--queue",
+            &queue,
+            "--tag",
+            &tag,
+            "--tag",
+            "nightly",
+            "--metadata",
+            r#"{"ticket":"OPS-12"}"#,
+        ],
+    ));
+    let other = enqueued_id(&ok(
+        &url,
+        &["enqueue", "cli_probe", r#"{"n":2}"#, "--queue", &queue],
+    ));
+    let listed = json(&url, &["list", "--tag", &tag, "--json"]);
+    let jobs = listed["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "{listed}");
+    assert_eq!(jobs[0]["id"], id);
+    assert_eq!(jobs[0]["tags"], serde_json::json!([tag, "nightly"]));
+    let text = ok(&url, &["show", &id.to_string()]);
+    assert!(
+        text.contains(&format!("tags {tag}, nightly\n"))
+            && text.contains("metadata\n  {\n    \"ticket\": \"OPS-12\"\n  }\n"),
+        "{text}"
+    );
+    let shown = json(&url, &["show", &id.to_string(), "--json"]);
+    assert_eq!(shown["metadata"]["ticket"], "OPS-12", "{shown}");
+    let text = ok(&url, &["show", &other.to_string()]);
+    assert!(
+        text.contains("tags -\n") && text.contains("metadata -\n"),
+        "{text}"
+    );
+    ok(&url, &["cancel", "--tag", &tag, "--yes"]);
+    let cancelled = json(
+        &url,
+        &["list", "--queue", &queue, "--status", "cancelled", "--json"],
+    );
+    let ids: Vec<i64> = cancelled["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [id], "only the tag's job");
+    for (args, says) in [
+        (vec!["--tag", ""], "at most 16 tags"),
+        (vec!["--metadata", "[1]"], "is not a JSON object"),
+        (vec!["--metadata", "{"], "--metadata is not JSON"),
+    ] {
+        let mut all = vec!["enqueue", "cli_probe", r#"{"n":3}"#, "--queue", &queue];
+        all.extend(args);
+        let output = jobq_cli(&url, &all);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{all:?}: {stderr}");
+        assert!(stderr.contains(says), "{all:?}: {stderr}");
+    }
+}
+
 jobq_tests::on_every_backend!(
     every_command_does_what_it_says_and_exits_accordingly,
     workers_lists_live_workers_and_enqueue_takes_their_defaults,
     show_prints_the_output_and_each_attempt_with_its_worker,
+    tags_and_metadata_from_the_shell,
 );
 
 #[test]

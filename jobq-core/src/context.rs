@@ -149,6 +149,10 @@ pub struct JobMeta {
     pub max_attempts: u32,
     /// The idempotency key the job was enqueued with, if any.
     pub idempotency_key: Option<String>,
+    /// The metadata the job was enqueued with (a JSON object), if any.
+    pub metadata: Option<serde_json::Value>,
+    /// The tags the job was enqueued with.
+    pub tags: Vec<String>,
 }
 
 impl JobMeta {
@@ -161,6 +165,8 @@ impl JobMeta {
             attempt: 1,
             max_attempts: 1,
             idempotency_key: None,
+            metadata: None,
+            tags: Vec::new(),
         }
     }
 }
@@ -265,6 +271,18 @@ impl JobContext {
             Some(key) => key.clone(),
             None => format!("jobq:{}:{}", self.inner.meta.name, self.inner.meta.id),
         }
+    }
+
+    /// The metadata the job was enqueued with (a JSON object), if any:
+    /// what `Enqueue::metadata` and enqueue middleware stored, such as the
+    /// enqueuer's trace context.
+    pub fn metadata(&self) -> Option<&serde_json::Value> {
+        self.inner.meta.metadata.as_ref()
+    }
+
+    /// The tags the job was enqueued with.
+    pub fn tags(&self) -> &[String] {
+        &self.inner.meta.tags
     }
 
     /// All facts about this attempt.

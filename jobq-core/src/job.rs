@@ -14,6 +14,12 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 20;
 /// The largest per-key limit a job may set ([`Job::CONCURRENCY`]); a larger
 /// one is refused (by `#[job]` at compile time).
 pub const MAX_KEY_CONCURRENCY: u32 = 10_000;
+/// The most tags one job carries (its type's and its enqueue's together).
+pub const MAX_TAGS: usize = 16;
+/// The longest tag, in bytes (a tag is also never empty).
+pub const MAX_TAG_LEN: usize = 100;
+/// The most bytes of JSON one job's metadata may take.
+pub const MAX_METADATA_BYTES: usize = 64 * 1024;
 
 /// A job's typed payload and its settings.
 ///
@@ -52,6 +58,10 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// (`#[job(concurrency = N)]`, 1 to [`MAX_KEY_CONCURRENCY`]); only
     /// meaningful with a [`concurrency_key`](Self::concurrency_key).
     const CONCURRENCY: u32 = 1;
+
+    /// Tags every job of this type is stored with (`#[job(tags = ["…"])]`),
+    /// beside those its enqueue adds ([`MAX_TAGS`](crate::MAX_TAGS) in all).
+    const TAGS: &'static [&'static str] = &[];
 
     /// The payload's fields, published so that tools enqueueing by name
     /// can check a JSON payload; `None` when unknown (a hand-written `Job`).

@@ -33,7 +33,10 @@ pub use error::{
     AttemptEnd, DispatchError, IntoJobResult, JobError, JobErrorKind, MAX_OUTPUT_BYTES, error_chain,
 };
 pub use field::FieldSpec;
-pub use job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job, JobOutput, MAX_KEY_CONCURRENCY};
+pub use job::{
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job, JobOutput, MAX_KEY_CONCURRENCY, MAX_METADATA_BYTES,
+    MAX_TAG_LEN, MAX_TAGS,
+};
 pub use registry::{Definition, JobFuture, JobRegistration, Registry, RegistryError, RunFn};
 pub use retry::RetryPolicy;
 pub use state::{State, StateRequirement, States, type_name_as_written};

@@ -65,6 +65,8 @@ pub struct JobRegistration {
     pub concurrency_key_template: Option<&'static str>,
     /// How many jobs of one concurrency key may run at once ([`Job::CONCURRENCY`]).
     pub concurrency: u32,
+    /// The tags its jobs are stored with ([`Job::TAGS`]).
+    pub tags: &'static [&'static str],
     /// The payload's fields ([`Job::payload_fields`]).
     pub payload_fields: fn() -> Option<Vec<FieldSpec>>,
     /// The retry policy.
@@ -94,6 +96,7 @@ impl JobRegistration {
             unique: J::UNIQUE,
             concurrency_key_template: J::CONCURRENCY_KEY_TEMPLATE,
             concurrency: J::CONCURRENCY,
+            tags: J::TAGS,
             payload_fields: J::payload_fields,
             retry_policy: J::retry_policy,
             states,

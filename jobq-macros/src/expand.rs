@@ -215,6 +215,10 @@ fn job_impl(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
     });
     let unique = unique(model);
     let payload_fields = payload_fields(model);
+    let tags = (!model.tags.is_empty()).then(|| {
+        let tags = &model.tags;
+        quote!(const TAGS: &'static [&'static str] = &[#(#tags),*];)
+    });
 
     quote! {
         #(#cfgs)*
@@ -227,6 +231,7 @@ fn job_impl(model: &Model, cfgs: &[&syn::Attribute]) -> TokenStream {
             #key_template
             #unique
             #concurrency
+            #tags
             #retry_policy
             #idempotency_key
             #concurrency_key

@@ -98,6 +98,7 @@ use proc_macro::TokenStream;
 /// | `unique_for` | duration string: the key is taken at most that long after its job's enqueue (`Unique::for_period`, or `.within` with `unique`) | — |
 /// | `concurrency_key` | concurrency-key template, e.g. `"sync:{customer_id}"`: jobs of one key start in enqueue order, at most `concurrency` at a time; the others wait `blocked` | none |
 /// | `concurrency` | integer literal, 1 to `MAX_KEY_CONCURRENCY` (10000): how many jobs of one concurrency key run at once | `1` (with `concurrency_key`) |
+/// | `tags` | `["billing", "nightly"]`: tags every job of this type is stored with, beside its enqueue's (at most 16, each 1 to 100 bytes) | none |
 /// | `crate` | path to jobq-runtime, `crate = jobq` or `crate = "jobq"` | `::jobq_runtime` |
 ///
 /// Durations are read with `humantime` when the macro runs, so a typo is a
@@ -124,7 +125,7 @@ use proc_macro::TokenStream;
 ///   as `{}`, which also implements `Default`.
 /// - `SendWelcome::new(user_id, locale)`, taking the payload fields in order.
 /// - `impl Job for SendWelcome`: `NAME`, plus `QUEUE`, `PRIORITY`,
-///   `MAX_ATTEMPTS`, `TIMEOUT`, `UNIQUE`, `CONCURRENCY`, `retry_policy`,
+///   `MAX_ATTEMPTS`, `TIMEOUT`, `UNIQUE`, `CONCURRENCY`, `TAGS`, `retry_policy`,
 ///   `idempotency_key` (with `KEY_TEMPLATE`) and `concurrency_key` (with
 ///   `CONCURRENCY_KEY_TEMPLATE`) for the keys given; the others keep the
 ///   trait's defaults.

@@ -30,6 +30,7 @@ const KEYS: &[&str] = &[
     "unique_for",
     "concurrency_key",
     "concurrency",
+    "tags",
     "crate",
 ];
 
@@ -65,6 +66,8 @@ pub(crate) struct Model {
     pub(crate) concurrency_key: Option<KeyTemplate>,
     /// `concurrency = N`, within 1 to [`MAX_KEY_CONCURRENCY`].
     pub(crate) concurrency: Option<u32>,
+    /// `tags = ["…", …]`, checked as an enqueue checks them.
+    pub(crate) tags: Vec<String>,
     /// The fn's parameters, in order.
     pub(crate) params: Vec<Param>,
 }
@@ -208,6 +211,7 @@ pub(crate) fn parse(args: TokenStream, item: TokenStream) -> syn::Result<Model> 
         unique_for: raw.unique_for.and_then(|(_, period)| period),
         concurrency_key,
         concurrency: raw.concurrency.and_then(|(_, limit)| limit),
+        tags: raw.tags.unwrap_or_default(),
         params,
         func,
     })
@@ -232,6 +236,7 @@ struct RawArgs {
     concurrency_key: Option<LitStr>,
     /// `concurrency = N` as given, and the limit if valid.
     concurrency: Option<(LitInt, Option<u32>)>,
+    tags: Option<Vec<String>>,
     krate: Option<Path>,
 }
 
@@ -315,6 +320,7 @@ impl RawArgs {
                 self.concurrency_key = non_empty_str(&value, "concurrency_key", errors);
             }
             "concurrency" => self.concurrency = concurrency(&value, errors),
+            "tags" => self.tags = tags(&value, errors),
             "crate" => self.krate = crate_path(&value, errors),
             _ => unreachable!("every key in KEYS is handled"),
         }
@@ -617,6 +623,45 @@ fn schedule(value: &Expr, errors: &mut Errors) -> Option<Retry> {
         .into_iter()
         .collect::<Option<_>>()
         .map(Retry::Schedule)
+}
+
+/// The most tags and the longest tag; must equal `jobq_core::MAX_TAGS`
+/// and `MAX_TAG_LEN` (tests/ui/pass/tags.rs checks them).
+const MAX_TAGS: usize = 16;
+const MAX_TAG_LEN: usize = 100;
+
+/// `tags = ["…", …]`: string literals, each 1 to [`MAX_TAG_LEN`] bytes
+/// without NUL, none twice, at most [`MAX_TAGS`].
+fn tags(value: &Expr, errors: &mut Errors) -> Option<Vec<String>> {
+    let Expr::Array(array) = value else {
+        errors.at(
+            value,
+            "`tags` takes a list of strings, like `tags = [\"billing\", \"nightly\"]`",
+        );
+        return None;
+    };
+    if array.elems.len() > MAX_TAGS {
+        errors.at(array, format!("at most {MAX_TAGS} tags (MAX_TAGS)"));
+        return None;
+    }
+    let mut tags: Vec<String> = Vec::new();
+    for elem in &array.elems {
+        let lit = lit_str(elem, "tags = [...]", "\"billing\"", errors)?;
+        let tag = lit.value();
+        if tag.is_empty() || tag.len() > MAX_TAG_LEN || tag.contains('\0') {
+            errors.at(
+                &lit,
+                format!("a tag has 1 to {MAX_TAG_LEN} bytes (MAX_TAG_LEN) and no NUL"),
+            );
+            return None;
+        }
+        if tags.contains(&tag) {
+            errors.at(&lit, format!("tag `{tag}` is given twice"));
+            return None;
+        }
+        tags.push(tag);
+    }
+    Some(tags)
 }
 
 /// `crate = path` or `crate = "path"`.

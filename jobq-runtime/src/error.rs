@@ -186,9 +186,8 @@ pub enum Error {
         /// The panic's message.
         message: String,
     },
-    /// An enqueue layer refused the row (see `jobq_runtime::__seam`);
-    /// nothing was stored. Unstable, as the seam is.
-    #[doc(hidden)]
+    /// An enqueue layer refused the row (see
+    /// [`EnqueueLayer`](crate::middleware::EnqueueLayer)); nothing was stored.
     #[error("job `{job}` was refused by an enqueue layer")]
     Refused {
         /// The job's name.
@@ -325,6 +324,33 @@ pub enum InvalidArgument {
         key: String,
         /// The limit.
         limit: u32,
+    },
+    /// A tag that is empty, longer than [`MAX_TAG_LEN`](crate::MAX_TAG_LEN)
+    /// bytes or holds a NUL, or more than [`MAX_TAGS`](crate::MAX_TAGS) tags.
+    #[error(
+        "job `{job}` has tags {tags:?}: at most {max_tags} tags, each 1 to {max_len} bytes without NUL",
+        max_tags = jobq_core::MAX_TAGS,
+        max_len = jobq_core::MAX_TAG_LEN
+    )]
+    Tags {
+        /// The job name.
+        job: String,
+        /// Its tags.
+        tags: Vec<String>,
+    },
+    /// Metadata that is not a JSON object, or is over
+    /// [`MAX_METADATA_BYTES`](crate::MAX_METADATA_BYTES) as JSON.
+    #[error(
+        "job `{job}` has metadata of {bytes} bytes that {why}: metadata is a JSON object of at most {max} bytes",
+        max = jobq_core::MAX_METADATA_BYTES
+    )]
+    Metadata {
+        /// The job name.
+        job: String,
+        /// Its size as JSON.
+        bytes: usize,
+        /// What is wrong with it.
+        why: &'static str,
     },
     /// A job is both unique by state or period and limited per
     /// concurrency key: jobq does not combine the two yet.

@@ -116,10 +116,10 @@ impl Jobq {
 
     /// The same handle with `layer` after its enqueue layers: every row an
     /// enqueue of the new handle stores goes through it first (see
-    /// `jobq_runtime::__seam::EnqueueLayer`). Workers built on the new
-    /// handle enqueue their cron ticks through it too. Unstable: the seam
-    /// the middleware feature builds on.
-    #[doc(hidden)]
+    /// [`EnqueueLayer`](crate::middleware::EnqueueLayer): it may change the
+    /// row, add metadata and tags, or refuse it). Workers built on the new
+    /// handle enqueue their cron ticks through it too; the handle it was
+    /// made from keeps its own layers.
     #[must_use]
     pub fn with_enqueue_layer(self, layer: impl EnqueueLayer) -> Self {
         let mut enqueue_layers = self.inner.enqueue_layers.clone();
@@ -796,7 +796,7 @@ impl Jobq {
         &self,
         job_name: &str,
         payload: &str,
-        options: Enqueue,
+        mut options: Enqueue,
     ) -> Result<Enqueued> {
         let value = match serde_json::from_str::<serde_json::Value>(payload) {
             Ok(value) => value,
@@ -858,6 +858,8 @@ impl Jobq {
                     priority: kind.priority,
                     max_attempts: kind.max_attempts,
                 };
+                // The job's own tags first, as a worker's enqueue stores them.
+                options.tags.splice(0..0, kind.tags.iter().cloned());
                 (defaults, key, kind.unique, concurrency)
             }
             None => (
@@ -953,9 +955,12 @@ impl Jobq {
             max_attempts: J::MAX_ATTEMPTS,
         };
         let concurrency = job.concurrency_key().map(|key| (key, J::CONCURRENCY));
+        let mut tags: Vec<String> = J::TAGS.iter().map(|t| (*t).to_owned()).collect();
+        tags.extend(options.tags);
         let options = Enqueue {
             unique: options.unique.or(J::UNIQUE),
             concurrency: options.concurrency.or(concurrency),
+            tags,
             ..options
         };
         self.row_of(J::NAME, payload, job.idempotency_key(), defaults, options)
@@ -972,7 +977,23 @@ impl Jobq {
         defaults: Defaults,
         options: Enqueue,
     ) -> Result<NewJob> {
+        let metadata = match options.metadata {
+            None => None,
+            Some(serde_json::Value::Object(map)) => Some(map),
+            Some(other) => {
+                return Err(InvalidArgument::Metadata {
+                    job: job_name.to_owned(),
+                    bytes: other.to_string().len(),
+                    why: "is not a JSON object",
+                }
+                .into());
+            }
+        };
+        #[cfg(feature = "otel")]
+        let metadata = with_trace_context(metadata);
         let mut row = NewJob {
+            metadata,
+            tags: options.tags,
             queue: options.queue.unwrap_or(defaults.queue),
             job_name: job_name.to_owned(),
             payload,
@@ -994,6 +1015,7 @@ impl Jobq {
     /// queue, key and attempts, and its run time (one past what every
     /// backend stores is refused; one before the epoch means now).
     fn check(&self, row: &mut NewJob) -> Result<()> {
+        check_attached(row)?;
         let job_name = row.job_name.as_str();
         let payload = &row.payload;
         if payload.len() > self.inner.max_payload_bytes {
@@ -1136,6 +1158,14 @@ fn validate_filter(filter: &JobFilter) -> Result<(), InvalidArgument> {
             });
         }
     }
+    if let Some(tag) = &filter.tag {
+        if tag.is_empty() || tag.len() > jobq_core::MAX_TAG_LEN || tag.contains('\0') {
+            return Err(InvalidArgument::Tags {
+                job: "(a filter)".to_owned(),
+                tags: vec![tag.clone()],
+            });
+        }
+    }
     Ok(())
 }
 
@@ -1152,6 +1182,50 @@ struct Defaults {
     queue: String,
     priority: i16,
     max_attempts: u32,
+}
+
+/// `metadata` with the current span's W3C trace context added, when it
+/// carries one (see [`crate::otel`]); the caller's own keys win.
+#[cfg(feature = "otel")]
+fn with_trace_context(
+    metadata: Option<serde_json::Map<String, serde_json::Value>>,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let context = crate::otel::current();
+    if context.is_empty() {
+        return metadata;
+    }
+    let mut metadata = metadata.unwrap_or_default();
+    for (key, value) in context {
+        metadata
+            .entry(key)
+            .or_insert(serde_json::Value::String(value));
+    }
+    Some(metadata)
+}
+
+/// Checks a row's tags (each once, in the order given: a repeated tag is
+/// dropped) and the size of its metadata.
+fn check_attached(row: &mut NewJob) -> Result<(), InvalidArgument> {
+    let mut seen = std::collections::HashSet::new();
+    row.tags.retain(|tag| seen.insert(tag.clone()));
+    let bad_tag = |t: &String| t.is_empty() || t.len() > jobq_core::MAX_TAG_LEN || t.contains('\0');
+    if row.tags.len() > jobq_core::MAX_TAGS || row.tags.iter().any(bad_tag) {
+        return Err(InvalidArgument::Tags {
+            job: row.job_name.clone(),
+            tags: row.tags.clone(),
+        });
+    }
+    if let Some(metadata) = &row.metadata {
+        let bytes = serde_json::to_string(metadata).map_or(usize::MAX, |json| json.len());
+        if bytes > jobq_core::MAX_METADATA_BYTES {
+            return Err(InvalidArgument::Metadata {
+                job: row.job_name.clone(),
+                bytes,
+                why: "is too large",
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Checks a job name: 1 to [`MAX_JOB_NAME_LEN`] bytes, no NUL.

@@ -34,6 +34,11 @@ impl Row {
             idempotency_key: options.idempotency_key,
             unique: options.unique,
             concurrency: options.concurrency,
+            metadata: match options.metadata {
+                Some(serde_json::Value::Object(map)) => Some(map),
+                _ => None,
+            },
+            tags: options.tags,
         })
     }
 }

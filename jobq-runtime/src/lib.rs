@@ -153,6 +153,8 @@ mod handle;
 pub mod metrics;
 mod ops;
 mod options;
+#[cfg(feature = "otel")]
+mod otel;
 mod pools;
 mod roster;
 mod seam;
@@ -170,14 +172,15 @@ pub use handle::Jobq;
 pub use jobq_core::{
     AttemptEnd, CheckpointError, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError,
     FieldSpec, IntoJobResult, Job, JobContext, JobError, JobErrorKind, JobMeta, JobOutput,
-    JobRegistration, LeaseError, MAX_CHECKPOINT_BYTES, MAX_KEY_CONCURRENCY, MAX_OUTPUT_BYTES,
-    PROGRESS_EVERY, Registry, RegistryError, RetryPolicy, State, StateRequirement, States, Unique,
-    error_chain, retry,
+    JobRegistration, LeaseError, MAX_CHECKPOINT_BYTES, MAX_KEY_CONCURRENCY, MAX_METADATA_BYTES,
+    MAX_OUTPUT_BYTES, MAX_TAG_LEN, MAX_TAGS, PROGRESS_EVERY, Registry, RegistryError, RetryPolicy,
+    State, StateRequirement, States, Unique, error_chain, retry,
 };
 pub use jobq_macros::job;
 pub use ops::{
     Check, CheckStatus, Cursor, DoctorReport, JobFilter, JobPage, MAX_PAGE_LEN, Order, Page,
-    QueueState, QueueStats, STATS_FINISHED_CAP, STATS_MINUTES, Stats,
+    QueueState, QueueStats, RunningProgress, STATS_FINISHED_CAP, STATS_MINUTES, STATS_PROGRESS_CAP,
+    Stats,
 };
 pub use options::{
     ConnectOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_PAYLOAD_BYTES,
@@ -219,15 +222,21 @@ pub use worker::{
 #[path = "hooks.rs"]
 pub mod __store;
 
-/// Where middleware plugs in: layers around each attempt's handler call
-/// ([`WorkerBuilder::job_layer`]) and on each row before an enqueue stores
-/// it ([`Jobq::with_enqueue_layer`]). Unstable, not public API yet: the
-/// middleware feature builds on it.
+/// Middleware: layers around each attempt's handler call ([`JobLayer`](middleware::JobLayer),
+/// installed with [`WorkerBuilder::job_layer`]) and on each row an enqueue
+/// stores ([`EnqueueLayer`](middleware::EnqueueLayer), installed with
+/// [`Jobq::with_enqueue_layer`]), and the built-in [`Logging`](middleware::Logging).
+/// With none installed they cost nothing but a branch.
+pub mod middleware {
+    pub use crate::seam::{
+        Attempt, BoxError, EnqueueLayer, Handler, JobLayer, LayerFuture, Logging, NewRow, Next,
+    };
+}
+
+/// The middleware under its earlier, unstable name; use [`middleware`].
 #[doc(hidden)]
 pub mod __seam {
-    pub use crate::seam::{
-        Attempt, BoxError, EnqueueLayer, Handler, JobLayer, LayerFuture, NewRow, Next,
-    };
+    pub use crate::middleware::*;
 }
 
 /// Fault injection at the worker's await points, for tests; not public API.

@@ -124,6 +124,42 @@ pub struct QueueStats {
     /// Jobs that failed for good in each of the last [`STATS_MINUTES`]
     /// minutes, oldest first.
     pub failed_per_minute: Vec<u64>,
+    /// The running (`processing`) jobs that have reported progress
+    /// ([`JobContext::progress`](jobq_core::JobContext::progress)), by id,
+    /// at most [`STATS_PROGRESS_CAP`] of them.
+    pub in_progress: Vec<RunningProgress>,
+}
+
+/// [`QueueStats::in_progress`] lists at most this many jobs per queue (the
+/// lowest ids: the longest running, mostly); `jobq list --status
+/// processing` lists them all.
+pub const STATS_PROGRESS_CAP: u32 = 20;
+
+/// A running job and the progress it last reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunningProgress {
+    /// The job's id.
+    pub id: i64,
+    /// Its job name.
+    pub job_name: String,
+    /// Its attempt running now (from 1).
+    pub attempt: u32,
+    /// What it last reported.
+    pub progress: crate::types::JobProgress,
+}
+
+impl RunningProgress {
+    /// The entry of a listed job, if it is running and has reported progress.
+    pub(crate) fn of(job: JobInfo) -> Option<Self> {
+        (job.status == JobStatus::Processing).then_some(())?;
+        Some(Self {
+            id: job.id,
+            attempt: job.attempts,
+            progress: job.progress?,
+            job_name: job.job_name,
+        })
+    }
 }
 
 impl QueueStats {
@@ -229,6 +265,9 @@ pub struct JobFilter {
     pub created_from: Option<DateTime<Utc>>,
     /// Jobs enqueued before this time.
     pub created_before: Option<DateTime<Utc>>,
+    /// Jobs with this tag ([`Enqueue::tag`](crate::Enqueue::tag)), read
+    /// through the tags' index.
+    pub tag: Option<String>,
 }
 
 impl JobFilter {
@@ -258,6 +297,12 @@ impl JobFilter {
     /// Only jobs whose idempotency key starts with `prefix`.
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = Some(prefix.into());
+        self
+    }
+
+    /// Only jobs tagged `tag` (see [`Enqueue::tag`](crate::Enqueue::tag)).
+    pub fn tag(mut self, tag: impl Into<String>) -> Self {
+        self.tag = Some(tag.into());
         self
     }
 

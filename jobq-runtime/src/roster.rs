@@ -101,6 +101,8 @@ pub struct JobKind {
     /// and how many jobs of one key may run at once
     /// (`#[job(concurrency_key = …, concurrency = …)]`).
     pub concurrency_key: Option<(String, u32)>,
+    /// The tags its jobs are stored with (`#[job(tags = [...])]`).
+    pub tags: Vec<String>,
     /// Its payload's fields, in parameter order; `None` when the job did
     /// not say (a `Job` implemented by hand).
     pub fields: Option<Vec<KindField>>,
@@ -151,6 +153,7 @@ impl JobKind {
             concurrency_key: registration
                 .concurrency_key_template
                 .map(|template| (template.to_owned(), registration.concurrency)),
+            tags: registration.tags.iter().map(|t| (*t).to_owned()).collect(),
             fields: (registration.payload_fields)().map(|fields| {
                 fields
                     .into_iter()
@@ -410,6 +413,8 @@ struct WireKind {
     concurrency_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     concurrency: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tags: Vec<String>,
     #[serde(default)]
     fields: Option<Vec<WireField>>,
 }
@@ -441,6 +446,7 @@ impl From<JobKind> for WireKind {
                 .map(|p| u64::try_from(p.as_millis()).unwrap_or(u64::MAX)),
             concurrency: kind.concurrency_key.as_ref().map(|&(_, limit)| limit),
             concurrency_key: kind.concurrency_key.map(|(template, _)| template),
+            tags: kind.tags,
             fields: kind.fields.map(|fields| {
                 fields
                     .into_iter()
@@ -473,6 +479,7 @@ impl From<WireKind> for JobKind {
             concurrency_key: wire
                 .concurrency_key
                 .map(|template| (template, wire.concurrency.unwrap_or(1))),
+            tags: wire.tags,
             fields: wire.fields.map(|fields| {
                 fields
                     .into_iter()
@@ -503,6 +510,7 @@ mod tests {
             key_template: Some("welcome:{user_id}".to_owned()),
             unique: None,
             concurrency_key: None,
+            tags: Vec::new(),
             fields: Some(vec![
                 KindField {
                     name: "user_id".to_owned(),

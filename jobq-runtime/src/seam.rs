@@ -1,13 +1,45 @@
-//! Where middleware plugs in: around each attempt's handler call
-//! ([`JobLayer`], installed on a worker) and on each row before an enqueue
-//! stores it ([`EnqueueLayer`], installed on a [`Jobq`](crate::Jobq)
-//! handle). Unstable and doc-hidden (`jobq_runtime::__seam`): the
-//! middleware feature builds its public API on these; nothing else should
-//! use them yet.
+//! Middleware (`jobq_runtime::middleware`): layers around each attempt's
+//! handler call ([`JobLayer`], installed with
+//! [`WorkerBuilder::job_layer`](crate::WorkerBuilder::job_layer)) and on
+//! each row before an enqueue stores it ([`EnqueueLayer`], installed with
+//! [`Jobq::with_enqueue_layer`](crate::Jobq::with_enqueue_layer)), and the
+//! built-in [`Logging`] layer.
 //!
 //! With no layer installed they cost one `is_empty` branch per attempt and
 //! per row: no allocation, no lock, nothing boxed. An installed layer costs
 //! what it does plus one boxed future per attempt it wraps.
+//!
+//! ```
+//! use jobq_runtime::middleware::{Attempt, JobLayer, LayerFuture, Logging, Next};
+//! use jobq_runtime::{JobError, Jobq, Worker};
+//!
+//! /// Fails every attempt of a job whose payload mentions a blocked account,
+//! /// without running its handler.
+//! struct Blocklist;
+//!
+//! impl JobLayer for Blocklist {
+//!     fn call<'a>(&'a self, attempt: &'a Attempt<'a>, next: Next<'a>) -> LayerFuture<'a> {
+//!         Box::pin(async move {
+//!             if attempt.payload().contains(r#""account":13"#) {
+//!                 return Err(JobError::permanent("account 13 is blocked"));
+//!             }
+//!             next.run().await
+//!         })
+//!     }
+//! }
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let jobq = Jobq::connect("sqlite::memory:").await?;
+//! # jobq.migrate().await?;
+//! // Logging outermost: it sees what the blocklist decided.
+//! let builder = Worker::builder(jobq.clone())
+//!     .queue_unchecked("default", 4)
+//!     .job_layer(Logging)
+//!     .job_layer(Blocklist);
+//! # drop(builder);
+//! # Ok(()) }
+//! ```
 
 use std::fmt;
 use std::future::Future;
@@ -141,6 +173,52 @@ impl JobLayers {
     }
 }
 
+/// A [`JobLayer`] that logs every attempt with `tracing`: its start
+/// (`DEBUG`), and its end with how long it took — `INFO` when it succeeded,
+/// `WARN` with the error when it did not. Fields: `job.name`, `job.id`,
+/// `job.queue`, `job.attempt`, `took_ms`, `error`. Installed outermost, it
+/// sees the outcome the other layers made.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Logging;
+
+impl JobLayer for Logging {
+    fn call<'a>(&'a self, attempt: &'a Attempt<'a>, next: Next<'a>) -> LayerFuture<'a> {
+        Box::pin(async move {
+            let ctx = attempt.context();
+            let started = std::time::Instant::now();
+            tracing::debug!(
+                job.name = ctx.name(),
+                job.id = ctx.id(),
+                job.queue = ctx.queue(),
+                job.attempt = ctx.attempt(),
+                "attempt started"
+            );
+            let outcome = next.run().await;
+            let took_ms = started.elapsed().as_secs_f64() * 1000.0;
+            match &outcome {
+                Ok(()) => tracing::info!(
+                    job.name = ctx.name(),
+                    job.id = ctx.id(),
+                    job.queue = ctx.queue(),
+                    job.attempt = ctx.attempt(),
+                    took_ms,
+                    "attempt succeeded"
+                ),
+                Err(error) => tracing::warn!(
+                    job.name = ctx.name(),
+                    job.id = ctx.id(),
+                    job.queue = ctx.queue(),
+                    job.attempt = ctx.attempt(),
+                    took_ms,
+                    error = error.message(),
+                    "attempt failed"
+                ),
+            }
+            outcome
+        })
+    }
+}
+
 /// An error a layer returns to refuse what it is given.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -216,6 +294,29 @@ impl NewRow<'_> {
     /// Sets or clears its idempotency key.
     pub fn set_idempotency_key(&mut self, key: Option<String>) {
         self.row.idempotency_key = key;
+    }
+
+    /// Its metadata (a JSON object), if any.
+    pub fn metadata(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.row.metadata.as_ref()
+    }
+
+    /// Sets `key` of its metadata to `value` (creating the metadata).
+    pub fn insert_metadata(&mut self, key: impl Into<String>, value: serde_json::Value) {
+        self.row
+            .metadata
+            .get_or_insert_with(serde_json::Map::new)
+            .insert(key.into(), value);
+    }
+
+    /// Its tags.
+    pub fn tags(&self) -> &[String] {
+        &self.row.tags
+    }
+
+    /// Adds a tag (checked with the others after every layer has run).
+    pub fn add_tag(&mut self, tag: impl Into<String>) {
+        self.row.tags.push(tag.into());
     }
 }
 

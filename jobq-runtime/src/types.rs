@@ -188,6 +188,8 @@ pub struct Enqueue {
     pub(crate) idempotency_key: Option<String>,
     pub(crate) unique: Option<jobq_core::Unique>,
     pub(crate) concurrency: Option<(String, u32)>,
+    pub(crate) metadata: Option<serde_json::Value>,
+    pub(crate) tags: Vec<String>,
 }
 
 /// When a job may first run.
@@ -310,6 +312,58 @@ impl Enqueue {
         self.concurrency = Some((key.into(), limit));
         self
     }
+
+    /// Metadata stored with the job: a JSON object (at most
+    /// [`MAX_METADATA_BYTES`](crate::MAX_METADATA_BYTES)), readable from
+    /// the handler's [`JobContext::metadata`](crate::JobContext::metadata),
+    /// [`JobInfo::metadata`] and `jobq show`. Enqueue middleware may add
+    /// to it (trace propagation keeps the enqueuer's trace context here).
+    ///
+    /// ```
+    /// use jobq_runtime::{job, Enqueue, JobFilter, Jobq, Page};
+    /// use serde_json::json;
+    ///
+    /// /// Imports a file.
+    /// #[job(queue = "imports", tags = ["import"])]
+    /// async fn import(file: String) {
+    ///     let _ = file;
+    /// }
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> jobq_runtime::Result<()> {
+    /// let jobq = Jobq::connect("sqlite::memory:").await?;
+    /// jobq.migrate().await?;
+    /// let options = Enqueue::new()
+    ///     .metadata(json!({"requested_by": "ops@example.com"}))
+    ///     .tags(["customer:42", "nightly"]);
+    /// let id = jobq.enqueue_with(Import::new("a.csv".into()), options).await?.id;
+    /// let info = jobq.job(id).await?.unwrap();
+    /// assert_eq!(info.tags, ["import", "customer:42", "nightly"]);
+    /// assert_eq!(info.metadata.unwrap()["requested_by"], "ops@example.com");
+    /// let page = jobq.list(&JobFilter::new().tag("customer:42"), Page::first(10)).await?;
+    /// assert_eq!(page.jobs.len(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn metadata(mut self, metadata: serde_json::Value) -> Self {
+        self.metadata = Some(metadata);
+        self
+    }
+
+    /// Adds a tag (1 to [`MAX_TAG_LEN`](crate::MAX_TAG_LEN) bytes): stored
+    /// with the job beside its type's own (`#[job(tags = [...])]`), at most
+    /// [`MAX_TAGS`](crate::MAX_TAGS) in all, a repeated one once; listings
+    /// filter by tag through an index ([`JobFilter::tag`](crate::JobFilter::tag),
+    /// `jobq list --tag`).
+    pub fn tag(mut self, tag: impl Into<String>) -> Self {
+        self.tags.push(tag.into());
+        self
+    }
+
+    /// Adds each of `tags` (see [`tag`](Self::tag)).
+    pub fn tags<T: Into<String>>(mut self, tags: impl IntoIterator<Item = T>) -> Self {
+        self.tags.extend(tags.into_iter().map(Into::into));
+        self
+    }
 }
 
 /// A job as stored, as [`Jobq::job`](crate::Jobq::job) reports it.
@@ -387,6 +441,26 @@ pub struct JobInfo {
     ///
     /// [`JobContext::progress`]: crate::JobContext::progress
     pub progress: Option<JobProgress>,
+    /// The metadata it was enqueued with (a JSON object), if any
+    /// ([`Enqueue::metadata`]). Read by [`Jobq::job`](crate::Jobq::job);
+    /// left out of the rows of [`Jobq::list`](crate::Jobq::list).
+    pub metadata: Option<serde_json::Value>,
+    /// The tags it was enqueued with ([`Enqueue::tags`], `#[job(tags = [...])]`).
+    pub tags: Vec<String>,
+}
+
+/// Tags as a row stores them (a JSON array of strings); none for NULL or
+/// text that does not read (written by hand).
+pub(crate) fn parse_tags(text: Option<&str>) -> Vec<String> {
+    text.and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default()
+}
+
+/// Metadata as a row stores it (a JSON object); `None` for NULL, a stored
+/// text that does not read is kept as a JSON string.
+pub(crate) fn parse_metadata(text: Option<String>) -> Option<serde_json::Value> {
+    let text = text?;
+    Some(serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
 }
 
 /// A running job's progress as its handler reported it
@@ -562,6 +636,12 @@ impl JobInfo {
     /// [`payload_pretty`](Self::payload_pretty) does the payload.
     pub fn output_pretty(&self) -> Option<String> {
         self.output.as_deref().map(pretty_json)
+    }
+
+    /// [`metadata`](Self::metadata) as indented JSON, if any.
+    pub fn metadata_pretty(&self) -> Option<String> {
+        let metadata = self.metadata.as_ref()?;
+        serde_json::to_string_pretty(metadata).ok()
     }
 }
 

@@ -350,6 +350,7 @@ pub(crate) fn list<'a>(
             }
             label { "Job name" input type="text" name="name" value=(params.name()); }
             label { "Key prefix" input type="text" name="key" value=(params.key()); }
+            label { "Tag" input type="text" name="tag" value=(params.tag()); }
             label { "Enqueued from (UTC)" input type="datetime-local" step="1" name="from" value=(params.from()); }
             label { "before (UTC)" input type="datetime-local" step="1" name="before" value=(params.before()); }
             label { "Order"
@@ -629,6 +630,12 @@ pub(crate) fn job<'a>(
                 dt { "Attempts" } dd { (job.attempts) " of " (job.max_attempts) }
                 dt { "Progress" } dd #progress { @if let Some(progress) = &job.progress { (progress.to_string()) } @else { span.none { "–" } } }
                 dt { "Idempotency key" } dd.mono { @if let Some(key) = &job.idempotency_key { (key) } @else { span.none { "–" } } }
+                dt { "Tags" } dd #tags {
+                    @if job.tags.is_empty() { span.none { "–" } }
+                    @for tag in &job.tags {
+                        a.tag href=(list_link(ctx, &[("tag", tag)])) { (tag) } " "
+                    }
+                }
                 dt { "Enqueued" } dd { (when(Some(job.created_at), now)) }
                 dt { (run_at_label) } dd { (when(Some(job.run_at), now)) }
                 dt { "Claimed" } dd { (when(job.claimed_at, now)) }
@@ -642,6 +649,12 @@ pub(crate) fn job<'a>(
                 pre.error #last-error { (error) }
             } @else {
                 p.empty { "No error: no attempt has failed." }
+            }
+        }
+        @if let Some(metadata) = job.metadata_pretty() {
+            section.panel {
+                h2 { "Metadata" }
+                pre.payload #metadata { (metadata) }
             }
         }
         @if let Some(output) = job.output_pretty() {

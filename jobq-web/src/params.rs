@@ -35,6 +35,7 @@ pub(crate) struct Params {
     pub(crate) status: Option<String>,
     pub(crate) name: Option<String>,
     pub(crate) key: Option<String>,
+    pub(crate) tag: Option<String>,
     pub(crate) from: Option<String>,
     pub(crate) before: Option<String>,
     pub(crate) order: Option<String>,
@@ -64,6 +65,9 @@ impl Params {
         // A key prefix is matched byte for byte: kept as typed.
         self.key.as_deref().unwrap_or_default()
     }
+    pub(crate) fn tag(&self) -> &str {
+        given(&self.tag).unwrap_or_default()
+    }
     pub(crate) fn from(&self) -> &str {
         given(&self.from).unwrap_or_default()
     }
@@ -75,12 +79,13 @@ impl Params {
     }
 
     /// The filter's fields as query pairs (for links and hidden fields).
-    pub(crate) fn filter_pairs(&self) -> [(&'static str, &str); 6] {
+    pub(crate) fn filter_pairs(&self) -> [(&'static str, &str); 7] {
         [
             ("queue", self.queue()),
             ("status", self.status()),
             ("name", self.name()),
             ("key", self.key()),
+            ("tag", self.tag()),
             ("from", self.from()),
             ("before", self.before()),
         ]
@@ -114,6 +119,9 @@ impl Params {
         }
         if !self.key().is_empty() {
             filter = filter.key_prefix(self.key());
+        }
+        if !self.tag().is_empty() {
+            filter = filter.tag(self.tag());
         }
         let from = time(self.from(), "from")?;
         let before = time(self.before(), "before")?;

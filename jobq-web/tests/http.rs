@@ -767,7 +767,62 @@ async fn the_job_page_shows_the_output_and_each_attempt_with_its_worker(db: Test
     assert!(!body.contains(SCRIPT), "no live script tag");
 }
 
+/// The job page shows a job's tags (each a link to the list of its jobs)
+/// and metadata, escaped; the list filters by tag.
+async fn the_job_page_shows_tags_and_metadata_and_the_list_filters_by_tag(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("web-tags");
+    let tag = format!("{queue}:{SCRIPT}");
+    let options = Enqueue::new()
+        .queue(&queue)
+        .tag(&tag)
+        .metadata(serde_json::json!({ "note": SCRIPT }));
+    let tagged = jobq
+        .enqueue_json("web_echo", "{}", options)
+        .await
+        .unwrap()
+        .id;
+    let plain = pending_job(&jobq, &queue, "{}").await;
+    let reply = get(&jobq_web::router(jobq.clone()), &format!("/job/{tagged}")).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let body = &reply.body;
+    let tags = body.split_once("id=\"tags\"").map_or("", |(_, rest)| rest);
+    assert!(
+        tags.contains(&format!("{queue}:&lt;script&gt;alert(1)&lt;/script&gt;")),
+        "the tag, escaped: {body}"
+    );
+    assert!(tags.contains("tag="), "a link to the tag's jobs: {body}");
+    let metadata = body
+        .split_once("id=\"metadata\"")
+        .map_or("", |(_, rest)| rest);
+    assert!(
+        metadata.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "the metadata, escaped: {body}"
+    );
+    assert!(!body.contains(SCRIPT), "no live script tag");
+    let encoded: String = url_encode(&tag);
+    let listed = get(&jobq_web::router(jobq), &format!("/list?tag={encoded}")).await;
+    assert_eq!(listed.status, StatusCode::OK);
+    assert!(
+        listed.body.contains(&format!("/job/{tagged}\""))
+            && !listed.body.contains(&format!("/job/{plain}\"")),
+        "only the tagged job: {}",
+        listed.body
+    );
+}
+
+/// `text` percent-encoded for a query value.
+fn url_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 jobq_tests::on_every_backend!(
+    the_job_page_shows_tags_and_metadata_and_the_list_filters_by_tag,
     the_job_page_shows_the_output_and_each_attempt_with_its_worker,
     a_figure_is_highlighted_only_when_it_is_not_zero,
     a_request_for_a_host_the_dashboard_does_not_serve_is_refused_reads_and_actions,

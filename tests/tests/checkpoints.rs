@@ -69,6 +69,16 @@ async fn a_checkpoint_survives_a_kill_and_progress_shows_while_it_runs(db: TestD
     wait_until("the running job's progress reached step 3", LONG, seen).await;
     let progress = jobq.job(id).await.unwrap().unwrap().progress.unwrap();
     assert_eq!(progress.note, format!("step {}", progress.done));
+    // And in the queue's stats.
+    let stats = jobq.stats().await.unwrap();
+    let running = &stats
+        .queue(&queue)
+        .expect("the queue's figures")
+        .in_progress;
+    assert_eq!(running.len(), 1, "{running:?}");
+    assert_eq!((running[0].id, running[0].attempt), (id, 1));
+    assert!(running[0].progress.done >= progress.done, "{running:?}");
+    assert_eq!(running[0].progress.total, 1_000);
     process.kill().await;
     let saved: u64 = __store::load_checkpoint(&jobq, id)
         .await

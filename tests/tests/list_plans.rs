@@ -81,7 +81,7 @@ async fn fill(jobq: &Jobq) {
         return;
     }
     let start = Instant::now();
-    db.execute(empty(&db), &[]).await.unwrap();
+    empty(&db).await;
     let (pending, finished, analyze) = match db {
         Db::MySql(_) => (
             "INSERT INTO jobq_jobs (queue, job_name, payload, status, priority, run_at, attempts, max_attempts, idempotency_key, created_at) \
@@ -119,6 +119,7 @@ async fn fill(jobq: &Jobq) {
     // Finished rows first: as in a live table, the pending ones are the newest.
     db.execute(finished, &[]).await.unwrap();
     db.execute(pending, &[]).await.unwrap();
+    db.execute(TAG_ROWS, &[]).await.unwrap();
     let _ = db.fetch_all::<(String,)>(analyze, &[]).await;
     println!(
         "{}: filled {} rows in {:?}",
@@ -128,14 +129,35 @@ async fn fill(jobq: &Jobq) {
     );
 }
 
-/// Empties the table (SQLite's unfiltered DELETE truncates too).
-fn empty(db: &Db) -> &'static str {
-    db.pick(
-        "TRUNCATE TABLE jobq_jobs",
-        "TRUNCATE TABLE jobq_jobs",
-        "DELETE FROM jobq_jobs",
-    )
+/// Empties the table and the tags' index (SQLite's unfiltered DELETE
+/// truncates too, and cascades; MySQL truncates a table another's foreign
+/// key references only with the checks off, in the session that does it).
+async fn empty(db: &Db) {
+    match db {
+        Db::MySql(pool) => {
+            sqlx::raw_sql(
+                "SET FOREIGN_KEY_CHECKS = 0; TRUNCATE TABLE jobq_job_tags; \
+                 TRUNCATE TABLE jobq_jobs; SET FOREIGN_KEY_CHECKS = 1",
+            )
+            .execute(pool)
+            .await
+            .unwrap();
+        }
+        Db::Postgres(_) => {
+            db.execute("TRUNCATE TABLE jobq_jobs, jobq_job_tags", &[])
+                .await
+                .unwrap();
+        }
+        Db::Sqlite(_) => {
+            db.execute("DELETE FROM jobq_jobs", &[]).await.unwrap();
+        }
+    }
 }
+
+/// Tags a row in every 1,000 `plan_rare` and every other row `plan_common`.
+const TAG_ROWS: &str = "INSERT INTO jobq_job_tags (job_id, tag) \
+     SELECT id, 'plan_rare' FROM jobq_jobs WHERE id % 1000 = 0 \
+     UNION ALL SELECT id, 'plan_common' FROM jobq_jobs WHERE id % 2 = 0";
 
 /// What a statement's plan must show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,7 +302,9 @@ fn full_scan(backend: Backend, plan: &str) -> bool {
     match backend {
         Backend::MySql => plan.lines().any(|l| l.starts_with("type=ALL")),
         Backend::Postgres => plan.contains("Seq Scan"),
-        _ => plan.lines().any(|l| l.trim() == "SCAN jobq_jobs"),
+        _ => plan
+            .lines()
+            .any(|l| l.trim() == "SCAN jobq_jobs" || l.trim() == "SCAN jobq_job_tags"),
     }
 }
 
@@ -302,6 +326,8 @@ async fn list_and_bulk_statements_read_through_an_index(db: TestDb) {
     let pg = backend == Backend::Postgres;
     let sqlite = backend == Backend::Sqlite;
     let q = || JobFilter::new().queue(QUEUE);
+    let rare = || JobFilter::new().tag("plan_rare");
+    let common = || JobFilter::new().tag("plan_common");
     let key = || JobFilter::new().key_prefix("p/12");
     let name = || JobFilter::new().job_name("plan_a");
     let since = chrono::Utc::now() - chrono::Duration::hours(1);
@@ -502,6 +528,26 @@ async fn list_and_bulk_statements_read_through_an_index(db: TestDb) {
             Index,
         ),
         ("cancel ids of a key prefix", Cancel, key(), None, Index),
+        // A tag: the tags' index, each job by its primary key (or, for a
+        // tag on most rows, the primary key walked in the page's order).
+        ("a rare tag", List(Newest), rare(), None, Index),
+        (
+            "a rare tag, oldest first",
+            List(Oldest),
+            rare(),
+            None,
+            Index,
+        ),
+        ("a common tag", List(Newest), common(), None, Index),
+        (
+            "a queue's failed with a rare tag",
+            List(Newest),
+            q().status(JobStatus::Failed).tag("plan_rare"),
+            None,
+            Index,
+        ),
+        ("count of a rare tag", Count, rare(), None, Range),
+        ("cancel ids of a rare tag", Cancel, rare(), None, Index),
         (
             "cancel ids created in the last hour",
             Cancel,
@@ -551,7 +597,7 @@ async fn list_and_bulk_statements_read_through_an_index(db: TestDb) {
     }
     if std::env::var("JOBQ_PLAN_KEEP").is_err() {
         let rows = Db::of(&jobq);
-        rows.execute(empty(&rows), &[]).await.unwrap();
+        empty(&rows).await;
         drop(rows);
         drop(jobq);
         if backend != Backend::Sqlite {

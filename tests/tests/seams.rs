@@ -1,14 +1,16 @@
-//! The middleware seams (`jobq_runtime::__seam`, unstable, what the
-//! middleware feature will build on), on every backend: a trivial layer
-//! plugged in around the handler call sees each attempt before it runs and
-//! its outcome after, layers nest in the order they were added, and one can
-//! fail the attempt without calling the handler; a layer on enqueue sees
-//! each row before it is stored, can change it, and can refuse it.
+//! Middleware (`jobq_runtime::middleware`), on every backend: a layer
+//! around the handler call sees each attempt before it runs and its
+//! outcome after, layers nest in the order they were added, one can fail
+//! the attempt without calling the handler and one can change the outcome;
+//! a layer on enqueue sees each row before it is stored, can change it, and
+//! can refuse it.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use jobq_runtime::__seam::{Attempt, BoxError, EnqueueLayer, JobLayer, LayerFuture, NewRow, Next};
+use jobq_runtime::middleware::{
+    Attempt, BoxError, EnqueueLayer, JobLayer, LayerFuture, NewRow, Next,
+};
 use jobq_runtime::{Error, JobContext, JobError, JobStatus, Jobq, State, Worker, job};
 use jobq_tests::{TestDb, fixture, on, stop, wait_for_status};
 
@@ -110,6 +112,26 @@ impl JobLayer for PanickingFirst {
         Box::pin(async move {
             assert!(attempt.context().attempt() > 1, "the layer's own bug");
             next.run().await
+        })
+    }
+}
+
+/// Turns a failed attempt into a success ("errors of this job are fine").
+struct Forgiving {
+    log: Log,
+}
+
+impl JobLayer for Forgiving {
+    fn call<'a>(&'a self, attempt: &'a Attempt<'a>, next: Next<'a>) -> LayerFuture<'a> {
+        Box::pin(async move {
+            match next.run().await {
+                Err(error) => {
+                    let id = attempt.context().id();
+                    self.log.push(id, format!("forgiven: {}", error.message()));
+                    Ok(())
+                }
+                ok => ok,
+            }
         })
     }
 }
@@ -327,7 +349,36 @@ async fn an_enqueue_layer_may_refuse_a_row_and_nothing_is_stored(db: TestDb) {
     );
 }
 
+/// A layer may change the outcome: an error the handler returned becomes a
+/// success, settled as one (no retry, no history entry), and the built-in
+/// `Logging` layer around it sees the changed outcome.
+async fn a_job_layer_may_change_the_outcome(db: TestDb) {
+    let (jobq, queue, _) = fixture(&db, "seam-forgive").await;
+    let log = Log::default();
+    let handle = worker(&jobq, &queue, &log)
+        .job_layer(jobq_runtime::middleware::Logging)
+        .job_layer(Forgiving { log: log.clone() })
+        .build()
+        .unwrap()
+        .start();
+    let id = jobq
+        .enqueue_with(Flaky::new(3), on(&queue))
+        .await
+        .unwrap()
+        .id;
+    let row = wait_for_status(&jobq, id, JobStatus::Done, LONG).await;
+    stop(handle).await;
+    assert_eq!((row.attempts, row.last_error), (1, None));
+    assert!(row.history.is_empty(), "{:?}", row.history);
+    assert_eq!(
+        log.of(id),
+        ["handler 1", "forgiven: failed on attempt 1"],
+        "the handler ran once"
+    );
+}
+
 jobq_tests::on_every_backend!(
+    a_job_layer_may_change_the_outcome,
     a_job_layer_sees_each_attempt_before_its_handler_and_its_outcome_after,
     job_layers_nest_in_order_and_one_may_fail_the_attempt_without_the_handler,
     a_job_layer_that_panics_fails_the_attempt_to_be_retried,

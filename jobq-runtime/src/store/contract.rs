@@ -501,20 +501,51 @@ pub(crate) struct NewJob {
     /// The concurrency key and its limit: at most that many of the key's
     /// jobs hold it (`pending` or `processing`); the others are `blocked`.
     pub(crate) concurrency: Option<(String, u32)>,
+    /// Its metadata (a JSON object), as middleware and the checks see it.
+    pub(crate) metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Its tags, each once.
+    pub(crate) tags: Vec<String>,
 }
 
 impl NewJob {
-    /// Neither an idempotency key nor a concurrency key: nothing to
-    /// check or lock, so it may go in a plain multi-row INSERT.
+    /// Neither an idempotency key nor a concurrency key nor metadata or
+    /// tags: nothing to check, lock or attach, so it may go in a plain
+    /// multi-row INSERT.
     #[cfg_attr(not(any(feature = "mysql", feature = "sqlite")), allow(dead_code))]
     pub(crate) fn plain(&self) -> bool {
-        self.idempotency_key.is_none() && self.concurrency.is_none()
+        self.idempotency_key.is_none() && self.concurrency.is_none() && !self.attached()
+    }
+
+    /// Whether it has metadata or tags: the backends then insert it and
+    /// write them ([`Attached`]) in one transaction (a savepoint of the
+    /// caller's), jobs without either as before.
+    pub(crate) fn attached(&self) -> bool {
+        self.metadata.is_some() || !self.tags.is_empty()
+    }
+
+    /// Its metadata and tags as stored: JSON texts (`None` for none).
+    pub(crate) fn attached_json(&self) -> Attached {
+        Attached {
+            metadata: self
+                .metadata
+                .as_ref()
+                .map(|m| serde_json::Value::Object(m.clone()).to_string()),
+            tags: (!self.tags.is_empty())
+                .then(|| serde_json::Value::from(self.tags.clone()).to_string()),
+        }
     }
 
     /// The unique key and its rules, if the job is unique by state or period.
     pub(crate) fn unique_key(&self) -> Option<(&str, jobq_core::Unique)> {
         self.idempotency_key.as_deref().zip(self.unique)
     }
+}
+
+/// A job's metadata and tags as its row stores them (JSON texts).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Attached {
+    pub(crate) metadata: Option<String>,
+    pub(crate) tags: Option<String>,
 }
 
 /// What a key's rate gave a claim's jobs of that key (see
@@ -665,6 +696,10 @@ pub(crate) struct ClaimedJob {
     /// When it became due: its `run_at` as the claim picked it (the claim
     /// overwrites the column with the lease deadline), for the queue-wait metric.
     pub(crate) due: Option<DateTime<Utc>>,
+    /// Its metadata (JSON text), if any.
+    pub(crate) metadata: Option<String>,
+    /// Its tags (a JSON array), if any.
+    pub(crate) tags: Option<String>,
 }
 
 impl ClaimedJob {
@@ -690,7 +725,16 @@ impl ClaimedJob {
             token,
             unreadable: None,
             due: None,
+            metadata: None,
+            tags: None,
         }
+    }
+
+    /// The same job, with its metadata and tags as stored (JSON texts).
+    pub(crate) fn attached(mut self, metadata: Option<String>, tags: Option<String>) -> Self {
+        self.metadata = metadata;
+        self.tags = tags;
+        self
     }
 
     /// The same job, holding `key` (see [`concurrency_key`](Self::concurrency_key)).

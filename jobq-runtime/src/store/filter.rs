@@ -99,6 +99,8 @@ pub(crate) struct Pieces {
     /// No placeholder: `failed` or `cancelled`.
     pub(crate) retryable: &'static str,
     pub(crate) job_name: &'static str,
+    /// A tag: its piece, its placeholder, then [`TAG_CLOSE`].
+    pub(crate) tag: &'static str,
     pub(crate) key: KeyPieces,
     pub(crate) created_from: &'static str,
     pub(crate) created_before: &'static str,
@@ -107,6 +109,9 @@ pub(crate) struct Pieces {
     /// Keyset paging: `id > ?` (oldest first, and the bulk batches that page).
     pub(crate) id_above: &'static str,
 }
+
+/// What closes [`Pieces::tag`]'s subquery.
+const TAG_CLOSE: &str = ")";
 
 /// One statement: its head (`SELECT … FROM jobq_jobs`, an index hint and a
 /// `WHERE` follow, which the conditions extend with `AND`), and the pieces
@@ -182,6 +187,7 @@ impl Pieces {
             cancellable: " AND status IN ('pending', 'processing', 'blocked')",
             retryable: " AND status IN ('failed', 'cancelled')",
             job_name: " AND job_name = ",
+            tag: " AND id IN (SELECT job_id FROM jobq_job_tags WHERE tag = ",
             key,
             created_from: " AND created_at >= ",
             created_before: " AND created_at < ",
@@ -346,6 +352,10 @@ impl Filtered {
         if let Some(name) = &f.job_name {
             s.push(p.job_name, Bind::Text(name.clone()));
         }
+        if let Some(tag) = &f.tag {
+            s.push(p.tag, Bind::Text(tag.clone()));
+            s.sql.push_str(TAG_CLOSE);
+        }
         if let Some(prefix) = &f.key_prefix {
             match p.key {
                 KeyPieces::Range { from, before } => {
@@ -420,6 +430,11 @@ impl Filtered {
             return "";
         };
         let f = w.filter;
+        if f.tag.is_some() {
+            // The tags' index first, each job by its primary key: an
+            // index of `jobq_jobs` forced would rule that out.
+            return "";
+        }
         let spread = f.job_name.is_some();
         let indexed = spread || f.queue.is_some() || f.key_prefix.is_some();
         let reads_every_match = matches!(kind, Kind::Count | Kind::Retry | Kind::Cancel);

@@ -713,7 +713,7 @@ impl Store {
     /// workers serve, then each
     /// queue's figures, put together by [`crate::ops::assemble`].
     pub(crate) async fn stats(&self) -> Result<Stats> {
-        dispatch!(self, s => {
+        let mut stats = dispatch!(self, s => {
             let now = s.clock().await?;
             let window = StatsWindow::ending(now);
             let controls = s.queue_controls().await?;
@@ -752,10 +752,34 @@ impl Store {
                 })
                 .collect();
             let key_rates = s.key_rates().await?;
-            Ok(crate::ops::assemble(
+            Ok::<_, Error>(crate::ops::assemble(
                 window, figures, &paused, &limits, &rates, &served, key_rates,
             ))
-        })
+        })?;
+        for queue in stats.queues.iter_mut().filter(|q| q.processing > 0) {
+            queue.in_progress = self.in_progress(&queue.queue).await?;
+        }
+        Ok(stats)
+    }
+
+    /// The running jobs of `queue` that reported progress: a list of its
+    /// `processing` rows (a range of the claim index), at most
+    /// [`STATS_PROGRESS_CAP`](crate::ops::STATS_PROGRESS_CAP).
+    async fn in_progress(&self, queue: &str) -> Result<Vec<crate::ops::RunningProgress>> {
+        let filter = crate::ops::JobFilter::new()
+            .queue(queue)
+            .status(crate::types::JobStatus::Processing);
+        let listed = self
+            .list(
+                &Where::new(&filter),
+                Order::OldestFirst,
+                crate::ops::STATS_PROGRESS_CAP,
+            )
+            .await?;
+        Ok(listed
+            .into_iter()
+            .filter_map(crate::ops::RunningProgress::of)
+            .collect())
     }
 
     /// See [`BackendStore::set_paused`].

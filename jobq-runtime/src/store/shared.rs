@@ -59,6 +59,8 @@ pub(crate) fn job_info<R: Columns>(row: &R) -> Result<JobInfo> {
         history: crate::types::AttemptRecord::parse_history(row.opt_text("history")?.as_deref()),
         output: row.opt_text("output")?,
         progress: crate::types::JobProgress::parse(row.opt_text("progress")?.as_deref()),
+        metadata: crate::types::parse_metadata(row.opt_text("metadata")?),
+        tags: crate::types::parse_tags(row.opt_text("tags")?.as_deref()),
     })
 }
 
@@ -331,6 +333,38 @@ pub(crate) use fenced_set;
     allow(unused_imports)
 )]
 pub(crate) use server_writes;
+
+/// A job with metadata or tags ([`NewJob::attached`](super::contract::NewJob::attached)):
+/// `$insert` inserts its row on transaction `$tx` (begun on `$conn`: a
+/// savepoint of the caller's transaction, if any), then, unless the row was
+/// a duplicate (whose job keeps its own), the backend's `ATTACH` writes
+/// them to the row and `TAGS_INSERT` its tags' index rows, and the
+/// transaction commits: a job and its tags land together or not at all.
+macro_rules! insert_attached {
+    ($conn:expr, $job:expr, $tx:ident => $insert:expr) => {{
+        let mut $tx = $conn.begin().await?;
+        let enqueued = $insert.await?;
+        if !enqueued.duplicate {
+            let attached = $job.attached_json();
+            sqlx::query(ATTACH)
+                .bind(&attached.metadata)
+                .bind(&attached.tags)
+                .bind(enqueued.id)
+                .execute(&mut *$tx)
+                .await?;
+            if attached.tags.is_some() {
+                sqlx::query(TAGS_INSERT)
+                    .bind(enqueued.id)
+                    .bind(&attached.tags)
+                    .execute(&mut *$tx)
+                    .await?;
+            }
+        }
+        $tx.commit().await?;
+        Ok(enqueued)
+    }};
+}
+pub(crate) use insert_attached;
 
 /// A statement's SQL as it is: the `$read` of [`reads`] for a
 /// backend that runs every read as written.

@@ -282,9 +282,9 @@ impl WorkerBuilder {
     }
 
     /// Runs every attempt's handler call through `layer`, inside the
-    /// layers added before (see `jobq_runtime::__seam::JobLayer`).
-    /// Unstable: the seam the middleware feature builds on.
-    #[doc(hidden)]
+    /// layers added before: the first added is outermost (see
+    /// [`JobLayer`](crate::middleware::JobLayer) and the built-in
+    /// [`Logging`](crate::middleware::Logging)).
     pub fn job_layer(mut self, layer: impl JobLayer) -> Self {
         self.layers.push(Arc::new(layer));
         self

@@ -924,7 +924,7 @@ impl MySqlStore {
         let keyless = chunk.iter().all(NewJob::plain);
         let unique = chunk
             .iter()
-            .any(|job| job.unique.is_some() || job.concurrency.is_some());
+            .any(|job| job.unique.is_some() || job.concurrency.is_some() || job.attached());
         if let (true, Some(step)) = (keyless, self.id_step) {
             insert_keyless(conn, chunk, step).await
         } else if self.mariadb && !unique {
@@ -1486,6 +1486,8 @@ async fn claim_rows(
         i16,
         NaiveDateTime,
         Option<Text>,
+        Option<Text>,
+        Option<Text>,
     );
     let rows: Vec<ClaimRow> = match position {
         None => {
@@ -1540,7 +1542,19 @@ async fn claim_rows(
     let jobs = rows
         .into_iter()
         .map(
-            |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, run_at, key)| {
+            |(
+                id,
+                job_name,
+                payload,
+                attempts,
+                max_attempts,
+                idempotency_key,
+                _,
+                run_at,
+                key,
+                metadata,
+                tags,
+            )| {
                 ClaimedJob::new(
                     id,
                     job_name.0,
@@ -1552,6 +1566,7 @@ async fn claim_rows(
                 )
                 .keyed(key.map(|k| k.0))
                 .due_since(run_at.and_utc())
+                .attached(metadata.map(|m| m.0), tags.map(|t| t.0))
             },
         )
         .collect();
@@ -1632,8 +1647,18 @@ async fn insert_each(
     Ok(out)
 }
 
-/// One idempotent INSERT on any MySQL connection (the pool's or the caller's transaction).
+/// One idempotent INSERT on any MySQL connection (the pool's or the
+/// caller's transaction); a job with metadata or tags is inserted and
+/// gets them in a transaction of its own (a savepoint of the caller's).
 async fn insert(conn: &mut MySqlConnection, job: &NewJob) -> Result<Enqueued, sqlx::Error> {
+    if !job.attached() {
+        return insert_row(conn, job).await;
+    }
+    shared::insert_attached!(conn, job, tx => insert_row(&mut tx, job))
+}
+
+/// [`insert`] of the job's row alone.
+async fn insert_row(conn: &mut MySqlConnection, job: &NewJob) -> Result<Enqueued, sqlx::Error> {
     if let Some((key, unique)) = job.unique_key() {
         return insert_unique(conn, job, key, unique).await;
     }

@@ -118,7 +118,8 @@ pub const KEY_JOIN: &str = "INSERT IGNORE INTO jobq_key_jobs (ckey, job_id) VALU
 pub const KEY_PAGE: &str = "SELECT ckey FROM jobq_keys WHERE ckey > ? ORDER BY ckey LIMIT ?";
 
 /// The claim's locking read.
-pub const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_attempts, COALESCE(idempotency_key, unique_key), priority, run_at, concurrency_key \
+pub const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_attempts, COALESCE(idempotency_key, unique_key), priority, run_at, concurrency_key, \
+     metadata, tags \
      FROM jobq_jobs \
      WHERE queue = ? AND status = 'pending' AND run_at <= UTC_TIMESTAMP(6) \
      ORDER BY priority, run_at, id \
@@ -137,7 +138,8 @@ pub const CLAIM_SELECT: &str = "SELECT id, job_name, payload, attempts, max_atte
 /// the optimizer makes it one range scan over the whole index key starting
 /// at that position; with `status = 'pending'` outside the OR it chose a
 /// scan of all of `pending` instead.
-pub const CLAIM_SELECT_AFTER: &str = "SELECT id, job_name, payload, attempts, max_attempts, COALESCE(idempotency_key, unique_key), priority, run_at, concurrency_key \
+pub const CLAIM_SELECT_AFTER: &str = "SELECT id, job_name, payload, attempts, max_attempts, COALESCE(idempotency_key, unique_key), priority, run_at, concurrency_key, \
+     metadata, tags \
      FROM jobq_jobs FORCE INDEX (jobq_jobs_claim) \
      WHERE queue = ? AND run_at <= UTC_TIMESTAMP(6) \
        AND ((status = 'pending' AND priority > ?) \
@@ -225,16 +227,26 @@ macro_rules! job_columns {
     () => {
         "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts, \
          run_at, COALESCE(idempotency_key, unique_key) AS idempotency_key, last_error, claimed_by, \
-         claimed_at, created_at, finished_at, history, output, progress \
+         claimed_at, created_at, finished_at, history, output, progress, metadata, tags \
          FROM jobq_jobs"
     };
     (list) => {
         "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts, \
          run_at, COALESCE(idempotency_key, unique_key) AS idempotency_key, last_error, claimed_by, \
-         claimed_at, created_at, finished_at, NULL AS history, NULL AS output, progress \
+         claimed_at, created_at, finished_at, NULL AS history, NULL AS output, progress, \
+         NULL AS metadata, tags \
          FROM jobq_jobs"
     };
 }
+
+/// A job's metadata and tags (JSON texts, `?` id last), written in the
+/// transaction that inserted it (see [`TAGS_INSERT`]).
+pub const ATTACH: &str = "UPDATE jobq_jobs SET metadata = ?, tags = ? WHERE id = ?";
+
+/// A job's rows in the tags' index: one per element of its tags (the JSON
+/// array [`ATTACH`] stored), by `JSON_TABLE` (MariaDB 10.6, MySQL 8.0).
+pub const TAGS_INSERT: &str = "INSERT INTO jobq_job_tags (job_id, tag) \
+     SELECT ?, t.tag FROM JSON_TABLE(?, '$[*]' COLUMNS (tag VARCHAR(100) PATH '$')) AS t";
 
 /// One row, every column `Jobq::job` reports.
 pub const JOB: &str = concat!(job_columns!(), " WHERE id = ?");
@@ -1061,4 +1073,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261209000001 "jobq_history",
     20261209000002 "jobq_output",
     20261209000003 "jobq_checkpoint",
+    20261210000001 "jobq_tags",
 );

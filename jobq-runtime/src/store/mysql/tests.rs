@@ -16,6 +16,8 @@ fn job(payload_bytes: usize) -> NewJob {
         idempotency_key: None,
         unique: None,
         concurrency: None,
+        metadata: None,
+        tags: Vec::new(),
     }
 }
 

@@ -79,6 +79,8 @@ type ClaimRow = (
     i16,
     DateTime<Utc>,
     Option<String>,
+    Option<String>,
+    Option<String>,
 );
 
 /// Rows per INSERT of `enqueue_many`.
@@ -183,21 +185,20 @@ impl BackendStore for PgStore {
     /// runs its statements in one transaction, so a row the server refuses
     /// leaves nothing of the batch.
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let out = self
-            .conns
-            .run(async |conn| {
-                if jobs
-                    .iter()
-                    .any(|job| job.unique.is_some() || job.concurrency.is_some())
-                {
-                    insert_each(conn, jobs).await
-                } else if jobs.len() <= INSERT_CHUNK {
-                    insert_chunk(conn, jobs).await
-                } else {
-                    insert_chunks(conn, jobs).await
-                }
-            })
-            .await?;
+        let out =
+            self.conns
+                .run(async |conn| {
+                    if jobs.iter().any(|job| {
+                        job.unique.is_some() || job.concurrency.is_some() || job.attached()
+                    }) {
+                        insert_each(conn, jobs).await
+                    } else if jobs.len() <= INSERT_CHUNK {
+                        insert_chunk(conn, jobs).await
+                    } else {
+                        insert_chunks(conn, jobs).await
+                    }
+                })
+                .await?;
         self.ringer
             .announce(self.deadline, jobs.iter().map(|job| job.queue.as_str()));
         Ok(out)
@@ -772,8 +773,22 @@ async fn insert_chunk(
 }
 
 /// One idempotent INSERT of `job` with `sql` ([`INSERT`], [`INSERT_QUIET`]
-/// or [`INSERT_QUIET_KEYLESS`], which takes no key).
+/// or [`INSERT_QUIET_KEYLESS`], which takes no key); a job with metadata or
+/// tags is inserted and gets them in a transaction of its own (a savepoint
+/// of the caller's).
 async fn insert_with(
+    conn: &mut PgConnection,
+    job: &NewJob,
+    sql: &'static str,
+) -> Result<Enqueued, sqlx::Error> {
+    if !job.attached() {
+        return insert_row(conn, job, sql).await;
+    }
+    shared::insert_attached!(conn, job, tx => insert_row(&mut tx, job, sql))
+}
+
+/// [`insert_with`] of the job's row alone.
+async fn insert_row(
     conn: &mut PgConnection,
     job: &NewJob,
     sql: &'static str,
@@ -1080,7 +1095,19 @@ async fn claim_rows(
     Ok(rows
         .into_iter()
         .map(
-            |(id, job_name, payload, attempts, max_attempts, idempotency_key, _, run_at, key)| {
+            |(
+                id,
+                job_name,
+                payload,
+                attempts,
+                max_attempts,
+                idempotency_key,
+                _,
+                run_at,
+                key,
+                metadata,
+                tags,
+            )| {
                 ClaimedJob::new(
                     id,
                     job_name,
@@ -1092,6 +1119,7 @@ async fn claim_rows(
                 )
                 .keyed(key)
                 .due_since(run_at)
+                .attached(metadata, tags)
             },
         )
         .collect())

@@ -32,16 +32,27 @@ macro_rules! job_columns {
     () => {
         "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts,
        run_at, COALESCE(idempotency_key, unique_key) AS idempotency_key, last_error, claimed_by,
-       claimed_at, created_at, finished_at, history::text AS history, output, progress
+       claimed_at, created_at, finished_at, history::text AS history, output, progress,
+       metadata, tags
   FROM jobq_jobs"
     };
     (list) => {
         "SELECT id, queue, job_name, payload, status, priority, attempts, max_attempts,
        run_at, COALESCE(idempotency_key, unique_key) AS idempotency_key, last_error, claimed_by,
-       claimed_at, created_at, finished_at, NULL::text AS history, NULL::text AS output, progress
+       claimed_at, created_at, finished_at, NULL::text AS history, NULL::text AS output, progress,
+       NULL::text AS metadata, tags
   FROM jobq_jobs"
     };
 }
+
+/// A job's metadata and tags (JSON texts, `$3` its id), written in the
+/// transaction that inserted it (see [`TAGS_INSERT`]).
+pub const ATTACH: &str = "UPDATE jobq_jobs SET metadata = $1, tags = $2 WHERE id = $3";
+
+/// A job's rows in the tags' index: one per element of its tags (the JSON
+/// array [`ATTACH`] stored).
+pub const TAGS_INSERT: &str = "INSERT INTO jobq_job_tags (job_id, tag) \
+     SELECT $1, jsonb_array_elements_text($2::jsonb)";
 
 /// A unique job's first statement: makes its key's row in `jobq_unique`
 /// (no job yet) or locks the existing one (`DO UPDATE` locks it; in a
@@ -261,7 +272,8 @@ pub const CLAIM: &str = r#"WITH picked AS (
            claimed_at = now()
      WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.job_name, j.payload, j.attempts, j.max_attempts,
-              COALESCE(j.idempotency_key, j.unique_key) AS idempotency_key, j.concurrency_key
+              COALESCE(j.idempotency_key, j.unique_key) AS idempotency_key, j.concurrency_key,
+              j.metadata, j.tags
 ), no_flush AS (
     -- This statement's transaction commits without waiting for its WAL
     -- flush: a claim lost in a server crash leaves its jobs pending, to be
@@ -272,7 +284,7 @@ pub const CLAIM: &str = r#"WITH picked AS (
 -- RETURNING comes in no particular order and the claim overwrote run_at:
 -- the picked order's keys come along, for the caller to sort by.
 SELECT c.id, c.job_name, c.payload, c.attempts, c.max_attempts, c.idempotency_key,
-       p.priority, p.run_at, c.concurrency_key
+       p.priority, p.run_at, c.concurrency_key, c.metadata, c.tags
   FROM claimed AS c JOIN picked AS p USING (id) CROSS JOIN no_flush
 "#;
 
@@ -814,4 +826,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
     20261209000001 "jobq_history",
     20261209000002 "jobq_output",
     20261209000003 "jobq_checkpoint",
+    20261210000001 "jobq_tags",
 );

@@ -952,8 +952,21 @@ async fn insert_keyless(
         .collect())
 }
 
-/// One INSERT of `job` enqueued at `now`.
+/// [`insert_job_row`], and for a job with metadata or tags, them too, in a
+/// transaction of its own (a savepoint of the caller's).
 async fn insert_row(
+    conn: &mut SqliteConnection,
+    job: &NewJob,
+    now: i64,
+) -> Result<Enqueued, sqlx::Error> {
+    if !job.attached() {
+        return insert_job_row(conn, job, now).await;
+    }
+    shared::insert_attached!(conn, job, tx => insert_job_row(&mut tx, job, now))
+}
+
+/// One INSERT of `job` enqueued at `now`.
+async fn insert_job_row(
     conn: &mut SqliteConnection,
     job: &NewJob,
     now: i64,
@@ -1189,6 +1202,8 @@ type ClaimRow = (
     i64,
     Option<Vec<u8>>,
     Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
 );
 
 /// Picks the due rows in claim order and marks those still due and
@@ -1244,7 +1259,20 @@ async fn claim_rows(
 fn claimed_jobs(rows: Vec<(ClaimRow, Option<i64>)>, base: i64) -> Vec<ClaimedJob> {
     rows.into_iter()
         .map(
-            |((id, job_name, payload, attempts, max_attempts, idempotency_key, key), due)| {
+            |(
+                (
+                    id,
+                    job_name,
+                    payload,
+                    attempts,
+                    max_attempts,
+                    idempotency_key,
+                    key,
+                    metadata,
+                    tags,
+                ),
+                due,
+            )| {
                 let job = ClaimedJob::from_bytes(
                     id,
                     job_name,
@@ -1254,7 +1282,11 @@ fn claimed_jobs(rows: Vec<(ClaimRow, Option<i64>)>, base: i64) -> Vec<ClaimedJob
                     idempotency_key,
                     row_token(base, id),
                 )
-                .keyed(key.map(|key| lossy_utf8(key).0));
+                .keyed(key.map(|key| lossy_utf8(key).0))
+                .attached(
+                    metadata.map(|m| lossy_utf8(m).0),
+                    tags.map(|t| lossy_utf8(t).0),
+                );
                 match due {
                     Some(run_at) => job.due_since(utc(run_at)),
                     None => job,

@@ -12,7 +12,8 @@ macro_rules! job_columns {
          CAST(COALESCE(idempotency_key, unique_key) AS BLOB) AS idempotency_key, \
          CAST(last_error AS BLOB) AS last_error, \
          CAST(claimed_by AS BLOB) AS claimed_by, claimed_at, created_at, finished_at, \
-         CAST(history AS BLOB) AS history, CAST(output AS BLOB) AS output, CAST(progress AS BLOB) AS progress \
+         CAST(history AS BLOB) AS history, CAST(output AS BLOB) AS output, CAST(progress AS BLOB) AS progress, \
+         CAST(metadata AS BLOB) AS metadata, CAST(tags AS BLOB) AS tags \
          FROM jobq_jobs"
     };
     (list) => {
@@ -21,10 +22,20 @@ macro_rules! job_columns {
          CAST(COALESCE(idempotency_key, unique_key) AS BLOB) AS idempotency_key, \
          CAST(last_error AS BLOB) AS last_error, \
          CAST(claimed_by AS BLOB) AS claimed_by, claimed_at, created_at, finished_at, \
-         NULL AS history, NULL AS output, CAST(progress AS BLOB) AS progress \
+         NULL AS history, NULL AS output, CAST(progress AS BLOB) AS progress, \
+         NULL AS metadata, CAST(tags AS BLOB) AS tags \
          FROM jobq_jobs"
     };
 }
+
+/// A job's metadata and tags (JSON texts, `?3` its id), written in the
+/// transaction that inserted it (see [`TAGS_INSERT`]).
+pub const ATTACH: &str = "UPDATE jobq_jobs SET metadata = ?1, tags = ?2 WHERE id = ?3";
+
+/// A job's rows in the tags' index: one per element of its tags (the JSON
+/// array [`ATTACH`] stored).
+pub const TAGS_INSERT: &str =
+    "INSERT INTO jobq_job_tags (job_id, tag) SELECT ?1, value FROM json_each(?2)";
 
 /// How jobq's multi-statement transactions begin: with the write lock.
 pub const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
@@ -164,7 +175,8 @@ pub const CLAIM: &str = "UPDATE jobq_jobs SET status = 'processing', attempts = 
      lease_token = ?1 + id, run_at = ?3, claimed_by = ?4, claimed_at = ?2 \
      WHERE id IN (SELECT value FROM json_each(?5)) AND +status = 'pending' AND +run_at <= ?2 \
      RETURNING id, CAST(job_name AS BLOB), CAST(payload AS BLOB), attempts, max_attempts, \
-     CAST(COALESCE(idempotency_key, unique_key) AS BLOB), CAST(concurrency_key AS BLOB)";
+     CAST(COALESCE(idempotency_key, unique_key) AS BLOB), CAST(concurrency_key AS BLOB), \
+     CAST(metadata AS BLOB), CAST(tags AS BLOB)";
 
 /// `?1` status, `?2` new run_at, `?3` refunded attempts, `?4` error, `?5` now,
 /// `?6` id, `?7` token. SQLite's SET sees the old row, hence `?1` in `finished_at`.
@@ -597,4 +609,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261209000001 "jobq_history",
     20261209000002 "jobq_output",
     20261209000003 "jobq_checkpoint",
+    20261210000001 "jobq_tags",
 );

@@ -40,6 +40,8 @@ fn job(queue: &str) -> NewJob {
         idempotency_key: None,
         unique: None,
         concurrency: None,
+        metadata: None,
+        tags: Vec::new(),
     }
 }
 

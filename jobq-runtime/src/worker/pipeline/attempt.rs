@@ -124,6 +124,8 @@ pub(super) fn start(
         )
     })
     .unwrap_or_else(|_| tracing::Span::none());
+    #[cfg(feature = "otel")]
+    crate::otel::continue_trace(&span, job.metadata.as_deref());
     let pipeline_for_task = Arc::clone(pipeline);
     let pace = Arc::clone(pace);
     let queue = queue.to_owned();
@@ -243,6 +245,10 @@ async fn execute(pipeline: &Pipeline, queue: &str, job: &ClaimedJob, held: Arc<H
     meta.attempt = job.attempt;
     meta.max_attempts = job.max_attempts;
     meta.idempotency_key.clone_from(&job.idempotency_key);
+    if job.metadata.is_some() || job.tags.is_some() {
+        meta.metadata = crate::types::parse_metadata(job.metadata.clone());
+        meta.tags = crate::types::parse_tags(job.tags.as_deref());
+    }
     let lease: Arc<dyn LeaseExtender> = Arc::new(JobLease {
         store: shared.store.clone(),
         fence: job.fence(),

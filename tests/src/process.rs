@@ -90,3 +90,12 @@ impl WorkerProcess {
         assert!(status.success(), "the worker process exited with {status}");
     }
 }
+
+/// In a worker binary: returns once its stdin closes (the test process
+/// ended it, or dropped it), the sign to shut down gracefully.
+pub async fn until_stdin_closes() {
+    use tokio::io::AsyncReadExt;
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 64];
+    while stdin.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+}

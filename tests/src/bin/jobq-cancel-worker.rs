@@ -11,7 +11,6 @@ use std::io::Write;
 use std::time::Duration;
 
 use jobq_runtime::{JobContext, Jobq, Worker, job};
-use tokio::io::AsyncReadExt;
 
 /// Waits until cancelled, saying so on stdout: the worker drops the
 /// attempt's future as its cancellation token fires.
@@ -59,9 +58,7 @@ async fn main() {
         .expect("build")
         .start();
     say("ready");
-    let mut stdin = tokio::io::stdin();
-    let mut buf = [0u8; 64];
-    while stdin.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+    jobq_tests::process::until_stdin_closes().await;
     handle
         .shutdown(Duration::from_secs(5))
         .await

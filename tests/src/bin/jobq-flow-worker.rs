@@ -22,7 +22,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use jobq_runtime::{ConnectOptions, JobContext, JobError, Jobq, Worker, job};
-use tokio::io::AsyncReadExt;
 
 /// A job whose `n` is `LONG_JOBS + ms` takes `ms` milliseconds, whatever
 /// `JOBQ_FLOW_JOB_MS` says.
@@ -150,13 +149,7 @@ async fn main() -> ExitCode {
     let handle = worker.start();
     println!("started");
     let _ = std::io::stdout().flush();
-    let mut stdin = tokio::io::stdin();
-    let mut buf = [0u8; 64];
-    while let Ok(n) = stdin.read(&mut buf).await {
-        if n == 0 {
-            break;
-        }
-    }
+    jobq_tests::process::until_stdin_closes().await;
     let result = handle.shutdown(Duration::from_secs(10)).await;
     // The stdin reader is a blocking thread that would hold the runtime open.
     match result {

@@ -12,7 +12,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use jobq_runtime::{JobContext, Jobq, Worker, job};
-use tokio::io::AsyncReadExt;
 
 /// Says it ran, then takes a while (so two workers share the jobs).
 #[job(name = "jobq_pause_echo")]
@@ -68,13 +67,7 @@ async fn main() -> ExitCode {
     let handle = worker.start();
     println!("started");
     let _ = std::io::stdout().flush();
-    let mut stdin = tokio::io::stdin();
-    let mut buf = [0u8; 64];
-    while let Ok(n) = stdin.read(&mut buf).await {
-        if n == 0 {
-            break;
-        }
-    }
+    jobq_tests::process::until_stdin_closes().await;
     let result = handle.shutdown(Duration::from_secs(10)).await;
     // The stdin reader is a blocking thread that would hold the runtime open.
     match result {

@@ -13,7 +13,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use jobq_runtime::{Jobq, Worker, job};
-use tokio::io::AsyncReadExt;
 
 /// Welcomes a user: a job with a queue, attempts, a timeout, a key
 /// template and an optional field, for `enqueue_json` to take from the
@@ -68,13 +67,7 @@ async fn main() -> ExitCode {
     let handle = worker.start();
     println!("started {}", handle.id());
     let _ = std::io::stdout().flush();
-    let mut stdin = tokio::io::stdin();
-    let mut buf = [0u8; 64];
-    while let Ok(n) = stdin.read(&mut buf).await {
-        if n == 0 {
-            break;
-        }
-    }
+    jobq_tests::process::until_stdin_closes().await;
     let result = handle.shutdown(Duration::from_secs(10)).await;
     // The stdin reader is a blocking thread that would hold the runtime open.
     match result {

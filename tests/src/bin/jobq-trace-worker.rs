@@ -15,7 +15,6 @@ use std::time::Duration;
 use jobq_runtime::{JobContext, Jobq, Worker, job};
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
-use tokio::io::AsyncReadExt;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -80,13 +79,7 @@ async fn main() {
         }
     });
     say(format_args!("started"));
-    let mut stdin = tokio::io::stdin();
-    let mut buf = [0u8; 64];
-    while let Ok(n) = stdin.read(&mut buf).await {
-        if n == 0 {
-            break;
-        }
-    }
+    jobq_tests::process::until_stdin_closes().await;
     let result = handle.shutdown(Duration::from_secs(10)).await;
     let _ = provider.shutdown();
     // The stdin reader is a blocking thread that would hold the runtime open.

@@ -346,6 +346,10 @@ async fn probe(
     me: &Identity,
     deadline: Duration,
 ) -> Result<Result<(), String>, sqlx::Error> {
+    // The connection that reads the process list and sends the kill, taken
+    // before the statement starts: opening one while it sleeps (seven
+    // round trips) can outlast the sleep on a slow link, every time.
+    let mut other = timed(deadline, pool.acquire()).await?;
     let sent = Instant::now();
     let sleeping = sqlx::query(WAKE_PROBE).fetch_one(&mut *conn);
     tokio::pin!(sleeping);
@@ -379,7 +383,7 @@ async fn probe(
             _ = every.tick() => {
                 let asked = Instant::now();
                 let running: i64 = timed(deadline, async {
-                    sqlx::query_scalar(WAKE_PROBE_RUNNING).bind(me.conn).fetch_one(pool).await
+                    sqlx::query_scalar(WAKE_PROBE_RUNNING).bind(me.conn).fetch_one(&mut *other).await
                 })
                 .await?;
                 if running > 0 {
@@ -403,10 +407,7 @@ async fn probe(
                 Err(unanswered("the kill was not answered while the probe slept"))
             };
         }
-        sent = timed(deadline, async {
-            let mut other = pool.acquire().await?;
-            other.execute(kill.as_str()).await
-        }) => match sent {
+        sent = timed(deadline, other.execute(kill.as_str())) => match sent {
             Ok(_) => Instant::now(),
             // The server refused the kill (not this user's thread, …).
             Err(sqlx::Error::Database(error)) => {

@@ -671,9 +671,10 @@ impl Jobq {
     /// batch's rows are locked by id skipping those another transaction
     /// holds (`FOR UPDATE SKIP LOCKED` on MySQL/MariaDB and PostgreSQL),
     /// and those still `failed` or `cancelled` (and in the filter's status,
-    /// if it has one) are retried. A job that fails again while the call
-    /// runs is not retried again by it, and a row locked by someone else
-    /// meanwhile may be left out: call again for either. Not one
+    /// if it has one) are retried; then the rows it skipped are locked the
+    /// same way waiting for them (within the statement deadline), so no
+    /// row is left out for being held. A job that fails again while the
+    /// call runs is not retried again by it: call again for that. Not one
     /// transaction: a failure part way leaves the batches before it done.
     pub async fn retry_where(&self, filter: &JobFilter) -> Result<u64> {
         validate_filter(filter)?;

@@ -379,7 +379,7 @@ pub async fn heartbeat_unlocked(
 pub async fn cancel(jobq: &Jobq, id: i64) -> Result<(bool, Vec<(i64, i64)>)> {
     let cancelled = jobq.store().cancel_row(id).await?;
     let held = cancelled.held.iter().map(|f| (f.id, f.token)).collect();
-    Ok((cancelled.changed == 1, held))
+    Ok((cancelled.changed() == 1, held))
 }
 
 /// A worker's row in `jobq_workers`, as a worker registers it.

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use jobq_runtime::__store;
 use jobq_runtime::{
-    JobContext, JobError, JobFilter, JobStatus, Jobq, QueueCounts, State, Worker, job,
+    Backend, Enqueue, JobContext, JobError, JobFilter, JobStatus, Jobq, QueueCounts, State, Worker,
+    job,
 };
 use jobq_tests::{Recorder, TestDb, enqueue_ids, on, unique_queue, wait_until};
 
@@ -212,7 +213,73 @@ async fn cancel_where_cancels_each_job_at_most_once_while_they_are_retried(db: T
     );
 }
 
+/// Runs `$action` (a future of a bulk action's count) while a caller's
+/// transaction holds the row of the job whose key is `$key` (a duplicate
+/// `enqueue_in` of it locks that row) for a second, then commits; the
+/// action's count. MySQL and PostgreSQL only (SQLite has no row locks).
+macro_rules! holding_row {
+    ($db:expr, $jobq:expr, $key:expr, $action:expr) => {
+        match $db.backend() {
+            Backend::MySql => holding_row!(@on $jobq.mysql_pool().expect("pool"), $jobq, $key, $action),
+            Backend::Postgres => holding_row!(@on $jobq.pg_pool().expect("pool"), $jobq, $key, $action),
+            other => unreachable!("{other:?} has no row locks"),
+        }
+    };
+    (@on $pool:expr, $jobq:expr, $key:expr, $action:expr) => {{
+        let mut tx = $pool.begin().await.expect("begin");
+        let options = Enqueue::new().queue("bulk-held-other").idempotency_key($key);
+        let enqueued = $jobq
+            .enqueue_in_with(&mut *tx, BulkA::new(99), options)
+            .await
+            .expect("enqueue_in");
+        assert!(enqueued.duplicate, "a duplicate of the held job's key");
+        let mut action = tokio::spawn($action);
+        let early = tokio::time::timeout(Duration::from_secs(1), &mut action).await;
+        assert!(
+            early.is_err(),
+            "the action returned while a row it applies to was held: {early:?}"
+        );
+        tx.commit().await.expect("commit");
+        action.await.expect("the action's task").expect("the action")
+    }};
+}
+
+/// A row another transaction holds is not left out: each batch's first
+/// pass skips it, a second pass waits for it. Before the fix `cancel_where`
+/// returned without it (on MySQL/MariaDB and PostgreSQL), and a CI run saw
+/// `cancel_where` miss running jobs whose rows a worker held for a moment.
+async fn bulk_actions_wait_for_a_row_another_transaction_holds(db: TestDb) {
+    if db.backend() == Backend::Sqlite {
+        return; // one writer at a time: no row is held while a batch runs
+    }
+    let jobq = db.jobq().await;
+    let queue = unique_queue("bulk-held");
+    let key = format!("{queue}:held");
+    let held = jobq
+        .enqueue_with(BulkA::new(0), on(&queue).idempotency_key(&key))
+        .await
+        .unwrap()
+        .id;
+    enqueue_ids(&jobq, (1..4).map(|n| (BulkA::new(n), on(&queue)))).await;
+    let filter = JobFilter::new().queue(&queue);
+    let cancelled = holding_row!(db, jobq, &key, {
+        let (jobq, filter) = (jobq.clone(), filter.clone());
+        async move { jobq.cancel_where(&filter).await }
+    });
+    assert_eq!(cancelled, 4, "every pending job, the held one too");
+    let info = jobq.job(held).await.unwrap().unwrap();
+    assert_eq!(info.status, JobStatus::Cancelled);
+    let retried = holding_row!(db, jobq, &key, {
+        let (jobq, filter) = (jobq.clone(), filter.clone());
+        async move { jobq.retry_where(&filter).await }
+    });
+    assert_eq!(retried, 4, "every cancelled job, the held one too");
+    let info = jobq.job(held).await.unwrap().unwrap();
+    assert_eq!(info.status, JobStatus::Pending);
+}
+
 jobq_tests::on_every_backend!(
+    bulk_actions_wait_for_a_row_another_transaction_holds,
     retry_where_retries_each_job_at_most_once_while_a_worker_fails_them_again,
     cancel_where_cancels_each_job_at_most_once_while_they_are_retried,
     retry_where_retries_failed_and_cancelled_jobs_only,

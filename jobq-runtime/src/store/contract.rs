@@ -344,14 +344,25 @@ pub(crate) trait BackendStore: Sized {
 
     /// One short transaction of `retry_where`: those of `ids` whose rows
     /// still meet `guard` ([`Filtered::guard`], statuses a retry applies
-    /// to), skipping rows another transaction has locked, retried as
-    /// [`retry`](Self::retry) retries; how many it changed. One try.
-    async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64>;
+    /// to), locked as `locks` says (a backend without row locks ignores
+    /// it), retried as [`retry`](Self::retry) retries; the ids it changed.
+    /// One try.
+    async fn retry_batch(
+        &self,
+        ids: &[i64],
+        guard: &'static str,
+        locks: RowLocks,
+    ) -> Result<Vec<i64>>;
 
     /// One short transaction of `cancel_where`, as
     /// [`retry_batch`](Self::retry_batch), cancelling as
     /// [`cancel`](Self::cancel) does. One try.
-    async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled>;
+    async fn cancel_batch(
+        &self,
+        ids: &[i64],
+        guard: &'static str,
+        locks: RowLocks,
+    ) -> Result<Cancelled>;
 
     /// Checks the server and jobq's tables for what jobq needs, in the
     /// order the report shows them (see [`doctor`]); `options` give this
@@ -405,8 +416,8 @@ impl Prunable {
 /// What a cancel changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Cancelled {
-    /// Rows it cancelled.
-    pub(crate) changed: u64,
+    /// The ids of the rows it cancelled.
+    pub(crate) ids: Vec<i64>,
     /// The claims of the `processing` rows among them: the attempts whose
     /// workers must stop.
     pub(crate) held: Vec<Fence>,
@@ -417,13 +428,29 @@ impl Cancelled {
     /// changed.
     pub(crate) fn of_rows(rows: &[(i64, Option<i64>)]) -> Self {
         Self {
-            changed: rows.len() as u64,
+            ids: rows.iter().map(|&(id, _)| id).collect(),
             held: rows
                 .iter()
                 .filter_map(|&(id, token)| token.map(|token| Fence { id, token }))
                 .collect(),
         }
     }
+
+    /// How many rows it cancelled.
+    pub(crate) fn changed(&self) -> u64 {
+        self.ids.len() as u64
+    }
+}
+
+/// How a bulk action's batch treats a row another transaction holds: its
+/// first pass skips it (waiting on one row would hold the batch's others),
+/// a second pass over the rows the first left out waits for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowLocks {
+    /// `FOR UPDATE SKIP LOCKED`.
+    Skip,
+    /// `FOR UPDATE`: within the statement deadline.
+    Wait,
 }
 
 /// The row of a worker registering (see [`BackendStore::register_worker`]).

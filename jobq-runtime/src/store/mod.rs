@@ -138,7 +138,7 @@ mod stash;
 
 pub(crate) use contract::{
     BackendStore, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob, Prunable,
-    QueueControl, Target, Transition, WorkerRefresh, WorkerRow, history_message,
+    QueueControl, RowLocks, Target, Transition, WorkerRefresh, WorkerRow, history_message,
 };
 pub(crate) use policy::new_token_base;
 
@@ -574,14 +574,14 @@ impl Store {
         if !cancelled.held.is_empty() {
             self.announce_control();
         }
-        Ok(cancelled.changed == 1)
+        Ok(cancelled.changed() == 1)
     }
 
     /// What cancelling one row changed, telling no worker (see
     /// [`BackendStore::cancel`]); [`cancel`](Self::cancel) is this and the signal.
     pub(crate) async fn cancel_row(&self, id: i64) -> Result<contract::Cancelled> {
         let cancelled = retried!(self, CANCEL, s => s.cancel(id))?;
-        if cancelled.changed > 0 {
+        if cancelled.changed() > 0 {
             self.rekey(&[id], false).await?;
         }
         Ok(cancelled)
@@ -652,6 +652,8 @@ impl Store {
     /// page ([`filter::Pages`]), then retried in batches of
     /// [`filter::BULK_BATCH`], each re-checking the statuses on the rows it
     /// locks. A job a worker fails again meanwhile is not retried again.
+    /// Each batch takes two passes ([`RowLocks`]): the first skips rows
+    /// another transaction holds, the second waits for those it left out.
     pub(crate) async fn retry_where(&self, w: Where<'_>) -> Result<u64> {
         let w = self.windowed(w).await?;
         let guard = dispatch!(self, s => s.filtered().guard(w.statuses));
@@ -659,7 +661,15 @@ impl Store {
         let mut pages = filter::Pages::new(w, Kind::Retry);
         while let Some(ids) = self.next_page(&mut pages).await? {
             for batch in ids.chunks(filter::BULK_BATCH) {
-                retried += retried!(self, RETRY, s => s.retry_batch(batch, guard))?;
+                let mut left = batch.to_vec();
+                for locks in [RowLocks::Skip, RowLocks::Wait] {
+                    if left.is_empty() {
+                        break;
+                    }
+                    let changed = retried!(self, RETRY, s => s.retry_batch(&left, guard, locks))?;
+                    retried += changed.len() as u64;
+                    leave_out(&mut left, changed);
+                }
                 self.rekey(batch, true).await?;
             }
         }
@@ -667,7 +677,7 @@ impl Store {
     }
 
     /// Cancels every row `w` matches (`w.statuses` already narrowed to the
-    /// cancellable ones) at most once, in pages and batches as
+    /// cancellable ones) at most once, in pages, batches and passes as
     /// [`retry_where`](Self::retry_where); `signal` gets the claims each
     /// batch ended once it has committed.
     pub(crate) async fn cancel_where(&self, w: Where<'_>, signal: fn(&[Fence])) -> Result<u64> {
@@ -677,12 +687,19 @@ impl Store {
         let mut pages = filter::Pages::new(w, Kind::Cancel);
         while let Some(ids) = self.next_page(&mut pages).await? {
             for batch in ids.chunks(filter::BULK_BATCH) {
-                let changed = retried!(self, CANCEL, s => s.cancel_batch(batch, guard))?;
-                signal(&changed.held);
-                if !changed.held.is_empty() {
-                    self.announce_control();
+                let mut left = batch.to_vec();
+                for locks in [RowLocks::Skip, RowLocks::Wait] {
+                    if left.is_empty() {
+                        break;
+                    }
+                    let changed = retried!(self, CANCEL, s => s.cancel_batch(&left, guard, locks))?;
+                    signal(&changed.held);
+                    if !changed.held.is_empty() {
+                        self.announce_control();
+                    }
+                    cancelled += changed.changed();
+                    leave_out(&mut left, changed.ids);
                 }
-                cancelled += changed.changed;
                 self.rekey(batch, false).await?;
             }
         }
@@ -849,6 +866,13 @@ impl Store {
         let checks = dispatch_seen!(self, s => s.doctor(options).await)?;
         Ok(crate::ops::DoctorReport { checks })
     }
+}
+
+/// `left` without the ids a pass `changed` (a bulk action's batch, in id
+/// order).
+fn leave_out(left: &mut Vec<i64>, mut changed: Vec<i64>) {
+    changed.sort_unstable();
+    left.retain(|id| changed.binary_search(id).is_err());
 }
 
 #[cfg(test)]

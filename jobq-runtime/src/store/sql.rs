@@ -21,3 +21,12 @@ pub(crate) fn visible_sql(n: usize) -> String {
     let marks = vec!["?"; n].join(", ");
     format!("SELECT id FROM jobq_jobs WHERE id IN ({marks})")
 }
+
+/// The lock clause of a bulk action's batch (MySQL/MariaDB and PostgreSQL).
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+pub(crate) fn row_locks(locks: crate::store::contract::RowLocks) -> &'static str {
+    match locks {
+        crate::store::contract::RowLocks::Skip => " FOR UPDATE SKIP LOCKED",
+        crate::store::contract::RowLocks::Wait => " FOR UPDATE",
+    }
+}

@@ -47,8 +47,8 @@ use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, KeyPlan, KeyStarts,
-    LimitedClaim, NewJob, Prunable, QueueControl, Slot, Transition, UniquePage, WorkerRefresh,
-    WorkerRow,
+    LimitedClaim, NewJob, Prunable, QueueControl, RowLocks, Slot, Transition, UniquePage,
+    WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
     Allowed, SlotPlan, UniqueRow, key_admits, key_front, key_front_len,
@@ -803,18 +803,27 @@ impl BackendStore for MySqlStore {
 
     shared::server_writes!();
 
-    /// A transaction: the batch locked ([`bulk_pick`], `SKIP LOCKED`),
-    /// then retried by id.
-    async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64> {
-        let pick = bulk_pick_statement(ids, guard);
-        let (_, changed) = self.pick_then_update(&pick, retry_ids).await?;
-        Ok(changed)
+    /// A transaction: the batch locked ([`bulk_pick`]), then retried by id.
+    async fn retry_batch(
+        &self,
+        ids: &[i64],
+        guard: &'static str,
+        locks: RowLocks,
+    ) -> Result<Vec<i64>> {
+        let pick = bulk_pick_statement(ids, guard, locks);
+        let (rows, _) = self.pick_then_update(&pick, retry_ids).await?;
+        Ok(rows.into_iter().map(|(id, _)| id).collect())
     }
 
-    /// A transaction: the batch locked ([`bulk_pick`], `SKIP LOCKED`) with
-    /// the tokens it holds, then cancelled by id.
-    async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled> {
-        let pick = bulk_pick_statement(ids, guard);
+    /// A transaction: the batch locked ([`bulk_pick`]) with the tokens it
+    /// holds, then cancelled by id.
+    async fn cancel_batch(
+        &self,
+        ids: &[i64],
+        guard: &'static str,
+        locks: RowLocks,
+    ) -> Result<Cancelled> {
+        let pick = bulk_pick_statement(ids, guard, locks);
         Ok(self.cancel_once(&pick).await?)
     }
 
@@ -1176,10 +1185,10 @@ async fn update_ids(
 }
 
 /// [`bulk_pick`] of `ids` (padded, see [`padded`]) with their values.
-fn bulk_pick_statement(ids: &[i64], guard: &str) -> Statement {
+fn bulk_pick_statement(ids: &[i64], guard: &str, locks: RowLocks) -> Statement {
     let ids = padded(ids);
     Statement::fixed(
-        &bulk_pick(ids.len(), guard),
+        &bulk_pick(ids.len(), guard, locks),
         ids.into_iter().map(Bind::Int).collect(),
     )
 }

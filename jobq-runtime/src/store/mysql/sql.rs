@@ -2,8 +2,10 @@
 //! the store's module docs). IN-lists are built here, from constant pieces, by the
 //! functions at the end; nothing else in the store holds SQL text.
 
+use crate::store::contract::RowLocks;
 use crate::store::filter::{BULK_PAGE, Filtered, Hints, KeyPieces, Pieces};
 use crate::store::migrate::{Migration, migrations};
+use crate::store::sql::row_locks;
 
 /// Every jobq transaction starts with this: READ COMMITTED for the one
 /// transaction, whatever the session default (for pools the caller built).
@@ -399,12 +401,15 @@ pub(crate) const FILTERED: Filtered = Filtered {
 
 /// Locks the rows of `ids` ids of a bulk action's batch that still meet
 /// `guard` (a condition of [`FILTERED`]'s pieces), skipping rows another
-/// transaction holds, and reads the lease token each has: primary-key
-/// lookups, so the batch locks no row it does not change.
-pub(crate) fn bulk_pick(ids: usize, guard: &str) -> String {
+/// transaction holds or waiting for them as `locks` says, and reads the
+/// lease token each has: primary-key lookups, so the batch locks no row it
+/// does not change (its transactions read committed: a row that no longer
+/// meets `guard` is let go as it is read).
+pub(crate) fn bulk_pick(ids: usize, guard: &str, locks: RowLocks) -> String {
     format!(
-        "SELECT id, lease_token FROM jobq_jobs WHERE id IN ({}){guard} FOR UPDATE SKIP LOCKED",
-        placeholders(ids)
+        "SELECT id, lease_token FROM jobq_jobs WHERE id IN ({}){guard}{}",
+        placeholders(ids),
+        row_locks(locks)
     )
 }
 

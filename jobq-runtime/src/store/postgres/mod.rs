@@ -49,8 +49,8 @@ use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, KeyPlan, KeyStarts,
-    LimitedClaim, NewJob, Prunable, QueueControl, Slot, Transition, UniquePage, WorkerRefresh,
-    WorkerRow,
+    LimitedClaim, NewJob, Prunable, QueueControl, RowLocks, Slot, Transition, UniquePage,
+    WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
     Allowed, SlotPlan, UniqueRow, key_admits, key_front, key_front_len, key_fronts, key_limit,
@@ -544,20 +544,29 @@ impl BackendStore for PgStore {
     shared::server_writes!();
 
     /// One statement ([`bulk_retry`]): the batch's rows that still meet
-    /// `guard` locked (`SKIP LOCKED`) and retried by primary key.
-    async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64> {
-        let sql = bulk_retry(guard);
-        let retried: Vec<i64> = self
+    /// `guard` locked and retried by primary key.
+    async fn retry_batch(
+        &self,
+        ids: &[i64],
+        guard: &'static str,
+        locks: RowLocks,
+    ) -> Result<Vec<i64>> {
+        let sql = bulk_retry(guard, locks);
+        Ok(self
             .conns
             .run(async |conn| sqlx::query_scalar(&sql).bind(ids).fetch_all(conn).await)
-            .await?;
-        Ok(retried.len() as u64)
+            .await?)
     }
 
     /// One statement ([`bulk_cancel`]), as [`retry_batch`](Self::retry_batch);
     /// its rows are the ones it changed, with the tokens they had.
-    async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled> {
-        let sql = bulk_cancel(guard);
+    async fn cancel_batch(
+        &self,
+        ids: &[i64],
+        guard: &'static str,
+        locks: RowLocks,
+    ) -> Result<Cancelled> {
+        let sql = bulk_cancel(guard, locks);
         let rows: Vec<(i64, Option<i64>)> = self
             .conns
             .run(async |conn| sqlx::query_as(&sql).bind(ids).fetch_all(conn).await)

@@ -1,7 +1,9 @@
 //! Every statement the PostgreSQL store runs (see the facts in the store's module docs).
 
+use crate::store::contract::RowLocks;
 use crate::store::filter::{Filtered, KeyPieces, Pieces};
 use crate::store::migrate::{Migration, migrations};
+use crate::store::sql::row_locks;
 
 /// What follows the picked rows of a cancel: the UPDATE by primary key
 /// (`= ANY (ARRAY(…))`, as the claim, for the reason in the module docs)
@@ -694,21 +696,24 @@ pub(crate) const FILTERED: Filtered = Filtered {
 
 /// `$1` the ids of a bulk retry's batch: retries those whose rows still
 /// meet `guard` (a condition of [`FILTERED`]'s pieces), skipping rows
-/// another transaction holds; returns their ids.
-pub(crate) fn bulk_retry(guard: &str) -> String {
+/// another transaction holds or waiting for them as `locks` says; returns
+/// their ids.
+pub(crate) fn bulk_retry(guard: &str, locks: RowLocks) -> String {
     format!(
-        "WITH picked AS (SELECT id FROM jobq_jobs WHERE id = ANY ($1){guard} FOR UPDATE SKIP LOCKED)\n{} \
+        "WITH picked AS (SELECT id FROM jobq_jobs WHERE id = ANY ($1){guard}{})\n{} \
          WHERE id = ANY (ARRAY(SELECT id FROM picked)) AND status IN ('failed', 'cancelled')\nRETURNING id",
+        row_locks(locks),
         retry_set!()
     )
 }
 
 /// `$1` the ids of a bulk cancel's batch: cancels those whose rows still
-/// meet `guard`, skipping rows another transaction holds; returns each
-/// one's id and the lease token it had.
-pub(crate) fn bulk_cancel(guard: &str) -> String {
+/// meet `guard`, as [`bulk_retry`]; returns each one's id and the lease
+/// token it had.
+pub(crate) fn bulk_cancel(guard: &str, locks: RowLocks) -> String {
     format!(
-        "WITH picked AS (SELECT id, lease_token FROM jobq_jobs WHERE id = ANY ($1){guard} FOR UPDATE SKIP LOCKED{}",
+        "WITH picked AS (SELECT id, lease_token FROM jobq_jobs WHERE id = ANY ($1){guard}{}{}",
+        row_locks(locks),
         cancel_tail!()
     )
 }

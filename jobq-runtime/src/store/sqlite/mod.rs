@@ -49,8 +49,8 @@ use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::store::contract::{
     BackendStore, Cancelled, ClaimRequest, ClaimedJob, Fence, Flow, KeyPlan, KeyStarts,
-    LimitedClaim, NewJob, Prunable, QueueControl, Slot, Transition, UniquePage, WorkerRefresh,
-    WorkerRow,
+    LimitedClaim, NewJob, Prunable, QueueControl, RowLocks, Slot, Transition, UniquePage,
+    WorkerRefresh, WorkerRow,
 };
 use crate::store::policy::{
     Allowed, SlotPlan, UniqueRow, key_admits, key_front, key_front_len, key_fronts, key_limit,
@@ -771,26 +771,34 @@ impl BackendStore for SqliteStore {
     shared::numbered_reads!();
 
     /// One statement ([`bulk_retry`]): the batch's rows that still meet
-    /// `guard`, retried.
-    async fn retry_batch(&self, ids: &[i64], guard: &'static str) -> Result<u64> {
+    /// `guard`, retried (one writer at a time: no row is held by another).
+    async fn retry_batch(
+        &self,
+        ids: &[i64],
+        guard: &'static str,
+        _locks: RowLocks,
+    ) -> Result<Vec<i64>> {
         let sql = bulk_retry(guard);
         let ids = json_list(ids);
-        let retried: Vec<i64> = self
-            .write(async |conn| {
-                sqlx::query_scalar(&sql)
-                    .bind(now_micros())
-                    .bind(ids.as_str())
-                    .fetch_all(conn)
-                    .await
-            })
-            .await?;
-        Ok(retried.len() as u64)
+        self.write(async |conn| {
+            sqlx::query_scalar(&sql)
+                .bind(now_micros())
+                .bind(ids.as_str())
+                .fetch_all(conn)
+                .await
+        })
+        .await
     }
 
     /// One `BEGIN IMMEDIATE` transaction ([`bulk_cancel_pick`]): the
     /// batch's rows that still meet `guard`, with their tokens, then
     /// cancelled.
-    async fn cancel_batch(&self, ids: &[i64], guard: &'static str) -> Result<Cancelled> {
+    async fn cancel_batch(
+        &self,
+        ids: &[i64],
+        guard: &'static str,
+        _locks: RowLocks,
+    ) -> Result<Cancelled> {
         let pick = Statement::fixed(&bulk_cancel_pick(guard), vec![Bind::Text(json_list(ids))]);
         self.write(async |conn| cancel_picked(conn, &pick).await)
             .await

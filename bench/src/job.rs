@@ -104,6 +104,35 @@ pub(crate) fn now_us() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
+/// CPU time so far in ns: of this process's threads, and of the database
+/// servers' (`mariadbd`, `mysqld`, `postgres` processes), from
+/// `/proc/*/task/*/schedstat` (threads gone meanwhile are not counted).
+pub(crate) fn cpu_ns() -> (u64, u64) {
+    fn tasks(pid: &str) -> u64 {
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return 0;
+        };
+        dir.flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+            .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .sum()
+    }
+    let mut servers = 0;
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let pid = entry.file_name().to_string_lossy().into_owned();
+            if !pid.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+            if matches!(comm.trim(), "mariadbd" | "mysqld" | "postgres") {
+                servers += tasks(&pid);
+            }
+        }
+    }
+    (tasks("self"), servers)
+}
+
 /// Counts handler runs; wakes a waiter when `target` is reached.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Probe(Arc<Inner>);
@@ -114,6 +143,8 @@ struct Inner {
     target: AtomicU64,
     reached: Notify,
     latencies_us: Mutex<Vec<u64>>,
+    /// When the first run happened (µs since the epoch), 0 before.
+    first_us: AtomicU64,
 }
 
 impl Probe {
@@ -135,9 +166,17 @@ impl Probe {
                 .push(latency);
         }
         let ran = self.0.ran.fetch_add(1, Ordering::Relaxed) + 1;
+        if ran == 1 {
+            self.0.first_us.store(now_us(), Ordering::Relaxed);
+        }
         if ran == self.0.target.load(Ordering::Relaxed) {
             self.0.reached.notify_one();
         }
+    }
+
+    /// When the first run happened (µs since the epoch), 0 before.
+    pub(crate) fn first_us(&self) -> u64 {
+        self.0.first_us.load(Ordering::Relaxed)
     }
 
     /// How many runs so far.

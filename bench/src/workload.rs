@@ -732,10 +732,25 @@ impl Bench {
                 secs
             }
             Side::JobqDrain { concurrency } => {
-                let start = Instant::now();
+                let cpu = crate::job::cpu_ns();
+                let (start, started_us) = (Instant::now(), crate::job::now_us());
                 let worker = self.start_worker(concurrency, &probe)?;
                 probe.wait(DEADLINE).await?;
+                let drained = start.elapsed();
                 worker.shutdown(Duration::from_secs(60)).await?;
+                if std::env::var_os("BENCH_PHASES").is_some() {
+                    let first = probe.first_us().saturating_sub(started_us);
+                    let (us, server) = crate::job::cpu_ns();
+                    crate::note(format_args!(
+                        "  phases: first run {:.1} ms, drained {:.1} ms, shutdown {:.1} ms; \
+                         cpu per job: bench {:.2} µs, servers {:.2} µs",
+                        first as f64 / 1000.0,
+                        drained.as_secs_f64() * 1000.0,
+                        (start.elapsed() - drained).as_secs_f64() * 1000.0,
+                        (us - cpu.0) as f64 / 1000.0 / n as f64,
+                        (server - cpu.1) as f64 / 1000.0 / n as f64,
+                    ));
+                }
                 start.elapsed().as_secs_f64()
             }
             Side::JobqDrainMetrics {

@@ -5,12 +5,14 @@
 //! makes them run, a job's page shows its error, pause stops claiming and
 //! resume restarts it, a `<script>` payload is text, and a form whose token
 //! was removed is refused; the Workers page lists a live worker and the
-//! jobs it publishes, and each queue says who serves it.
+//! jobs it publishes, and each queue says who serves it; a job's page shows
+//! its attempts (each with its worker), tags, metadata and output, and the
+//! Tag filter and a tag's link list only its jobs.
 //!
 //! Needs `/usr/bin/chromium` and `chromedriver` (Debian's `chromium`,
 //! `chromium-driver`): missing, the test is skipped, or fails under
 //! `CI=true`. With `JOBQ_WEB_SCREENSHOTS=1` the SQLite run writes
-//! `docs/dashboard/{overview,jobs,job,workers}.png`, 1280 px wide, and
+//! `docs/dashboard/{overview,jobs,job,attempts,workers}.png`, 1280 px wide, and
 //! `overview-phone.png`, 390 px wide. A third test checks at 390 px (a
 //! phone, emulated) that every figure and button is on screen.
 
@@ -22,7 +24,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use jobq_runtime::{Enqueue, JobFilter, JobStatus, Jobq, State, Worker, WorkerHandle, job};
+use jobq_runtime::{
+    Enqueue, JobContext, JobError, JobFilter, JobStatus, Jobq, State, Worker, WorkerHandle, job,
+};
 use jobq_tests::{TestDb, unique_queue, wait_until};
 use tokio::process::{Child, Command};
 
@@ -54,6 +58,29 @@ async fn flaky(failing: State<Failing>, n: u64) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// What [`receipt`] returns: its job's output.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Delivery {
+    sent: u64,
+    note: String,
+}
+
+/// Fails its first attempt (retried at once), returns a receipt at its
+/// second: a job page with two attempts and an output.
+#[job(name = "web_browser_receipt", max_attempts = 2)]
+async fn receipt(ctx: &JobContext, n: u64) -> Result<Delivery, JobError> {
+    if ctx.attempt() == 1 {
+        return Err(JobError::retry_in(
+            Duration::ZERO,
+            format!("relay <b>busy</b> for message {n}"),
+        ));
+    }
+    Ok(Delivery {
+        sent: n,
+        note: "<i>delivered</i>".to_owned(),
+    })
 }
 
 /// `chromedriver` on a free port, and a headless Chromium session on it.
@@ -473,6 +500,105 @@ async fn the_workers_page_lists_live_workers_and_queues_say_who_serves_them(db: 
     browser.stop().await;
 }
 
+/// A job's page shows what a worker in this process did with it: each
+/// attempt (how it ended, the worker that ran it, what it said), the
+/// job's tags as links to their jobs, its metadata and its output, all as
+/// text; the list's Tag filter, and a tag's link, list only its jobs.
+async fn a_job_page_shows_its_attempts_tags_metadata_and_output(db: TestDb) {
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let jobq = db.jobq().await;
+    let queue = unique_queue("receipts");
+    let base = format!("http://{}/ops/jobs", serve(&jobq).await);
+    let c = &browser.client;
+    let (tag, other_tag) = (format!("{queue}:vip"), format!("{queue}:<b>bulk</b>"));
+    let tagged = Enqueue::new()
+        .queue(&queue)
+        .tag(&tag)
+        .metadata(serde_json::json!({ "request": "<script>alert(1)</script>" }));
+    let id = jobq.enqueue_with(Receipt::new(7), tagged).await.unwrap().id;
+    let other = jobq
+        .enqueue_with(
+            Receipt::new(8),
+            Enqueue::new().queue(&queue).tag(&other_tag),
+        )
+        .await
+        .unwrap()
+        .id;
+    let worker = Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 2)
+        .poll_interval(POLL)
+        .build()
+        .expect("build")
+        .start();
+    let worker_id = worker.id().to_owned();
+    for job in [id, other] {
+        wait_until("the job succeeds at its second attempt", WAIT, || async {
+            jobq.job(job).await.unwrap().unwrap().status == JobStatus::Done
+        })
+        .await;
+    }
+
+    c.goto(&format!("{base}/job/{id}")).await.unwrap();
+    let first = "#attempts tr[data-attempt=\"1\"][data-outcome=error]";
+    let second = "#attempts tr[data-attempt=\"2\"][data-outcome=succeeded]";
+    let failed = text(c, first).await.expect("a row for the failed attempt");
+    assert!(
+        failed.contains(&worker_id) && failed.contains("relay <b>busy</b> for message 7"),
+        "{failed}"
+    );
+    let succeeded = text(c, second)
+        .await
+        .expect("a row for the attempt that succeeded");
+    assert!(succeeded.contains(&worker_id), "{succeeded}");
+    let output = text(c, "#output").await.expect("the output");
+    assert!(
+        output.contains("\"sent\": 7") && output.contains("<i>delivered</i>"),
+        "{output}"
+    );
+    let metadata = text(c, "#metadata").await.expect("the metadata");
+    assert!(metadata.contains("<script>alert(1)</script>"), "{metadata}");
+    assert_eq!(text(c, "#tags").await.as_deref(), Some(tag.as_str()));
+    let scripts = c
+        .execute("return document.scripts.length;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(
+        scripts,
+        serde_json::json!(1),
+        "only the dashboard's own script"
+    );
+    screenshot(c, &db, "attempts").await;
+
+    // The tag's link lists its job, not the queue's other one.
+    click(c, "#tags a.tag").await;
+    let listed = |job: i64| format!("a[href$=\"/job/{job}\"]");
+    wait_until("the tag's list shows its job", WAIT, || async {
+        present(c, &listed(id)).await
+    })
+    .await;
+    assert!(!present(c, &listed(other)).await, "only the tagged job");
+
+    // The Tag filter, typed in: the other tag, markup and all.
+    c.goto(&format!("{base}/list")).await.unwrap();
+    c.find(Locator::Css("input[name=tag]"))
+        .await
+        .unwrap()
+        .send_keys(&other_tag)
+        .await
+        .unwrap();
+    click(c, "form.filters button[type=submit]").await;
+    wait_until("the filtered list shows the other job", WAIT, || async {
+        present(c, &listed(other)).await
+    })
+    .await;
+    assert!(!present(c, &listed(id)).await, "only the job with that tag");
+
+    worker.shutdown(Duration::from_secs(10)).await.unwrap();
+    browser.stop().await;
+}
+
 /// What of `css` lies outside the viewport, sideways (as `tag.class text:
 /// left..right`), and whether the page itself scrolls sideways.
 async fn off_screen(client: &Client, css: &str) -> Vec<String> {
@@ -567,6 +693,13 @@ async fn at_390_px_every_figure_and_button_is_on_screen(db: TestDb) {
 
 mod sqlite {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_page_shows_its_attempts_tags_metadata_and_output() {
+        if let Some(db) = jobq_tests::TestDb::sqlite() {
+            super::a_job_page_shows_its_attempts_tags_metadata_and_output(db).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn at_390_px_every_figure_and_button_is_on_screen() {
         if let Some(db) = jobq_tests::TestDb::sqlite() {
             super::at_390_px_every_figure_and_button_is_on_screen(db).await;
@@ -590,6 +723,13 @@ mod sqlite {
 
 mod mariadb {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_page_shows_its_attempts_tags_metadata_and_output() {
+        if let Some(db) = jobq_tests::TestDb::mysql() {
+            super::a_job_page_shows_its_attempts_tags_metadata_and_output(db).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_dashboard_follows_and_steers_a_live_worker() {
         if let Some(db) = jobq_tests::TestDb::mysql() {
             super::the_dashboard_follows_and_steers_a_live_worker(db).await;
@@ -605,6 +745,13 @@ mod mariadb {
 }
 
 mod postgres {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_page_shows_its_attempts_tags_metadata_and_output() {
+        if let Some(db) = jobq_tests::TestDb::postgres() {
+            super::a_job_page_shows_its_attempts_tags_metadata_and_output(db).await;
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_workers_page_lists_live_workers_and_queues_say_who_serves_them() {
         if let Some(db) = jobq_tests::TestDb::postgres() {

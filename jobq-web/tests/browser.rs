@@ -252,13 +252,20 @@ async fn serve(jobq: &Jobq) -> SocketAddr {
     addr
 }
 
+/// A browser (see [`Browser::start`]: `None` when skipped), a handle on
+/// `db`, and the address of a dashboard on it.
+async fn open(db: &TestDb) -> Option<(Browser, Jobq, String)> {
+    let browser = Browser::start().await?;
+    let jobq = db.jobq().await;
+    let base = format!("http://{}/ops/jobs", serve(&jobq).await);
+    Some((browser, jobq, base))
+}
+
 async fn the_dashboard_follows_and_steers_a_live_worker(db: TestDb) {
-    let Some(browser) = Browser::start().await else {
+    let Some((browser, jobq, base)) = open(&db).await else {
         return;
     };
-    let jobq = db.jobq().await;
     let queue = unique_queue("mail");
-    let base = format!("http://{}/ops/jobs", serve(&jobq).await);
     let c = &browser.client;
     let row = format!("tr[data-queue=\"{queue}\"]");
     let cell = |figure: &str| format!("{row} td[data-figure=\"{figure}\"]");
@@ -432,12 +439,10 @@ async fn present(client: &Client, css: &str) -> bool {
 /// says `no worker` until a worker serves it, then `served by 1 worker`
 /// (it said `running` whether or not any worker served the queue).
 async fn the_workers_page_lists_live_workers_and_queues_say_who_serves_them(db: TestDb) {
-    let Some(browser) = Browser::start().await else {
+    let Some((browser, jobq, base)) = open(&db).await else {
         return;
     };
-    let jobq = db.jobq().await;
     let queue = unique_queue("served");
-    let base = format!("http://{}/ops/jobs", serve(&jobq).await);
     let c = &browser.client;
     let badge = format!("tr[data-queue=\"{queue}\"] .badge");
     let later = Enqueue::new().queue(&queue).delay(Duration::from_secs(600));
@@ -505,12 +510,10 @@ async fn the_workers_page_lists_live_workers_and_queues_say_who_serves_them(db: 
 /// job's tags as links to their jobs, its metadata and its output, all as
 /// text; the list's Tag filter, and a tag's link, list only its jobs.
 async fn a_job_page_shows_its_attempts_tags_metadata_and_output(db: TestDb) {
-    let Some(browser) = Browser::start().await else {
+    let Some((browser, jobq, base)) = open(&db).await else {
         return;
     };
-    let jobq = db.jobq().await;
     let queue = unique_queue("receipts");
-    let base = format!("http://{}/ops/jobs", serve(&jobq).await);
     let c = &browser.client;
     let (tag, other_tag) = (format!("{queue}:vip"), format!("{queue}:<b>bulk</b>"));
     let tagged = Enqueue::new()

@@ -405,15 +405,7 @@ async fn the_dashboard_follows_and_steers_a_live_worker(db: TestDb) {
     let shown = text(c, "#payload").await.unwrap();
     assert!(shown.contains(script), "{shown}");
     assert_eq!(c.title().await.unwrap(), format!("Job {id} · jobq"));
-    let scripts = c
-        .execute("return document.scripts.length;", vec![])
-        .await
-        .unwrap();
-    assert_eq!(
-        scripts,
-        serde_json::json!(1),
-        "only the dashboard's own script"
-    );
+    only_the_dashboards_script(c).await;
 
     // The overview at the end, for the README: throughput and the queue.
     for n in 30..33 {
@@ -427,6 +419,20 @@ async fn the_dashboard_follows_and_steers_a_live_worker(db: TestDb) {
 
     worker.shutdown(Duration::from_secs(10)).await.unwrap();
     browser.stop().await;
+}
+
+/// The page runs no script but the dashboard's own: markup from a job
+/// (payload, error, metadata, output, tags) was shown as text.
+async fn only_the_dashboards_script(client: &Client) {
+    let scripts = client
+        .execute("return document.scripts.length;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(
+        scripts,
+        serde_json::json!(1),
+        "only the dashboard's own script"
+    );
 }
 
 /// Whether `css` finds an element now.
@@ -563,15 +569,7 @@ async fn a_job_page_shows_its_attempts_tags_metadata_and_output(db: TestDb) {
     let metadata = text(c, "#metadata").await.expect("the metadata");
     assert!(metadata.contains("<script>alert(1)</script>"), "{metadata}");
     assert_eq!(text(c, "#tags").await.as_deref(), Some(tag.as_str()));
-    let scripts = c
-        .execute("return document.scripts.length;", vec![])
-        .await
-        .unwrap();
-    assert_eq!(
-        scripts,
-        serde_json::json!(1),
-        "only the dashboard's own script"
-    );
+    only_the_dashboards_script(c).await;
     screenshot(c, &db, "attempts").await;
 
     // The tag's link lists its job, not the queue's other one.

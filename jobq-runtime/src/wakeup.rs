@@ -111,3 +111,96 @@ pub(crate) fn became_idle() -> &'static Notify {
     static IDLE: Notify = Notify::const_new();
     &IDLE
 }
+
+/// How recent a watcher's comparison of the controls must be for the
+/// pause loop to trust it (a watcher compares them about once a second
+/// while it watches).
+pub(crate) const WATCH_FRESH: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// What a worker's database watcher covers for it (see
+/// `Store::listen`), so that an idle worker need not poll: while
+/// [`Watch::jobs`] holds, a statement of the watcher's asks the database
+/// at least once a second which of the worker's queues have a job due
+/// (scheduled, retried, reaped or enqueued, by any process) and wakes
+/// their claim loops, which then poll only as a safety net, and tells
+/// the reaper when it sees an expired lease (which then reaps only then,
+/// or as a safety net, while every queue is covered); while
+/// [`Watch::controls_fresh`] holds, the watcher has compared the queue
+/// controls with its last look moments ago and woken the worker's pause
+/// loop on any change ([`CONTROL`]), which then reads them only as a
+/// safety net. Per worker: two workers of a process on different
+/// databases are watched apart.
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    /// Watchers that cover the worker's queues now.
+    jobs: AtomicUsize,
+    /// When a watcher last compared the controls.
+    controls_seen: Mutex<Option<std::time::Instant>>,
+    /// Told when a watcher saw a lease of the worker's queues expired.
+    expired: Notify,
+}
+
+impl Watch {
+    /// Whether a watcher covers the worker's queues' due jobs now.
+    pub(crate) fn jobs(&self) -> bool {
+        self.jobs.load(Ordering::Acquire) > 0
+    }
+
+    /// A watcher covers `queues`' due jobs until the guard drops; then
+    /// their claim loops are woken, to poll again.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    pub(crate) fn cover<'a>(&'a self, queues: &'a [String]) -> Covered<'a> {
+        self.jobs.fetch_add(1, Ordering::AcqRel);
+        Covered {
+            watch: self,
+            queues,
+        }
+    }
+
+    /// A watcher compared the controls just now (and woke the pause loop
+    /// if they changed).
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    pub(crate) fn controls_compared(&self) {
+        *self
+            .controls_seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
+    }
+
+    /// A watcher saw an expired lease in a queue it covers: the reaper
+    /// runs now.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    pub(crate) fn lease_expired(&self) {
+        self.expired.notify_one();
+    }
+
+    /// Completes once a watcher saw an expired lease (at once if one did
+    /// since the last time).
+    pub(crate) async fn expired(&self) {
+        self.expired.notified().await;
+    }
+
+    /// Whether a watcher compared the controls within `within`.
+    pub(crate) fn controls_fresh(&self, within: std::time::Duration) -> bool {
+        self.controls_seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some_and(|at| at.elapsed() <= within)
+    }
+}
+
+/// A watcher's cover of a worker's queues (see [`Watch::cover`]).
+#[derive(Debug)]
+pub(crate) struct Covered<'a> {
+    watch: &'a Watch,
+    queues: &'a [String],
+}
+
+impl Drop for Covered<'_> {
+    fn drop(&mut self) {
+        self.watch.jobs.fetch_sub(1, Ordering::AcqRel);
+        for queue in self.queues {
+            notify(queue);
+        }
+    }
+}

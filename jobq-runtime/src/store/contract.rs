@@ -26,6 +26,7 @@ use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
+use crate::wakeup::Watch;
 
 /// What every backend's store does. See the [module docs](self).
 ///
@@ -199,7 +200,10 @@ pub(crate) trait BackendStore: Sized {
 
     /// Forwards the database's own wake-ups for `queues` to the in-process
     /// ones until `stop`; returns at once on a backend that has none.
-    async fn listen(&self, queues: &[String], stop: &CancellationToken);
+    ///
+    /// A backend that watches for due jobs or changed controls in the
+    /// database on the worker's behalf says so in `watch`.
+    async fn listen(&self, queues: &[String], watch: &Watch, stop: &CancellationToken);
 
     /// `job` was enqueued in a caller's transaction on `queue`: wake other
     /// processes' workers once it commits, on a backend whose wake-ups

@@ -553,8 +553,13 @@ impl Store {
     /// Forwards the database's own wake-ups (PostgreSQL NOTIFY) for `queues`
     /// to the in-process ones until `stop`; returns at once on backends that
     /// have none. Polling stays on regardless: a lost listener never stalls a queue.
-    pub(crate) async fn listen(&self, queues: &[String], stop: &CancellationToken) {
-        dispatch!(self, s => s.listen(queues, stop).await)
+    pub(crate) async fn listen(
+        &self,
+        queues: &[String],
+        watch: &crate::wakeup::Watch,
+        stop: &CancellationToken,
+    ) {
+        dispatch!(self, s => s.listen(queues, watch, stop).await)
     }
 
     pub(crate) async fn job(&self, id: i64) -> Result<Option<JobInfo>> {

@@ -48,15 +48,19 @@ pub(super) struct Shared {
     /// of a limited queue free with its jobs' settles, so its claim loop,
     /// held back by the limit, claims again at once.
     pub(super) settled: tokio::sync::Notify,
-    /// The concurrency keys of the successes handed to the completer,
-    /// by job id: released once their completion has committed.
     /// The outputs of succeeded jobs waiting for the completer, by id:
     /// written with their completion, forgotten once their batch is done.
     pub(super) outputs: Mutex<std::collections::HashMap<i64, String>>,
+    /// The concurrency keys of the successes handed to the completer,
+    /// by job id: released once their completion has committed.
     pub(super) completed_keys: Mutex<std::collections::HashMap<i64, String>>,
     /// The concurrency keys that have a rate (`jobq_key_rates`), as the
     /// pause loop read them last: a claim takes starts for their jobs.
     pub(super) rated_keys: std::sync::RwLock<std::collections::HashSet<String>>,
+    /// What the database watcher covers (the listener's, see
+    /// [`Store::listen`]): idle claim loops and the pause loop poll only
+    /// as a safety net while it does.
+    pub(super) watch: crate::wakeup::Watch,
 }
 
 impl Shared {
@@ -82,6 +86,7 @@ impl Shared {
             completed_keys: Mutex::new(std::collections::HashMap::new()),
             outputs: Mutex::new(std::collections::HashMap::new()),
             rated_keys: std::sync::RwLock::new(std::collections::HashSet::new()),
+            watch: crate::wakeup::Watch::default(),
         }
     }
 

@@ -57,6 +57,7 @@ use crate::store::policy::{
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
+use crate::wakeup::Watch;
 
 mod doctor;
 mod failover;
@@ -653,8 +654,8 @@ impl BackendStore for MySqlStore {
     }
 
     /// No wake-ups from the server: polling and in-process wake-ups only.
-    async fn listen(&self, queues: &[String], stop: &CancellationToken) {
-        wake::wait(&self.pool, queues, stop, self.deadline).await;
+    async fn listen(&self, queues: &[String], watch: &Watch, stop: &CancellationToken) {
+        wake::wait(&self.pool, queues, watch, stop, self.deadline).await;
     }
 
     fn announce_control(&self) {

@@ -1021,11 +1021,15 @@ pub const WAKE_PROBE_RUNNING: &str = "SELECT COUNT(*) FROM information_schema.PR
 /// twice).
 ///
 /// The innermost query is a loose index scan of the claim index (one
-/// entry per queue and priority, however many rows wait), the earliest
-/// `run_at` of each; a job due now makes the sleep 0. The statement
-/// returns how long it slept, then which queues have a job due as bit
-/// masks over their places in the list (bit `k` of column `1 + c` is
-/// queue `64c + k`), [`wake_wait_columns`] of them.
+/// entry per queue, status and priority, however many rows wait), the
+/// earliest `run_at` of each; a job due now makes the sleep 0. The
+/// statement returns how long it slept, then which queues have a job due
+/// as bit masks over their places in the list (bit `k` of column `1 + c`
+/// is queue `64c + k`), [`wake_wait_columns`] of them, then as many masks
+/// of the queues with a `processing` row whose lease has expired (for
+/// the reaper; they do not shorten the sleep), then
+/// [`CONTROLS_FINGERPRINT`]: the waiter tells the worker's pause loop when
+/// it changes. Masks and fingerprint are as of the statement's start.
 ///
 /// No `GROUP_CONCAT`: MariaDB keeps its values in an on-disk (Aria)
 /// temporary table, a file created and deleted by every wait, and a kill
@@ -1034,27 +1038,42 @@ pub const WAKE_PROBE_RUNNING: &str = "SELECT COUNT(*) FROM information_schema.PR
 /// turned into a reconnect. Masks are plain aggregates.
 pub fn wake_wait_sql(n: usize) -> String {
     let marks = vec!["?"; n].join(", ");
-    let masks: Vec<String> = (0..wake_wait_columns(n))
-        .map(|c| {
-            let low = 64 * c;
-            format!(
-                "BIT_OR(IF(g.wait_us <= 0 AND g.pos > {low} AND g.pos <= {high}, \
-                 1 << (g.pos - {first}), 0))",
-                high = low + 64,
-                first = low + 1
-            )
-        })
-        .collect();
+    let masks = |status: &str| -> Vec<String> {
+        (0..wake_wait_columns(n))
+            .map(|c| {
+                let low = 64 * c;
+                format!(
+                    "BIT_OR(IF(g.status = '{status}' AND g.wait_us <= 0 AND g.pos > {low} AND g.pos <= {high}, \
+                     1 << (g.pos - {first}), 0))",
+                    high = low + 64,
+                    first = low + 1
+                )
+            })
+            .collect()
+    };
     format!(
         "SELECT /*+ MAX_EXECUTION_TIME(3600000) */ /* jobq-wait */ \
-         SLEEP(IF(MIN(g.wait_us) <= 0, 0, LEAST(?, COALESCE(MIN(g.wait_us) / 1000000, ?)))), {} \
-         FROM (SELECT FIELD(queue, {marks}) AS pos, \
+         SLEEP(IF(MIN(IF(g.status = 'pending', g.wait_us, NULL)) <= 0, 0, \
+         LEAST(?, COALESCE(MIN(IF(g.status = 'pending', g.wait_us, NULL)) / 1000000, ?)))), {}, {}, \
+         {CONTROLS_FINGERPRINT} \
+         FROM (SELECT FIELD(queue, {marks}) AS pos, status, \
          TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(run_at)) AS wait_us \
-         FROM jobq_jobs WHERE queue IN ({marks}) AND status = 'pending' \
+         FROM jobq_jobs WHERE queue IN ({marks}) AND status IN ('pending', 'processing') \
          GROUP BY queue, status, priority) g",
-        masks.join(", ")
+        masks("pending").join(", "),
+        masks("processing").join(", ")
     )
 }
+
+/// A fingerprint of everything the pause loop reads ([`CONTROLS`] and
+/// [`KEY_RATES`]: pauses, limits, rates and the keys' rates, not a rate's
+/// moving arrival time): per table its rows and a sum of their checksums,
+/// so that a row added, removed or changed changes it.
+pub const CONTROLS_FINGERPRINT: &str = "CONCAT_WS('/', \
+     (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT_WS(',', queue, paused_at))), 0)) FROM jobq_queues), \
+     (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT_WS(',', queue, max_running))), 0)) FROM jobq_limits), \
+     (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT_WS(',', queue, starts, period_us, burst))), 0)) FROM jobq_rates), \
+     (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT_WS(',', ckey, starts, period_us, burst))), 0)) FROM jobq_key_rates))";
 
 /// How many due masks [`wake_wait_sql`] returns for `n` queues.
 pub fn wake_wait_columns(n: usize) -> usize {

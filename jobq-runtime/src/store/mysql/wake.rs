@@ -59,6 +59,9 @@ use crate::wakeup;
 /// takes, at most, to see another process's job (and an idle worker's one
 /// statement per this long).
 pub(crate) const WAIT_SLEEP: Duration = Duration::from_secs(1);
+/// How long a waiter waits for a claim after reporting a queue's due
+/// jobs before it reports them again.
+const REPORT_AGAIN: Duration = Duration::from_secs(5);
 /// How often a waiter refreshes its row.
 const REGISTER_EVERY: Duration = Duration::from_secs(60);
 /// How long a ringer trusts its list of waiters.
@@ -159,6 +162,7 @@ impl Identity {
 pub(super) async fn wait(
     pool: &MySqlPool,
     queues: &[String],
+    watch: &wakeup::Watch,
     stop: &CancellationToken,
     deadline: Duration,
 ) {
@@ -167,8 +171,8 @@ pub(super) async fn wait(
     }
     let control = [wakeup::CONTROL.to_owned()];
     tokio::join!(
-        keep_waiting(pool, queues, stop, deadline),
-        keep_waiting(pool, &control, stop, deadline),
+        keep_waiting(pool, queues, watch, stop, deadline),
+        keep_waiting(pool, &control, watch, stop, deadline),
     );
 }
 
@@ -177,6 +181,7 @@ pub(super) async fn wait(
 async fn keep_waiting(
     pool: &MySqlPool,
     queues: &[String],
+    watch: &wakeup::Watch,
     stop: &CancellationToken,
     deadline: Duration,
 ) {
@@ -192,7 +197,7 @@ async fn keep_waiting(
         match wait_on(
             &options,
             pool,
-            queues,
+            (queues, watch),
             (&mut failures, &mut unreachable),
             stop,
             deadline,
@@ -254,7 +259,7 @@ enum Stopped {
 async fn wait_on(
     options: &MySqlConnectOptions,
     pool: &MySqlPool,
-    queues: &[String],
+    (queues, watch): (&[String], &wakeup::Watch),
     (failures, unreachable): (&mut u32, &mut u32),
     stop: &CancellationToken,
     deadline: Duration,
@@ -283,7 +288,7 @@ async fn wait_on(
         if queues == [wakeup::CONTROL] {
             waiter.watch_controls(failures, deadline).await
         } else {
-            waiter.run(queues, failures, deadline).await
+            waiter.run(queues, watch, failures, deadline).await
         }
     };
     let result = tokio::select! {
@@ -503,17 +508,28 @@ struct Waiter {
 }
 
 impl Waiter {
-    /// Waits and wakes until the connection fails.
+    /// Waits and wakes until the connection fails; covers the worker's
+    /// due jobs meanwhile (`watch`, its claim loops poll only as a safety
+    /// net), and compares the controls at each statement (its pause loop
+    /// reads them only when they changed, or as a safety net).
     async fn run(
         &mut self,
         queues: &[String],
+        watch: &wakeup::Watch,
         failures: &mut u32,
         deadline: Duration,
     ) -> Result<Stopped, sqlx::Error> {
         let states: Vec<(&String, Arc<wakeup::Waiting>)> =
             queues.iter().map(|q| (q, wakeup::waiting(q))).collect();
-        // Per queue, the loops' claim count when it was last reported due.
-        let mut reported: HashMap<&str, u64> = HashMap::new();
+        let _covered = watch.cover(queues);
+        // The controls' fingerprint at the last statement: none yet, so
+        // the first tells the pause loop to read (they may have changed
+        // while no waiter looked).
+        let mut controls: Option<String> = None;
+        // Per queue, the loops' claim count when it was last reported due,
+        // and when: reported again if no claim followed within
+        // `REPORT_AGAIN` (a wake-up its loops missed never stalls it).
+        let mut reported: HashMap<&str, (u64, Instant)> = HashMap::new();
         // Every loop claims once when the connection is (re)made: jobs
         // enqueued while it was not waiting are found.
         for queue in queues {
@@ -532,7 +548,10 @@ impl Waiter {
             let watched: Vec<String> = states
                 .iter()
                 .filter(|(q, state)| {
-                    state.idle() && reported.get(q.as_str()) != Some(&state.claims())
+                    state.idle()
+                        && reported.get(q.as_str()).is_none_or(|&(claims, at)| {
+                            claims != state.claims() || at.elapsed() >= REPORT_AGAIN
+                        })
                 })
                 .map(|(q, _)| (*q).clone())
                 .collect();
@@ -554,9 +573,23 @@ impl Waiter {
             }
             let result = timed(deadline + WAIT_SLEEP, query.fetch_one(&mut self.conn)).await;
             let masks = match result {
-                Ok(row) => (1..=wake_wait_columns(queues.len()))
-                    .map(|column| row.try_get::<u64, _>(column))
-                    .collect::<Result<Vec<u64>, _>>()?,
+                Ok(row) => {
+                    let columns = wake_wait_columns(queues.len());
+                    let masks = (1..=2 * columns)
+                        .map(|column| row.try_get::<u64, _>(column))
+                        .collect::<Result<Vec<u64>, _>>()?;
+                    let fingerprint: String = row.try_get(2 * columns + 1)?;
+                    if controls.as_ref() != Some(&fingerprint) {
+                        tracing::trace!(%fingerprint, "controls changed");
+                        controls = Some(fingerprint);
+                        wakeup::notify(wakeup::CONTROL);
+                    }
+                    watch.controls_compared();
+                    if masks[columns..].iter().any(|&mask| mask != 0) {
+                        watch.lease_expired();
+                    }
+                    masks[..columns].to_vec()
+                }
                 Err(error) if killed(&error) => {
                     tracing::trace!(?watched, "waiter interrupted");
                     continue;
@@ -570,7 +603,7 @@ impl Waiter {
             tracing::trace!(?watched, ?due, "waited");
             for queue in due {
                 if let Some((name, state)) = states.iter().find(|(q, _)| **q == queue) {
-                    reported.insert(name.as_str(), state.claims());
+                    reported.insert(name.as_str(), (state.claims(), Instant::now()));
                     wakeup::notify(name);
                 }
             }

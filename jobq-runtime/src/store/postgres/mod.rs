@@ -59,6 +59,7 @@ use crate::store::policy::{
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
+use crate::wakeup::Watch;
 
 mod doctor;
 pub(crate) mod glue;
@@ -469,7 +470,7 @@ impl BackendStore for PgStore {
         self.ringer.flush(within).await;
     }
 
-    async fn listen(&self, queues: &[String], stop: &CancellationToken) {
+    async fn listen(&self, queues: &[String], _watch: &Watch, stop: &CancellationToken) {
         listen::listen(&self.pool, queues, stop, self.deadline).await;
     }
 

@@ -59,6 +59,7 @@ use crate::store::policy::{
 };
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
+use crate::wakeup::Watch;
 
 mod checkpoint;
 mod doctor;
@@ -586,7 +587,7 @@ impl BackendStore for SqliteStore {
     }
 
     /// No wake-ups from the database: polling and in-process wake-ups only.
-    async fn listen(&self, queues: &[String], stop: &CancellationToken) {
+    async fn listen(&self, queues: &[String], _watch: &Watch, stop: &CancellationToken) {
         wake::wait(wake::wake_dir(&self.pool.connect_options()), queues, stop).await;
     }
 

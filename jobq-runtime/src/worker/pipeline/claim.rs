@@ -65,6 +65,10 @@ pub(in crate::worker) async fn claim_loop(
     let mut empty_claims = u32::MAX;
     // When to claim without a wake-up or backlog.
     let mut next_poll = tokio::time::Instant::now();
+    // When the last claim found nothing and no limit, rate or key held
+    // anything back: while the database watcher covers the queue, the
+    // next poll is a safety net from then.
+    let mut idle_since: Option<tokio::time::Instant> = None;
     let woken = wake.notified();
     tokio::pin!(woken);
     woken.as_mut().enable();
@@ -139,7 +143,16 @@ pub(in crate::worker) async fn claim_loop(
         let wanted_now = || (slots.available_permits() + ahead).saturating_sub(buffer.len());
         let wanted = wanted_now();
         let paused = pause::holds(&pauses.borrow_and_update(), &queue.name);
-        let due = !paused && (backlog || was_woken || tokio::time::Instant::now() >= next_poll);
+        // The database watcher finds this queue's due jobs (whoever made
+        // them due: an enqueue, a schedule, a retry, a reap) and wakes
+        // the loop: its own polls are only the net under it.
+        let poll_at = match idle_since {
+            Some(since) if !backlog && failures == 0 && shared.watch.jobs() => {
+                next_poll.max(since + shared.settings.poll.max(WATCHED_POLL))
+            }
+            _ => next_poll,
+        };
+        let due = !paused && (backlog || was_woken || tokio::time::Instant::now() >= poll_at);
         if claiming.is_none() && wanted > 0 && due {
             if backlog && buffer.is_empty() && ahead == 0 {
                 // Jobs end in bursts (a batch started together): let the ones
@@ -194,6 +207,12 @@ pub(in crate::worker) async fn claim_loop(
                         round_trip = if round_trip.is_zero() { took } else { (round_trip * 7 + took) / 8 };
                         backlog = jobs.len() == asked;
                         empty_claims = if jobs.is_empty() { empty_claims.saturating_add(1) } else { 0 };
+                        // Once the polls after a claim with jobs have backed
+                        // off to their longest: a stream's quick re-claims stay.
+                        let backed_off = empty_claims >= BACKED_OFF
+                            || poll_after(shared.settings.poll, empty_claims) >= shared.settings.poll;
+                        idle_since = (jobs.is_empty() && backed_off && !held && next_start.is_none() && wake.is_none())
+                            .then(tokio::time::Instant::now);
                         next_poll = tokio::time::Instant::now() + poll_after(shared.settings.poll, empty_claims);
                         held_back = held;
                         if held || next_start.is_some() {
@@ -227,6 +246,7 @@ pub(in crate::worker) async fn claim_loop(
                     }
                     Err(error) => {
                         failures += 1;
+                        idle_since = None;
                         backlog = false;
                         held_back = false;
                         rate_held = false;
@@ -258,11 +278,12 @@ pub(in crate::worker) async fn claim_loop(
                     break;
                 }
                 next_poll = tokio::time::Instant::now();
+                idle_since = None;
             }
             () = &mut woken, if idle_claimer && !was_woken && failures == 0 && !rate_held => was_woken = true,
             // A settle of this worker's freed a slot of the limited queue.
             () = &mut settled, if idle_claimer && held_back && !was_woken && !rate_held => was_woken = true,
-            () = tokio::time::sleep_until(next_poll), if idle_claimer && !backlog && !was_woken => {}
+            () = tokio::time::sleep_until(poll_at), if idle_claimer && !backlog && !was_woken => {}
         }
     }
     // Stopping: a claim in flight may already hold rows; take them, then
@@ -498,6 +519,10 @@ fn held_poll(poll: Duration, held_claims: u32) -> Duration {
         .min(poll / 4)
 }
 
+/// The safety net's poll of an idle queue the database watcher covers
+/// (see [`crate::wakeup::Watch`]), unless the poll interval is longer.
+const WATCHED_POLL: Duration = Duration::from_secs(60);
+
 /// The wait after a claim that found jobs: [`poll_after`]'s shortest.
 const ACTIVE_POLL: Duration = Duration::from_millis(1);
 
@@ -513,6 +538,9 @@ const ACTIVE_POLL: Duration = Duration::from_millis(1);
 fn poll_after(poll: Duration, empty_claims: u32) -> Duration {
     ACTIVE_POLL
         .min(poll)
-        .saturating_mul(1 << empty_claims.min(12))
+        .saturating_mul(1 << empty_claims.min(BACKED_OFF))
         .min(poll)
 }
+
+/// Empty claims in a row after which [`poll_after`] waits its longest.
+const BACKED_OFF: u32 = 12;

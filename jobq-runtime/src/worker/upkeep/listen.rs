@@ -11,6 +11,6 @@ use crate::worker::shared::Shared;
 pub(in crate::worker) async fn listen(shared: Arc<Shared>) {
     shared
         .store
-        .listen(&shared.queue_names, &shared.stop_background)
+        .listen(&shared.queue_names, &shared.watch, &shared.stop_background)
         .await;
 }

@@ -41,6 +41,11 @@ impl Pauses {
 /// while its queue is paused claims nothing from it. When a read fails,
 /// the last set read stays in force and the next read comes after a
 /// backoff (at most one poll interval).
+///
+/// While the database watcher compares the controls for the worker (see
+/// [`crate::wakeup::Watch::controls_fresh`]), a tick reads them only as a
+/// safety net ([`CONTROLS_NET`]): the watcher wakes the loop when they
+/// change, as an announcement from another process does.
 pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
     let shared = &pauses.shared;
     // The first read goes out beside the migrations' check, so a worker
@@ -57,13 +62,22 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
     // Another process announced changed controls: read them now.
     let control = crate::wakeup::subscribe(crate::wakeup::CONTROL);
     let mut announced = Box::pin(control.notified());
+    let mut last_read = tokio::time::Instant::now();
     loop {
         tokio::select! {
             biased;
             () = shared.stop_background.cancelled() => return,
-            _ = ticks.tick() => {}
+            _ = ticks.tick() => {
+                if failures == 0
+                    && shared.watch.controls_fresh(crate::wakeup::WATCH_FRESH)
+                    && last_read.elapsed() < CONTROLS_NET.max(poll)
+                {
+                    continue;
+                }
+            }
             () = &mut announced, if failures == 0 => ticks.reset(),
         }
+        last_read = tokio::time::Instant::now();
         // Armed before the read: an announcement during it is not missed.
         announced = Box::pin(control.notified());
         announced.as_mut().enable();
@@ -133,6 +147,10 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
         }
     }
 }
+
+/// How often the pause loop reads the controls while the database
+/// watcher compares them (the net under the watcher's comparisons).
+const CONTROLS_NET: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Reads which concurrency keys have a rate into
 /// [`Shared::rated_keys`]; a failed read keeps the last set.

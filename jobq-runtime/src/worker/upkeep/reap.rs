@@ -10,6 +10,10 @@ use crate::worker::util::{jittered_pause, unless};
 /// Most expired jobs the reaper returns per statement.
 const REAP_BATCH: u32 = 500;
 
+/// How often the reaper runs while the database watcher reports expired
+/// leases (the net under it).
+const REAP_NET: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Pages of concurrency keys the reaper's sweep releases per round
 /// (`KEY_SWEEP_PAGE` = 200 keys each), resuming where the last round
 /// stopped: every key within (keys / 200) reap intervals of one worker,
@@ -27,10 +31,31 @@ pub(in crate::worker) struct Reaper {
 
 /// Returns the served queues' expired jobs to `pending`, at jittered
 /// intervals, until the worker's background stops.
+///
+/// While the database watcher covers every served queue (see
+/// [`wakeup::Watch`]), it reports expired leases and an interval passes
+/// with no statement: the reaper then runs when told, or as a safety net
+/// every [`REAP_NET`].
 pub(in crate::worker) async fn reaper_loop(reaper: Arc<Reaper>) {
     let shared = &reaper.shared;
     let interval = shared.settings.reap_interval();
-    while jittered_pause(&shared.stop_background, interval).await {
+    let mut last_pass = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            biased;
+            () = shared.watch.expired() => {}
+            pause = jittered_pause(&shared.stop_background, interval) => {
+                if !pause {
+                    return;
+                }
+                let covered = shared.watch.jobs()
+                    && reaper.queues.iter().all(|(queue, _)| wakeup::waiting(queue).idle());
+                if covered && last_pass.elapsed() < REAP_NET.max(interval) {
+                    continue;
+                }
+            }
+        }
+        last_pass = tokio::time::Instant::now();
         for (queue, metrics) in &reaper.queues {
             loop {
                 let reaped = unless(

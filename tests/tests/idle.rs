@@ -1,0 +1,150 @@
+//! An idle worker costs the database almost nothing, whatever its number
+//! of queues, and still finds every due job: where the backend has a
+//! watcher (MySQL/MariaDB's waiter, one statement a second for every
+//! queue), the watcher reports due jobs, expired leases and changed
+//! controls, and the claim loops, the pause loop and the reaper send only
+//! their safety nets. The worker here runs on this test's thread (a
+//! current-thread runtime) and counts its own statements from sqlx's
+//! per-statement event, which the waiter's connection does not send (its
+//! one statement a second is by design); before the watcher covered them,
+//! four idle queues at the default poll sent about 12 statements a second.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use jobq_runtime::{Enqueue, JobStatus, Worker, job};
+use jobq_tests::sql::{Arg, Db};
+use jobq_tests::{TestDb, unique_queue, wait_for_status};
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::{Context, Layer};
+use tracing_subscriber::prelude::*;
+
+/// Until the first polls have backed off and the watcher covers the queues.
+const SETTLE: Duration = Duration::from_secs(3);
+/// The window the statements are counted over.
+const WINDOW: Duration = Duration::from_secs(10);
+/// Most statements in [`WINDOW`]: a presence beat (two) and room for one
+/// more of them; at the poll interval it would be over a hundred.
+const MOST: u64 = 5;
+
+thread_local! {
+    static STATEMENTS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts sqlx's per-statement events on this thread.
+struct Counter;
+
+impl<S: tracing::Subscriber> Layer<S> for Counter {
+    fn on_event(&self, _event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+        STATEMENTS.with(|n| n.set(n.get() + 1));
+    }
+}
+
+fn statements() -> u64 {
+    STATEMENTS.with(Cell::get)
+}
+
+/// Runs `test` on a current-thread runtime whose every task reports its
+/// statements to this thread's [`Counter`].
+fn counted(test: impl Future<Output = ()>) {
+    let subscriber = tracing_subscriber::registry()
+        .with(Counter.with_filter(Targets::new().with_target("sqlx::query", LevelFilter::TRACE)));
+    let _default = tracing::subscriber::set_default(subscriber);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(test);
+}
+
+#[job(name = "idle_noop")]
+async fn noop(n: u64) {
+    let _ = n;
+}
+
+/// Four idle queues at the default poll interval: a handful of statements
+/// in ten seconds besides the watcher's; a job scheduled two seconds ahead
+/// (its enqueue wakes the loop, which finds it not due) still starts
+/// within a second of its time, found by the watcher.
+async fn an_idle_worker_sends_almost_nothing_and_still_finds_due_jobs(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queues: Vec<String> = (0..4).map(|n| unique_queue(&format!("idle{n}"))).collect();
+    let mut builder = Worker::builder(jobq.clone());
+    for queue in &queues {
+        builder = builder.queue_unchecked(queue, 2);
+    }
+    let handle = builder.build().unwrap().start();
+    tokio::time::sleep(SETTLE).await;
+    let before = statements();
+    tokio::time::sleep(WINDOW).await;
+    let sent = statements() - before;
+    println!("an idle worker of 4 queues sent {sent} statements in {WINDOW:?}");
+    assert!(
+        sent <= MOST,
+        "an idle worker of 4 queues sent {sent} statements in {WINDOW:?} (at most {MOST})"
+    );
+    let id = jobq
+        .enqueue_with(
+            Noop::new(1),
+            Enqueue::new()
+                .queue(&queues[2])
+                .delay(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap()
+        .id;
+    let due = jobq.job(id).await.unwrap().expect("the job").run_at;
+    let done = wait_for_status(&jobq, id, JobStatus::Done, Duration::from_secs(20)).await;
+    let late = done.claimed_at.expect("claimed") - due;
+    println!("the scheduled job started {late} after its time");
+    assert!(
+        late < chrono::TimeDelta::milliseconds(1_000),
+        "the scheduled job started {late} after its time"
+    );
+    handle.shutdown(Duration::from_secs(10)).await.unwrap();
+}
+
+/// A lease that runs out while the worker is idle is reaped about when it
+/// does, reported by the watcher, not at the reaper's interval (20 s
+/// here); the job then runs.
+async fn a_lease_that_runs_out_while_idle_is_reaped_at_once(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("idle_lease");
+    let id = jobq
+        .enqueue_with(Noop::new(2), Enqueue::new().queue(&queue))
+        .await
+        .unwrap()
+        .id;
+    // As if a worker that died had claimed it, its lease running out in a second.
+    let sql = Db::of(&jobq);
+    let held = sql.pick(
+        "UPDATE jobq_jobs SET status = 'processing', attempts = 1, lease_token = 7, \
+         run_at = UTC_TIMESTAMP(6) + INTERVAL 1 SECOND WHERE id = ?",
+        "UPDATE jobq_jobs SET status = 'processing', attempts = 1, lease_token = 7, \
+         run_at = now() + interval '1 second' WHERE id = $1",
+        "UPDATE jobq_jobs SET status = 'processing', attempts = 1, lease_token = 7, \
+         run_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+1 second') WHERE id = ?",
+    );
+    assert_eq!(sql.execute(held, &[Arg::Int(id)]).await.unwrap(), 1);
+    let expires = jobq.job(id).await.unwrap().expect("the job").run_at;
+    let handle = Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 2)
+        .reap_interval(Duration::from_secs(20))
+        .build()
+        .unwrap()
+        .start();
+    let done = wait_for_status(&jobq, id, JobStatus::Done, Duration::from_secs(40)).await;
+    let late = done.claimed_at.expect("claimed") - expires;
+    println!("the job whose lease ran out started again {late} after");
+    assert!(
+        late < chrono::TimeDelta::milliseconds(3_000),
+        "the job whose lease ran out started again {late} after (the reap interval is 20 s)"
+    );
+    assert_eq!(done.attempts, 2);
+    handle.shutdown(Duration::from_secs(10)).await.unwrap();
+}
+
+jobq_tests::on_every_backend!(@backend mysql, [runner counted],
+    an_idle_worker_sends_almost_nothing_and_still_finds_due_jobs,
+    a_lease_that_runs_out_while_idle_is_reaped_at_once
+);

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -61,13 +62,11 @@ pub(crate) struct Waiting {
 
 impl Waiting {
     /// Whether a loop of the queue waits.
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     pub(crate) fn idle(&self) -> bool {
         self.idle.load(Ordering::Acquire) > 0
     }
 
     /// Claims started so far.
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     pub(crate) fn claims(&self) -> u64 {
         self.claims.load(Ordering::Acquire)
     }
@@ -148,7 +147,6 @@ impl Watch {
 
     /// A watcher covers `queues`' due jobs until the guard drops; then
     /// their claim loops are woken, to poll again.
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     pub(crate) fn cover<'a>(&'a self, queues: &'a [String]) -> Covered<'a> {
         self.jobs.fetch_add(1, Ordering::AcqRel);
         Covered {
@@ -159,7 +157,6 @@ impl Watch {
 
     /// A watcher compared the controls just now (and woke the pause loop
     /// if they changed).
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     pub(crate) fn controls_compared(&self) {
         *self
             .controls_seen
@@ -169,7 +166,6 @@ impl Watch {
 
     /// A watcher saw an expired lease in a queue it covers: the reaper
     /// runs now.
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     pub(crate) fn lease_expired(&self) {
         self.expired.notify_one();
     }
@@ -201,6 +197,60 @@ impl Drop for Covered<'_> {
         self.watch.jobs.fetch_sub(1, Ordering::AcqRel);
         for queue in self.queues {
             notify(queue);
+        }
+    }
+}
+
+/// How long a watcher waits for a claim after reporting a queue's due
+/// jobs before it reports them again (a wake-up its loops missed never
+/// stalls the queue).
+const REPORT_AGAIN: Duration = Duration::from_secs(5);
+
+/// A watcher's view of its queues' claim loops: which queues to look at
+/// now, and the due ones it reported (see [`Watch`]).
+#[derive(Debug)]
+pub(crate) struct Lookout<'a> {
+    states: Vec<(&'a String, Arc<Waiting>)>,
+    /// Per queue, the loops' claim count when it was last reported due,
+    /// and when.
+    reported: HashMap<&'a str, (u64, Instant)>,
+}
+
+impl<'a> Lookout<'a> {
+    /// A view of `queues`; every loop of theirs claims once now (jobs may
+    /// have come while no watcher looked).
+    pub(crate) fn new(queues: &'a [String]) -> Self {
+        for queue in queues {
+            notify(queue);
+        }
+        Self {
+            states: queues.iter().map(|q| (q, waiting(q))).collect(),
+            reported: HashMap::new(),
+        }
+    }
+
+    /// The queues to look at: those with a loop waiting for jobs, unless
+    /// reported due since its last claim (and less than [`REPORT_AGAIN`]
+    /// ago).
+    pub(crate) fn queues(&self) -> Vec<String> {
+        self.states
+            .iter()
+            .filter(|(q, state)| {
+                state.idle()
+                    && self.reported.get(q.as_str()).is_none_or(|&(claims, at)| {
+                        claims != state.claims() || at.elapsed() >= REPORT_AGAIN
+                    })
+            })
+            .map(|(q, _)| (*q).clone())
+            .collect()
+    }
+
+    /// `queue` has a due job: wakes its loops.
+    pub(crate) fn due(&mut self, queue: &str) {
+        if let Some((name, state)) = self.states.iter().find(|(q, _)| **q == queue) {
+            self.reported
+                .insert(name.as_str(), (state.claims(), Instant::now()));
+            notify(name);
         }
     }
 }

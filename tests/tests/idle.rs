@@ -1,18 +1,20 @@
 //! An idle worker costs the database almost nothing, whatever its number
-//! of queues, and still finds every due job: where the backend has a
-//! watcher (MySQL/MariaDB's waiter, one statement a second for every
-//! queue), the watcher reports due jobs, expired leases and changed
-//! controls, and the claim loops, the pause loop and the reaper send only
-//! their safety nets. The worker here runs on this test's thread (a
-//! current-thread runtime) and counts its own statements from sqlx's
-//! per-statement event, which the waiter's connection does not send (its
-//! one statement a second is by design); before the watcher covered them,
-//! four idle queues at the default poll sent about 12 statements a second.
+//! of queues, and still finds every due job: its watcher (MySQL/MariaDB's
+//! waiter, PostgreSQL's and SQLite's look beside their wake-up channel,
+//! one statement a second for every queue) reports due jobs, expired
+//! leases and changed controls, and the claim loops, the pause loop and
+//! the reaper send only their safety nets. The worker here runs on this
+//! test's thread (a current-thread runtime) and counts its statements
+//! from sqlx's per-statement event, less the watcher's own (MySQL's
+//! waiter does not log its statements; PostgreSQL's looks are counted and
+//! allowed for; SQLite's statements run on a thread of sqlx's own and are
+//! not seen here); before the watcher covered them, four idle queues at
+//! the default poll sent 292 statements in ten seconds on MariaDB.
 
 use std::cell::Cell;
 use std::time::Duration;
 
-use jobq_runtime::{Enqueue, JobStatus, Worker, job};
+use jobq_runtime::{Backend, Enqueue, JobStatus, Worker, job};
 use jobq_tests::sql::{Arg, Db};
 use jobq_tests::{TestDb, unique_queue, wait_for_status};
 use tracing_subscriber::filter::{LevelFilter, Targets};
@@ -23,9 +25,13 @@ use tracing_subscriber::prelude::*;
 const SETTLE: Duration = Duration::from_secs(3);
 /// The window the statements are counted over.
 const WINDOW: Duration = Duration::from_secs(10);
-/// Most statements in [`WINDOW`]: a presence beat (two) and room for one
-/// more of them; at the poll interval it would be over a hundred.
+/// Most statements in [`WINDOW`] besides the looks: a presence beat (two)
+/// and room for one more of them; at the poll interval it would be over a
+/// hundred.
 const MOST: u64 = 5;
+/// Most looks in [`WINDOW`] where they are counted: one a second, and
+/// one more at each end.
+const LOOKS: u64 = 12;
 
 thread_local! {
     static STATEMENTS: Cell<u64> = const { Cell::new(0) };
@@ -47,8 +53,15 @@ fn statements() -> u64 {
 /// Runs `test` on a current-thread runtime whose every task reports its
 /// statements to this thread's [`Counter`].
 fn counted(test: impl Future<Output = ()>) {
+    let log = tracing_subscriber::fmt::layer()
+        .with_test_writer()
+        .with_filter(
+            tracing_subscriber::EnvFilter::try_from_env("JOBQ_TEST_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off")),
+        );
     let subscriber = tracing_subscriber::registry()
-        .with(Counter.with_filter(Targets::new().with_target("sqlx::query", LevelFilter::TRACE)));
+        .with(Counter.with_filter(Targets::new().with_target("sqlx::query", LevelFilter::TRACE)))
+        .with(log);
     let _default = tracing::subscriber::set_default(subscriber);
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -79,10 +92,20 @@ async fn an_idle_worker_sends_almost_nothing_and_still_finds_due_jobs(db: TestDb
     tokio::time::sleep(WINDOW).await;
     let sent = statements() - before;
     println!("an idle worker of 4 queues sent {sent} statements in {WINDOW:?}");
-    assert!(
-        sent <= MOST,
-        "an idle worker of 4 queues sent {sent} statements in {WINDOW:?} (at most {MOST})"
-    );
+    // SQLite's statements run on sqlx's own thread, whose events this
+    // counter does not see: its idle rate is measured by the benchmark
+    // (`bench steady`), in a process of its own.
+    if db.backend() != Backend::Sqlite {
+        let most = if db.backend() == Backend::MySql {
+            MOST
+        } else {
+            MOST + LOOKS
+        };
+        assert!(
+            sent <= most,
+            "an idle worker of 4 queues sent {sent} statements in {WINDOW:?} (at most {most})"
+        );
+    }
     let id = jobq
         .enqueue_with(
             Noop::new(1),
@@ -123,7 +146,7 @@ async fn a_lease_that_runs_out_while_idle_is_reaped_at_once(db: TestDb) {
         "UPDATE jobq_jobs SET status = 'processing', attempts = 1, lease_token = 7, \
          run_at = now() + interval '1 second' WHERE id = $1",
         "UPDATE jobq_jobs SET status = 'processing', attempts = 1, lease_token = 7, \
-         run_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+1 second') WHERE id = ?",
+         run_at = CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER) + 1000000 WHERE id = ?",
     );
     assert_eq!(sql.execute(held, &[Arg::Int(id)]).await.unwrap(), 1);
     let expires = jobq.job(id).await.unwrap().expect("the job").run_at;
@@ -144,7 +167,7 @@ async fn a_lease_that_runs_out_while_idle_is_reaped_at_once(db: TestDb) {
     handle.shutdown(Duration::from_secs(10)).await.unwrap();
 }
 
-jobq_tests::on_every_backend!(@backend mysql, [runner counted],
+jobq_tests::on_every_backend!(run_with = counted;
     an_idle_worker_sends_almost_nothing_and_still_finds_due_jobs,
     a_lease_that_runs_out_while_idle_is_reaped_at_once
 );

@@ -123,6 +123,8 @@ use crate::types::{Enqueued, JobInfo, QueueCounts};
 pub(crate) mod contract;
 pub(crate) mod doctor;
 pub(crate) mod filter;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) mod look;
 pub(crate) mod migrate;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;

@@ -37,8 +37,7 @@
 //! the same node, and no waiter sits on a node the pool left (a node that
 //! came back before it was ready).
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError};
@@ -59,9 +58,6 @@ use crate::wakeup;
 /// takes, at most, to see another process's job (and an idle worker's one
 /// statement per this long).
 pub(crate) const WAIT_SLEEP: Duration = Duration::from_secs(1);
-/// How long a waiter waits for a claim after reporting a queue's due
-/// jobs before it reports them again.
-const REPORT_AGAIN: Duration = Duration::from_secs(5);
 /// How often a waiter refreshes its row.
 const REGISTER_EVERY: Duration = Duration::from_secs(60);
 /// How long a ringer trusts its list of waiters.
@@ -519,22 +515,14 @@ impl Waiter {
         failures: &mut u32,
         deadline: Duration,
     ) -> Result<Stopped, sqlx::Error> {
-        let states: Vec<(&String, Arc<wakeup::Waiting>)> =
-            queues.iter().map(|q| (q, wakeup::waiting(q))).collect();
+        // Every loop claims once when the connection is (re)made: jobs
+        // enqueued while it was not waiting are found.
+        let mut lookout = wakeup::Lookout::new(queues);
         let _covered = watch.cover(queues);
         // The controls' fingerprint at the last statement: none yet, so
         // the first tells the pause loop to read (they may have changed
         // while no waiter looked).
         let mut controls: Option<String> = None;
-        // Per queue, the loops' claim count when it was last reported due,
-        // and when: reported again if no claim followed within
-        // `REPORT_AGAIN` (a wake-up its loops missed never stalls it).
-        let mut reported: HashMap<&str, (u64, Instant)> = HashMap::new();
-        // Every loop claims once when the connection is (re)made: jobs
-        // enqueued while it was not waiting are found.
-        for queue in queues {
-            wakeup::notify(queue);
-        }
         loop {
             if self
                 .registered
@@ -545,16 +533,7 @@ impl Waiter {
             let idle = wakeup::became_idle().notified();
             tokio::pin!(idle);
             idle.as_mut().enable();
-            let watched: Vec<String> = states
-                .iter()
-                .filter(|(q, state)| {
-                    state.idle()
-                        && reported.get(q.as_str()).is_none_or(|&(claims, at)| {
-                            claims != state.claims() || at.elapsed() >= REPORT_AGAIN
-                        })
-                })
-                .map(|(q, _)| (*q).clone())
-                .collect();
+            let watched = lookout.queues();
             if watched.is_empty() {
                 tracing::trace!("every loop busy");
                 // Every loop busy (or already told): nothing to watch for
@@ -602,10 +581,7 @@ impl Waiter {
                 .collect();
             tracing::trace!(?watched, ?due, "waited");
             for queue in due {
-                if let Some((name, state)) = states.iter().find(|(q, _)| **q == queue) {
-                    reported.insert(name.as_str(), (state.claims(), Instant::now()));
-                    wakeup::notify(name);
-                }
+                lookout.due(queue);
             }
         }
     }

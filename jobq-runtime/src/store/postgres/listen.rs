@@ -7,7 +7,9 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
 
-use crate::wakeup;
+use super::sql::LOOK;
+use crate::store::look;
+use crate::wakeup::{self, Watch};
 
 /// The NOTIFY channel; the payload is the queue name.
 const CHANNEL: &str = "jobq";
@@ -28,6 +30,7 @@ const CHANNEL: &str = "jobq";
 pub(super) async fn listen(
     store: &PgPool,
     queues: &[String],
+    watch: &Watch,
     stop: &CancellationToken,
     deadline: Duration,
 ) {
@@ -45,9 +48,7 @@ pub(super) async fn listen(
         let error = tokio::select! {
             biased;
             () = stop.cancelled() => break,
-            result = forward_notifications(&pool, queues, &mut failures, deadline) => match result {
-                Err(error) => error,
-            },
+            error = watch_queues(store, &pool, (queues, watch), &mut failures, deadline) => error,
         };
         if matches!(error, sqlx::Error::PoolClosed) {
             break;
@@ -72,30 +73,55 @@ pub(super) async fn listen(
     tokio::spawn(async move { pool.close().await });
 }
 
-/// Listens until the connection fails; returns only with the error.
-async fn forward_notifications(
+/// Listens on a connection of `pool` and, while it does, looks at the
+/// queues through the `store`'s pool for the worker (`watch`, see
+/// `store::look`), until either fails; returns the error.
+async fn watch_queues(
+    store: &PgPool,
     pool: &PgPool,
-    queues: &[String],
+    (queues, watch): (&[String], &Watch),
     failures: &mut u32,
     deadline: Duration,
-) -> Result<Infallible, sqlx::Error> {
+) -> sqlx::Error {
+    let mut listener = match connect(pool, deadline).await {
+        Ok(listener) => listener,
+        Err(error) => return error,
+    };
+    tracing::debug!(channel = CHANNEL, "listening for PostgreSQL notifications");
+    *failures = 0;
+    wake_all(queues);
+    let looking = look::keep_looking(queues, watch, deadline, |watched| {
+        let store = store.clone();
+        Box::pin(async move { sqlx::query_as(LOOK).bind(watched).fetch_all(&store).await })
+    });
+    tokio::select! {
+        Err(error) = forward_notifications(&mut listener, queues) => error,
+        error = looking => error,
+    }
+}
+
+/// A listener on `CHANNEL`, within `deadline`.
+async fn connect(pool: &PgPool, deadline: Duration) -> Result<PgListener, sqlx::Error> {
     let connect = async {
         let mut listener = PgListener::connect_with(pool).await?;
         listener.listen(CHANNEL).await?;
         Ok::<_, sqlx::Error>(listener)
     };
-    let mut listener = match tokio::time::timeout(deadline, connect).await {
-        Ok(listener) => listener?,
-        Err(_elapsed) => {
-            return Err(sqlx::Error::Io(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("no LISTEN within {deadline:?}"),
-            )));
-        }
-    };
-    tracing::debug!(channel = CHANNEL, "listening for PostgreSQL notifications");
-    *failures = 0;
-    wake_all(queues);
+    match tokio::time::timeout(deadline, connect).await {
+        Ok(listener) => listener,
+        Err(_elapsed) => Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no LISTEN within {deadline:?}"),
+        ))),
+    }
+}
+
+/// Forwards notifications until the connection fails; returns only with
+/// the error.
+async fn forward_notifications(
+    listener: &mut PgListener,
+    queues: &[String],
+) -> Result<Infallible, sqlx::Error> {
     loop {
         // `Ok(None)`: the connection dropped and sqlx has reconnected (and
         // re-issued LISTEN); whatever was sent in between is lost.

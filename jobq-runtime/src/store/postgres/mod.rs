@@ -470,8 +470,8 @@ impl BackendStore for PgStore {
         self.ringer.flush(within).await;
     }
 
-    async fn listen(&self, queues: &[String], _watch: &Watch, stop: &CancellationToken) {
-        listen::listen(&self.pool, queues, stop, self.deadline).await;
+    async fn listen(&self, queues: &[String], watch: &Watch, stop: &CancellationToken) {
+        listen::listen(&self.pool, queues, watch, stop, self.deadline).await;
     }
 
     async fn cancel(&self, id: i64) -> Result<Cancelled> {

@@ -816,6 +816,18 @@ pub fn drop_database(name: &str) -> String {
     format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")
 }
 
+/// The watcher's look at queues `$1` (see `store::look`): per queue, µs
+/// from now to its earliest `pending` row's `run_at` and to its earliest
+/// `processing` row's (a lease's end), each one descent of a partial
+/// index (`jobq_jobs_claim` read for its queue's pending rows, as an
+/// idle claim reads them, and `jobq_jobs_lease`).
+pub const LOOK: &str = "SELECT q.queue, \
+     (SELECT CAST(EXTRACT(EPOCH FROM (MIN(j.run_at) - now())) * 1000000 AS bigint) \
+        FROM jobq_jobs j WHERE j.queue = q.queue AND j.status = 'pending'), \
+     (SELECT CAST(EXTRACT(EPOCH FROM (MIN(j.run_at) - now())) * 1000000 AS bigint) \
+        FROM jobq_jobs j WHERE j.queue = q.queue AND j.status = 'processing') \
+     FROM unnest($1::text[]) AS q(queue)";
+
 /// The embedded migrations (`jobq-runtime/migrations/postgres/`), in order.
 pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
     20261129000001 "jobq_jobs",

@@ -587,8 +587,9 @@ impl BackendStore for SqliteStore {
     }
 
     /// No wake-ups from the database: polling and in-process wake-ups only.
-    async fn listen(&self, queues: &[String], _watch: &Watch, stop: &CancellationToken) {
-        wake::wait(wake::wake_dir(&self.pool.connect_options()), queues, stop).await;
+    async fn listen(&self, queues: &[String], watch: &Watch, stop: &CancellationToken) {
+        let dir = wake::wake_dir(&self.pool.connect_options());
+        wake::wait((dir, &self.pool), queues, watch, stop, self.deadline).await;
     }
 
     fn announce_control(&self) {

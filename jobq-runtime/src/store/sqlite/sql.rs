@@ -592,6 +592,15 @@ pub const WORKERS_LIVE: &str = "SELECT worker_id, host, pid, version, queues, jo
      started_at, last_seen, expires_at \
      FROM jobq_workers WHERE expires_at > ?1 ORDER BY started_at, id";
 
+/// The watcher's look at the queues of JSON array `?2` at `?1` (Unix µs;
+/// see `store::look`): per queue, µs from then to its earliest `pending`
+/// row's `run_at` and to its earliest `processing` row's (a lease's end),
+/// from the claim index.
+pub const LOOK: &str = "SELECT q.value, \
+     (SELECT MIN(j.run_at) - ?1 FROM jobq_jobs j WHERE j.queue = q.value AND j.status = 'pending'), \
+     (SELECT MIN(j.run_at) - ?1 FROM jobq_jobs j WHERE j.queue = q.value AND j.status = 'processing') \
+     FROM json_each(?2) q";
+
 /// The embedded migrations (`jobq-runtime/migrations/sqlite/`), in order.
 pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261129000001 "jobq_jobs",

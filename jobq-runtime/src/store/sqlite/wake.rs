@@ -17,9 +17,12 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::SqliteConnectOptions;
 use tokio_util::sync::CancellationToken;
 
+#[cfg(unix)]
+use super::sql::LOOK;
+#[cfg(unix)]
+use crate::store::look;
 use crate::store::ring::Bell;
 use crate::store::sql::visible_sql;
-#[cfg(unix)]
 use crate::wakeup;
 
 /// Longest socket path the platforms take (`sun_path` is 104 or 108 bytes).
@@ -55,9 +58,17 @@ fn fnv1a(path: &Path) -> u64 {
 }
 
 /// Receives the datagrams of other processes' enqueues for `queues` in
-/// `dir` and wakes this process's claim loops, until `stop`.
+/// `dir` and wakes this process's claim loops, and while the socket is
+/// bound looks at the queues through `pool` for the worker (`watch`, see
+/// `store::look`), until `stop`.
 #[cfg(unix)]
-pub(super) async fn wait(dir: Option<PathBuf>, queues: &[String], stop: &CancellationToken) {
+pub(super) async fn wait(
+    (dir, pool): (Option<PathBuf>, &SqlitePool),
+    queues: &[String],
+    watch: &wakeup::Watch,
+    stop: &CancellationToken,
+    deadline: std::time::Duration,
+) {
     let Some(dir) = dir.filter(|_| !queues.is_empty()) else {
         return;
     };
@@ -85,11 +96,14 @@ pub(super) async fn wait(dir: Option<PathBuf>, queues: &[String], stop: &Cancell
         wakeup::notify(queue);
     }
     let mut buf = vec![0u8; 64 << 10];
+    let looking = keep_looking(pool, queues, watch, deadline);
+    tokio::pin!(looking);
     loop {
         let received = tokio::select! {
             biased;
             () = stop.cancelled() => break,
             received = socket.recv(&mut buf) => received,
+            never = &mut looking => match never {},
         };
         match received {
             Ok(len) => {
@@ -112,9 +126,50 @@ pub(super) async fn wait(dir: Option<PathBuf>, queues: &[String], stop: &Cancell
     let _ = std::fs::remove_file(&path);
 }
 
+/// Looks at `queues` for the worker (see `store::look`) until dropped,
+/// again after a backoff when a look fails.
+#[cfg(unix)]
+async fn keep_looking(
+    pool: &SqlitePool,
+    queues: &[String],
+    watch: &wakeup::Watch,
+    deadline: std::time::Duration,
+) -> std::convert::Infallible {
+    let mut failures = 0u32;
+    loop {
+        let error = look::keep_looking(queues, watch, deadline, |watched| {
+            let pool = pool.clone();
+            Box::pin(async move {
+                let watched = serde_json::to_string(&watched).unwrap_or_default();
+                sqlx::query_as(LOOK)
+                    .bind(chrono::Utc::now().timestamp_micros())
+                    .bind(watched)
+                    .fetch_all(&pool)
+                    .await
+            })
+        })
+        .await;
+        failures += 1;
+        let pause = crate::store::policy::listen_backoff(failures);
+        tracing::warn!(
+            error = &error as &dyn std::error::Error,
+            retry_in = ?pause,
+            "looking at the queues for due jobs failed; they are polled meanwhile"
+        );
+        tokio::time::sleep(pause).await;
+    }
+}
+
 /// No Unix sockets: workers poll.
 #[cfg(not(unix))]
-pub(super) async fn wait(_dir: Option<PathBuf>, _queues: &[String], _stop: &CancellationToken) {}
+pub(super) async fn wait(
+    _at: (Option<PathBuf>, &SqlitePool),
+    _queues: &[String],
+    _watch: &wakeup::Watch,
+    _stop: &CancellationToken,
+    _deadline: std::time::Duration,
+) {
+}
 
 /// Sends the datagrams of enqueues made through the store (see the module docs).
 #[derive(Debug)]

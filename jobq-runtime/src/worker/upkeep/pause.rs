@@ -68,7 +68,8 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
             biased;
             () = shared.stop_background.cancelled() => return,
             _ = ticks.tick() => {
-                if failures == 0
+                if first.is_none()
+                    && failures == 0
                     && shared.watch.controls_fresh(crate::wakeup::WATCH_FRESH)
                     && last_read.elapsed() < CONTROLS_NET.max(poll)
                 {

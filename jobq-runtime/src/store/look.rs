@@ -1,0 +1,81 @@
+//! The watcher of the backends whose statements cannot sleep until an
+//! enqueue interrupts them (PostgreSQL, SQLite; MySQL's waiter is its own,
+//! see `mysql::wake`): while their wake-up channel is up (a `LISTEN`
+//! connection, a bound socket), one look a second at every queue whose
+//! claim loops wait for jobs — the earliest `run_at` of its `pending` and
+//! of its `processing` rows — wakes the loops of a queue with a job due
+//! (scheduled, retried, reaped, or written by hand), tells the reaper of
+//! an expired lease, and sleeps until the next job is due if that is
+//! sooner. The channel carries other processes' enqueues and announced
+//! controls at once; the look covers the rest, so the claim loops, the
+//! pause loop and the reaper poll only as safety nets (see
+//! [`Watch`](crate::wakeup::Watch)).
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use crate::wakeup::{self, Lookout, Watch};
+
+/// How long a look may be from the last: how long a job that came due
+/// without a wake-up (a retry, a reaped job, a row written by hand) waits
+/// at most, and an idle worker's one statement per this long.
+pub(crate) const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+/// What one look found, per queue: µs until its earliest `pending` row's
+/// `run_at` (≤ 0: due) and until its earliest `processing` row's (≤ 0: a
+/// lease expired), `None` where it has none.
+pub(crate) type Looked = Vec<(String, Option<i64>, Option<i64>)>;
+
+/// Looks at `queues` with `look` (within `deadline` each) for as long as
+/// it succeeds; returns the error that ended it. The caller runs it while
+/// its wake-up channel is up, and drops it when the channel goes down:
+/// then `watch` no longer counts on it and the loops poll again.
+pub(crate) async fn keep_looking(
+    queues: &[String],
+    watch: &Watch,
+    deadline: Duration,
+    mut look: impl FnMut(Vec<String>) -> BoxFuture<'static, Result<Looked, sqlx::Error>>,
+) -> sqlx::Error {
+    let mut lookout = Lookout::new(queues);
+    let _covered = watch.cover(queues);
+    loop {
+        // The channel carries announced controls while it is up.
+        watch.controls_compared();
+        let idle = wakeup::became_idle().notified();
+        tokio::pin!(idle);
+        idle.as_mut().enable();
+        let watched = lookout.queues();
+        if watched.is_empty() {
+            // Every loop busy (or already told): nothing to look for
+            // until one waits again.
+            let _ = tokio::time::timeout(LOOK_EVERY, idle).await;
+            continue;
+        }
+        let looked = match tokio::time::timeout(deadline, look(watched.clone())).await {
+            Ok(Ok(looked)) => looked,
+            Ok(Err(error)) => return error,
+            Err(_elapsed) => {
+                return sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer to the look at the queues within {deadline:?}"),
+                ));
+            }
+        };
+        let mut next = LOOK_EVERY;
+        for (queue, pending, processing) in looked {
+            match pending {
+                Some(wait) if wait <= 0 => lookout.due(&queue),
+                Some(wait) => {
+                    next = next.min(Duration::from_micros(wait.unsigned_abs()));
+                }
+                None => {}
+            }
+            if processing.is_some_and(|wait| wait <= 0) {
+                watch.lease_expired();
+            }
+        }
+        tracing::trace!(?watched, ?next, "looked");
+        tokio::time::sleep(next).await;
+    }
+}

@@ -58,6 +58,12 @@ pub(crate) struct Waiting {
     /// due jobs once per claim, not again while the claim it asked for is
     /// still to come.
     claims: AtomicU64,
+    /// When the earliest job this process sent back to `pending` for later
+    /// (a retry, a snooze) comes due: the loops claim then, whatever the
+    /// watcher's next look.
+    due: Mutex<Option<tokio::time::Instant>>,
+    /// Told when `due` moves earlier.
+    hinted: Notify,
 }
 
 impl Waiting {
@@ -71,9 +77,42 @@ impl Waiting {
         self.claims.load(Ordering::Acquire)
     }
 
-    /// A loop of the queue starts a claim.
+    /// A loop of the queue starts a claim: a job due by now is its to find.
     pub(crate) fn claiming(&self) {
         self.claims.fetch_add(1, Ordering::AcqRel);
+        let mut due = self
+            .due
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if due.is_some_and(|at| at <= tokio::time::Instant::now()) {
+            *due = None;
+        }
+    }
+
+    /// A job of the queue this process sent back comes due at `at`.
+    pub(crate) fn due_at(&self, at: tokio::time::Instant) {
+        let mut due = self
+            .due
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if due.is_none_or(|known| at < known) {
+            *due = Some(at);
+            self.hinted.notify_waiters();
+        }
+    }
+
+    /// When the earliest job this process sent back comes due, if one is
+    /// still to be claimed.
+    pub(crate) fn next_due(&self) -> Option<tokio::time::Instant> {
+        *self
+            .due
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Completes when [`Waiting::due_at`] moves the due time earlier.
+    pub(crate) fn hinted(&self) -> tokio::sync::futures::Notified<'_> {
+        self.hinted.notified()
     }
 
     /// A loop of the queue waits until the guard drops.
@@ -110,6 +149,11 @@ pub(crate) fn became_idle() -> &'static Notify {
     static IDLE: Notify = Notify::const_new();
     &IDLE
 }
+
+/// How often a watcher looks (MySQL's waiter sleeps at most this long in
+/// one statement; PostgreSQL's and SQLite's look this often): a poll
+/// interval or reap interval shorter than this is kept as configured.
+pub(crate) const WATCH_EVERY: Duration = Duration::from_secs(1);
 
 /// How recent a watcher's comparison of the controls must be for the
 /// pause loop to trust it (a watcher compares them about once a second

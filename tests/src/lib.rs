@@ -25,6 +25,7 @@ pub mod proxy;
 pub mod scratch;
 pub mod services;
 pub mod sql;
+pub mod statements;
 mod wait;
 
 pub use process::WorkerProcess;

@@ -20,7 +20,7 @@ use crate::wakeup::{self, Lookout, Watch};
 /// How long a look may be from the last: how long a job that came due
 /// without a wake-up (a retry, a reaped job, a row written by hand) waits
 /// at most, and an idle worker's one statement per this long.
-pub(crate) const LOOK_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const LOOK_EVERY: Duration = wakeup::WATCH_EVERY;
 
 /// What one look found, per queue: µs until its earliest `pending` row's
 /// `run_at` (≤ 0: due) and until its earliest `processing` row's (≤ 0: a
@@ -31,7 +31,7 @@ pub(crate) type Looked = Vec<(String, Option<i64>, Option<i64>)>;
 /// it succeeds; returns the error that ended it. The caller runs it while
 /// its wake-up channel is up, and drops it when the channel goes down:
 /// then `watch` no longer counts on it and the loops poll again.
-pub(crate) async fn keep_looking(
+async fn keep_looking(
     queues: &[String],
     watch: &Watch,
     deadline: Duration,
@@ -77,5 +77,28 @@ pub(crate) async fn keep_looking(
         }
         tracing::trace!(?watched, ?next, "looked");
         tokio::time::sleep(next).await;
+    }
+}
+
+/// [`keep_looking`] for as long as the caller's channel is up: a look that
+/// fails is tried again after a backoff (the loops poll meanwhile), and the
+/// channel stays as it is.
+pub(crate) async fn look_while_up(
+    queues: &[String],
+    watch: &Watch,
+    deadline: Duration,
+    mut look: impl FnMut(Vec<String>) -> BoxFuture<'static, Result<Looked, sqlx::Error>>,
+) -> std::convert::Infallible {
+    let mut failures = 0u32;
+    loop {
+        let error = keep_looking(queues, watch, deadline, &mut look).await;
+        failures += 1;
+        let pause = crate::store::policy::listen_backoff(failures);
+        tracing::warn!(
+            error = &error as &dyn std::error::Error,
+            retry_in = ?pause,
+            "looking at the queues for due jobs failed; they are polled meanwhile"
+        );
+        tokio::time::sleep(pause).await;
     }
 }

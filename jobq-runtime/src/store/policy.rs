@@ -1020,7 +1020,6 @@ pub(crate) fn ping_if_idle<DB: sqlx::Database>(
 /// A database listener's pause after `failures` failures in a row (PostgreSQL's
 /// LISTEN, MySQL's waiter): 500 ms doubling to 30 s: polling covers the
 /// queues meanwhile, so a listener that cannot connect need not hammer the server.
-#[cfg_attr(not(any(feature = "mysql", feature = "postgres")), allow(dead_code))]
 pub(crate) fn listen_backoff(failures: u32) -> Duration {
     let ms = 500u64.saturating_mul(1 << failures.min(6)).min(30_000);
     Duration::from_millis(rand::random_range(ms / 2..=ms))

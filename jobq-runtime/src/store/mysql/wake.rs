@@ -57,7 +57,7 @@ use crate::wakeup;
 /// Longest sleep of one [`wake_wait_sql`]: how long a waiter that no kill reaches
 /// takes, at most, to see another process's job (and an idle worker's one
 /// statement per this long).
-pub(crate) const WAIT_SLEEP: Duration = Duration::from_secs(1);
+pub(crate) const WAIT_SLEEP: Duration = wakeup::WATCH_EVERY;
 /// How often a waiter refreshes its row.
 const REGISTER_EVERY: Duration = Duration::from_secs(60);
 /// How long a ringer trusts its list of waiters.

@@ -75,7 +75,7 @@ pub(super) async fn listen(
 
 /// Listens on a connection of `pool` and, while it does, looks at the
 /// queues through the `store`'s pool for the worker (`watch`, see
-/// `store::look`), until either fails; returns the error.
+/// `store::look`), until the connection fails; returns the error.
 async fn watch_queues(
     store: &PgPool,
     pool: &PgPool,
@@ -90,13 +90,13 @@ async fn watch_queues(
     tracing::debug!(channel = CHANNEL, "listening for PostgreSQL notifications");
     *failures = 0;
     wake_all(queues);
-    let looking = look::keep_looking(queues, watch, deadline, |watched| {
+    let looking = look::look_while_up(queues, watch, deadline, |watched| {
         let store = store.clone();
         Box::pin(async move { sqlx::query_as(LOOK).bind(watched).fetch_all(&store).await })
     });
     tokio::select! {
         Err(error) = forward_notifications(&mut listener, queues) => error,
-        error = looking => error,
+        never = looking => match never {},
     }
 }
 

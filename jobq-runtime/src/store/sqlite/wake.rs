@@ -96,7 +96,17 @@ pub(super) async fn wait(
         wakeup::notify(queue);
     }
     let mut buf = vec![0u8; 64 << 10];
-    let looking = keep_looking(pool, queues, watch, deadline);
+    let looking = look::look_while_up(queues, watch, deadline, |watched| {
+        let pool = pool.clone();
+        Box::pin(async move {
+            let watched = serde_json::to_string(&watched).unwrap_or_default();
+            sqlx::query_as(LOOK)
+                .bind(chrono::Utc::now().timestamp_micros())
+                .bind(watched)
+                .fetch_all(&pool)
+                .await
+        })
+    });
     tokio::pin!(looking);
     loop {
         let received = tokio::select! {
@@ -124,40 +134,6 @@ pub(super) async fn wait(
         }
     }
     let _ = std::fs::remove_file(&path);
-}
-
-/// Looks at `queues` for the worker (see `store::look`) until dropped,
-/// again after a backoff when a look fails.
-#[cfg(unix)]
-async fn keep_looking(
-    pool: &SqlitePool,
-    queues: &[String],
-    watch: &wakeup::Watch,
-    deadline: std::time::Duration,
-) -> std::convert::Infallible {
-    let mut failures = 0u32;
-    loop {
-        let error = look::keep_looking(queues, watch, deadline, |watched| {
-            let pool = pool.clone();
-            Box::pin(async move {
-                let watched = serde_json::to_string(&watched).unwrap_or_default();
-                sqlx::query_as(LOOK)
-                    .bind(chrono::Utc::now().timestamp_micros())
-                    .bind(watched)
-                    .fetch_all(&pool)
-                    .await
-            })
-        })
-        .await;
-        failures += 1;
-        let pause = crate::store::policy::listen_backoff(failures);
-        tracing::warn!(
-            error = &error as &dyn std::error::Error,
-            retry_in = ?pause,
-            "looking at the queues for due jobs failed; they are polled meanwhile"
-        );
-        tokio::time::sleep(pause).await;
-    }
 }
 
 /// No Unix sockets: workers poll.

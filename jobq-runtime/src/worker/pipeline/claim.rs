@@ -69,6 +69,11 @@ pub(in crate::worker) async fn claim_loop(
     // anything back: while the database watcher covers the queue, the
     // next poll is a safety net from then.
     let mut idle_since: Option<tokio::time::Instant> = None;
+    // Empty claims in a row since a wake-up or a claim that found jobs: a
+    // loop woken for jobs another worker took polls once more at its
+    // interval before it leaves the queue to the watcher (in a burst
+    // shared by several workers, that next poll finds the rest).
+    let mut empty_since_wake = 0u32;
     let woken = wake.notified();
     tokio::pin!(woken);
     woken.as_mut().enable();
@@ -143,12 +148,27 @@ pub(in crate::worker) async fn claim_loop(
         let wanted_now = || (slots.available_permits() + ahead).saturating_sub(buffer.len());
         let wanted = wanted_now();
         let paused = pause::holds(&pauses.borrow_and_update(), &queue.name);
+        // Armed before the due time is read: a hint after it is not missed.
+        let hinted = waiting.hinted();
+        tokio::pin!(hinted);
+        hinted.as_mut().enable();
         // The database watcher finds this queue's due jobs (whoever made
         // them due: an enqueue, a schedule, a retry, a reap) and wakes
         // the loop: its own polls are only the net under it.
+        // A poll interval shorter than the watcher's look is kept (the
+        // watcher would find jobs later than it); a job this process sent
+        // back for later is claimed when due.
         let poll_at = match idle_since {
-            Some(since) if !backlog && failures == 0 && shared.watch.jobs() => {
-                next_poll.max(since + shared.settings.poll.max(WATCHED_POLL))
+            Some(since)
+                if !backlog
+                    && failures == 0
+                    && shared.settings.poll * 2 >= wakeup::WATCH_EVERY
+                    && shared.watch.jobs() =>
+            {
+                let net = next_poll.max(since + shared.settings.poll.max(WATCHED_POLL));
+                waiting
+                    .next_due()
+                    .map_or(net, |due| net.min(due.max(next_poll)))
             }
             _ => next_poll,
         };
@@ -168,6 +188,9 @@ pub(in crate::worker) async fn claim_loop(
             }
             let wanted = wanted_now();
             // Re-armed before the claim, so an enqueue during the claim is not missed.
+            if was_woken {
+                empty_since_wake = 0;
+            }
             was_woken = false;
             woken.set(wake.notified());
             woken.as_mut().enable();
@@ -211,7 +234,8 @@ pub(in crate::worker) async fn claim_loop(
                         // off to their longest: a stream's quick re-claims stay.
                         let backed_off = empty_claims >= BACKED_OFF
                             || poll_after(shared.settings.poll, empty_claims) >= shared.settings.poll;
-                        idle_since = (jobs.is_empty() && backed_off && !held && next_start.is_none() && wake.is_none())
+                        empty_since_wake = if jobs.is_empty() { empty_since_wake.saturating_add(1) } else { 0 };
+                        idle_since = (empty_since_wake >= 2 && backed_off && !held && next_start.is_none() && wake.is_none())
                             .then(tokio::time::Instant::now);
                         next_poll = tokio::time::Instant::now() + poll_after(shared.settings.poll, empty_claims);
                         held_back = held;
@@ -284,6 +308,8 @@ pub(in crate::worker) async fn claim_loop(
             // A settle of this worker's freed a slot of the limited queue.
             () = &mut settled, if idle_claimer && held_back && !was_woken && !rate_held => was_woken = true,
             () = tokio::time::sleep_until(poll_at), if idle_claimer && !backlog && !was_woken => {}
+            // A job this process sent back comes due sooner than the loop's next poll.
+            () = &mut hinted, if idle_claimer && poll_at > next_poll => {}
         }
     }
     // Stopping: a claim in flight may already hold rows; take them, then

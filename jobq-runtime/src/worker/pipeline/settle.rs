@@ -291,6 +291,10 @@ pub(super) async fn settle(
     settlement.owed = Owed::Transition(transition.clone());
     apply(shared, &transition).await;
     settlement.owed = Owed::Nothing;
+    if transition.target == Target::Pending {
+        // The queue's loop claims it when due, not at the watcher's next look.
+        crate::wakeup::waiting(queue).due_at(tokio::time::Instant::now() + transition.delay);
+    }
     shared.held.release(&[fence]);
     if transition.target == Target::Failed {
         if let Some(key) = &job.concurrency_key {

@@ -48,7 +48,9 @@ pub(in crate::worker) async fn reaper_loop(reaper: Arc<Reaper>) {
                 if !pause {
                     return;
                 }
-                let covered = shared.watch.jobs()
+                // A reap interval shorter than the watcher's look is kept.
+                let covered = interval >= wakeup::WATCH_EVERY
+                    && shared.watch.jobs()
                     && reaper.queues.iter().all(|(queue, _)| wakeup::waiting(queue).idle());
                 if covered && last_pass.elapsed() < REAP_NET.max(interval) {
                     continue;

@@ -191,12 +191,23 @@ impl WorkerBuilder {
     /// 1 ms later, and the wait doubles after each claim that finds
     /// nothing, back to this interval. Enqueues in this process and in
     /// others wake idle queues at once; polling is the net under them.
+    ///
+    /// While the database watcher covers the worker's queues (its wake-up
+    /// channel is up: MySQL's waiter, PostgreSQL's `LISTEN`, SQLite's
+    /// socket), it finds jobs that come due without a wake-up within about
+    /// a second, and an idle queue is polled only every 60 s; an interval
+    /// under half a second is kept as set.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.settings.poll = interval;
         self
     }
 
     /// How often expired leases are looked for (default: a sixth of the lease, jittered ±20 %).
+    ///
+    /// While the database watcher covers every queue of the worker and
+    /// they are idle, it reports expired leases (within about a second)
+    /// and the reaper runs then, or every 60 s; an interval under a second
+    /// is kept as set.
     pub fn reap_interval(mut self, interval: Duration) -> Self {
         self.settings.reap = Some(interval);
         self

@@ -148,10 +148,13 @@ pub(in crate::worker) async fn claim_loop(
         let wanted_now = || (slots.available_permits() + ahead).saturating_sub(buffer.len());
         let wanted = wanted_now();
         let paused = pause::holds(&pauses.borrow_and_update(), &queue.name);
-        // Armed before the due time is read: a hint after it is not missed.
-        let hinted = waiting.hinted();
-        tokio::pin!(hinted);
-        hinted.as_mut().enable();
+        // Armed before the due time is read, so a hint after it is not
+        // missed; only while the loop may leave its queue to the watcher
+        // (not on every turn of a busy loop).
+        let mut hinted = idle_since.map(|_| Box::pin(waiting.hinted()));
+        if let Some(hinted) = hinted.as_mut() {
+            hinted.as_mut().enable();
+        }
         // The database watcher finds this queue's due jobs (whoever made
         // them due: an enqueue, a schedule, a retry, a reap) and wakes
         // the loop: its own polls are only the net under it.
@@ -309,7 +312,7 @@ pub(in crate::worker) async fn claim_loop(
             () = &mut settled, if idle_claimer && held_back && !was_woken && !rate_held => was_woken = true,
             () = tokio::time::sleep_until(poll_at), if idle_claimer && !backlog && !was_woken => {}
             // A job this process sent back comes due sooner than the loop's next poll.
-            () = &mut hinted, if idle_claimer && poll_at > next_poll => {}
+            () = async { hinted.as_mut().expect("armed").await }, if hinted.is_some() && idle_claimer && poll_at > next_poll => {}
         }
     }
     // Stopping: a claim in flight may already hold rows; take them, then

@@ -37,27 +37,18 @@ pub(super) async fn listen(
     if queues.is_empty() {
         return;
     }
-    let one = || {
-        PgPoolOptions::new()
-            .max_connections(1)
-            .min_connections(0)
-            .max_lifetime(None)
-            .idle_timeout(None)
-    };
-    let pool = one().connect_lazy_with((*store.connect_options()).clone());
-    // The looks' own connection, like MySQL's waiter: on the store's pool
-    // each would be pinged first (it idles a second between looks) and
-    // would wait behind the claims and settles of a busy pool. A look that
-    // fails on a dead connection drops it; the next connects again.
-    let looks = one()
-        .test_before_acquire(false)
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .min_connections(0)
+        .max_lifetime(None)
+        .idle_timeout(None)
         .connect_lazy_with((*store.connect_options()).clone());
     let mut failures = 0u32;
     loop {
         let error = tokio::select! {
             biased;
             () = stop.cancelled() => break,
-            error = watch_queues(&looks, &pool, (queues, watch), &mut failures, deadline) => error,
+            error = watch_queues(store, &pool, (queues, watch), &mut failures, deadline) => error,
         };
         if matches!(error, sqlx::Error::PoolClosed) {
             break;
@@ -79,16 +70,14 @@ pub(super) async fn listen(
     // UNLISTEN in a task of its own that waits for the server, and the
     // pool's close waits for that: closed in the background, so that a
     // worker's shutdown does not wait with it.
-    tokio::spawn(async move {
-        tokio::join!(pool.close(), looks.close());
-    });
+    tokio::spawn(async move { pool.close().await });
 }
 
 /// Listens on a connection of `pool` and, while it does, looks at the
-/// queues through `looks` for the worker (`watch`, see `store::look`),
-/// until the connection fails; returns the error.
+/// queues through the `store`'s pool for the worker (`watch`, see
+/// `store::look`), until the connection fails; returns the error.
 async fn watch_queues(
-    looks: &PgPool,
+    store: &PgPool,
     pool: &PgPool,
     (queues, watch): (&[String], &Watch),
     failures: &mut u32,
@@ -102,8 +91,8 @@ async fn watch_queues(
     *failures = 0;
     wake_all(queues);
     let looking = look::look_while_up(queues, watch, deadline, |watched| {
-        let looks = looks.clone();
-        Box::pin(async move { sqlx::query_as(LOOK).bind(watched).fetch_all(&looks).await })
+        let store = store.clone();
+        Box::pin(async move { sqlx::query_as(LOOK).bind(watched).fetch_all(&store).await })
     });
     tokio::select! {
         Err(error) = forward_notifications(&mut listener, queues) => error,

@@ -40,16 +40,18 @@ pub(in crate::worker) async fn reaper_loop(reaper: Arc<Reaper>) {
     let shared = &reaper.shared;
     let interval = shared.settings.reap_interval();
     let mut last_pass = tokio::time::Instant::now();
+    // A reap interval shorter than the watcher's look is kept, and its
+    // reports are not needed (nor extra passes beside the interval's).
+    let watched = interval >= wakeup::WATCH_EVERY;
     loop {
         tokio::select! {
             biased;
-            () = shared.watch.expired() => {}
+            () = shared.watch.expired(), if watched => {}
             pause = jittered_pause(&shared.stop_background, interval) => {
                 if !pause {
                     return;
                 }
-                // A reap interval shorter than the watcher's look is kept.
-                let covered = interval >= wakeup::WATCH_EVERY
+                let covered = watched
                     && shared.watch.jobs()
                     && reaper.queues.iter().all(|(queue, _)| wakeup::waiting(queue).idle());
                 if covered && last_pass.elapsed() < REAP_NET.max(interval) {

@@ -344,8 +344,95 @@ async fn a_running_jobs_row_locked_by_a_caller_holds_back_no_other_lease(db: Tes
     none_reaped_then_stop(&jobq, &all, handle).await;
 }
 
+/// A caller's transaction that writes a running job's row (a duplicate
+/// `enqueue_in` bumps its `dedupe_hits`) holds it past its lease while
+/// reapers in other sessions try to take it, pass after pass, before,
+/// during and after the commit: the renewal waiting on the lock renews it
+/// first every time. On PostgreSQL the waiting renewal takes the row again
+/// (the caller's new version) only after the caller's commit has woken it,
+/// and a reaper pass that took the new version first reaped the job while
+/// its attempt ran on; eight rounds lost it in most runs before the reaper
+/// confirmed what it saw.
+async fn a_renewal_waiting_on_a_lock_gets_the_row_before_any_reaper(db: TestDb) {
+    const ROUNDS: usize = 8;
+    const REAPERS: usize = 4;
+    let lease = Duration::from_millis(600);
+    if db.backend() == Backend::Sqlite {
+        return; // one writer at a time, no row locks
+    }
+    let jobq = db.jobq().await;
+    let queue = unique_queue("locked_reapers");
+    let (recorder, gates) = (Recorder::default(), Gates::<i64>::default());
+    let handle = Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 2)
+        .state(recorder.clone())
+        .state(gates.clone())
+        .lease(lease)
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .expect("build")
+        .start();
+    floor_key(&jobq, &queue).await;
+    let on = || Enqueue::new().queue(&queue);
+    let mut ids = Vec::new();
+    for round in 0..ROUNDS {
+        let key = format!("{queue}:r{round}");
+        let job = BatchWork {
+            gate: 1 + round as i64,
+        };
+        let id = jobq
+            .enqueue_with(job, on().idempotency_key(&key))
+            .await
+            .expect("enqueue")
+            .id;
+        wait_until("the job runs", LONG, || async {
+            recorder.runs(id).len() == 1
+        })
+        .await;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reapers: Vec<_> = (0..REAPERS)
+            .map(|_| {
+                let (jobq, queue, stop) = (jobq.clone(), queue.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut reaped = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        reaped += jobq_runtime::__store::reap(&jobq, &queue, 10)
+                            .await
+                            .expect("reap");
+                    }
+                    reaped
+                })
+            })
+            .collect();
+        holding_duplicates!(db, jobq, [&key], BatchWork { gate: 0 }, on(), {
+            tokio::time::sleep(2 * lease).await;
+        });
+        // The reapers go on for a lease after the commit.
+        tokio::time::sleep(lease).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut reaped = 0;
+        for reaper in reapers {
+            reaped += reaper.await.expect("reaper");
+        }
+        let info = jobq.job(id).await.expect("job").expect("row");
+        assert_eq!(
+            (reaped, info.status, info.attempts),
+            (0, JobStatus::Processing, 1),
+            "round {round}: the lock's own renewal kept the row: {info:?}"
+        );
+        gates.open(1 + round as i64);
+        ids.push(id);
+    }
+    for id in &ids {
+        wait_for_status(&jobq, *id, JobStatus::Done, LONG).await;
+    }
+    assert_eq!(recorder.repeated(), Vec::<i64>::new(), "no job ran twice");
+    none_reaped_then_stop(&jobq, &ids, handle).await;
+}
+
 jobq_tests::on_every_backend!(
     a_row_locked_by_a_callers_transaction_delays_only_its_own_settle,
     the_rows_settled_in_one_batch_with_a_locked_row_keep_their_leases,
     a_running_jobs_row_locked_by_a_caller_holds_back_no_other_lease,
+    a_renewal_waiting_on_a_lock_gets_the_row_before_any_reaper,
 );

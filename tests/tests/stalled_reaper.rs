@@ -12,8 +12,9 @@
 //! retry — and their heartbeats leave the rows of the stuck batch alone, so
 //! the leases of healthy workers run out and their jobs run twice.
 //!
-//! PostgreSQL locks only the rows a `FOR UPDATE` returns, and its reaper is
-//! one statement: the same stalled transaction holds nothing there.
+//! PostgreSQL locks only the rows a `FOR UPDATE` returns, and its reaper
+//! locks only rows its plain read found expired: the same stalled
+//! transaction holds nothing there.
 //!
 //! The fix (MariaDB): the reaper reads its candidates with a plain
 //! (consistent, non-locking) read and only then, in a short transaction,
@@ -85,8 +86,9 @@ async fn a_reaper_stalled_mid_transaction_delays_no_live_jobs_settle(db: TestDb)
             Stalled::MySql(conn)
         }
         Backend::Postgres => {
-            // jobq's reaper is one statement there; in a transaction held
-            // open it would hold what it locked: the rows it returned.
+            // jobq's reaper there is a plain read, then one statement that
+            // takes those rows still at the version read; in a transaction
+            // held open it would hold what it locked: the rows it returned.
             let mut conn = sqlx::PgConnection::connect(db.url())
                 .await
                 .expect("connect");
@@ -94,9 +96,18 @@ async fn a_reaper_stalled_mid_transaction_delays_no_live_jobs_settle(db: TestDb)
                 .execute(&mut conn)
                 .await
                 .expect("begin");
+            let seen: Vec<(i64, String)> =
+                sqlx::query_as(jobq_runtime::__private::sql::postgres::REAP_SEEN)
+                    .bind(&queue)
+                    .bind(100_i64)
+                    .fetch_all(&mut conn)
+                    .await
+                    .expect("the reaper's read");
+            assert!(seen.is_empty(), "nothing has expired: {seen:?}");
+            let (ids, versions): (Vec<i64>, Vec<String>) = seen.into_iter().unzip();
             let reaped = sqlx::query(jobq_runtime::__private::sql::postgres::REAP)
-                .bind(&queue)
-                .bind(100_i64)
+                .bind(ids)
+                .bind(versions)
                 .execute(&mut conn)
                 .await
                 .expect("the reaper's statement");

@@ -13,7 +13,10 @@
 //! skipped gets a renewal of its own beside the heartbeat that does wait on
 //! the lock ([`wait_for_lock`]). While that renewal waits, the row is safe:
 //! no reaper takes a locked row (they skip locked rows), and when the lock
-//! goes, the waiting renewal is first in line. Its attempt is not stopped
+//! goes, the waiting renewal keeps it: its lease runs from when it writes
+//! the row, and the reapers do not come first (MySQL/MariaDB grants the
+//! lock to the waiting renewal; PostgreSQL's reaper takes only a row that
+//! kept its version between two looks). Its attempt is not stopped
 //! by the lease clock meanwhile, as long as the database answers the
 //! heartbeat's renewals (which also tells a row lock from a database that
 //! stopped answering). A skipped row that is no longer held (cancelled,

@@ -91,7 +91,28 @@ async fn a_heartbeat_beside_a_stuck_settle_skips_locked_rows_without_waiting(db:
     assert_held(&jobq, &c, "w", LEASE).await;
 }
 
+/// A worker can hold two claims of one job: an attempt that lost its lease
+/// (not stopped yet) and the new attempt it claimed since. A renewal of
+/// both renews the new one and names the old one lost, so the old attempt
+/// is stopped — it is not kept alive by the other claim's row.
+async fn a_renewal_tells_two_claims_of_one_job_apart(db: TestDb) {
+    let jobq = db.jobq().await;
+    let queue = unique_queue("heartbeat-twice");
+    enqueue(&jobq, &queue, 0).await;
+    let claimed = claim(&jobq, &queue, 1, "w").await;
+    let new = fence(&claimed[0]);
+    let old = (new.0, new.1 - 1);
+    let hour = Duration::from_secs(3600);
+    let renewed = __store::heartbeat_unlocked(&jobq, &[old, new], hour)
+        .await
+        .unwrap();
+    assert_eq!(renewed, [new], "only the claim that holds the row");
+    let lost = __store::heartbeat(&jobq, &[old, new], hour).await.unwrap();
+    assert_eq!(lost, [old], "the other claim is lost");
+}
+
 contract!(
     a_heartbeat_renews_only_the_leases_its_claims_still_hold,
     a_heartbeat_beside_a_stuck_settle_skips_locked_rows_without_waiting,
+    a_renewal_tells_two_claims_of_one_job_apart,
 );

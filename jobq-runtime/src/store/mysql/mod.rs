@@ -600,11 +600,14 @@ impl BackendStore for MySqlStore {
     /// A short transaction: the held rows no other transaction has locked
     /// (`SKIP LOCKED`), then their leases; returns the fences it renewed.
     async fn heartbeat_unlocked(&self, fences: &[Fence], lease: Duration) -> Result<Vec<Fence>> {
-        let ids = self.heartbeat_unlocked_once(fences, lease).await?;
-        let ids: HashSet<i64> = ids.into_iter().collect();
+        let free: HashSet<Fence> = self
+            .heartbeat_unlocked_once(fences, lease)
+            .await?
+            .into_iter()
+            .collect();
         Ok(fences
             .iter()
-            .filter(|f| ids.contains(&f.id))
+            .filter(|f| free.contains(f))
             .copied()
             .collect())
     }
@@ -1020,20 +1023,25 @@ impl MySqlStore {
         &self,
         fences: &[Fence],
         lease: Duration,
-    ) -> Result<Vec<i64>, sqlx::Error> {
+    ) -> Result<Vec<Fence>, sqlx::Error> {
         let ids = padded(&fences.iter().map(|f| f.id).collect::<Vec<_>>());
         let tokens = padded(&fences.iter().map(|f| f.token).collect::<Vec<_>>());
         let sql = heartbeat_unlocked_select(ids.len(), tokens.len());
-        let mut select = sqlx::query_scalar(&sql);
+        let mut select = sqlx::query_as::<_, (i64, i64)>(&sql);
         for id in ids.iter().chain(&tokens) {
             select = select.bind(id);
         }
         self.conns
             .run(async |conn| {
                 let mut tx = conn.begin_with(BEGIN_RC).await?;
-                let free: Vec<i64> = select.fetch_all(&mut *tx).await?;
+                let free: Vec<Fence> = select
+                    .fetch_all(&mut *tx)
+                    .await?
+                    .into_iter()
+                    .map(|(id, token)| Fence { id, token })
+                    .collect();
                 if !free.is_empty() {
-                    let padded_free = padded(&free);
+                    let padded_free = padded(&free.iter().map(|f| f.id).collect::<Vec<_>>());
                     let sql = heartbeat_unlocked_update(padded_free.len());
                     let mut update = sqlx::query(&sql).bind(micros(lease));
                     for id in &padded_free {

@@ -323,9 +323,17 @@ pub const COMPLETE_OUTPUT: &str = "UPDATE jobq_jobs SET status = 'done', finishe
 /// The `SET` of a batch settle, fenced by `fenced_update`.
 pub const COMPLETE_SET: &str = "UPDATE jobq_jobs SET status = 'done', finished_at = UTC_TIMESTAMP(6), run_at = UTC_TIMESTAMP(6), lease_token = NULL";
 
-/// The `SET` of a heartbeat, fenced by `fenced_update`; `?` the lease in µs.
-pub const HEARTBEAT_SET: &str =
-    "UPDATE jobq_jobs SET run_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND";
+/// The `SET` of the renewal that waits on another transaction's row lock
+/// (the heartbeat's renewal of a locked row, `extend_lease`), fenced by
+/// `fenced_update`; `?` the lease in µs. The lease runs from when the row
+/// is written, after any lock wait — `UTC_TIMESTAMP(6)` is when the
+/// statement began, and a renewal that waited longer than a lease would
+/// write a lease already over, for a reaper to take at once: the time
+/// since the statement began (`SYSDATE(6)` − `NOW(6)`, both in the
+/// session's zone) is added. (A server run with `--sysdate-is-now` makes
+/// that zero.)
+pub const HEARTBEAT_SET: &str = "UPDATE jobq_jobs SET run_at = UTC_TIMESTAMP(6) \
+     + INTERVAL (TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) + ?) MICROSECOND";
 
 /// What a cancel sets.
 macro_rules! cancel_set {
@@ -739,10 +747,12 @@ pub(crate) fn fenced_update(set: &str, ids: usize, tokens: usize) -> String {
     )
 }
 
-/// The held rows among `ids` × `tokens` no other transaction has locked.
+/// The held rows among `ids` × `tokens` no other transaction has locked,
+/// each with its token (two claims of one job — a lost attempt and the new
+/// one — are told apart by it).
 pub(crate) fn heartbeat_unlocked_select(ids: usize, tokens: usize) -> String {
     format!(
-        "SELECT id FROM jobq_jobs WHERE status = 'processing' AND id IN ({}) AND lease_token IN ({}) \
+        "SELECT id, lease_token FROM jobq_jobs WHERE status = 'processing' AND id IN ({}) AND lease_token IN ({}) \
              FOR UPDATE SKIP LOCKED",
         placeholders(ids),
         placeholders(tokens)

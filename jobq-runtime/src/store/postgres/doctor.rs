@@ -36,7 +36,7 @@ const PLANS: [PlanRule; 3] = [
     },
     PlanRule {
         name: "plan_reap",
-        statement: "reaper (REAP)",
+        statement: "reaper (REAP_SEEN)",
         needs_any: &["Index Scan using jobq_jobs_lease on jobq_jobs"],
         forbids: &["Seq Scan on jobq_jobs", "Sort"],
         advice: MIGRATE_ADVICE,
@@ -71,7 +71,7 @@ impl PgStore {
             doctor::migrations(&self.conns, self.deadline, DOCTOR_MIGRATIONS, MIGRATIONS).await,
             guarded(names::CLOCK_SKEW, self.deadline, self.clock_skew(clock)).await,
         ];
-        for (rule, sql) in PLANS.iter().zip([CLAIM, REAP, PRUNE]) {
+        for (rule, sql) in PLANS.iter().zip([CLAIM, REAP_SEEN, PRUNE]) {
             checks.push(guarded(rule.name, self.deadline, self.plan(rule, sql)).await);
         }
         Ok(checks)
@@ -130,7 +130,7 @@ fn bind_probe<'q>(sql: &str, query: Query<'q>) -> Query<'q> {
             .bind(0i64)
             .bind(30_000_000i64)
             .bind("jobq-doctor")
-    } else if sql == REAP {
+    } else if sql == REAP_SEEN {
         query.bind(PROBE_QUEUE).bind(10i64)
     } else {
         query

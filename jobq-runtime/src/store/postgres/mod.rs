@@ -87,6 +87,19 @@ type ClaimRow = (
 /// Rows per INSERT of `enqueue_many`.
 const INSERT_CHUNK: usize = 1000;
 
+/// How long the reaper waits between its two looks at the expired rows
+/// ([`REAP_SEEN`], [`REAP`]). A caller's transaction that writes a running
+/// job's row (a duplicate `enqueue_in` bumps `dedupe_hits`) and holds it
+/// past the lease leaves, when it commits, a new version of the row that
+/// nobody has locked: the worker's renewal, waiting on the old version, locks
+/// the new one only once the commit has woken it, and a reaper whose
+/// `SKIP LOCKED` came first would take a running attempt's row. A row is
+/// reaped only if it kept its version between the looks — the woken renewal
+/// has written it long before. (MySQL/MariaDB hands a released lock to the
+/// transaction waiting for it, so its reaper needs no second look; SQLite
+/// has no row locks.)
+const REAP_CONFIRM: Duration = Duration::from_millis(200);
+
 /// The PostgreSQL store.
 #[derive(Debug, Clone)]
 pub(crate) struct PgStore {
@@ -422,10 +435,27 @@ impl BackendStore for PgStore {
         self.renew(HEARTBEAT_UNLOCKED, fences, lease).await
     }
 
+    /// Two looks [`REAP_CONFIRM`] apart ([`REAP_SEEN`], then [`REAP`]): a
+    /// row is reaped only if it stayed expired and unwritten in between.
     async fn reap(&self, queue: &str, limit: u32) -> Result<u64> {
+        let seen: Vec<(i64, String)> = self
+            .conns
+            .run(async |conn| {
+                sqlx::query_as(REAP_SEEN)
+                    .bind(queue)
+                    .bind(i64::from(limit))
+                    .fetch_all(conn)
+                    .await
+            })
+            .await?;
+        if seen.is_empty() {
+            return Ok(0);
+        }
+        tokio::time::sleep(REAP_CONFIRM).await;
+        let (ids, versions): (Vec<i64>, Vec<String>) = seen.into_iter().unzip();
         Ok(self
             .conns
-            .execute(sqlx::query(REAP).bind(queue).bind(i64::from(limit)))
+            .execute(sqlx::query(REAP).bind(ids).bind(versions))
             .await?)
     }
 

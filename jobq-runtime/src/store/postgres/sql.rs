@@ -325,17 +325,29 @@ macro_rules! history_append {
     };
 }
 
-/// Returns up to `$2` expired rows of queue `$1`.
+/// Up to `$2` expired rows of queue `$1`, each with its row version
+/// (`xmin`): the reaper's first look, [`REAP`] its second.
+pub const REAP_SEEN: &str = "SELECT id, xmin::text FROM jobq_jobs \
+     WHERE queue = $1 AND status = 'processing' AND run_at < now() \
+     ORDER BY run_at LIMIT $2";
+
+/// Returns to `pending` (or `failed`) the rows `$1` whose versions are
+/// still `$2` ([`REAP_SEEN`]'s, a moment before) and still expired.
 pub const REAP: &str = concat!(
-    r#"-- An orphan keeps its place in line: run_at goes back to when it was
+    r#"-- Only a row nobody wrote since the first look: a transaction that held
+-- the row (so that its worker's renewal waited) and wrote it leaves a new
+-- version, which the waiting renewal locks only once it is woken after that
+-- commit; a reaper taking that version first would reap a running attempt.
+-- An orphan keeps its place in line: run_at goes back to when it was
 -- enqueued, not behind a backlog of jobs enqueued since. A failed row's
 -- run_at is when it failed, as for every finished row.
 WITH expired AS (
-    SELECT id FROM jobq_jobs
-     WHERE queue = $1 AND status = 'processing' AND run_at < now()
-     ORDER BY run_at
-     LIMIT $2
-       FOR UPDATE SKIP LOCKED
+    SELECT j.id
+      FROM jobq_jobs AS j
+      JOIN UNNEST($1::bigint[], $2::text[]) AS seen(id, version)
+        ON j.id = seen.id AND j.xmin = seen.version::xid
+     WHERE j.status = 'processing' AND j.run_at < now()
+       FOR UPDATE OF j SKIP LOCKED
 )
 UPDATE jobq_jobs AS j
    SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'pending' END,
@@ -385,11 +397,24 @@ pub const COMPLETE: &str = r#"UPDATE jobq_jobs AS j
  WHERE j.id = f.id AND j.lease_token = f.token
 "#;
 
-/// Returns the fences it still held, so the lost ones are known exactly.
-pub const HEARTBEAT: &str = r#"UPDATE jobq_jobs AS j
-   SET run_at = now() + $3 * interval '1 microsecond'
-  FROM UNNEST($1::bigint[], $2::bigint[]) AS f(id, token)
- WHERE j.id = f.id AND j.lease_token = f.token
+/// The renewal that waits on another transaction's row lock (the
+/// heartbeat's renewal of a locked row, `extend_lease`). Returns the fences
+/// it still held, so the lost ones are known exactly.
+pub const HEARTBEAT: &str = r#"-- Locks first, then renews: the lease runs from when the row is written
+-- (clock_timestamp(), after any wait), not from when the statement began
+-- (now()). A plain UPDATE computes its new row before it waits on a lock
+-- that is only held (not written), so a renewal that waited longer than a
+-- lease would write a lease already over, for a reaper to take at once.
+WITH held AS (
+    SELECT j.id
+      FROM jobq_jobs AS j
+      JOIN UNNEST($1::bigint[], $2::bigint[]) AS f(id, token)
+        ON j.id = f.id AND j.lease_token = f.token
+       FOR UPDATE OF j
+)
+UPDATE jobq_jobs AS j
+   SET run_at = clock_timestamp() + $3 * interval '1 microsecond'
+ WHERE j.id = ANY (ARRAY(SELECT id FROM held))
 RETURNING j.id, j.lease_token
 "#;
 

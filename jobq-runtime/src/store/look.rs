@@ -90,15 +90,11 @@ pub(crate) async fn look_while_up(
     mut look: impl FnMut(Vec<String>) -> BoxFuture<'static, Result<Looked, sqlx::Error>>,
 ) -> std::convert::Infallible {
     let mut failures = 0u32;
+    // Stopped by the caller's channel going (this future is dropped).
+    let never = tokio_util::sync::CancellationToken::new();
     loop {
         let error = keep_looking(queues, watch, deadline, &mut look).await;
-        failures += 1;
-        let pause = crate::store::policy::listen_backoff(failures);
-        tracing::warn!(
-            error = &error as &dyn std::error::Error,
-            retry_in = ?pause,
-            "looking at the queues for due jobs failed; they are polled meanwhile"
-        );
-        tokio::time::sleep(pause).await;
+        let what = "looking at the queues for due jobs failed; they are polled meanwhile";
+        crate::store::policy::listen_failed(&mut failures, &error, what, &never).await;
     }
 }

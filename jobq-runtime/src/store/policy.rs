@@ -1025,6 +1025,29 @@ pub(crate) fn listen_backoff(failures: u32) -> Duration {
     Duration::from_millis(rand::random_range(ms / 2..=ms))
 }
 
+/// A listener's failure `error`: counted in `failures`, warned of with
+/// `what` (what failed, and that polling covers the queues meanwhile), then
+/// its backoff ([`listen_backoff`]) slept; `false` if `stop` came first.
+pub(crate) async fn listen_failed(
+    failures: &mut u32,
+    error: &sqlx::Error,
+    what: &str,
+    stop: &tokio_util::sync::CancellationToken,
+) -> bool {
+    *failures += 1;
+    let pause = listen_backoff(*failures);
+    tracing::warn!(
+        error = error as &dyn std::error::Error,
+        retry_in = ?pause,
+        "{what}"
+    );
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => false,
+        () = tokio::time::sleep(pause) => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -223,17 +223,9 @@ async fn keep_waiting(
                 }
             }
             Err(error) => {
-                failures += 1;
-                let pause = crate::store::policy::listen_backoff(failures);
-                tracing::warn!(
-                    error = &error as &dyn std::error::Error,
-                    retry_in = ?pause,
-                    "waiting for other processes' jobs failed; reconnecting (queues are still polled)"
-                );
-                tokio::select! {
-                    biased;
-                    () = stop.cancelled() => break,
-                    () = tokio::time::sleep(pause) => {}
+                let what = "waiting for other processes' jobs failed; reconnecting (queues are still polled)";
+                if !crate::store::policy::listen_failed(&mut failures, &error, what, stop).await {
+                    break;
                 }
             }
         }

@@ -53,17 +53,10 @@ pub(super) async fn listen(
         if matches!(error, sqlx::Error::PoolClosed) {
             break;
         }
-        failures += 1;
-        let pause = crate::store::policy::listen_backoff(failures);
-        tracing::warn!(
-            error = &error as &dyn std::error::Error,
-            retry_in = ?pause,
-            "listening for PostgreSQL notifications failed; reconnecting (queues are still polled)"
-        );
-        tokio::select! {
-            biased;
-            () = stop.cancelled() => break,
-            () = tokio::time::sleep(pause) => {}
+        let what =
+            "listening for PostgreSQL notifications failed; reconnecting (queues are still polled)";
+        if !crate::store::policy::listen_failed(&mut failures, &error, what, stop).await {
+            break;
         }
     }
     // A listener dropped on a server that stopped answering sends its

@@ -1,7 +1,8 @@
 //! The checkpointer: copies the write-ahead log into the database file off
 //! the commit path.
 
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use sqlx::SqlitePool;
 use tokio_util::sync::CancellationToken;
@@ -29,13 +30,27 @@ const CHECKPOINT_IDLE: Duration = Duration::from_secs(2);
 /// checkpoint waits for no one and blocks no one; the next writer after a
 /// complete one starts the log over. The pause between checkpoints grows
 /// while nothing is written and resets when the log grows.
+///
+/// Between checkpoints it looks at the log's file (its size and modification
+/// time, no statement): while no process has written since the last
+/// checkpoint there is nothing to copy, and an idle worker sends nothing.
 pub(super) async fn checkpoint_loop(pool: SqlitePool, stop: CancellationToken) {
+    let log = log_path(&pool.connect_options().get_filename().to_string_lossy());
     let mut pause = CHECKPOINT_EVERY;
     let mut last = (-1, -1);
+    let mut seen = None;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(pause) => {}
+        }
+        // A log that cannot be read (not there yet, say) is checkpointed.
+        if let Some(stamp) = log_stamp(&log) {
+            if seen == Some(stamp) {
+                pause = (pause * 2).min(CHECKPOINT_IDLE);
+                continue;
+            }
+            seen = Some(stamp);
         }
         let result: Result<(i64, i64, i64), sqlx::Error> =
             sqlx::query_as(CHECKPOINT).fetch_one(&pool).await;
@@ -55,4 +70,18 @@ pub(super) async fn checkpoint_loop(pool: SqlitePool, stop: CancellationToken) {
             }
         }
     }
+}
+
+/// The write-ahead log of the database file `database`: SQLite names it
+/// after the file, with `-wal` appended.
+fn log_path(database: &str) -> PathBuf {
+    PathBuf::from(format!("{database}-wal"))
+}
+
+/// The log's size and last modification: a write by any process changes
+/// them (a complete checkpoint's next writer starts the log over, which
+/// writes its header).
+fn log_stamp(log: &Path) -> Option<(u64, SystemTime)> {
+    let meta = std::fs::metadata(log).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
 }

@@ -7,9 +7,9 @@
 //! interval (running count, last seen, expiry three intervals ahead),
 //! deleted at the end of a clean shutdown. A worker that stops refreshing
 //! (killed, frozen, cut off) is ignored by readers once its row expires,
-//! and whichever worker refreshes next deletes the row: no leader. Per
-//! worker, per interval: an UPDATE and a DELETE of a table of a few rows;
-//! nothing per job or per claim.
+//! and a worker refreshing deletes the row within three intervals: no
+//! leader. Per worker, per interval: an UPDATE of a table of a few rows,
+//! and every third interval a DELETE; nothing per job or per claim.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,6 +80,7 @@ pub(in crate::worker) async fn presence_loop(presence: Arc<Presence>) {
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut failures = 0u32;
     let mut registered = false;
+    let mut beats = 0u32;
     loop {
         tokio::select! {
             biased;
@@ -87,7 +88,12 @@ pub(in crate::worker) async fn presence_loop(presence: Arc<Presence>) {
             _ = ticks.tick() => {}
         }
         // Stopped mid-statement too: a frozen database does not hold up the shutdown.
-        let Some(beaten) = unless(&shared.stop_background, beat(&presence, registered)).await
+        // Expired rows are deleted every EXPIRY_INTERVALS beats: within an
+        // expiry of expiring (nothing reads an expired row meanwhile).
+        let prune = registered && beats % EXPIRY_INTERVALS == 0;
+        beats = beats.wrapping_add(1);
+        let Some(beaten) =
+            unless(&shared.stop_background, beat(&presence, registered, prune)).await
         else {
             return;
         };
@@ -114,8 +120,8 @@ pub(in crate::worker) async fn presence_loop(presence: Arc<Presence>) {
 /// starting has to wait for on SQLite's one write lock, and nothing else
 /// (a worker started for a short drain pays one statement at its start).
 /// Every later one refreshes the row (registering it again if it was
-/// deleted as expired) and prunes the rows of workers gone.
-async fn beat(presence: &Presence, registered: bool) -> crate::Result<()> {
+/// deleted as expired) and, if `prune`, deletes the rows of workers gone.
+async fn beat(presence: &Presence, registered: bool, prune: bool) -> crate::Result<()> {
     let shared = &*presence.shared;
     let running = i64::try_from(presence.running.len()).unwrap_or(i64::MAX);
     let ttl = ttl(shared);
@@ -138,7 +144,7 @@ async fn beat(presence: &Presence, registered: bool) -> crate::Result<()> {
         };
         shared.store.register_worker(&row).await?;
     }
-    if registered {
+    if prune {
         shared.store.prune_workers().await?;
     }
     Ok(())

@@ -611,6 +611,17 @@ pub enum ConfigError {
         /// What the parser reported.
         reason: String,
     },
+    /// A cron schedule's time zone is not a name of the IANA time zone
+    /// database.
+    #[error(
+        "the time zone `{time_zone}` of job `{job}`'s cron schedule is not an IANA time zone name (such as `Europe/Paris` or `America/New_York`)"
+    )]
+    CronTimeZone {
+        /// The job name.
+        job: &'static str,
+        /// The zone given.
+        time_zone: String,
+    },
     /// A job is scheduled twice.
     #[error(
         "job `{job}` is scheduled twice; one row per tick is keyed by the job's name, so give it one schedule"

@@ -149,6 +149,25 @@ async fn a_cron_schedule_that_does_not_parse_is_refused_with_the_job_named() {
 }
 
 #[tokio::test]
+async fn a_cron_time_zone_that_does_not_exist_is_refused_with_the_job_named() {
+    let m = message(
+        Worker::builder(jobq().await)
+            .queue("build-mail", 2)
+            .state(Mailer)
+            .cron_in("Europe/Atlantis", "0 3 * * *", CronReport::new())
+            .build(),
+    );
+    assert_contains(
+        &m,
+        &[
+            "time zone `Europe/Atlantis`",
+            "job `build_cron_report`",
+            "IANA",
+        ],
+    );
+}
+
+#[tokio::test]
 async fn a_job_scheduled_twice_is_refused() {
     let m = message(
         Worker::builder(jobq().await)

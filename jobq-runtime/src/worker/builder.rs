@@ -88,6 +88,8 @@ pub struct WorkerBuilder {
     settings: Settings,
     worker_id: Option<String>,
     cron: Vec<CronSpec>,
+    /// How far the cron entries' clock runs ahead of this host's (tests).
+    cron_clock: chrono::TimeDelta,
     observer: Option<Observer>,
     layers: JobLayers,
 }
@@ -101,6 +103,7 @@ impl WorkerBuilder {
             settings: Settings::default(),
             worker_id: None,
             cron: Vec::new(),
+            cron_clock: chrono::TimeDelta::zero(),
             observer: None,
             layers: JobLayers::default(),
         }
@@ -128,7 +131,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// Enqueues `job` at every tick of the cron `schedule`, in UTC: five
+    /// Enqueues `job` at every tick of the cron `schedule`, in UTC (see
+    /// [`cron_in`](Self::cron_in) for a time zone): five
     /// fields (`minute hour day-of-month month day-of-week`, e.g.
     /// `"0 3 * * *"` for 03:00 every day), six with seconds first
     /// (`"*/10 * * * * *"`: every ten seconds), or a nickname such as
@@ -155,7 +159,68 @@ impl WorkerBuilder {
     where
         J: Job + Clone + Send + Sync + 'static,
     {
-        self.cron.push(CronSpec::new(schedule, job, options));
+        self.cron.push(CronSpec::new(None, schedule, job, options));
+        self
+    }
+
+    /// [`cron`](Self::cron) with the schedule read in the IANA time zone
+    /// `time_zone` (`"Europe/Paris"`, `"America/New_York"`): `"0 3 * * *"`
+    /// is 03:00 there, summer and winter. The tick's key stays the UTC
+    /// instant, so processes in any zone agree on it.
+    ///
+    /// Daylight saving time, as Vixie cron: a fixed time a spring-forward
+    /// skips (02:30 when 02:00 becomes 03:00) runs right after the gap
+    /// (03:00), that day; a fixed time a fall-back repeats runs once, at its
+    /// first occurrence; a schedule with a wildcard or a step in its
+    /// seconds, minutes or hours (`"*/15 * * * *"`) runs at each time the
+    /// wall clock shows — none in the gap, twice in the repeated hour.
+    /// `build` fails if the zone is not one of the IANA database's names.
+    ///
+    /// ```
+    /// # use jobq_runtime::{job, Jobq, Worker};
+    /// #[job(queue = "mornings")]
+    /// async fn morning_report() {}
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> jobq_runtime::Result<()> {
+    /// let jobq = Jobq::connect("sqlite::memory:").await?;
+    /// let worker = Worker::builder(jobq)
+    ///     .queue("mornings", 1)
+    ///     .cron_in("Europe/Paris", "0 8 * * MON-FRI", MorningReport::new())
+    ///     .build()?;
+    /// # drop(worker);
+    /// # Ok(()) }
+    /// ```
+    pub fn cron_in<J>(self, time_zone: &str, schedule: &str, job: J) -> Self
+    where
+        J: Job + Clone + Send + Sync + 'static,
+    {
+        self.cron_in_with(time_zone, schedule, job, Enqueue::new())
+    }
+
+    /// [`cron_in`](Self::cron_in) with enqueue options (queue, priority,
+    /// attempts); the idempotency key is always the tick's.
+    pub fn cron_in_with<J>(
+        mut self,
+        time_zone: &str,
+        schedule: &str,
+        job: J,
+        options: Enqueue,
+    ) -> Self
+    where
+        J: Job + Clone + Send + Sync + 'static,
+    {
+        self.cron
+            .push(CronSpec::new(Some(time_zone), schedule, job, options));
+        self
+    }
+
+    /// Runs the cron schedules by a clock that reads `now` at this call
+    /// (and goes on from there at the host's pace): for tests that cross a
+    /// daylight saving change. Not for production.
+    #[doc(hidden)]
+    pub fn cron_clock(mut self, now: chrono::DateTime<chrono::Utc>) -> Self {
+        self.cron_clock = now - chrono::Utc::now();
         self
     }
 
@@ -414,7 +479,7 @@ impl WorkerBuilder {
             if !scheduled.insert(spec.name()) {
                 return Err(ConfigError::CronScheduledTwice { job: spec.name() }.into());
             }
-            cron.push(spec.parse()?);
+            cron.push(spec.parse(self.cron_clock)?);
         }
         let worker_id = self.worker_id.unwrap_or_else(default_worker_id);
         Ok(Worker::new(Parts {

@@ -1,5 +1,7 @@
 //! Cron: each tick enqueued and run once, however many workers schedule it.
 
+use chrono::{DateTime, Datelike, TimeZone, Utc};
+
 use super::*;
 
 /// A job scheduled every second; records the tick it was enqueued for.
@@ -66,4 +68,117 @@ async fn a_cron_job_runs_once_per_tick_however_many_workers_schedule_it(db: Test
     assert!(recorder.repeated().is_empty(), "no job ran twice");
 }
 
-conformance!(a_cron_job_runs_once_per_tick_however_many_workers_schedule_it,);
+/// A fixed-time job in New York, run by a clock set just before a change
+/// of daylight saving time.
+#[job(name = "conf_cron_fixed", queue = "conf_cron_tz")]
+async fn cron_fixed(ctx: JobContext, keys: State<KeyLog>) {
+    keys.note(&ctx);
+}
+
+/// An interval job (two hours given) in New York, beside [`CronFixed`].
+#[job(name = "conf_cron_interval", queue = "conf_cron_tz")]
+async fn cron_interval(ctx: JobContext, keys: State<KeyLog>) {
+    keys.note(&ctx);
+}
+
+/// New York's changes of daylight saving time in `year`: the spring-forward
+/// (02:00 EST becomes 03:00 EDT) and the fall-back (02:00 EDT becomes
+/// 01:00 EST), as instants.
+fn new_york_changes(year: i32) -> (DateTime<Utc>, DateTime<Utc>) {
+    let zone = chrono_tz::America::New_York;
+    let offset = |t: DateTime<Utc>| t.with_timezone(&zone).naive_local() - t.naive_utc();
+    let mut changes = Vec::new();
+    let mut t = Utc.with_ymd_and_hms(year, 1, 1, 0, 0, 0).unwrap();
+    while t.year() == year {
+        let next = t + chrono::TimeDelta::hours(1);
+        if offset(t) != offset(next) {
+            changes.push(next);
+        }
+        t = next;
+    }
+    (changes[0], changes[1])
+}
+
+/// A worker whose cron clock reads `now`, scheduling [`CronFixed`] at
+/// `fixed` and [`CronInterval`] at `interval`, both in New York; the keys
+/// of the rows that ran.
+async fn new_york_worker(
+    db: &TestDb,
+    now: DateTime<Utc>,
+    fixed: &str,
+    interval: &str,
+) -> (jobq_runtime::WorkerHandle, KeyLog) {
+    let keys = KeyLog::default();
+    let handle = Worker::builder(db.jobq().await)
+        .queue("conf_cron_tz", 2)
+        .state(keys.clone())
+        .poll_interval(Duration::from_millis(50))
+        .cron_clock(now)
+        .cron_in("America/New_York", fixed, CronFixed::new())
+        .cron_in("America/New_York", interval, CronInterval::new())
+        .build()
+        .unwrap()
+        .start();
+    (handle, keys)
+}
+
+/// Schedules read in a time zone run at its wall-clock times across both
+/// changes of daylight saving time, each tick once (a clock set two seconds
+/// before, in a year drawn at random so that no earlier run's rows match):
+/// at the spring-forward a fixed 02:30 runs at 03:00 EDT, the first time
+/// after the gap; in the repeated hour of the fall-back a fixed 01:30 does
+/// not run again, while a schedule with two hours runs at 01:30 EST too.
+async fn a_cron_schedule_in_a_time_zone_follows_its_clock_across_both_changes(db: TestDb) {
+    let year = rand::random_range(2030..2090);
+    let (spring, fall) = new_york_changes(year);
+    let key = |job: &str, tick: DateTime<Utc>| {
+        format!(
+            "cron:{job}:{}",
+            tick.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    };
+    // Spring: 06:59:58Z is 01:59:58 EST; 02:30 does not exist that day.
+    let (handle, keys) = new_york_worker(
+        &db,
+        spring - chrono::TimeDelta::seconds(2),
+        "30 2 * * *",
+        "0 0 1 1 *",
+    )
+    .await;
+    let expected = key("conf_cron_fixed", spring);
+    wait_until(
+        "the fixed time skipped by the gap runs after it",
+        LONG,
+        || async { keys.seen().contains(&expected) },
+    )
+    .await;
+    stop(handle).await;
+    assert_eq!(keys.seen(), [expected], "once, at the end of the gap");
+
+    // Fall: an hour after the change is 01:29:58 EST, the second pass of
+    // 01:30, whose first (EDT) was an hour earlier.
+    let second = fall + chrono::TimeDelta::minutes(30);
+    let (handle, keys) = new_york_worker(
+        &db,
+        second - chrono::TimeDelta::seconds(2),
+        "30 1 * * *",
+        "30 0,1 * * *",
+    )
+    .await;
+    let expected = key("conf_cron_interval", second);
+    wait_until("the interval's second 01:30 runs", LONG, || async {
+        keys.seen().contains(&expected)
+    })
+    .await;
+    stop(handle).await;
+    assert_eq!(
+        keys.seen(),
+        [expected],
+        "the fixed 01:30 ran at its first occurrence only (not in this run)"
+    );
+}
+
+conformance!(
+    a_cron_job_runs_once_per_tick_however_many_workers_schedule_it,
+    a_cron_schedule_in_a_time_zone_follows_its_clock_across_both_changes,
+);

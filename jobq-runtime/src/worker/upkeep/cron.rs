@@ -2,14 +2,25 @@
 //! of its cron schedule with the idempotency key `cron:{name}:{tick}`, so
 //! exactly one row exists per tick however many workers schedule it, without
 //! a leader.
+//!
+//! A schedule is read in UTC or in an IANA time zone. The tick is an instant
+//! (its key is in UTC), so every process computes the same ticks whatever
+//! its own zone. Daylight saving time follows Vixie cron (the `croner`
+//! crate's rules): a fixed time that a spring-forward skips (02:30 when
+//! 02:00 becomes 03:00) runs at the first time after the gap, that day; a
+//! fixed time that a fall-back repeats runs once, at its first occurrence;
+//! a schedule with a wildcard or a step in its seconds, minutes or hours
+//! (every 15 minutes) runs at each time the wall clock shows, none in the
+//! gap and twice in the repeated hour.
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
-use croner::Cron;
+use chrono::{DateTime, LocalResult, SecondsFormat, TimeDelta, TimeZone, Utc};
+use chrono_tz::Tz;
+use croner::{Cron, JobType};
 use futures_util::future::BoxFuture;
 use jobq_core::Job;
 use tokio_util::sync::CancellationToken;
@@ -33,6 +44,8 @@ type EnqueueFn = Arc<dyn Fn(Jobq, String) -> BoxFuture<'static, Result<Enqueued>
 pub(in crate::worker) struct CronSpec {
     name: &'static str,
     schedule: String,
+    /// The IANA name of the zone the schedule is read in; `None`: UTC.
+    time_zone: Option<String>,
     enqueue: EnqueueFn,
 }
 
@@ -41,12 +54,18 @@ impl fmt::Debug for CronSpec {
         f.debug_struct("CronSpec")
             .field("name", &self.name)
             .field("schedule", &self.schedule)
+            .field("time_zone", &self.time_zone)
             .finish_non_exhaustive()
     }
 }
 
 impl CronSpec {
-    pub(in crate::worker) fn new<J>(schedule: &str, job: J, options: Enqueue) -> Self
+    pub(in crate::worker) fn new<J>(
+        time_zone: Option<&str>,
+        schedule: &str,
+        job: J,
+        options: Enqueue,
+    ) -> Self
     where
         J: Job + Clone + Send + Sync + 'static,
     {
@@ -58,6 +77,7 @@ impl CronSpec {
         Self {
             name: J::NAME,
             schedule: schedule.to_owned(),
+            time_zone: time_zone.map(str::to_owned),
             enqueue,
         }
     }
@@ -66,14 +86,28 @@ impl CronSpec {
         self.name
     }
 
-    /// Parses the schedule (see [`WorkerBuilder::cron`](crate::worker::WorkerBuilder::cron)).
-    pub(in crate::worker) fn parse(self) -> Result<CronEntry> {
+    /// Parses the schedule and its time zone (see
+    /// [`WorkerBuilder::cron`](crate::worker::WorkerBuilder::cron)); the
+    /// entry's clock runs `clock` ahead of this host's (zero but in tests).
+    pub(in crate::worker) fn parse(self, clock: TimeDelta) -> Result<CronEntry> {
         let cron = Cron::from_str(&self.schedule).map_err(|e| ConfigError::CronSchedule {
             job: self.name,
             schedule: self.schedule.clone(),
             reason: e.to_string(),
         })?;
-        Ok(CronEntry { spec: self, cron })
+        let zone = match &self.time_zone {
+            None => Tz::UTC,
+            Some(name) => Tz::from_str(name).map_err(|_| ConfigError::CronTimeZone {
+                job: self.name,
+                time_zone: name.clone(),
+            })?,
+        };
+        Ok(CronEntry {
+            spec: self,
+            cron,
+            zone,
+            clock,
+        })
     }
 }
 
@@ -81,6 +115,10 @@ impl CronSpec {
 pub(in crate::worker) struct CronEntry {
     spec: CronSpec,
     cron: Cron,
+    /// The zone the schedule is read in.
+    zone: Tz,
+    /// How far the entry's clock runs ahead of this host's.
+    clock: TimeDelta,
 }
 
 impl fmt::Debug for CronEntry {
@@ -94,6 +132,110 @@ impl CronEntry {
     pub(in crate::worker) fn name(&self) -> &'static str {
         self.spec.name
     }
+
+    /// The first tick after `after`, the schedule read in the entry's zone.
+    fn next_tick(&self, after: DateTime<Utc>) -> Result<DateTime<Utc>, croner::errors::CronError> {
+        next_tick(&self.cron, self.zone, after)
+    }
+
+    /// Now by the entry's clock.
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now() + self.clock
+    }
+}
+
+/// The first tick of `cron` after `after`, the schedule read in `zone` with
+/// the daylight saving rules of the module docs.
+///
+/// `croner` finds the next matching wall-clock time (searched in a frame
+/// without daylight saving: the wall time written as if it were UTC); this
+/// function maps wall times to instants itself, since across a transition
+/// the crate's own search returned a time before `after` (started in a
+/// repeated hour) and skipped an interval's second pass.
+fn next_tick(
+    cron: &Cron,
+    zone: Tz,
+    after: DateTime<Utc>,
+) -> Result<DateTime<Utc>, croner::errors::CronError> {
+    let fixed = cron.determine_job_type() == JobType::FixedTime;
+    let wall = |t: DateTime<Utc>| t.with_timezone(&zone).naive_local().and_utc();
+    let best = if fixed {
+        None
+    } else {
+        second_pass(cron, zone, after)?
+    };
+    let mut at = wall(after);
+    loop {
+        at = cron.find_next_occurrence(&at, false)?;
+        let tick = match zone.from_local_datetime(&at.naive_utc()) {
+            LocalResult::Single(t) => Some(t.with_timezone(&Utc)),
+            LocalResult::Ambiguous(early, late) => {
+                let (early, late) = (early.with_timezone(&Utc), late.with_timezone(&Utc));
+                if early > after {
+                    Some(early)
+                } else if !fixed && late > after {
+                    Some(late)
+                } else {
+                    None
+                }
+            }
+            LocalResult::None if fixed => Some(gap_end(zone, at)),
+            LocalResult::None => None,
+        };
+        if let Some(tick) = tick.filter(|t| *t > after) {
+            return Ok(best.map_or(tick, |best: DateTime<Utc>| best.min(tick)));
+        }
+    }
+}
+
+/// In the first pass of a repeated hour, an interval's wall times up to
+/// `after`'s own come again in the second pass, after `after`: the first of
+/// those instants, if any.
+fn second_pass(
+    cron: &Cron,
+    zone: Tz,
+    after: DateTime<Utc>,
+) -> Result<Option<DateTime<Utc>>, croner::errors::CronError> {
+    let wall = after.with_timezone(&zone).naive_local().and_utc();
+    let LocalResult::Ambiguous(early, late) = zone.from_local_datetime(&wall.naive_utc()) else {
+        return Ok(None);
+    };
+    let (early, late) = (early.with_timezone(&Utc), late.with_timezone(&Utc));
+    if early != after {
+        return Ok(None); // in the second pass already
+    }
+    let mut at = wall - (late - early);
+    loop {
+        at = cron.find_next_occurrence(&at, false)?;
+        if at > wall {
+            return Ok(None);
+        }
+        if let LocalResult::Ambiguous(_, late) = zone.from_local_datetime(&at.naive_utc()) {
+            return Ok(Some(late.with_timezone(&Utc)));
+        }
+    }
+}
+
+/// The instant a spring-forward that skips the wall time `wall` (written as
+/// UTC) ends: the first instant whose wall time is past it.
+fn gap_end(zone: Tz, wall: DateTime<Utc>) -> DateTime<Utc> {
+    let past = |second: i64| {
+        DateTime::from_timestamp(second, 0)
+            .is_some_and(|t| t.with_timezone(&zone).naive_local() > wall.naive_utc())
+    };
+    // Every real gap lies within a day, and no zone is 26 hours off UTC:
+    // the first whole second past it, between two days either side.
+    let day = 86_400;
+    let (mut before, mut after) = (wall.timestamp() - 2 * day, wall.timestamp() + 2 * day);
+    while after - before > 1 {
+        let middle = before + (after - before) / 2;
+        if past(middle) {
+            after = middle;
+        } else {
+            before = middle;
+        }
+    }
+    DateTime::from_timestamp(after, 0).unwrap_or(wall)
 }
 
 /// The idempotency key of `name`'s row for `tick`.
@@ -108,16 +250,16 @@ pub(in crate::worker) fn tick_key(name: &str, tick: DateTime<Utc>) -> String {
 /// the database refuses the enqueue, or while the process is not running,
 /// are skipped, not made up.
 pub(in crate::worker) async fn cron_loop(jobq: Jobq, entry: CronEntry, stop: CancellationToken) {
-    let mut after = Utc::now();
+    let mut after = entry.now();
     loop {
-        let tick = match entry.cron.find_next_occurrence(&after, false) {
+        let tick = match entry.next_tick(after) {
             Ok(tick) => tick,
             Err(error) => {
                 tracing::error!(job.name = entry.spec.name, %error, "the cron schedule has no next tick; it stops");
                 return;
             }
         };
-        while let Ok(left) = (tick - Utc::now()).to_std() {
+        while let Ok(left) = (tick - entry.now()).to_std() {
             if left.is_zero() {
                 break;
             }
@@ -129,7 +271,7 @@ pub(in crate::worker) async fn cron_loop(jobq: Jobq, entry: CronEntry, stop: Can
         if !enqueue_tick(&jobq, &entry, tick, &stop).await {
             return;
         }
-        after = tick.max(Utc::now());
+        after = tick.max(entry.now());
     }
 }
 
@@ -142,7 +284,7 @@ async fn enqueue_tick(
     stop: &CancellationToken,
 ) -> bool {
     let key = tick_key(entry.spec.name, tick);
-    let next = entry.cron.find_next_occurrence(&tick, false).ok();
+    let next = entry.next_tick(tick).ok();
     let mut pause = RETRY_PAUSE;
     loop {
         let enqueue = (entry.spec.enqueue)(jobq.clone(), key.clone());
@@ -163,7 +305,7 @@ async fn enqueue_tick(
                 return true;
             }
             Err(error) => {
-                let give_up = next.is_none_or(|next| next <= Utc::now() + pause);
+                let give_up = next.is_none_or(|next| next <= entry.now() + pause);
                 tracing::warn!(
                     job.name = entry.spec.name,
                     %tick,
@@ -188,6 +330,118 @@ async fn enqueue_tick(
 mod tests {
     use super::*;
 
+    fn at(instant: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(instant)
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    /// The first `n` ticks of `schedule` read in `zone` after `after`, in UTC.
+    fn ticks(schedule: &str, zone: &str, after: &str, n: usize) -> Vec<String> {
+        let cron = Cron::from_str(schedule).unwrap();
+        let zone = Tz::from_str(zone).unwrap();
+        let mut after = at(after);
+        (0..n)
+            .map(|_| {
+                after = next_tick(&cron, zone, after).unwrap();
+                after.to_rfc3339_opts(SecondsFormat::Secs, true)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_schedule_in_a_zone_ticks_at_its_wall_clock_summer_and_winter() {
+        // 03:00 in Paris: 01:00Z in summer (CEST), 02:00Z in winter (CET).
+        assert_eq!(
+            ticks("0 3 * * *", "Europe/Paris", "2026-10-24T12:00:00Z", 2),
+            ["2026-10-25T02:00:00Z", "2026-10-26T02:00:00Z"]
+        );
+        assert_eq!(
+            ticks("0 3 * * *", "Europe/Paris", "2026-07-01T12:00:00Z", 1),
+            ["2026-07-02T01:00:00Z"]
+        );
+    }
+
+    #[test]
+    fn a_fixed_time_a_spring_forward_skips_runs_right_after_the_gap() {
+        // New York, 2026-03-08: 02:00 EST becomes 03:00 EDT (07:00Z).
+        assert_eq!(
+            ticks("30 2 * * *", "America/New_York", "2026-03-07T12:00:00Z", 3),
+            [
+                "2026-03-08T07:00:00Z",
+                "2026-03-09T06:30:00Z",
+                "2026-03-10T06:30:00Z"
+            ]
+        );
+        // Paris, 2026-03-29: 02:00 CET becomes 03:00 CEST (01:00Z).
+        assert_eq!(
+            ticks("30 2 * * *", "Europe/Paris", "2026-03-28T12:00:00Z", 2),
+            ["2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"]
+        );
+    }
+
+    #[test]
+    fn a_fixed_time_a_fall_back_repeats_runs_once() {
+        // New York, 2026-11-01: 02:00 EDT becomes 01:00 EST (06:00Z), so
+        // 01:30 is 05:30Z and again 06:30Z.
+        assert_eq!(
+            ticks("30 1 * * *", "America/New_York", "2026-10-31T12:00:00Z", 2),
+            ["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"]
+        );
+        // Paris, 2026-10-25: 03:00 CEST becomes 02:00 CET (01:00Z).
+        assert_eq!(
+            ticks("30 2 * * *", "Europe/Paris", "2026-10-24T12:00:00Z", 2),
+            ["2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"]
+        );
+    }
+
+    #[test]
+    fn a_process_started_in_the_repeated_hour_does_not_run_its_fixed_time_again() {
+        // 01:10 EST, the second pass of the hour: 01:30 ran at 05:30Z.
+        assert_eq!(
+            ticks("30 1 * * *", "America/New_York", "2026-11-01T06:10:00Z", 1),
+            ["2026-11-02T06:30:00Z"]
+        );
+    }
+
+    #[test]
+    fn an_interval_runs_at_each_wall_clock_time_none_in_the_gap_twice_in_the_repeat() {
+        assert_eq!(
+            ticks(
+                "*/30 * * * *",
+                "America/New_York",
+                "2026-03-08T06:45:00Z",
+                2
+            ),
+            ["2026-03-08T07:00:00Z", "2026-03-08T07:30:00Z"]
+        );
+        // From 01:05 EDT, in the first pass: 01:30 EDT, then 01:00 EST.
+        assert_eq!(
+            ticks(
+                "*/30 * * * *",
+                "America/New_York",
+                "2026-11-01T05:05:00Z",
+                2
+            ),
+            ["2026-11-01T05:30:00Z", "2026-11-01T06:00:00Z"]
+        );
+        assert_eq!(
+            ticks(
+                "*/30 * * * *",
+                "America/New_York",
+                "2026-11-01T04:45:00Z",
+                5
+            ),
+            [
+                "2026-11-01T05:00:00Z",
+                "2026-11-01T05:30:00Z",
+                "2026-11-01T06:00:00Z",
+                "2026-11-01T06:30:00Z",
+                "2026-11-01T07:00:00Z"
+            ]
+        );
+    }
+
     #[test]
     fn a_ticks_key_names_the_job_and_the_second() {
         let tick = DateTime::parse_from_rfc3339("2026-11-30T07:45:00Z")
@@ -197,5 +451,82 @@ mod tests {
             tick_key("nightly_report", tick),
             "cron:nightly_report:2026-11-30T07:45:00Z"
         );
+    }
+
+    /// The daylight saving rules, against an oracle that walks the minutes
+    /// one by one: a minute is a tick if its wall time matches and it is
+    /// that wall time's first instant (or, for an interval, any of them), or
+    /// if a fixed time's wall time was skipped by the jump that ends at it.
+    /// Every `after` within three hours of each of 2026's transitions in
+    /// zones with a one-hour and a half-hour shift.
+    #[test]
+    fn ticks_across_every_transition_match_a_minute_by_minute_walk() {
+        let schedules = [
+            "*/15 * * * *",
+            "30 2 * * *",
+            "0 1 * * *",
+            "0 */2 * * *",
+            "45 1 * * *",
+            "15 2 * * SUN",
+        ];
+        let minute = TimeDelta::minutes(1);
+        let wall_of = |zone: Tz, t: DateTime<Utc>| t.with_timezone(&zone).naive_local();
+        for zone in ["America/New_York", "Europe/Paris", "Australia/Lord_Howe"] {
+            let zone = Tz::from_str(zone).unwrap();
+            let offset = |t: DateTime<Utc>| wall_of(zone, t) - t.naive_utc();
+            let mut transitions = Vec::new();
+            let mut t = at("2026-01-01T00:00:00Z");
+            while t < at("2027-01-01T00:00:00Z") {
+                if offset(t) != offset(t + TimeDelta::minutes(15)) {
+                    let mut m = t;
+                    while offset(m) == offset(t) {
+                        m += minute;
+                    }
+                    transitions.push(m);
+                }
+                t += TimeDelta::minutes(15);
+            }
+            assert_eq!(transitions.len(), 2, "{zone}: {transitions:?}");
+            for schedule in schedules {
+                let cron = Cron::from_str(schedule).unwrap();
+                let fixed = cron.determine_job_type() == JobType::FixedTime;
+                let matches =
+                    |wall: chrono::NaiveDateTime| cron.is_time_matching(&wall.and_utc()).unwrap();
+                let oracle = |after: DateTime<Utc>| {
+                    let mut t =
+                        chrono::DurationRound::duration_trunc(after, minute).unwrap() + minute;
+                    loop {
+                        let wall = wall_of(zone, t);
+                        let earliest = match zone.from_local_datetime(&wall) {
+                            LocalResult::Ambiguous(early, _) => early.with_timezone(&Utc) == t,
+                            _ => true,
+                        };
+                        if matches(wall) && (earliest || !fixed) {
+                            return t;
+                        }
+                        let before = wall_of(zone, t - minute) + minute;
+                        if fixed && before < wall {
+                            let mut skipped = before;
+                            while skipped < wall {
+                                if matches(skipped) {
+                                    return t;
+                                }
+                                skipped += minute;
+                            }
+                        }
+                        t += minute;
+                    }
+                };
+                for transition in &transitions {
+                    let mut after = *transition - TimeDelta::hours(3);
+                    while after < *transition + TimeDelta::hours(3) {
+                        let expected = oracle(after);
+                        let got = next_tick(&cron, zone, after).unwrap();
+                        assert_eq!(got, expected, "{schedule} in {zone} after {after}");
+                        after += TimeDelta::minutes(7);
+                    }
+                }
+            }
+        }
     }
 }

@@ -214,6 +214,8 @@ pub(crate) mod statement {
     pub(crate) const DOCTOR: &str = "doctor";
     /// The live-worker registry (`jobq_workers`).
     pub(crate) const WORKERS: &str = "workers";
+    /// Periodic jobs' last ticks (`jobq_schedules`).
+    pub(crate) const CRON: &str = "cron";
 }
 
 /// Gives the recorder each metric's description and unit (Prometheus'

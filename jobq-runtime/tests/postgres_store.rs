@@ -34,7 +34,7 @@ mod wait;
 use wait::wait_until;
 
 /// The store's claim and reaper statements, exactly as it runs them.
-use jobq_runtime::__private::sql::postgres::{CLAIM, COMPLETE, HEARTBEAT, REAP};
+use jobq_runtime::__private::sql::postgres::{CLAIM, COMPLETE, HEARTBEAT, REAP_SEEN};
 
 // ---------------------------------------------------------------------------
 // Jobs (implemented by hand: these tests do not depend on `#[job]`).
@@ -235,7 +235,7 @@ async fn the_reaper_reads_the_partial_lease_index() {
     let Some(jobq) = jobq(2).await else { return };
     let queue = unique("explain-reap");
     let mut conn = pool(&jobq).acquire().await.expect("connection");
-    for plan in claim_plans(&mut conn, REAP, &format!("'{queue}', 500")).await {
+    for plan in claim_plans(&mut conn, REAP_SEEN, &format!("'{queue}', 500")).await {
         assert!(
             plan.contains("Index Scan using jobq_jobs_lease on jobq_jobs"),
             "the reaper must read the partial lease index:\n{plan}"

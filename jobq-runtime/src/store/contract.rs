@@ -286,6 +286,13 @@ pub(crate) trait BackendStore: Sized {
     /// One try.
     async fn prune_workers(&self) -> Result<u64>;
 
+    /// Records `tick` as periodic job `name`'s last tick enqueued
+    /// (`jobq_schedules`), unless a later one is recorded. One try.
+    async fn record_tick(&self, name: &str, tick: DateTime<Utc>) -> Result<()>;
+
+    /// Periodic job `name`'s last tick enqueued, if one was recorded.
+    async fn last_tick(&self, name: &str) -> Result<Option<DateTime<Utc>>>;
+
     /// One page of `jobq_unique`: up to `limit` key rows after `after` in
     /// key order, deleting those whose holder has been pruned (each only
     /// if it still names that holder: a key an enqueue is taking meanwhile

@@ -853,6 +853,16 @@ impl Store {
         retried!(self, WORKERS, s => s.prune_workers())
     }
 
+    /// See [`BackendStore::record_tick`].
+    pub(crate) async fn record_tick(&self, name: &str, tick: DateTime<Utc>) -> Result<()> {
+        retried!(self, CRON, s => s.record_tick(name, tick))
+    }
+
+    /// See [`BackendStore::last_tick`].
+    pub(crate) async fn last_tick(&self, name: &str) -> Result<Option<DateTime<Utc>>> {
+        retried!(self, CRON, s => s.last_tick(name))
+    }
+
     /// The live workers' rows and the clock they were read at.
     pub(crate) async fn live_workers(&self) -> Result<(DateTime<Utc>, Vec<WorkerRecord>)> {
         dispatch_seen!(self, s => {

@@ -270,6 +270,26 @@ macro_rules! server_writes {
             Ok(self.conns.execute(sqlx::query(WORKERS_PRUNE)).await?)
         }
 
+        async fn record_tick(&self, name: &str, tick: DateTime<Utc>) -> Result<()> {
+            self.conns
+                .execute(sqlx::query(TICK_RECORD).bind(name).bind(db_time(tick)))
+                .await?;
+            Ok(())
+        }
+
+        async fn last_tick(&self, name: &str) -> Result<Option<DateTime<Utc>>> {
+            let tick = self
+                .conns
+                .run(async |conn| {
+                    sqlx::query_scalar(TICK_LAST)
+                        .bind(name)
+                        .fetch_optional(conn)
+                        .await
+                })
+                .await?;
+            Ok(tick.map(utc_time))
+        }
+
         async fn save_checkpoint(&self, fence: Fence, json: &str) -> Result<bool> {
             self.fenced_set(CHECKPOINT_SAVE, fence, json).await
         }

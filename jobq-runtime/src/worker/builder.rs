@@ -90,6 +90,8 @@ pub struct WorkerBuilder {
     cron: Vec<CronSpec>,
     /// How far the cron entries' clock runs ahead of this host's (tests).
     cron_clock: chrono::TimeDelta,
+    /// [`cron_catch_up`](Self::cron_catch_up)'s window.
+    cron_catch_up: Option<Duration>,
     observer: Option<Observer>,
     layers: JobLayers,
 }
@@ -104,6 +106,7 @@ impl WorkerBuilder {
             worker_id: None,
             cron: Vec::new(),
             cron_clock: chrono::TimeDelta::zero(),
+            cron_catch_up: None,
             observer: None,
             layers: JobLayers::default(),
         }
@@ -212,6 +215,24 @@ impl WorkerBuilder {
     {
         self.cron
             .push(CronSpec::new(Some(time_zone), schedule, job, options));
+        self
+    }
+
+    /// Makes this worker's cron schedules catch up: at its start, each
+    /// enqueues the ticks that passed since the last one enqueued — by any
+    /// process — while no worker ran (a deploy, an outage), if they are
+    /// within `window` of now, at most 100 of them (the latest), oldest
+    /// first, each keyed by its tick as usual. Off by default: ticks missed
+    /// are skipped.
+    ///
+    /// The last tick enqueued is kept in `jobq_schedules`, one row per
+    /// schedule, written at each tick by the workers that catch up (one
+    /// statement a tick more). At a schedule's first start with a catch-up
+    /// nothing is owed. A tick enqueued just before a crash and not yet
+    /// recorded is enqueued again at the next start: a duplicate of its key,
+    /// unless its row was pruned meanwhile.
+    pub fn cron_catch_up(mut self, window: Duration) -> Self {
+        self.cron_catch_up = Some(window);
         self
     }
 
@@ -479,7 +500,7 @@ impl WorkerBuilder {
             if !scheduled.insert(spec.name()) {
                 return Err(ConfigError::CronScheduledTwice { job: spec.name() }.into());
             }
-            cron.push(spec.parse(self.cron_clock)?);
+            cron.push(spec.parse(self.cron_clock, self.cron_catch_up)?);
         }
         let worker_id = self.worker_id.unwrap_or_else(default_worker_id);
         Ok(Worker::new(Parts {

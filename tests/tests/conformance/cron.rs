@@ -1,6 +1,6 @@
 //! Cron: each tick enqueued and run once, however many workers schedule it.
 
-use chrono::{DateTime, Datelike, TimeZone, Utc};
+use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
 
 use super::*;
 
@@ -178,7 +178,98 @@ async fn a_cron_schedule_in_a_time_zone_follows_its_clock_across_both_changes(db
     );
 }
 
+/// An hourly job of a worker that catches up.
+#[job(name = "conf_cron_hourly", queue = "conf_cron_up")]
+async fn cron_hourly(ctx: JobContext, keys: State<KeyLog>) {
+    keys.note(&ctx);
+}
+
+/// A job every minute of a worker that catches up.
+#[job(name = "conf_cron_minutely", queue = "conf_cron_up")]
+async fn cron_minutely(ctx: JobContext, keys: State<KeyLog>) {
+    keys.note(&ctx);
+}
+
+/// A worker that catches up `window`, its cron clock reading `now`, with
+/// [`CronHourly`] and [`CronMinutely`] scheduled; the keys of the rows that
+/// ran.
+async fn catching_up_worker(
+    db: &TestDb,
+    now: DateTime<Utc>,
+    window: Duration,
+) -> (jobq_runtime::WorkerHandle, KeyLog) {
+    let keys = KeyLog::default();
+    let handle = Worker::builder(db.jobq().await)
+        .queue("conf_cron_up", 4)
+        .state(keys.clone())
+        .poll_interval(Duration::from_millis(50))
+        .cron_clock(now)
+        .cron_catch_up(window)
+        .cron("0 * * * *", CronHourly::new())
+        .cron("* * * * *", CronMinutely::new())
+        .build()
+        .unwrap()
+        .start();
+    (handle, keys)
+}
+
+/// Ticks missed while no worker ran are enqueued by the next worker that
+/// catches up — those within its window, at most 100 per schedule (the
+/// latest), each once — and a schedule's first start owes nothing (clocks
+/// set in a year drawn at random, so that no earlier run's rows match).
+async fn a_worker_that_catches_up_enqueues_the_ticks_missed_within_its_window(db: TestDb) {
+    let year = rand::random_range(2030..2090);
+    let key = |job: &str, h: u32, m: u32| {
+        let tick = Utc.with_ymd_and_hms(year, 6, 1, h, m, 0).unwrap();
+        format!(
+            "cron:{job}:{}",
+            tick.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    };
+    let at = |h, m, s| Utc.with_ymd_and_hms(year, 6, 1, h, m, s).unwrap();
+    // First start, two seconds before 11:00: nothing owed, then 11:00 runs.
+    let hour = Duration::from_secs(3600);
+    let (handle, keys) = catching_up_worker(&db, at(10, 59, 58), 3 * hour).await;
+    let first = [
+        key("conf_cron_hourly", 11, 0),
+        key("conf_cron_minutely", 11, 0),
+    ];
+    wait_until("the 11:00 ticks run", LONG, || async {
+        first.iter().all(|k| keys.seen().contains(k))
+    })
+    .await;
+    stop(handle).await;
+    let mut seen = keys.seen();
+    seen.sort();
+    let mut expected = first.to_vec();
+    expected.sort();
+    assert_eq!(seen, expected, "a first start catches up nothing");
+
+    // Nobody ran from 11:00 to 15:30; a window of three hours: the hourly
+    // 13:00, 14:00, 15:00 (12:00 is older), the latest 100 minutes.
+    let (handle, keys) = catching_up_worker(&db, at(15, 30, 0), 3 * hour).await;
+    let mut expected: Vec<String> = [13, 14, 15]
+        .into_iter()
+        .map(|h| key("conf_cron_hourly", h, 0))
+        .collect();
+    let mut minute = at(15, 30, 0) - chrono::TimeDelta::minutes(99);
+    while minute <= at(15, 30, 0) {
+        expected.push(key("conf_cron_minutely", minute.hour(), minute.minute()));
+        minute += chrono::TimeDelta::minutes(1);
+    }
+    expected.sort();
+    wait_until("the missed ticks run", LONG, || async {
+        keys.seen().len() >= expected.len()
+    })
+    .await;
+    stop(handle).await;
+    let mut seen = keys.seen();
+    seen.sort();
+    assert_eq!(seen, expected);
+}
+
 conformance!(
     a_cron_job_runs_once_per_tick_however_many_workers_schedule_it,
     a_cron_schedule_in_a_time_zone_follows_its_clock_across_both_changes,
+    a_worker_that_catches_up_enqueues_the_ticks_missed_within_its_window,
 );

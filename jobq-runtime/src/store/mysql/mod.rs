@@ -1989,3 +1989,14 @@ impl Columns for sqlx::mysql::MySqlRow {
 }
 
 shared::fenced_set!(MySqlStore);
+
+/// A time as MySQL/MariaDB's `DATETIME(6)` columns hold it (UTC, no zone):
+/// bound as a `DATETIME`, not as a `TIMESTAMP`, whose range ends in 2038.
+fn db_time(time: DateTime<Utc>) -> NaiveDateTime {
+    time.naive_utc()
+}
+
+/// A `DATETIME(6)` column's time (UTC).
+fn utc_time(time: NaiveDateTime) -> DateTime<Utc> {
+    time.and_utc()
+}

@@ -1090,6 +1090,15 @@ pub fn wake_wait_columns(n: usize) -> usize {
     n.div_ceil(64).max(1)
 }
 
+/// Records the second `?` as schedule `?`'s last tick enqueued, unless a
+/// later one is.
+pub const TICK_RECORD: &str = "INSERT INTO jobq_schedules (name, last_tick, updated_at) \
+     VALUES (?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE \
+     last_tick = GREATEST(last_tick, VALUES(last_tick)), updated_at = VALUES(updated_at)";
+
+/// Schedule `?`'s last tick enqueued.
+pub const TICK_LAST: &str = "SELECT last_tick FROM jobq_schedules WHERE name = ?";
+
 /// The embedded migrations (`jobq-runtime/migrations/mysql/`), in order.
 pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261129000001 "jobq_jobs",
@@ -1108,4 +1117,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261209000002 "jobq_output",
     20261209000003 "jobq_checkpoint",
     20261210000001 "jobq_tags",
+    20261211000001 "jobq_schedules",
 );

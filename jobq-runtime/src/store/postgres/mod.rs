@@ -1262,3 +1262,13 @@ async fn claim_limited_on(
 }
 
 shared::fenced_set!(PgStore);
+
+/// A time as PostgreSQL's `timestamptz` columns take it.
+fn db_time(time: DateTime<Utc>) -> DateTime<Utc> {
+    time
+}
+
+/// A `timestamptz` column's time.
+fn utc_time(time: DateTime<Utc>) -> DateTime<Utc> {
+    time
+}

@@ -853,6 +853,14 @@ pub const LOOK: &str = "SELECT q.queue, \
         FROM jobq_jobs j WHERE j.queue = q.queue AND j.status = 'processing') \
      FROM unnest($1::text[]) AS q(queue)";
 
+/// Records `$2` as schedule `$1`'s last tick enqueued, unless a later one is.
+pub const TICK_RECORD: &str = "INSERT INTO jobq_schedules (name, last_tick, updated_at) \
+     VALUES ($1, $2, now()) ON CONFLICT (name) DO UPDATE \
+     SET last_tick = GREATEST(jobq_schedules.last_tick, EXCLUDED.last_tick), updated_at = now()";
+
+/// Schedule `$1`'s last tick enqueued.
+pub const TICK_LAST: &str = "SELECT last_tick FROM jobq_schedules WHERE name = $1";
+
 /// The embedded migrations (`jobq-runtime/migrations/postgres/`), in order.
 pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
     20261129000001 "jobq_jobs",
@@ -869,4 +877,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
     20261209000002 "jobq_output",
     20261209000003 "jobq_checkpoint",
     20261210000001 "jobq_tags",
+    20261211000001 "jobq_schedules",
 );

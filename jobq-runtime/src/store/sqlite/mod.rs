@@ -741,6 +741,32 @@ impl BackendStore for SqliteStore {
         Ok(())
     }
 
+    async fn record_tick(&self, name: &str, tick: DateTime<Utc>) -> Result<()> {
+        self.write(async |conn| {
+            sqlx::query(TICK_RECORD)
+                .bind(name)
+                .bind(tick.timestamp_micros())
+                .bind(now_micros())
+                .execute(conn)
+                .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn last_tick(&self, name: &str) -> Result<Option<DateTime<Utc>>> {
+        let micros: Option<i64> = self
+            .conns
+            .run(async |conn| {
+                sqlx::query_scalar(TICK_LAST)
+                    .bind(name)
+                    .fetch_optional(conn)
+                    .await
+            })
+            .await?;
+        Ok(micros.map(utc))
+    }
+
     async fn prune_workers(&self) -> Result<u64> {
         self.write(async |conn| {
             let done = sqlx::query(WORKERS_PRUNE)

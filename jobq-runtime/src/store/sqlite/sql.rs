@@ -601,6 +601,15 @@ pub const LOOK: &str = "SELECT q.value, \
      (SELECT MIN(j.run_at) - ?1 FROM jobq_jobs j WHERE j.queue = q.value AND j.status = 'processing') \
      FROM json_each(?2) q";
 
+/// Records `?2` (µs) as schedule `?1`'s last tick enqueued, unless a later
+/// one is; `?3` now (µs).
+pub const TICK_RECORD: &str = "INSERT INTO jobq_schedules (name, last_tick, updated_at) \
+     VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE \
+     SET last_tick = MAX(last_tick, excluded.last_tick), updated_at = excluded.updated_at";
+
+/// Schedule `?1`'s last tick enqueued (µs).
+pub const TICK_LAST: &str = "SELECT last_tick FROM jobq_schedules WHERE name = ?1";
+
 /// The embedded migrations (`jobq-runtime/migrations/sqlite/`), in order.
 pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261129000001 "jobq_jobs",
@@ -619,4 +628,5 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261209000002 "jobq_output",
     20261209000003 "jobq_checkpoint",
     20261210000001 "jobq_tags",
+    20261211000001 "jobq_schedules",
 );

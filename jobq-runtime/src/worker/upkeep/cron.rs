@@ -89,7 +89,11 @@ impl CronSpec {
     /// Parses the schedule and its time zone (see
     /// [`WorkerBuilder::cron`](crate::worker::WorkerBuilder::cron)); the
     /// entry's clock runs `clock` ahead of this host's (zero but in tests).
-    pub(in crate::worker) fn parse(self, clock: TimeDelta) -> Result<CronEntry> {
+    pub(in crate::worker) fn parse(
+        self,
+        clock: TimeDelta,
+        catch_up: Option<Duration>,
+    ) -> Result<CronEntry> {
         let cron = Cron::from_str(&self.schedule).map_err(|e| ConfigError::CronSchedule {
             job: self.name,
             schedule: self.schedule.clone(),
@@ -107,6 +111,7 @@ impl CronSpec {
             cron,
             zone,
             clock,
+            catch_up,
         })
     }
 }
@@ -119,6 +124,10 @@ pub(in crate::worker) struct CronEntry {
     zone: Tz,
     /// How far the entry's clock runs ahead of this host's.
     clock: TimeDelta,
+    /// How far back a start enqueues the ticks missed since the last one
+    /// recorded (`WorkerBuilder::cron_catch_up`); `None`: none, and no
+    /// record is kept.
+    catch_up: Option<Duration>,
 }
 
 impl fmt::Debug for CronEntry {
@@ -246,11 +255,20 @@ pub(in crate::worker) fn tick_key(name: &str, tick: DateTime<Utc>) -> String {
     )
 }
 
+/// Most ticks a start enqueues for one schedule that it missed (the latest
+/// ones): a catch-up is bounded by count as well as by its window.
+pub(in crate::worker) const MAX_CATCH_UP: usize = 100;
+
 /// Enqueues `entry`'s job at each tick until `stop`. Ticks that pass while
 /// the database refuses the enqueue, or while the process is not running,
-/// are skipped, not made up.
+/// are skipped, not made up — unless the entry catches up ([`catch_up`]).
 pub(in crate::worker) async fn cron_loop(jobq: Jobq, entry: CronEntry, stop: CancellationToken) {
     let mut after = entry.now();
+    if let Some(window) = entry.catch_up {
+        if !catch_up(&jobq, &entry, window, &stop).await {
+            return;
+        }
+    }
     loop {
         let tick = match entry.next_tick(after) {
             Ok(tick) => tick,
@@ -271,8 +289,98 @@ pub(in crate::worker) async fn cron_loop(jobq: Jobq, entry: CronEntry, stop: Can
         if !enqueue_tick(&jobq, &entry, tick, &stop).await {
             return;
         }
+        if entry.catch_up.is_some() && !record_tick(&jobq, &entry, tick, &stop).await {
+            return;
+        }
         after = tick.max(entry.now());
     }
+}
+
+/// Enqueues, oldest first, the ticks of `entry` that passed since the last
+/// one recorded and within `window` of now — at most [`MAX_CATCH_UP`], the
+/// latest — each with its own key (a tick another process enqueued is a
+/// duplicate), then records the last. With no tick recorded (the
+/// schedule's first start with a catch-up) nothing is owed: now is
+/// recorded. A read that fails is logged and the loop goes on without
+/// catching up. `false` if stopped meanwhile.
+async fn catch_up(
+    jobq: &Jobq,
+    entry: &CronEntry,
+    window: Duration,
+    stop: &CancellationToken,
+) -> bool {
+    let now = entry.now();
+    let last = tokio::select! {
+        biased;
+        () = stop.cancelled() => return false,
+        last = jobq.store().last_tick(entry.spec.name) => last,
+    };
+    let last = match last {
+        Ok(last) => last,
+        Err(error) => {
+            tracing::warn!(
+                job.name = entry.spec.name,
+                error = &error as &dyn std::error::Error,
+                "reading a cron schedule's last tick failed; the ticks it missed are not caught up"
+            );
+            return true;
+        }
+    };
+    let Some(last) = last else {
+        return record_tick(jobq, entry, now, stop).await;
+    };
+    let window = TimeDelta::from_std(window).unwrap_or(TimeDelta::MAX);
+    let mut from = last.max(now.checked_sub_signed(window).unwrap_or(last));
+    let mut missed = std::collections::VecDeque::new();
+    while let Ok(tick) = entry.next_tick(from) {
+        if tick > now {
+            break;
+        }
+        if missed.len() == MAX_CATCH_UP {
+            missed.pop_front();
+        }
+        missed.push_back(tick);
+        from = tick;
+    }
+    let Some(&latest) = missed.back() else {
+        return true;
+    };
+    tracing::info!(
+        job.name = entry.spec.name,
+        ticks = missed.len(),
+        since = %last,
+        "catching up the cron ticks missed while no worker ran"
+    );
+    for tick in missed {
+        if !enqueue_tick(jobq, entry, tick, stop).await {
+            return false;
+        }
+    }
+    record_tick(jobq, entry, latest, stop).await
+}
+
+/// Records `tick` as `entry`'s last tick enqueued; a failure is logged (the
+/// next tick records again). `false` if stopped meanwhile.
+async fn record_tick(
+    jobq: &Jobq,
+    entry: &CronEntry,
+    tick: DateTime<Utc>,
+    stop: &CancellationToken,
+) -> bool {
+    let recorded = tokio::select! {
+        biased;
+        () = stop.cancelled() => return false,
+        recorded = jobq.store().record_tick(entry.spec.name, tick) => recorded,
+    };
+    if let Err(error) = recorded {
+        tracing::warn!(
+            job.name = entry.spec.name,
+            %tick,
+            error = &error as &dyn std::error::Error,
+            "recording a cron tick failed; a later tick records again"
+        );
+    }
+    true
 }
 
 /// Enqueues the row of `tick`, retrying until it is stored or the next tick

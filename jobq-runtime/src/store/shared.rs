@@ -277,19 +277,6 @@ macro_rules! server_writes {
             Ok(())
         }
 
-        async fn last_tick(&self, name: &str) -> Result<Option<DateTime<Utc>>> {
-            let tick = self
-                .conns
-                .run(async |conn| {
-                    sqlx::query_scalar(TICK_LAST)
-                        .bind(name)
-                        .fetch_optional(conn)
-                        .await
-                })
-                .await?;
-            Ok(tick.map(utc_time))
-        }
-
         async fn save_checkpoint(&self, fence: Fence, json: &str) -> Result<bool> {
             self.fenced_set(CHECKPOINT_SAVE, fence, json).await
         }
@@ -392,3 +379,23 @@ pub(crate) use insert_attached;
 pub(crate) fn as_is<'a, S>(_store: &S, sql: &'a str) -> Cow<'a, str> {
     Cow::Borrowed(sql)
 }
+
+/// The reads every backend runs alike, each decoding its times with its
+/// own `utc_time`: a periodic job's last tick.
+macro_rules! every_backend_reads {
+    () => {
+        async fn last_tick(&self, name: &str) -> Result<Option<DateTime<Utc>>> {
+            let tick = self
+                .conns
+                .run(async |conn| {
+                    sqlx::query_scalar(TICK_LAST)
+                        .bind(name)
+                        .fetch_optional(conn)
+                        .await
+                })
+                .await?;
+            Ok(tick.map(utc_time))
+        }
+    };
+}
+pub(crate) use every_backend_reads;

@@ -806,6 +806,7 @@ impl BackendStore for MySqlStore {
     shared::reads!(MySqlStore::read);
 
     shared::server_writes!();
+    shared::every_backend_reads!();
 
     /// A transaction: the batch locked ([`bulk_pick`]), then retried by id.
     async fn retry_batch(

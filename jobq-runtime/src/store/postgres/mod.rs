@@ -573,6 +573,7 @@ impl BackendStore for PgStore {
     shared::numbered_reads!();
 
     shared::server_writes!();
+    shared::every_backend_reads!();
 
     /// One statement ([`bulk_retry`]): the batch's rows that still meet
     /// `guard` locked and retried by primary key.

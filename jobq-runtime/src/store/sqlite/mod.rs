@@ -754,19 +754,6 @@ impl BackendStore for SqliteStore {
         Ok(())
     }
 
-    async fn last_tick(&self, name: &str) -> Result<Option<DateTime<Utc>>> {
-        let micros: Option<i64> = self
-            .conns
-            .run(async |conn| {
-                sqlx::query_scalar(TICK_LAST)
-                    .bind(name)
-                    .fetch_optional(conn)
-                    .await
-            })
-            .await?;
-        Ok(micros.map(utc))
-    }
-
     async fn prune_workers(&self) -> Result<u64> {
         self.write(async |conn| {
             let done = sqlx::query(WORKERS_PRUNE)
@@ -797,6 +784,7 @@ impl BackendStore for SqliteStore {
     shared::reads!(shared::as_is);
 
     shared::numbered_reads!();
+    shared::every_backend_reads!();
 
     /// One statement ([`bulk_retry`]): the batch's rows that still meet
     /// `guard`, retried (one writer at a time: no row is held by another).
@@ -1539,6 +1527,11 @@ fn json_list(values: &[i64]) -> String {
 /// Now, in unix microseconds.
 fn now_micros() -> i64 {
     Utc::now().timestamp_micros()
+}
+
+/// A time column's value (unix microseconds) as a time.
+fn utc_time(micros: i64) -> DateTime<Utc> {
+    utc(micros)
 }
 
 /// Unix microseconds as a time, clamped to what `DateTime` holds (a lease of

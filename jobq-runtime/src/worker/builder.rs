@@ -147,8 +147,9 @@ impl WorkerBuilder {
     /// with no leader. The row goes to the job's own queue, which some
     /// worker must serve. Ticks pass unenqueued while no worker runs or the
     /// database refuses the enqueue until the next tick is due; they are not
-    /// made up later. `build` fails if the schedule does not parse or the
-    /// same job is scheduled twice.
+    /// made up later, unless the worker catches up
+    /// ([`cron_catch_up`](Self::cron_catch_up)). `build` fails if the
+    /// schedule does not parse or the same job is scheduled twice.
     pub fn cron<J>(self, schedule: &str, job: J) -> Self
     where
         J: Job + Clone + Send + Sync + 'static,

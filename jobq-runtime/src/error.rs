@@ -235,6 +235,16 @@ pub enum InvalidArgument {
         /// The limit.
         limit: usize,
     },
+    /// A schedule given to [`Jobq::put_schedule`](crate::Jobq::put_schedule)
+    /// that cannot run: a name, job name, cron expression, time zone, payload
+    /// or queue that is not valid.
+    #[error("schedule `{name}` cannot be stored: {problem}")]
+    Schedule {
+        /// The schedule's name.
+        name: String,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// A payload given as text ([`Jobq::enqueue_json`](crate::Jobq::enqueue_json)) is not JSON.
     #[error("payload of job `{job}` is not valid JSON: {message}")]
     PayloadNotJson {
@@ -605,7 +615,7 @@ pub enum ConfigError {
     #[error("the cron schedule `{schedule}` of job `{job}` does not parse: {reason}")]
     CronSchedule {
         /// The job name.
-        job: &'static str,
+        job: String,
         /// The schedule given.
         schedule: String,
         /// What the parser reported.
@@ -618,7 +628,7 @@ pub enum ConfigError {
     )]
     CronTimeZone {
         /// The job name.
-        job: &'static str,
+        job: String,
         /// The zone given.
         time_zone: String,
     },
@@ -628,7 +638,7 @@ pub enum ConfigError {
     )]
     CronScheduledTwice {
         /// The job name.
-        job: &'static str,
+        job: String,
     },
 }
 

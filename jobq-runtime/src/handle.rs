@@ -17,7 +17,7 @@ use crate::seam::{EnqueueLayer, EnqueueLayers};
 use crate::store::filter::{Statuses, Where};
 use crate::store::{self, NewJob, Prunable, Store};
 use crate::types::Backend;
-use crate::types::{Enqueue, Enqueued, JobInfo, QueueCounts, RunAt};
+use crate::types::{Enqueue, Enqueued, JobInfo, QueueCounts, RunAt, Schedule, ScheduleInfo};
 use crate::wakeup;
 
 /// A cheap-to-clone handle on one database's jobs.
@@ -424,6 +424,50 @@ impl Jobq {
     pub async fn resume(&self, queue: &str) -> Result<bool> {
         validate_queue(queue)?;
         self.store().set_paused(queue, false).await
+    }
+
+    /// Stores `schedule` in the database (or replaces the one of that
+    /// name, keeping whether it is paused): from then on every worker, in
+    /// every process, enqueues its job at each of its ticks — one row per
+    /// tick, keyed `cron:{name}:{tick}`, however many processes run — with
+    /// no restart. Workers see the change within milliseconds (it is
+    /// announced as a pause is) and at most a minute later (they read the
+    /// schedules every minute too); a change takes effect from the next
+    /// tick. Refused with [`InvalidArgument::Schedule`] if the name or job
+    /// name is empty or over 200 bytes, the cron expression or the time
+    /// zone does not parse, the payload is not a JSON object, or the queue
+    /// is not a valid name. The job is not looked up: a tick of a job no
+    /// process knows is stored as [`enqueue_json`](Self::enqueue_json)
+    /// stores it (into the schedule's queue, or refused and logged by the
+    /// worker if it has none).
+    pub async fn put_schedule(&self, schedule: Schedule) -> Result<()> {
+        check_schedule(&schedule)?;
+        self.store().put_schedule(&schedule).await
+    }
+
+    /// Pauses stored schedule `name`: no worker enqueues its ticks until
+    /// [`resume_schedule`](Self::resume_schedule) (ticks missed meanwhile
+    /// are not made up). `false` if no schedule of that name is stored.
+    pub async fn pause_schedule(&self, name: &str) -> Result<bool> {
+        self.store().set_schedule_paused(name, true).await
+    }
+
+    /// Lifts [`pause_schedule`](Self::pause_schedule); `false` if no
+    /// schedule of that name is stored.
+    pub async fn resume_schedule(&self, name: &str) -> Result<bool> {
+        self.store().set_schedule_paused(name, false).await
+    }
+
+    /// Removes stored schedule `name`: no tick after this is enqueued (a
+    /// row already enqueued stays). `false` if there was none.
+    pub async fn remove_schedule(&self, name: &str) -> Result<bool> {
+        self.store().remove_schedule(name).await
+    }
+
+    /// The schedules kept in the database, by name (those declared in code
+    /// are not: they live in the workers that declare them).
+    pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        self.store().stored_schedules().await
     }
 
     /// The queues paused now, by name.
@@ -1268,6 +1312,38 @@ fn check_rate(name: &str, rate: Option<crate::Rate>) -> Result<(), InvalidArgume
         }),
         None => Ok(()),
     }
+}
+
+/// Whether `schedule` can run: see [`Jobq::put_schedule`].
+pub(crate) fn check_schedule(schedule: &Schedule) -> Result<(), InvalidArgument> {
+    let problem = |problem: String| InvalidArgument::Schedule {
+        name: schedule.name.clone(),
+        problem,
+    };
+    validate_job_name(&schedule.name).map_err(|e| problem(format!("its name: {e}")))?;
+    validate_job_name(&schedule.job_name).map_err(|e| problem(format!("its job: {e}")))?;
+    <croner::Cron as std::str::FromStr>::from_str(&schedule.cron).map_err(|e| {
+        problem(format!(
+            "the cron expression `{}` does not parse: {e}",
+            schedule.cron
+        ))
+    })?;
+    if let Some(zone) = &schedule.time_zone {
+        <chrono_tz::Tz as std::str::FromStr>::from_str(zone).map_err(|_| {
+            problem(format!(
+                "`{zone}` is not an IANA time zone name (such as `Europe/Paris`)"
+            ))
+        })?;
+    }
+    match serde_json::from_str::<serde_json::Value>(&schedule.payload) {
+        Ok(serde_json::Value::Object(_)) => {}
+        Ok(_) => return Err(problem("its payload is not a JSON object".to_owned())),
+        Err(e) => return Err(problem(format!("its payload is not JSON: {e}"))),
+    }
+    if let Some(queue) = &schedule.queue {
+        validate_queue(queue).map_err(|e| problem(format!("its queue: {e}")))?;
+    }
+    Ok(())
 }
 
 /// Checks a queue name: 1 to 128 bytes, no NUL.

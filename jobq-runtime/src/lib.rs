@@ -210,7 +210,7 @@ pub use sqlx;
 pub use store::policy::internal_retries;
 pub use types::{
     AttemptRecord, Backend, Enqueue, Enqueued, HISTORY_CAP, JobInfo, JobProgress, JobStatus,
-    QueueCounts,
+    QueueCounts, Schedule, ScheduleInfo,
 };
 pub use worker::{
     DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_PRESENCE_INTERVAL, SHUTDOWN_FINAL_WRITES, Worker,

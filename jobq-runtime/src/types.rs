@@ -705,6 +705,90 @@ impl QueueCounts {
     }
 }
 
+/// A periodic job kept in the database ([`Jobq::put_schedule`](crate::Jobq::put_schedule)):
+/// every worker enqueues job `job_name` with `payload` at each tick of
+/// `cron`, keyed `cron:{name}:{tick}` as a schedule declared in code is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    /// The schedule's name: the prefix of its ticks' keys (1 to 200 bytes,
+    /// as a job name). A schedule declared in code is named after its job.
+    pub name: String,
+    /// The job enqueued, by name (as [`Jobq::enqueue_json`](crate::Jobq::enqueue_json) takes it).
+    pub job_name: String,
+    /// The job's payload, JSON (`{}` by default).
+    pub payload: String,
+    /// The cron expression (five fields, six with seconds first, or a
+    /// nickname such as `@daily`).
+    pub cron: String,
+    /// The IANA time zone the expression is read in; `None`: UTC.
+    pub time_zone: Option<String>,
+    /// The queue; `None`: the job's default.
+    pub queue: Option<String>,
+    /// The priority; `None`: the job's default.
+    pub priority: Option<i16>,
+}
+
+impl Schedule {
+    /// Schedule `name`: job `job_name` at each tick of `cron`, in UTC, with
+    /// payload `{}` and the job's defaults.
+    pub fn new(
+        name: impl Into<String>,
+        job_name: impl Into<String>,
+        cron: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            job_name: job_name.into(),
+            payload: "{}".to_owned(),
+            cron: cron.into(),
+            time_zone: None,
+            queue: None,
+            priority: None,
+        }
+    }
+
+    /// The job's payload (JSON).
+    #[must_use]
+    pub fn payload(mut self, json: impl Into<String>) -> Self {
+        self.payload = json.into();
+        self
+    }
+
+    /// Reads the expression in the IANA time zone `zone`.
+    #[must_use]
+    pub fn time_zone(mut self, zone: impl Into<String>) -> Self {
+        self.time_zone = Some(zone.into());
+        self
+    }
+
+    /// Enqueues into `queue` rather than the job's default.
+    #[must_use]
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Enqueues with `priority` rather than the job's default.
+    #[must_use]
+    pub fn priority(mut self, priority: i16) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+}
+
+/// A schedule kept in the database, as [`Jobq::schedules`](crate::Jobq::schedules) reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleInfo {
+    /// The schedule.
+    pub schedule: Schedule,
+    /// Whether it is paused ([`Jobq::pause_schedule`](crate::Jobq::pause_schedule)).
+    pub paused: bool,
+    /// The last tick recorded by a worker that catches up, if any.
+    pub last_tick: Option<DateTime<Utc>>,
+    /// When it was last stored, paused or resumed.
+    pub updated_at: DateTime<Utc>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::pretty_json;

@@ -25,7 +25,7 @@ use crate::ops::LiveFigures;
 use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::types::Backend;
-use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
+use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt, Schedule, ScheduleInfo};
 use crate::wakeup::Watch;
 
 /// What every backend's store does. See the [module docs](self).
@@ -292,6 +292,19 @@ pub(crate) trait BackendStore: Sized {
 
     /// Periodic job `name`'s last tick enqueued, if one was recorded.
     async fn last_tick(&self, name: &str) -> Result<Option<DateTime<Utc>>>;
+
+    /// Stores `schedule` (checked), keeping its last tick and pause. One try.
+    async fn put_schedule(&self, schedule: &Schedule) -> Result<()>;
+
+    /// Pauses or resumes stored schedule `name`; `false` if there is none.
+    /// One try.
+    async fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<bool>;
+
+    /// Removes stored schedule `name`; `false` if there is none. One try.
+    async fn remove_schedule(&self, name: &str) -> Result<bool>;
+
+    /// The schedules kept in the database, by name.
+    async fn stored_schedules(&self) -> Result<Vec<ScheduleInfo>>;
 
     /// One page of `jobq_unique`: up to `limit` key rows after `after` in
     /// key order, deleting those whose holder has been pruned (each only

@@ -118,7 +118,7 @@ use crate::ops::{Order, Stats, StatsWindow};
 use crate::options::{ConnectOptions, Rate};
 use crate::roster::WorkerRecord;
 use crate::types::Backend;
-use crate::types::{Enqueued, JobInfo, QueueCounts};
+use crate::types::{Enqueued, JobInfo, QueueCounts, Schedule, ScheduleInfo};
 
 pub(crate) mod contract;
 pub(crate) mod doctor;
@@ -861,6 +861,32 @@ impl Store {
     /// See [`BackendStore::last_tick`].
     pub(crate) async fn last_tick(&self, name: &str) -> Result<Option<DateTime<Utc>>> {
         retried!(self, CRON, s => s.last_tick(name))
+    }
+
+    /// See [`BackendStore::put_schedule`]; announced to every worker.
+    pub(crate) async fn put_schedule(&self, schedule: &Schedule) -> Result<()> {
+        retried!(self, CRON, s => s.put_schedule(schedule))?;
+        self.announce_control();
+        Ok(())
+    }
+
+    /// See [`BackendStore::set_schedule_paused`]; announced to every worker.
+    pub(crate) async fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<bool> {
+        let changed = retried!(self, CRON, s => s.set_schedule_paused(name, paused))?;
+        self.announce_control();
+        Ok(changed)
+    }
+
+    /// See [`BackendStore::remove_schedule`]; announced to every worker.
+    pub(crate) async fn remove_schedule(&self, name: &str) -> Result<bool> {
+        let removed = retried!(self, CRON, s => s.remove_schedule(name))?;
+        self.announce_control();
+        Ok(removed)
+    }
+
+    /// See [`BackendStore::stored_schedules`].
+    pub(crate) async fn stored_schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        retried!(self, CRON, s => s.stored_schedules())
     }
 
     /// The live workers' rows and the clock they were read at.

@@ -277,6 +277,24 @@ macro_rules! server_writes {
             Ok(())
         }
 
+        async fn put_schedule(&self, schedule: &Schedule) -> Result<()> {
+            let query = sqlx::query(SCHEDULE_PUT)
+                .bind(&schedule.name)
+                .bind(&schedule.job_name)
+                .bind(&schedule.payload)
+                .bind(&schedule.cron)
+                .bind(&schedule.time_zone)
+                .bind(&schedule.queue)
+                .bind(schedule.priority);
+            self.conns.execute(query).await?;
+            Ok(())
+        }
+
+        async fn remove_schedule(&self, name: &str) -> Result<bool> {
+            let query = sqlx::query(SCHEDULE_REMOVE).bind(name);
+            Ok(self.conns.execute(query).await? == 1)
+        }
+
         async fn save_checkpoint(&self, fence: Fence, json: &str) -> Result<bool> {
             self.fenced_set(CHECKPOINT_SAVE, fence, json).await
         }
@@ -381,7 +399,7 @@ pub(crate) fn as_is<'a, S>(_store: &S, sql: &'a str) -> Cow<'a, str> {
 }
 
 /// The reads every backend runs alike, each decoding its times with its
-/// own `utc_time`: a periodic job's last tick.
+/// own `utc_time`: a periodic job's last tick, the stored schedules.
 macro_rules! every_backend_reads {
     () => {
         async fn last_tick(&self, name: &str) -> Result<Option<DateTime<Utc>>> {
@@ -394,7 +412,57 @@ macro_rules! every_backend_reads {
                         .await
                 })
                 .await?;
-            Ok(tick.map(utc_time))
+            Ok(tick.flatten().map(utc_time))
+        }
+
+        async fn stored_schedules(&self) -> Result<Vec<ScheduleInfo>> {
+            let rows: Vec<(
+                String,
+                String,
+                String,
+                String,
+                Option<String>,
+                Option<String>,
+                Option<i16>,
+                Option<_>,
+                Option<_>,
+                _,
+            )> = self
+                .conns
+                .run(async |conn| sqlx::query_as(SCHEDULES_STORED).fetch_all(conn).await)
+                .await?;
+            Ok(rows
+                .into_iter()
+                .map(
+                    |(
+                        name,
+                        job_name,
+                        payload,
+                        cron,
+                        time_zone,
+                        queue,
+                        priority,
+                        paused_at,
+                        last_tick,
+                        updated_at,
+                    )| {
+                        ScheduleInfo {
+                            schedule: Schedule {
+                                name,
+                                job_name,
+                                payload,
+                                cron,
+                                time_zone,
+                                queue,
+                                priority,
+                            },
+                            paused: paused_at.map(utc_time).is_some(),
+                            last_tick: last_tick.map(utc_time),
+                            updated_at: utc_time(updated_at),
+                        }
+                    },
+                )
+                .collect())
         }
     };
 }

@@ -237,7 +237,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// Runs the cron schedules by a clock that reads `now` at this call
+    /// Runs the cron schedules declared on this builder (not those stored
+    /// in the database) by a clock that reads `now` at this call
     /// (and goes on from there at the host's pace): for tests that cross a
     /// daylight saving change. Not for production.
     #[doc(hidden)]
@@ -498,8 +499,9 @@ impl WorkerBuilder {
         let mut cron = Vec::with_capacity(self.cron.len());
         for spec in self.cron {
             validate_job_name(spec.name()).map_err(ConfigError::JobName)?;
-            if !scheduled.insert(spec.name()) {
-                return Err(ConfigError::CronScheduledTwice { job: spec.name() }.into());
+            if !scheduled.insert(spec.name().to_owned()) {
+                let job = spec.name().to_owned();
+                return Err(ConfigError::CronScheduledTwice { job }.into());
             }
             cron.push(spec.parse(self.cron_clock, self.cron_catch_up)?);
         }

@@ -315,6 +315,15 @@ impl Worker {
                 supervise(Arc::clone(&shared), "cron", stop, cron),
             ));
         }
+        {
+            let span = tracing::info_span!(parent: &worker, "jobq.cron_stored");
+            let stop = shared.stop_claiming.clone();
+            let stored = cron::stored_loop(jobq.clone(), stop.clone());
+            tasks.spawn(in_span(
+                span,
+                supervise(Arc::clone(&shared), "stored cron", stop, stored),
+            ));
+        }
         tasks.close();
         let running = Running {
             claimers,

@@ -1,6 +1,7 @@
 //! Cron: each tick enqueued and run once, however many workers schedule it.
 
 use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
+use jobq_runtime::Schedule;
 
 use super::*;
 
@@ -268,8 +269,169 @@ async fn a_worker_that_catches_up_enqueues_the_ticks_missed_within_its_window(db
     assert_eq!(seen, expected);
 }
 
+/// The ticks a stored schedule enqueued: each row's key and payload.
+#[derive(Clone, Default)]
+struct Ticks(Arc<Mutex<Vec<(String, u64)>>>);
+
+impl Ticks {
+    fn seen(&self) -> Vec<(String, u64)> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The job of the stored schedules; records its key and `n`.
+#[job(name = "conf_cron_stored", queue = "conf_cron_db")]
+async fn cron_stored(ctx: JobContext, ticks: State<Ticks>, n: u64) {
+    ticks
+        .0
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((ctx.idempotency_key(), n));
+}
+
+/// The instant of a tick's key.
+fn tick_of(key: &str) -> DateTime<Utc> {
+    let instant = key.splitn(3, ':').nth(2).expect("cron:{name}:{tick}");
+    DateTime::parse_from_rfc3339(instant)
+        .unwrap_or_else(|e| panic!("{key}: {e}"))
+        .with_timezone(&Utc)
+}
+
+/// A schedule kept in the database runs on every worker without a restart,
+/// each tick once however many processes run it; a change takes effect at
+/// the next tick; a pause stops it and a resume restarts it; a removal ends
+/// it; a schedule that cannot run is refused with what is wrong.
+async fn a_schedule_kept_in_the_database_is_managed_while_workers_run(db: TestDb) {
+    let jobq = db.jobq().await;
+    let name = jobq_tests::unique_queue("stored");
+    let ticks = Ticks::default();
+    let mut handles = Vec::new();
+    for _ in 0..2 {
+        handles.push(
+            Worker::builder(db.jobq().await)
+                .queue("conf_cron_db", 2)
+                .state(ticks.clone())
+                .poll_interval(Duration::from_millis(50))
+                .build()
+                .unwrap()
+                .start(),
+        );
+    }
+    let every_second =
+        Schedule::new(&name, "conf_cron_stored", "* * * * * *").payload(r#"{"n":1}"#);
+    jobq.put_schedule(every_second).await.unwrap();
+    let count = |n: u64| ticks.seen().iter().filter(|t| t.1 == n).count();
+    wait_until("three ticks of the stored schedule", LONG, || async {
+        count(1) >= 3
+    })
+    .await;
+
+    // Changed: every two seconds, with n = 2.
+    let changed_at = Utc::now();
+    let every_two = Schedule::new(&name, "conf_cron_stored", "*/2 * * * * *").payload(r#"{"n":2}"#);
+    jobq.put_schedule(every_two.clone()).await.unwrap();
+    wait_until("two ticks of the changed schedule", LONG, || async {
+        count(2) >= 2
+    })
+    .await;
+    let stored = jobq.schedules().await.unwrap();
+    let mine: Vec<_> = stored.iter().filter(|s| s.schedule.name == name).collect();
+    assert_eq!(mine.len(), 1, "{stored:?}");
+    assert_eq!((&mine[0].schedule, mine[0].paused), (&every_two, false));
+
+    // Paused: nothing more until resumed.
+    assert!(jobq.pause_schedule(&name).await.unwrap());
+    let paused_at = Utc::now();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let late: Vec<_> = ticks
+        .seen()
+        .into_iter()
+        .filter(|(key, _)| tick_of(key) > paused_at + chrono::TimeDelta::milliseconds(300))
+        .collect();
+    assert_eq!(late, [], "no tick while paused");
+    assert!(
+        jobq.schedules()
+            .await
+            .unwrap()
+            .iter()
+            .any(|s| s.schedule.name == name && s.paused)
+    );
+    let before = count(2);
+    assert!(jobq.resume_schedule(&name).await.unwrap());
+    wait_until("a tick after the resume", LONG, || async {
+        count(2) > before
+    })
+    .await;
+
+    // Removed: no tick after it.
+    assert!(jobq.remove_schedule(&name).await.unwrap());
+    let removed_at = Utc::now();
+    assert!(!jobq.remove_schedule(&name).await.unwrap(), "gone");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for handle in handles {
+        stop(handle).await;
+    }
+    let seen = ticks.seen();
+    let mut keys: Vec<&String> = seen.iter().map(|(key, _)| key).collect();
+    let all = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), all, "each tick once: {seen:?}");
+    for (key, n) in &seen {
+        let tick = tick_of(key);
+        assert!(
+            tick <= removed_at + chrono::TimeDelta::milliseconds(300),
+            "{key} after the removal"
+        );
+        if *n == 2 {
+            assert_eq!(
+                tick.timestamp() % 2,
+                0,
+                "{key}: the changed schedule's ticks are even seconds"
+            );
+        } else {
+            assert!(
+                tick <= changed_at + chrono::TimeDelta::milliseconds(300),
+                "{key}: the old schedule after the change"
+            );
+        }
+    }
+
+    // Refused, with what is wrong.
+    for (schedule, wrong) in [
+        (
+            Schedule::new(&name, "conf_cron_stored", "every tuesday"),
+            "the cron expression `every tuesday` does not parse",
+        ),
+        (
+            Schedule::new(&name, "conf_cron_stored", "@daily").time_zone("Mars/Olympus"),
+            "`Mars/Olympus` is not an IANA time zone",
+        ),
+        (
+            Schedule::new(&name, "conf_cron_stored", "@daily").payload("[1]"),
+            "its payload is not a JSON object",
+        ),
+        (Schedule::new("", "conf_cron_stored", "@daily"), "its name"),
+    ] {
+        let error = jobq.put_schedule(schedule).await.unwrap_err().to_string();
+        assert!(error.contains(wrong), "{error}");
+    }
+    assert!(
+        !jobq
+            .schedules()
+            .await
+            .unwrap()
+            .iter()
+            .any(|s| s.schedule.name == name)
+    );
+}
+
 conformance!(
     a_cron_job_runs_once_per_tick_however_many_workers_schedule_it,
     a_cron_schedule_in_a_time_zone_follows_its_clock_across_both_changes,
     a_worker_that_catches_up_enqueues_the_ticks_missed_within_its_window,
+    a_schedule_kept_in_the_database_is_managed_while_workers_run,
 );

@@ -56,7 +56,7 @@ use crate::store::policy::{
     new_token_base, row_token, within,
 };
 use crate::types::Backend;
-use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
+use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt, Schedule, ScheduleInfo};
 use crate::wakeup::Watch;
 
 mod doctor;
@@ -807,6 +807,11 @@ impl BackendStore for MySqlStore {
 
     shared::server_writes!();
     shared::every_backend_reads!();
+
+    async fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<bool> {
+        let query = sqlx::query(SCHEDULE_PAUSE).bind(paused).bind(name);
+        Ok(self.conns.execute(query).await? == 1)
+    }
 
     /// A transaction: the batch locked ([`bulk_pick`]), then retried by id.
     async fn retry_batch(

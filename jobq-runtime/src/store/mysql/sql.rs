@@ -1094,10 +1094,36 @@ pub fn wake_wait_columns(n: usize) -> usize {
 /// later one is.
 pub const TICK_RECORD: &str = "INSERT INTO jobq_schedules (name, last_tick, updated_at) \
      VALUES (?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE \
-     last_tick = GREATEST(last_tick, VALUES(last_tick)), updated_at = VALUES(updated_at)";
+     last_tick = GREATEST(COALESCE(last_tick, VALUES(last_tick)), VALUES(last_tick)), \
+     updated_at = VALUES(updated_at)";
 
 /// Schedule `?`'s last tick enqueued.
 pub const TICK_LAST: &str = "SELECT last_tick FROM jobq_schedules WHERE name = ?";
+
+/// Stores schedule `?` (job, payload, cron, zone, queue, priority), keeping
+/// its last tick and pause.
+pub const SCHEDULE_PUT: &str = "INSERT INTO jobq_schedules \
+     (name, job_name, payload, schedule, time_zone, queue, priority, updated_at) \
+     VALUES (?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE \
+     job_name = VALUES(job_name), payload = VALUES(payload), schedule = VALUES(schedule), \
+     time_zone = VALUES(time_zone), queue = VALUES(queue), priority = VALUES(priority), \
+     updated_at = VALUES(updated_at)";
+
+/// Pauses (the first `?` true) or resumes stored schedule `?`.
+pub const SCHEDULE_PAUSE: &str = "UPDATE jobq_schedules \
+     SET paused_at = IF(?, COALESCE(paused_at, UTC_TIMESTAMP(6)), NULL), updated_at = UTC_TIMESTAMP(6) \
+     WHERE name = ? AND job_name IS NOT NULL";
+
+/// Removes stored schedule `?`.
+pub const SCHEDULE_REMOVE: &str =
+    "DELETE FROM jobq_schedules WHERE name = ? AND job_name IS NOT NULL";
+
+/// The schedules kept in the database, by name (the names read as text:
+/// their binary collation, which keeps `Daily` apart from `daily`, makes
+/// the driver see bytes).
+pub const SCHEDULES_STORED: &str = "SELECT CAST(name AS CHAR), CAST(job_name AS CHAR), payload, \
+     schedule, time_zone, CAST(queue AS CHAR), priority, paused_at, last_tick, updated_at \
+     FROM jobq_schedules WHERE job_name IS NOT NULL ORDER BY name";
 
 /// The embedded migrations (`jobq-runtime/migrations/mysql/`), in order.
 pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":

@@ -58,7 +58,7 @@ use crate::store::policy::{
     within,
 };
 use crate::types::Backend;
-use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
+use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt, Schedule, ScheduleInfo};
 use crate::wakeup::Watch;
 
 mod doctor;
@@ -574,6 +574,11 @@ impl BackendStore for PgStore {
 
     shared::server_writes!();
     shared::every_backend_reads!();
+
+    async fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<bool> {
+        let query = sqlx::query(SCHEDULE_PAUSE).bind(name).bind(paused);
+        Ok(self.conns.execute(query).await? == 1)
+    }
 
     /// One statement ([`bulk_retry`]): the batch's rows that still meet
     /// `guard` locked and retried by primary key.

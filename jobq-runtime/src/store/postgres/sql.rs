@@ -861,6 +861,29 @@ pub const TICK_RECORD: &str = "INSERT INTO jobq_schedules (name, last_tick, upda
 /// Schedule `$1`'s last tick enqueued.
 pub const TICK_LAST: &str = "SELECT last_tick FROM jobq_schedules WHERE name = $1";
 
+/// Stores schedule `$1` (job `$2`, payload `$3`, cron `$4`, zone `$5`,
+/// queue `$6`, priority `$7`), keeping its last tick and pause.
+pub const SCHEDULE_PUT: &str = "INSERT INTO jobq_schedules \
+     (name, job_name, payload, schedule, time_zone, queue, priority, updated_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, now()) ON CONFLICT (name) DO UPDATE \
+     SET job_name = EXCLUDED.job_name, payload = EXCLUDED.payload, schedule = EXCLUDED.schedule, \
+     time_zone = EXCLUDED.time_zone, queue = EXCLUDED.queue, priority = EXCLUDED.priority, \
+     updated_at = now()";
+
+/// Pauses (`$2` true) or resumes stored schedule `$1`.
+pub const SCHEDULE_PAUSE: &str = "UPDATE jobq_schedules \
+     SET paused_at = CASE WHEN $2 THEN COALESCE(paused_at, now()) END, updated_at = now() \
+     WHERE name = $1 AND job_name IS NOT NULL";
+
+/// Removes stored schedule `$1`.
+pub const SCHEDULE_REMOVE: &str =
+    "DELETE FROM jobq_schedules WHERE name = $1 AND job_name IS NOT NULL";
+
+/// The schedules kept in the database, by name.
+pub const SCHEDULES_STORED: &str = "SELECT name, job_name, payload, schedule, time_zone, queue, \
+     priority, paused_at, last_tick, updated_at FROM jobq_schedules \
+     WHERE job_name IS NOT NULL ORDER BY name";
+
 /// The embedded migrations (`jobq-runtime/migrations/postgres/`), in order.
 pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
     20261129000001 "jobq_jobs",

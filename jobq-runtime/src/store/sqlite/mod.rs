@@ -58,7 +58,7 @@ use crate::store::policy::{
     retry_transient, row_token, slots_limit, slots_total, within,
 };
 use crate::types::Backend;
-use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt};
+use crate::types::{Enqueued, JobInfo, QueueCounts, RunAt, Schedule, ScheduleInfo};
 use crate::wakeup::Watch;
 
 mod checkpoint;
@@ -752,6 +752,45 @@ impl BackendStore for SqliteStore {
         })
         .await?;
         Ok(())
+    }
+
+    async fn put_schedule(&self, schedule: &Schedule) -> Result<()> {
+        self.write(async |conn| {
+            sqlx::query(SCHEDULE_PUT)
+                .bind(&schedule.name)
+                .bind(&schedule.job_name)
+                .bind(&schedule.payload)
+                .bind(&schedule.cron)
+                .bind(&schedule.time_zone)
+                .bind(&schedule.queue)
+                .bind(schedule.priority)
+                .bind(now_micros())
+                .execute(conn)
+                .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<bool> {
+        let done = self
+            .write(async |conn| {
+                sqlx::query(SCHEDULE_PAUSE)
+                    .bind(name)
+                    .bind(paused)
+                    .bind(now_micros())
+                    .execute(conn)
+                    .await
+            })
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn remove_schedule(&self, name: &str) -> Result<bool> {
+        let done = self
+            .write(async |conn| sqlx::query(SCHEDULE_REMOVE).bind(name).execute(conn).await)
+            .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn prune_workers(&self) -> Result<u64> {

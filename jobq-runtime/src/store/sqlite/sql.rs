@@ -605,10 +605,35 @@ pub const LOOK: &str = "SELECT q.value, \
 /// one is; `?3` now (µs).
 pub const TICK_RECORD: &str = "INSERT INTO jobq_schedules (name, last_tick, updated_at) \
      VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE \
-     SET last_tick = MAX(last_tick, excluded.last_tick), updated_at = excluded.updated_at";
+     SET last_tick = MAX(COALESCE(last_tick, excluded.last_tick), excluded.last_tick), \
+     updated_at = excluded.updated_at";
 
 /// Schedule `?1`'s last tick enqueued (µs).
 pub const TICK_LAST: &str = "SELECT last_tick FROM jobq_schedules WHERE name = ?1";
+
+/// Stores schedule `?1` (job `?2`, payload `?3`, cron `?4`, zone `?5`,
+/// queue `?6`, priority `?7`) at `?8` (now, µs), keeping its last tick and
+/// pause.
+pub const SCHEDULE_PUT: &str = "INSERT INTO jobq_schedules \
+     (name, job_name, payload, schedule, time_zone, queue, priority, updated_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (name) DO UPDATE \
+     SET job_name = excluded.job_name, payload = excluded.payload, schedule = excluded.schedule, \
+     time_zone = excluded.time_zone, queue = excluded.queue, priority = excluded.priority, \
+     updated_at = excluded.updated_at";
+
+/// Pauses (`?2` true) or resumes stored schedule `?1`; `?3` now (µs).
+pub const SCHEDULE_PAUSE: &str = "UPDATE jobq_schedules \
+     SET paused_at = CASE WHEN ?2 THEN COALESCE(paused_at, ?3) END, updated_at = ?3 \
+     WHERE name = ?1 AND job_name IS NOT NULL";
+
+/// Removes stored schedule `?1`.
+pub const SCHEDULE_REMOVE: &str =
+    "DELETE FROM jobq_schedules WHERE name = ?1 AND job_name IS NOT NULL";
+
+/// The schedules kept in the database, by name.
+pub const SCHEDULES_STORED: &str = "SELECT name, job_name, payload, schedule, time_zone, queue, \
+     priority, paused_at, last_tick, updated_at FROM jobq_schedules \
+     WHERE job_name IS NOT NULL ORDER BY name";
 
 /// The embedded migrations (`jobq-runtime/migrations/sqlite/`), in order.
 pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":

@@ -13,6 +13,8 @@
 //! (every 15 minutes) runs at each time the wall clock shows, none in the
 //! gap and twice in the repeated hour.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -27,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{ConfigError, Result};
 use crate::handle::Jobq;
-use crate::types::{Enqueue, Enqueued};
+use crate::types::{Enqueue, Enqueued, Schedule};
 
 /// Longest single sleep before a tick: the wall clock is looked at again
 /// after it, so a clock that was set or a machine that slept is noticed.
@@ -42,7 +44,8 @@ type EnqueueFn = Arc<dyn Fn(Jobq, String) -> BoxFuture<'static, Result<Enqueued>
 
 /// A schedule as given to the builder, parsed at `build`.
 pub(in crate::worker) struct CronSpec {
-    name: &'static str,
+    /// The job's name (declared in code) or the stored schedule's.
+    name: Cow<'static, str>,
     schedule: String,
     /// The IANA name of the zone the schedule is read in; `None`: UTC.
     time_zone: Option<String>,
@@ -75,15 +78,39 @@ impl CronSpec {
             Box::pin(async move { jobq.enqueue_with(job, options).await })
         });
         Self {
-            name: J::NAME,
+            name: Cow::Borrowed(J::NAME),
             schedule: schedule.to_owned(),
             time_zone: time_zone.map(str::to_owned),
             enqueue,
         }
     }
 
-    pub(in crate::worker) fn name(&self) -> &'static str {
-        self.name
+    pub(in crate::worker) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A schedule kept in the database: its ticks enqueue its job by name
+    /// ([`Jobq::enqueue_json`]).
+    fn stored(schedule: &Schedule) -> Self {
+        let (job, payload) = (schedule.job_name.clone(), schedule.payload.clone());
+        let mut options = Enqueue::new();
+        if let Some(queue) = &schedule.queue {
+            options = options.queue(queue);
+        }
+        if let Some(priority) = schedule.priority {
+            options = options.priority(priority);
+        }
+        let enqueue: EnqueueFn = Arc::new(move |jobq: Jobq, key: String| {
+            let (job, payload) = (job.clone(), payload.clone());
+            let options = options.clone().idempotency_key(key);
+            Box::pin(async move { jobq.enqueue_json(&job, &payload, options).await })
+        });
+        Self {
+            name: Cow::Owned(schedule.name.clone()),
+            schedule: schedule.cron.clone(),
+            time_zone: schedule.time_zone.clone(),
+            enqueue,
+        }
     }
 
     /// Parses the schedule and its time zone (see
@@ -95,14 +122,14 @@ impl CronSpec {
         catch_up: Option<Duration>,
     ) -> Result<CronEntry> {
         let cron = Cron::from_str(&self.schedule).map_err(|e| ConfigError::CronSchedule {
-            job: self.name,
+            job: self.name.to_string(),
             schedule: self.schedule.clone(),
             reason: e.to_string(),
         })?;
         let zone = match &self.time_zone {
             None => Tz::UTC,
             Some(name) => Tz::from_str(name).map_err(|_| ConfigError::CronTimeZone {
-                job: self.name,
+                job: self.name.to_string(),
                 time_zone: name.clone(),
             })?,
         };
@@ -138,8 +165,8 @@ impl fmt::Debug for CronEntry {
 
 impl CronEntry {
     /// The job's name.
-    pub(in crate::worker) fn name(&self) -> &'static str {
-        self.spec.name
+    pub(in crate::worker) fn name(&self) -> &str {
+        &self.spec.name
     }
 
     /// The first tick after `after`, the schedule read in the entry's zone.
@@ -273,7 +300,7 @@ pub(in crate::worker) async fn cron_loop(jobq: Jobq, entry: CronEntry, stop: Can
         let tick = match entry.next_tick(after) {
             Ok(tick) => tick,
             Err(error) => {
-                tracing::error!(job.name = entry.spec.name, %error, "the cron schedule has no next tick; it stops");
+                tracing::error!(job.name = entry.name(), %error, "the cron schedule has no next tick; it stops");
                 return;
             }
         };
@@ -296,6 +323,93 @@ pub(in crate::worker) async fn cron_loop(jobq: Jobq, entry: CronEntry, stop: Can
     }
 }
 
+/// How often a worker reads the stored schedules when no change was
+/// announced (a change is announced as a pause is, to every process).
+const STORED_EVERY: Duration = Duration::from_secs(60);
+
+/// Runs the schedules kept in the database ([`Jobq::put_schedule`]) until
+/// `stop`, each as a schedule declared in code runs ([`cron_loop`], by this
+/// host's clock; no catch-up): reads them at the
+/// start, when a change is announced and every [`STORED_EVERY`]; a
+/// schedule added, changed or resumed starts from the next tick after the
+/// read, one paused, changed or removed stops. A row that does not parse
+/// (written by hand) is logged and left out.
+pub(in crate::worker) async fn stored_loop(jobq: Jobq, stop: CancellationToken) {
+    let control = crate::wakeup::subscribe(crate::wakeup::CONTROL);
+    let mut running: HashMap<String, (Schedule, CancellationToken)> = HashMap::new();
+    loop {
+        // Armed before the read: a change announced during it is not missed.
+        let announced = control.notified();
+        tokio::pin!(announced);
+        announced.as_mut().enable();
+        let read = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            read = jobq.store().stored_schedules() => read,
+        };
+        match read {
+            Ok(rows) => run_stored(&jobq, &stop, &mut running, rows),
+            Err(error) => tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "reading the stored cron schedules failed; they are read again later"
+            ),
+        }
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            () = &mut announced => {}
+            () = tokio::time::sleep(STORED_EVERY) => {}
+        }
+    }
+    for (_, (_, token)) in running {
+        token.cancel();
+    }
+}
+
+/// Brings `running` in line with the stored schedules `rows`.
+fn run_stored(
+    jobq: &Jobq,
+    stop: &CancellationToken,
+    running: &mut HashMap<String, (Schedule, CancellationToken)>,
+    rows: Vec<crate::types::ScheduleInfo>,
+) {
+    let active: HashMap<String, Schedule> = rows
+        .into_iter()
+        .filter(|row| !row.paused)
+        .map(|row| (row.schedule.name.clone(), row.schedule))
+        .collect();
+    running.retain(|name, (schedule, token)| {
+        let same = active.get(name) == Some(schedule);
+        if !same {
+            token.cancel();
+        }
+        same
+    });
+    for (name, schedule) in active {
+        if running.contains_key(&name) {
+            continue;
+        }
+        let entry = match CronSpec::stored(&schedule).parse(TimeDelta::zero(), None) {
+            Ok(entry) => entry,
+            Err(error) => {
+                tracing::warn!(
+                    schedule = %name,
+                    error = &error as &dyn std::error::Error,
+                    "a stored cron schedule does not parse; it is left out"
+                );
+                continue;
+            }
+        };
+        let token = stop.child_token();
+        let span = tracing::info_span!("jobq.cron", job.name = %name);
+        tokio::spawn(tracing::Instrument::instrument(
+            cron_loop(jobq.clone(), entry, token.clone()),
+            span,
+        ));
+        running.insert(name, (schedule, token));
+    }
+}
+
 /// Enqueues, oldest first, the ticks of `entry` that passed since the last
 /// one recorded and within `window` of now — at most [`MAX_CATCH_UP`], the
 /// latest — each with its own key (a tick another process enqueued is a
@@ -313,13 +427,13 @@ async fn catch_up(
     let last = tokio::select! {
         biased;
         () = stop.cancelled() => return false,
-        last = jobq.store().last_tick(entry.spec.name) => last,
+        last = jobq.store().last_tick(entry.name()) => last,
     };
     let last = match last {
         Ok(last) => last,
         Err(error) => {
             tracing::warn!(
-                job.name = entry.spec.name,
+                job.name = entry.name(),
                 error = &error as &dyn std::error::Error,
                 "reading a cron schedule's last tick failed; the ticks it missed are not caught up"
             );
@@ -346,7 +460,7 @@ async fn catch_up(
         return true;
     };
     tracing::info!(
-        job.name = entry.spec.name,
+        job.name = entry.name(),
         ticks = missed.len(),
         since = %last,
         "catching up the cron ticks missed while no worker ran"
@@ -370,11 +484,11 @@ async fn record_tick(
     let recorded = tokio::select! {
         biased;
         () = stop.cancelled() => return false,
-        recorded = jobq.store().record_tick(entry.spec.name, tick) => recorded,
+        recorded = jobq.store().record_tick(entry.name(), tick) => recorded,
     };
     if let Err(error) = recorded {
         tracing::warn!(
-            job.name = entry.spec.name,
+            job.name = entry.name(),
             %tick,
             error = &error as &dyn std::error::Error,
             "recording a cron tick failed; a later tick records again"
@@ -391,7 +505,7 @@ async fn enqueue_tick(
     tick: DateTime<Utc>,
     stop: &CancellationToken,
 ) -> bool {
-    let key = tick_key(entry.spec.name, tick);
+    let key = tick_key(entry.name(), tick);
     let next = entry.next_tick(tick).ok();
     let mut pause = RETRY_PAUSE;
     loop {
@@ -404,7 +518,7 @@ async fn enqueue_tick(
         match enqueued {
             Ok(enqueued) => {
                 tracing::debug!(
-                    job.name = entry.spec.name,
+                    job.name = entry.name(),
                     %tick,
                     id = enqueued.id,
                     duplicate = enqueued.duplicate,
@@ -415,7 +529,7 @@ async fn enqueue_tick(
             Err(error) => {
                 let give_up = next.is_none_or(|next| next <= entry.now() + pause);
                 tracing::warn!(
-                    job.name = entry.spec.name,
+                    job.name = entry.name(),
                     %tick,
                     error = &error as &dyn std::error::Error,
                     give_up,

@@ -2,10 +2,12 @@
 
 use std::io::{BufRead, IsTerminal};
 
-use jobq_runtime::{CheckStatus, Enqueue, JobFilter, JobStatus, Jobq, Order, Page, error_chain};
+use jobq_runtime::{
+    CheckStatus, Enqueue, JobFilter, JobStatus, Jobq, Order, Page, Schedule, error_chain,
+};
 
 use crate::output;
-use crate::{Command, FilterArgs, Format, Outcome};
+use crate::{Command, FilterArgs, Format, Outcome, ScheduleAction};
 
 /// Runs `command`, printing what it did; an error as text with its causes.
 pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, String> {
@@ -173,6 +175,16 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             }
             Outcome::Done
         }
+        Command::Schedules { format } => {
+            let schedules = jobq.schedules().await.map_err(|e| error_chain(&e))?;
+            if format.json {
+                outln!("{}", output::schedules_json(&schedules));
+            } else {
+                out!("{}", output::schedules_text(&schedules));
+            }
+            Outcome::Done
+        }
+        Command::Schedule { action } => schedule(jobq, action).await?,
         Command::Workers { format } => {
             let workers = jobq.workers().await.map_err(|e| error_chain(&e))?;
             let jobs = jobq.job_kinds().await.map_err(|e| error_chain(&e))?;
@@ -451,4 +463,57 @@ fn confirm(question: &str) -> bool {
         return false;
     }
     matches!(answer.trim(), "y" | "Y" | "yes" | "YES")
+}
+
+/// `jobq schedule …`.
+async fn schedule(jobq: &Jobq, action: ScheduleAction) -> Result<Outcome, String> {
+    let done = |changed: bool, name: &str, did: &str, was: &str| {
+        if changed {
+            outln!("schedule {name} {did}");
+        } else {
+            outln!("no schedule {name} is stored{was}");
+        }
+    };
+    match action {
+        ScheduleAction::Put {
+            name,
+            job,
+            cron,
+            payload,
+            time_zone,
+            queue,
+            priority,
+        } => {
+            let mut schedule = Schedule::new(&name, job, cron).payload(payload);
+            schedule.time_zone = time_zone;
+            schedule.queue = queue;
+            schedule.priority = priority;
+            jobq.put_schedule(schedule)
+                .await
+                .map_err(|e| error_chain(&e))?;
+            outln!("schedule {name} is stored: every worker runs it from its next tick");
+        }
+        ScheduleAction::Pause { name } => {
+            let changed = jobq
+                .pause_schedule(&name)
+                .await
+                .map_err(|e| error_chain(&e))?;
+            done(changed, &name, "is paused", "");
+        }
+        ScheduleAction::Resume { name } => {
+            let changed = jobq
+                .resume_schedule(&name)
+                .await
+                .map_err(|e| error_chain(&e))?;
+            done(changed, &name, "is resumed", "");
+        }
+        ScheduleAction::Remove { name } => {
+            let changed = jobq
+                .remove_schedule(&name)
+                .await
+                .map_err(|e| error_chain(&e))?;
+            done(changed, &name, "is removed", " (nothing removed)");
+        }
+    }
+    Ok(Outcome::Done)
 }

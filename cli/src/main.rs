@@ -49,6 +49,49 @@ struct Cli {
     command: Command,
 }
 
+/// What `jobq schedule` does.
+#[derive(Debug, Subcommand)]
+enum ScheduleAction {
+    /// Stores a schedule (or replaces the one of that name, keeping its
+    /// pause): job NAME by name at each tick of CRON.
+    Put {
+        /// The schedule's name (its ticks' keys are `cron:{name}:{tick}`).
+        name: String,
+        /// The job, by name (as `jobq enqueue` takes it).
+        job: String,
+        /// The cron expression: five fields, six with seconds first, or a
+        /// nickname (`@daily`).
+        cron: String,
+        /// The job's payload, JSON (default `{}`).
+        #[arg(long, default_value = "{}")]
+        payload: String,
+        /// The IANA time zone the expression is read in (default UTC).
+        #[arg(long)]
+        time_zone: Option<String>,
+        /// The queue (default: the job's own).
+        #[arg(long)]
+        queue: Option<String>,
+        /// The priority (default: the job's own).
+        #[arg(long, allow_negative_numbers = true)]
+        priority: Option<i16>,
+    },
+    /// Stops a schedule's ticks until `resume`.
+    Pause {
+        /// The schedule's name.
+        name: String,
+    },
+    /// Lets a paused schedule tick again.
+    Resume {
+        /// The schedule's name.
+        name: String,
+    },
+    /// Removes a schedule (rows already enqueued stay).
+    Remove {
+        /// The schedule's name.
+        name: String,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Creates or upgrades jobq's tables (idempotent).
@@ -145,6 +188,18 @@ enum Command {
         /// The name is a concurrency key (`Enqueue::concurrency_key`), not a queue.
         #[arg(long)]
         key: bool,
+    },
+    /// The cron schedules kept in the database (`jobq schedule put`): job,
+    /// expression, time zone, whether paused, last recorded tick.
+    Schedules {
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Stores, pauses, resumes or removes a cron schedule kept in the
+    /// database: every worker runs it from its next tick, without a restart.
+    Schedule {
+        #[command(subcommand)]
+        action: ScheduleAction,
     },
     /// The workers running now (host, pid, queues, running jobs, last seen),
     /// and the jobs they publish with their defaults.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use jobq_runtime::{
     Check, CheckStatus, DoctorReport, JobInfo, JobKind, JobPage, JobStatus, PublishedJob,
-    QueueCounts, QueueState, QueueStats, STATS_FINISHED_CAP, Stats, WorkerInfo,
+    QueueCounts, QueueState, QueueStats, STATS_FINISHED_CAP, ScheduleInfo, Stats, WorkerInfo,
 };
 use serde_json::{Value, json};
 
@@ -671,6 +671,60 @@ pub(crate) fn doctor_json(report: &DoctorReport) -> Value {
             "status": c.status.as_str(),
             "found": c.found,
             "advice": c.advice,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// `jobq schedules`: one row per stored schedule.
+pub(crate) fn schedules_text(schedules: &[ScheduleInfo]) -> String {
+    if schedules.is_empty() {
+        return "no schedule is stored (jobq schedule put adds one)\n".into();
+    }
+    let rows: Vec<_> = schedules
+        .iter()
+        .map(|s| {
+            vec![
+                (s.schedule.name.clone(), None),
+                (s.schedule.job_name.clone(), None),
+                (s.schedule.cron.clone(), None),
+                (
+                    s.schedule.time_zone.clone().unwrap_or_else(|| "UTC".into()),
+                    None,
+                ),
+                (s.schedule.queue.clone().unwrap_or_else(|| "-".into()), None),
+                ((if s.paused { "paused" } else { "-" }).to_owned(), None),
+                (s.last_tick.map_or_else(|| "-".into(), when), None),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "SCHEDULE",
+            "JOB",
+            "CRON",
+            "ZONE",
+            "QUEUE",
+            "PAUSED",
+            "LAST TICK",
+        ],
+        &rows,
+    )
+}
+
+/// `jobq schedules --json`.
+pub(crate) fn schedules_json(schedules: &[ScheduleInfo]) -> Value {
+    json!({
+        "schedules": schedules.iter().map(|s| json!({
+            "name": s.schedule.name,
+            "job": s.schedule.job_name,
+            "cron": s.schedule.cron,
+            "time_zone": s.schedule.time_zone,
+            "payload": s.schedule.payload,
+            "queue": s.schedule.queue,
+            "priority": s.schedule.priority,
+            "paused": s.paused,
+            "last_tick": s.last_tick.map(|t| t.to_rfc3339()),
+            "updated_at": s.updated_at.to_rfc3339(),
         })).collect::<Vec<_>>(),
     })
 }

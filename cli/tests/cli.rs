@@ -211,6 +211,69 @@ async fn every_command_does_what_it_says_and_exits_accordingly(db: TestDb) {
     assert!(ok(&url, &["resume", q]).contains("is resumed"));
     assert!(ok(&url, &["resume", q]).contains("was not paused"));
 
+    // schedule put / pause / resume / remove, seen by schedules (text and
+    // JSON); a cron expression that does not parse is refused.
+    let name = format!("{q}-nightly");
+    let put = [
+        "schedule",
+        "put",
+        &name,
+        "cli_probe",
+        "0 3 * * *",
+        "--payload",
+        r#"{"n": 1}"#,
+        "--time-zone",
+        "Europe/Paris",
+        "--queue",
+        q,
+    ];
+    assert!(ok(&url, &put).contains("is stored"));
+    let mine = |url: &str| {
+        json(url, &["schedules", "--json"])["schedules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name.as_str())
+            .cloned()
+    };
+    let stored = mine(&url).expect("listed");
+    assert_eq!(
+        (
+            stored["cron"].clone(),
+            stored["time_zone"].clone(),
+            stored["paused"].clone()
+        ),
+        (
+            Value::from("0 3 * * *"),
+            Value::from("Europe/Paris"),
+            Value::Bool(false)
+        )
+    );
+    assert!(ok(&url, &["schedule", "pause", &name]).contains("is paused"));
+    assert_eq!(mine(&url).unwrap()["paused"], Value::Bool(true));
+    let table = ok(&url, &["schedules"]);
+    assert!(
+        table.starts_with("SCHEDULE")
+            && table
+                .lines()
+                .any(|l| l.starts_with(name.as_str()) && l.contains("paused")),
+        "{table}"
+    );
+    assert!(ok(&url, &["schedule", "resume", &name]).contains("is resumed"));
+    let bad = jobq_cli(
+        &url,
+        &["schedule", "put", &name, "cli_probe", "every tuesday"],
+    );
+    assert_ne!(bad.status.code(), Some(0), "{bad:?}");
+    assert!(
+        String::from_utf8_lossy(&bad.stderr)
+            .contains("the cron expression `every tuesday` does not parse"),
+        "{bad:?}"
+    );
+    assert!(ok(&url, &["schedule", "remove", &name]).contains("is removed"));
+    assert!(ok(&url, &["schedule", "remove", &name]).contains("no schedule"));
+    assert_eq!(mine(&url), None);
+
     // limit: set, seen by stats (text and JSON), refused out of range, removed.
     assert!(ok(&url, &["limit", q, "3"]).contains("limited to 3 jobs at once"));
     let limit_of = |url: &str| {

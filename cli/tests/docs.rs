@@ -86,9 +86,28 @@ fn has_flag(help: &str, flag: &str) -> bool {
     })
 }
 
+/// The word right after `command` in `args`: a subcommand if `command`
+/// has any (`schedule put`).
+fn word_after(args: &str, command: &str) -> Option<String> {
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == command)?;
+    words.get(at + 1).map(|w| (*w).to_owned())
+}
+
+/// Whether `help` lists subcommands, and `word` among them.
+fn lists_subcommand(help: &str, word: &str) -> bool {
+    help.split("\nCommands:\n").nth(1).is_some_and(|commands| {
+        commands
+            .lines()
+            .take_while(|l| l.starts_with("  "))
+            .any(|l| l.split_whitespace().next() == Some(word))
+    })
+}
+
 fn help(command: &str) -> Result<String, String> {
     let out = Command::new(env!("CARGO_BIN_EXE_jobq"))
-        .args([command, "--help"])
+        .args(command.split_whitespace())
+        .arg("--help")
         .env_remove("JOBQ_DATABASE_URL")
         .env_remove("DATABASE_URL")
         .output()
@@ -113,6 +132,18 @@ fn every_jobq_command_the_docs_show_exists_with_its_flags() {
                 continue;
             };
             checked += 1;
+            let sub = word_after(&args, &command).filter(|word| {
+                let outer = helps
+                    .entry(command.clone())
+                    .or_insert_with(|| help(&command));
+                outer
+                    .as_ref()
+                    .is_ok_and(|text| lists_subcommand(text, word))
+            });
+            let command = match sub {
+                Some(sub) => format!("{command} {sub}"),
+                None => command,
+            };
             let help = helps
                 .entry(command.clone())
                 .or_insert_with(|| help(&command));
@@ -140,6 +171,14 @@ fn the_check_finds_a_command_or_flag_that_does_not_exist() {
     assert!(has_flag(&list, "--queue"));
     assert!(!has_flag(&list, &flags[0]));
     assert!(help("lsit").is_err());
+    // A subcommand's flags are its own.
+    let args = "--url u schedule put n j '@daily' --time-zone Europe/Paris";
+    let (command, _) = command_and_flags(args).unwrap();
+    let sub = word_after(args, &command).unwrap();
+    assert!(lists_subcommand(&help(&command).unwrap(), &sub));
+    assert!(!lists_subcommand(&help("list").unwrap(), "put"));
+    assert!(has_flag(&help("schedule put").unwrap(), "--time-zone"));
+    assert!(!has_flag(&help("schedule").unwrap(), "--time-zone"));
     assert_eq!(
         invocations(
             "```text\n$ jobq --url u stats\ncargo run -p jobq-cli -- web\n```\n`jobq pause mail`, not `cargo run -p jobq-cli -- …`"

@@ -215,6 +215,8 @@ impl Dashboard {
             .route("/queues", get(routes::queues))
             .route("/queues/{action}", post(routes::act_on_queue))
             .route("/workers", get(routes::workers))
+            .route("/schedules", get(routes::schedules))
+            .route("/schedules/{action}", post(routes::act_on_schedule))
             .route("/assets/style.css", get(assets::css))
             .route("/assets/app.js", get(assets::js))
             .with_state(state);

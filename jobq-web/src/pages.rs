@@ -3,7 +3,8 @@
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use jobq_runtime::{
-    JobInfo, JobPage, JobStatus, PublishedJob, QueueState, QueueStats, Stats, WorkerInfo,
+    JobInfo, JobPage, JobStatus, PublishedJob, QueueState, QueueStats, ScheduleInfo, Stats,
+    WorkerInfo,
 };
 use maud::{DOCTYPE, Markup, html};
 
@@ -27,6 +28,7 @@ pub(crate) enum Nav {
     Jobs,
     Queues,
     Workers,
+    Schedules,
 }
 
 /// A page: its title, what comes above the live part (the list's filter
@@ -77,6 +79,7 @@ pub(crate) fn layout(page: Page<'_>) -> Markup {
                         (link(Nav::Jobs, "/list", "Jobs"))
                         (link(Nav::Queues, "/queues", "Queues"))
                         (link(Nav::Workers, "/workers", "Workers"))
+                        (link(Nav::Schedules, "/schedules", "Schedules"))
                     }
                     div.tools {
                         @if page.ctx.read_only { span.badge.ro { "read-only" } }
@@ -755,6 +758,56 @@ pub(crate) fn queues<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
         title: "Queues".into(),
         nav: Nav::Queues,
         before,
+        live,
+        refresh: true,
+    }
+}
+
+/// `/schedules`: the cron schedules kept in the database, each with a
+/// pause or resume button.
+pub(crate) fn schedules<'a>(ctx: &Ctx<'a>, schedules: &[ScheduleInfo]) -> Page<'a> {
+    let live = html! {
+        section.panel {
+            p.small { "Cron schedules kept in the database (Jobq::put_schedule, jobq schedule put): every worker, in every process, enqueues each one's job at its ticks, one row per tick, from the next tick after a change. A paused schedule enqueues nothing until resumed. Schedules declared in code (WorkerBuilder::cron) live in their workers and are not listed." }
+            @if schedules.is_empty() {
+                p.empty { "No schedule is stored." }
+            } @else {
+                div.scroll {
+                    table.schedules {
+                        thead { tr { th { "Schedule" } th { "Job" } th { "Cron" } th { "Zone" } th { "Queue" } th { "State" } th { "Last tick" } th {} } }
+                        tbody {
+                            @for s in schedules {
+                                tr data-schedule=(s.schedule.name) {
+                                    td { (s.schedule.name) }
+                                    td { (s.schedule.job_name) }
+                                    td { code { (s.schedule.cron) } }
+                                    td { (s.schedule.time_zone.as_deref().unwrap_or("UTC")) }
+                                    td { (s.schedule.queue.as_deref().unwrap_or("–")) }
+                                    td { @if s.paused { span.badge { "paused" } } @else { "running" } }
+                                    td { (s.last_tick.map_or("–".into(), format::time)) }
+                                    td.actions {
+                                        @if !ctx.read_only {
+                                            @let (path, label) = if s.paused { ("resume", "Resume") } else { ("pause", "Pause") };
+                                            form method="post" action={ (ctx.base) "/schedules/" (path) } {
+                                                (csrf(ctx))
+                                                input type="hidden" name="schedule" value=(s.schedule.name);
+                                                button.danger[!s.paused] type="submit" data-action=(path) { (label) }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Page {
+        ctx: *ctx,
+        title: "Schedules".into(),
+        nav: Nav::Schedules,
+        before: None,
         live,
         refresh: true,
     }

@@ -212,6 +212,7 @@ pub(crate) async fn job(
 pub(crate) struct TokenForm {
     csrf: Option<String>,
     queue: Option<String>,
+    schedule: Option<String>,
 }
 
 /// What a job page's button asks for (the last part of its path).
@@ -245,6 +246,36 @@ pub(crate) async fn act_on_job(
 pub(crate) async fn queues(State(shared): AppState, req: Req) -> Result<Response, Failure> {
     let stats = shared.jobq.stats().await?;
     Ok(respond(&req, pages::queues(&shared.ctx(&req), &stats)))
+}
+
+/// `GET /schedules`: the cron schedules kept in the database.
+pub(crate) async fn schedules(State(shared): AppState, req: Req) -> Result<Response, Failure> {
+    let schedules = shared.jobq.schedules().await?;
+    Ok(respond(
+        &req,
+        pages::schedules(&shared.ctx(&req), &schedules),
+    ))
+}
+
+/// `POST /schedules/pause` and `/schedules/resume`, the schedule named by
+/// the form: back to the schedules page.
+pub(crate) async fn act_on_schedule(
+    State(shared): AppState,
+    req: Req,
+    Path(action): Path<QueueAction>,
+    headers: HeaderMap,
+    Extension(host): Extension<auth::ServedHost>,
+    form: Result<Form<TokenForm>, FormRejection>,
+) -> Result<Response, Failure> {
+    let form = form.map(|Form(f)| f).unwrap_or_default();
+    shared.guard(&headers, &host, form.csrf.as_deref())?;
+    let name = given(&form.schedule)
+        .ok_or_else(|| Failure::BadRequest("which schedule? the form names none".into()))?;
+    match action {
+        QueueAction::Pause => shared.jobq.pause_schedule(name).await?,
+        QueueAction::Resume => shared.jobq.resume_schedule(name).await?,
+    };
+    Ok(Redirect::to(&format!("{}/schedules", req.base)).into_response())
 }
 
 /// `GET /workers`: the live workers and the jobs they publish.

@@ -821,7 +821,51 @@ fn url_encode(text: &str) -> String {
         .collect()
 }
 
+/// The schedules page lists a stored schedule and pauses and resumes it,
+/// with the form token only; a schedule's name in it renders as text.
+async fn the_schedules_page_lists_stored_schedules_and_pauses_and_resumes_them(db: TestDb) {
+    let jobq = db.jobq().await;
+    let router = jobq_web::router(jobq.clone());
+    let name = format!("{}<b>", unique_queue("web-schedule"));
+    let schedule =
+        jobq_runtime::Schedule::new(&name, "web_probe", "0 3 * * *").time_zone("Europe/Paris");
+    jobq.put_schedule(schedule).await.unwrap();
+    let paused = |jobq: Jobq, name: String| async move {
+        jobq.schedules()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|s| s.schedule.name == name)
+            .map(|s| s.paused)
+    };
+    let page = get(&router, "/schedules").await;
+    assert_eq!(page.status, StatusCode::OK);
+    let escaped = name.replace('<', "&lt;").replace('>', "&gt;");
+    assert!(
+        page.body.contains(&escaped) && !page.body.contains(&name),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("Europe/Paris") && page.body.contains("0 3 * * *"));
+    let form = |csrf: &str| format!("csrf={csrf}&schedule={}", url_encode(&name));
+    let refused = post(&router, "/schedules/pause", &form("0123")).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert_eq!(paused(jobq.clone(), name.clone()).await, Some(false));
+    let csrf = token(&page.body);
+    let reply = post(&router, "/schedules/pause", &form(&csrf)).await;
+    assert_eq!(
+        (reply.status, reply.location.as_deref()),
+        (StatusCode::SEE_OTHER, Some("/schedules"))
+    );
+    assert_eq!(paused(jobq.clone(), name.clone()).await, Some(true));
+    assert!(get(&router, "/schedules").await.body.contains("paused"));
+    post(&router, "/schedules/resume", &form(&csrf)).await;
+    assert_eq!(paused(jobq.clone(), name.clone()).await, Some(false));
+    assert!(jobq.remove_schedule(&name).await.unwrap());
+}
+
 jobq_tests::on_every_backend!(
+    the_schedules_page_lists_stored_schedules_and_pauses_and_resumes_them,
     the_job_page_shows_tags_and_metadata_and_the_list_filters_by_tag,
     the_job_page_shows_the_output_and_each_attempt_with_its_worker,
     a_figure_is_highlighted_only_when_it_is_not_zero,

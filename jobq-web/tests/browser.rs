@@ -183,11 +183,19 @@ impl Browser {
     }
 }
 
-/// The text of the first element `css` finds, `None` if none (or it went
-/// stale under an auto-refresh).
+/// The text of the first element `css` finds, trying again for a moment while an auto-refresh
+/// swaps it out (found, then gone before its text was read: a CI run's
+/// `#tags` read `None` on a job page that had it); `None` if it stays absent.
 async fn text(client: &Client, css: &str) -> Option<String> {
-    let element = client.find(Locator::Css(css)).await.ok()?;
-    element.text().await.ok()
+    for _ in 0..10 {
+        if let Ok(element) = client.find(Locator::Css(css)).await {
+            if let Ok(text) = element.text().await {
+                return Some(text);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
 }
 
 /// Clicks `css`, trying again while an auto-refresh swaps it out.

@@ -181,6 +181,10 @@ pub(crate) struct Watch {
     controls_seen: Mutex<Option<std::time::Instant>>,
     /// Told when a watcher saw a lease of the worker's queues expired.
     expired: Notify,
+    /// Reads of the controls the worker's pause loop began (a count).
+    reads_begun: AtomicU64,
+    /// The last read of the controls the pause loop finished and published.
+    reads_done: tokio::sync::watch::Sender<u64>,
 }
 
 impl Watch {
@@ -218,6 +222,38 @@ impl Watch {
     /// since the last time).
     pub(crate) async fn expired(&self) {
         self.expired.notified().await;
+    }
+
+    /// The pause loop begins a read of the controls: its ticket, for
+    /// [`Watch::controls_read`] once its result is published.
+    pub(crate) fn controls_reading(&self) -> u64 {
+        self.reads_begun.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// The pause loop published what its read `ticket` found.
+    pub(crate) fn controls_read(&self, ticket: u64) {
+        self.reads_done.send_if_modified(|done| {
+            let later = ticket > *done;
+            if later {
+                *done = ticket;
+            }
+            later
+        });
+    }
+
+    /// Wakes the pause loop ([`CONTROL`]) and waits until it has published
+    /// a read of the controls begun after this call, at most `within`
+    /// (`false` if none came): a watcher that saw the controls change and
+    /// a job due in one look lets the claim loops go only after the pause
+    /// loop knows the new controls (else a claim could run ahead of a
+    /// pause).
+    pub(crate) async fn read_controls_now(&self, within: Duration) -> bool {
+        let after = self.reads_begun.load(Ordering::Acquire);
+        let mut done = self.reads_done.subscribe();
+        notify(CONTROL);
+        tokio::time::timeout(within, done.wait_for(|&done| done > after))
+            .await
+            .is_ok_and(|read| read.is_ok())
     }
 
     /// Whether a watcher compared the controls within `within`.

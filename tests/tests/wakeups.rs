@@ -193,6 +193,75 @@ async fn a_pause_and_a_resume_reach_another_process_within_100_ms(db: TestDb) {
     worker.stop().await;
 }
 
+/// A pause reaches a worker process that started just after the pausing
+/// process last looked up who to tell: three rounds, each with a new
+/// worker started right after this process announced a change of another
+/// queue's controls (on MySQL it then knows the waiters recorded at that
+/// moment, the new worker's not among them). A job enqueued 100 ms after
+/// the pause (which wakes the worker) does not start; the resume starts
+/// it. The worker reads the controls every 30 s (its poll interval)
+/// otherwise. (Before the fix: on MySQL the announcement missed the new
+/// worker, whose waiter then brought the changed controls and the job in
+/// one answer, and the job started in the paused queue.)
+async fn a_pause_reaches_a_worker_started_a_moment_before(db: TestDb) {
+    let jobq = db.jobq().await;
+    let other = unique_queue("wake_pause_other");
+    let queue = unique_queue("wake_pause_new");
+    for n in 0..3u64 {
+        let since = recorded_at(&jobq).await;
+        // An announcement: this process looks up the waiters now.
+        assert!(jobq.pause(&other).await.unwrap());
+        let worker = Process::start(db.url(), &queue).await;
+        if let Some(since) = &since {
+            wait_until("the new worker's waiters are recorded", LONG, || async {
+                waiters_since(&jobq, since, &queue).await
+            })
+            .await;
+        }
+        assert!(jobq.pause(&queue).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        jobq.enqueue_with(Work::new(n), on(&queue)).await.unwrap();
+        // Long enough for a woken worker to have started it many times over.
+        tokio::time::sleep(AT_ONCE * 2).await;
+        assert!(
+            worker.started(n).is_none(),
+            "round {n}: the job started in a paused queue"
+        );
+        assert!(jobq.resume(&queue).await.unwrap());
+        worker.waited_for(n, now_us()).await;
+        assert!(jobq.resume(&other).await.unwrap());
+        worker.stop().await;
+    }
+}
+
+/// On MySQL, the database's clock now (waiters recorded after it are new).
+async fn recorded_at(jobq: &Jobq) -> Option<String> {
+    if jobq.backend() != Backend::MySql {
+        return None;
+    }
+    let now: Vec<(String,)> = Db::of(jobq)
+        .fetch_all("SELECT CAST(UTC_TIMESTAMP(6) AS CHAR)", &[])
+        .await
+        .unwrap();
+    Some(now[0].0.clone())
+}
+
+/// Whether a waiter for `queue` and one for the controls were recorded
+/// after `since`.
+async fn waiters_since(jobq: &Jobq, since: &str, queue: &str) -> bool {
+    let count = |queues: String| async move {
+        let rows: Vec<(i64,)> = Db::of(jobq)
+            .fetch_all(
+                "SELECT COUNT(*) FROM jobq_waiters WHERE seen_at > ? AND queues LIKE ?",
+                &[Arg::Text(since.to_owned()), Arg::Text(queues)],
+            )
+            .await
+            .unwrap();
+        rows[0].0
+    };
+    count(format!("%{queue}%")).await > 0 && count("[\"\"]".to_owned()).await > 0
+}
+
 /// Ten jobs, each enqueued alone at an irregular moment, each start at
 /// once; then a batch of five.
 async fn a_job_enqueued_by_another_process_starts_at_once(db: TestDb) {
@@ -427,6 +496,7 @@ async fn a_waiter_whose_kills_are_slow_still_gets_wake_ups(db: TestDb) {
 jobq_tests::on_every_backend!(@backend mysql, [tokio {}],
     a_job_cancelled_by_another_process_stops_within_100_ms,
     a_pause_and_a_resume_reach_another_process_within_100_ms,
+    a_pause_reaches_a_worker_started_a_moment_before,
     a_worker_of_another_user_finds_jobs_within_a_second_and_doctor_says_why,
     a_job_enqueued_by_another_process_starts_at_once,
     a_job_enqueued_in_a_transaction_starts_when_it_commits,
@@ -436,6 +506,7 @@ jobq_tests::on_every_backend!(@backend mysql, [tokio {}],
 jobq_tests::on_every_backend!(@backend postgres, [tokio {}],
     a_job_cancelled_by_another_process_stops_within_100_ms,
     a_pause_and_a_resume_reach_another_process_within_100_ms,
+    a_pause_reaches_a_worker_started_a_moment_before,
     a_job_enqueued_by_another_process_starts_at_once,
     a_job_enqueued_in_a_transaction_starts_when_it_commits,
     a_process_that_enqueues_and_exits_at_once_still_wakes_the_worker
@@ -443,6 +514,7 @@ jobq_tests::on_every_backend!(@backend postgres, [tokio {}],
 jobq_tests::on_every_backend!(@backend sqlite, [tokio {}],
     a_job_cancelled_by_another_process_stops_within_100_ms,
     a_pause_and_a_resume_reach_another_process_within_100_ms,
+    a_pause_reaches_a_worker_started_a_moment_before,
     a_job_enqueued_by_another_process_starts_at_once,
     a_job_enqueued_in_a_transaction_starts_when_it_commits,
     a_process_that_enqueues_and_exits_at_once_still_wakes_the_worker

@@ -553,7 +553,13 @@ impl Waiter {
                     if controls.as_ref() != Some(&fingerprint) {
                         tracing::trace!(%fingerprint, "controls changed");
                         controls = Some(fingerprint);
-                        wakeup::notify(wakeup::CONTROL);
+                        let due = masks[..columns].iter().any(|&mask| mask != 0);
+                        if due {
+                            // A pause and a job in one answer: the pause first.
+                            watch.read_controls_now(WAIT_SLEEP).await;
+                        } else {
+                            wakeup::notify(wakeup::CONTROL);
+                        }
                     }
                     watch.controls_compared();
                     if masks[columns..].iter().any(|&mask| mask != 0) {
@@ -585,7 +591,9 @@ impl Waiter {
         failures: &mut u32,
         deadline: Duration,
     ) -> Result<Stopped, sqlx::Error> {
-        // Whatever changed while no waiter listened.
+        // Recorded first, then whatever changed while no waiter listened
+        // is read: a change announced in between finds the record.
+        self.register(deadline).await?;
         wakeup::notify(wakeup::CONTROL);
         loop {
             if self
@@ -691,14 +699,18 @@ impl MySqlBell {
     }
 
     /// Re-reads the waiters when the list is a second old, or a tenth of
-    /// one for `queues` that none of them serves.
+    /// one for `queues` that none of them serves, and always for an
+    /// announcement of changed controls (rare, and owed to every worker
+    /// process, one started a moment ago too: a pause is honoured at once).
     async fn refresh(&mut self, queues: &BTreeSet<String>) -> Result<(), sqlx::Error> {
-        let stale = self.waiters.as_ref().is_none_or(|(at, _, waiters)| {
-            let served = waiters
-                .iter()
-                .any(|w| w.queues.iter().any(|q| queues.contains(q)));
-            at.elapsed() >= WAITERS_FRESH || (!served && at.elapsed() >= WAITERS_MISSED)
-        });
+        let announced = queues.contains(wakeup::CONTROL);
+        let stale = announced
+            || self.waiters.as_ref().is_none_or(|(at, _, waiters)| {
+                let served = waiters
+                    .iter()
+                    .any(|w| w.queues.iter().any(|q| queues.contains(q)));
+                at.elapsed() >= WAITERS_FRESH || (!served && at.elapsed() >= WAITERS_MISSED)
+            });
         if !stale {
             return Ok(());
         }

@@ -50,26 +50,34 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
     let shared = &pauses.shared;
     // The first read goes out beside the migrations' check, so a worker
     // starting waits one round trip for both before it claims.
+    // Another process announced changed controls: read them now. Armed
+    // before the first read, as before every read: an announcement during
+    // it is not missed (a worker's wake-up channel comes up, and says so,
+    // while that read is under way).
+    let control = crate::wakeup::subscribe(crate::wakeup::CONTROL);
+    let mut announced = Box::pin(control.notified());
+    announced.as_mut().enable();
+    let first_ticket = shared.watch.controls_reading();
     let (migrated, first) = tokio::join!(migrated(shared), shared.store.queue_controls());
     if !migrated {
         return;
     }
-    let mut first = Some(first);
+    let mut first = Some((first_ticket, first));
     let poll = shared.settings.poll;
     let mut ticks = tokio::time::interval(poll);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut failures = 0u32;
-    // Another process announced changed controls: read them now.
-    let control = crate::wakeup::subscribe(crate::wakeup::CONTROL);
-    let mut announced = Box::pin(control.notified());
     let mut last_read = tokio::time::Instant::now();
     loop {
         tokio::select! {
             biased;
             () = shared.stop_background.cancelled() => return,
             _ = ticks.tick() => {
+                // A poll interval under half a second is kept as
+                // configured, as the claim loops keep it.
                 if first.is_none()
                     && failures == 0
+                    && poll * 2 >= crate::wakeup::WATCH_EVERY
                     && shared.watch.controls_fresh(crate::wakeup::WATCH_FRESH)
                     && last_read.elapsed() < CONTROLS_NET.max(poll)
                 {
@@ -79,17 +87,17 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
             () = &mut announced, if failures == 0 => ticks.reset(),
         }
         last_read = tokio::time::Instant::now();
-        // Armed before the read: an announcement during it is not missed.
-        announced = Box::pin(control.notified());
-        announced.as_mut().enable();
-        let read = match first.take() {
-            Some(read) => read,
+        let (ticket, read) = match first.take() {
+            Some(first) => first,
             None => {
+                announced = Box::pin(control.notified());
+                announced.as_mut().enable();
+                let ticket = shared.watch.controls_reading();
                 let read = unless(&shared.stop_background, shared.store.queue_controls());
                 let Some(read) = read.await else {
                     return;
                 };
-                read
+                (ticket, read)
             }
         };
         match read {
@@ -133,6 +141,7 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
                     }
                     changed
                 });
+                shared.watch.controls_read(ticket);
             }
             Err(error) => {
                 failures += 1;

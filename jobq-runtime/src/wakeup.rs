@@ -247,6 +247,7 @@ impl Watch {
     /// a job due in one look lets the claim loops go only after the pause
     /// loop knows the new controls (else a claim could run ahead of a
     /// pause).
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     pub(crate) async fn read_controls_now(&self, within: Duration) -> bool {
         let after = self.reads_begun.load(Ordering::Acquire);
         let mut done = self.reads_done.subscribe();

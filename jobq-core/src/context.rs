@@ -15,6 +15,11 @@ pub type ExtendFuture<'a> = Pin<Box<dyn Future<Output = Result<(), LeaseError>> 
 pub type LoadFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Option<String>, LeaseError>> + Send + 'a>>;
 
+/// The future returned by [`LeaseExtender::dependency_outputs`]: each
+/// dependency's task name and output (JSON), if it recorded one.
+pub type OutputsFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<(String, Option<String>)>, LeaseError>> + Send + 'a>>;
+
 /// Writes fenced by one running attempt's lease: extends it, saves and
 /// reads its job's checkpoint, records its progress. Implemented by the
 /// runtime's stores; each write matches the job's row only while this
@@ -40,6 +45,12 @@ pub trait LeaseExtender: Send + Sync {
         Box::pin(async { Err(LeaseError::Detached) })
     }
 
+    /// The task names and outputs of the jobs this job depends on in its
+    /// workflow.
+    fn dependency_outputs(&self) -> OutputsFuture<'_> {
+        Box::pin(async { Err(LeaseError::Detached) })
+    }
+
     /// The token of the claim this attempt holds the job by, which a write
     /// fenced by the attempt matches.
     fn token(&self) -> Option<i64> {
@@ -49,6 +60,27 @@ pub trait LeaseExtender: Send + Sync {
     /// The attempt completed its job in a transaction of its own: finding
     /// the row gone from `processing` is no lost lease.
     fn completing(&self) {}
+}
+
+/// Why a dependency's output could not be read
+/// ([`JobContext::dependency_output`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutputError {
+    /// The output is not JSON of the type asked for.
+    #[error("the output of dependency `{task}` does not deserialize into `{type_name}`")]
+    Decode {
+        /// The dependency's task name.
+        task: String,
+        /// The type asked for.
+        type_name: &'static str,
+        /// What serde reported.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The database failed, or the context has no worker behind it.
+    #[error("the outputs of the job's dependencies could not be read")]
+    Lease(#[source] LeaseError),
 }
 
 /// Why a checkpoint could not be saved or read
@@ -413,6 +445,44 @@ impl JobContext {
                 Ok(())
             }
         }
+    }
+
+    /// The output of the job this one depends on as task `task` of its
+    /// workflow (see `Jobq::enqueue_workflow`), decoded as `T` (the
+    /// `Output` of that task's job); `None` if it recorded none (it
+    /// returned `()`, or ended without succeeding: with
+    /// `OnFailure::Run`), or this job has no dependency named so. One
+    /// short statement.
+    ///
+    /// # Errors
+    /// [`OutputError::Decode`] when the output is not JSON of `T`;
+    /// [`OutputError::Lease`] when the database failed, or the context is
+    /// detached (a test calling the fn directly).
+    pub async fn dependency_output<T: serde::de::DeserializeOwned>(
+        &self,
+        task: &str,
+    ) -> Result<Option<T>, OutputError> {
+        let Some(lease) = &self.lease else {
+            return Err(OutputError::Lease(LeaseError::Detached));
+        };
+        let outputs = lease
+            .dependency_outputs()
+            .await
+            .map_err(OutputError::Lease)?;
+        let Some(json) = outputs
+            .into_iter()
+            .find(|(name, _)| name == task)
+            .and_then(|(_, output)| output)
+        else {
+            return Ok(None);
+        };
+        serde_json::from_str(&json)
+            .map(Some)
+            .map_err(|source| OutputError::Decode {
+                task: task.to_owned(),
+                type_name: std::any::type_name::<T>(),
+                source,
+            })
     }
 
     /// The checkpoint an attempt of this job saved last

@@ -27,7 +27,7 @@ mod unique;
 
 pub use context::{
     CheckpointError, ExtendFuture, JobContext, JobMeta, LeaseError, LeaseExtender, LoadFuture,
-    MAX_CHECKPOINT_BYTES, PROGRESS_EVERY,
+    MAX_CHECKPOINT_BYTES, OutputError, OutputsFuture, PROGRESS_EVERY,
 };
 pub use error::{
     AttemptEnd, DispatchError, IntoJobResult, JobError, JobErrorKind, MAX_OUTPUT_BYTES, error_chain,

@@ -245,6 +245,15 @@ pub enum InvalidArgument {
         /// What is wrong with it.
         problem: String,
     },
+    /// A workflow given to
+    /// [`Jobq::enqueue_workflow`](crate::Jobq::enqueue_workflow) that cannot
+    /// be stored: an empty one, a task name given twice or not valid, a
+    /// dependency on a task it does not have, a cycle, more jobs or
+    /// dependencies than a workflow may have, a job with a concurrency key,
+    /// or a job that is a duplicate of a stored one. Nothing of it was
+    /// stored (in a caller's transaction: roll it back).
+    #[error("the workflow cannot be stored: {0}")]
+    Workflow(String),
     /// A payload given as text ([`Jobq::enqueue_json`](crate::Jobq::enqueue_json)) is not JSON.
     #[error("payload of job `{job}` is not valid JSON: {message}")]
     PayloadNotJson {

@@ -989,7 +989,7 @@ impl Jobq {
     }
 
     /// Validates and serializes one job into a row.
-    fn row<J: Job>(&self, job: &J, options: Enqueue) -> Result<NewJob> {
+    pub(crate) fn row<J: Job>(&self, job: &J, options: Enqueue) -> Result<NewJob> {
         let payload = serde_json::to_string(job).map_err(|source| Error::Serialize {
             job: J::NAME.to_owned(),
             source,

@@ -164,6 +164,7 @@ pub mod testing;
 mod types;
 mod wakeup;
 mod worker;
+mod workflow;
 
 pub use complete_in::CompleteIn;
 pub use connection::{AnyConnection, EnqueueConnection};
@@ -173,8 +174,8 @@ pub use jobq_core::{
     AttemptEnd, CheckpointError, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Definition, DispatchError,
     FieldSpec, IntoJobResult, Job, JobContext, JobError, JobErrorKind, JobMeta, JobOutput,
     JobRegistration, LeaseError, MAX_CHECKPOINT_BYTES, MAX_KEY_CONCURRENCY, MAX_METADATA_BYTES,
-    MAX_OUTPUT_BYTES, MAX_TAG_LEN, MAX_TAGS, PROGRESS_EVERY, Registry, RegistryError, RetryPolicy,
-    State, StateRequirement, States, Unique, error_chain, retry,
+    MAX_OUTPUT_BYTES, MAX_TAG_LEN, MAX_TAGS, OutputError, PROGRESS_EVERY, Registry, RegistryError,
+    RetryPolicy, State, StateRequirement, States, Unique, error_chain, retry,
 };
 pub use jobq_macros::job;
 pub use ops::{
@@ -215,6 +216,10 @@ pub use types::{
 pub use worker::{
     DEFAULT_CLAIM_AHEAD_BYTES, DEFAULT_PRESENCE_INTERVAL, SHUTDOWN_FINAL_WRITES, Worker,
     WorkerBuilder, WorkerHandle,
+};
+pub use workflow::{
+    MAX_WORKFLOW_DEPENDENCIES, MAX_WORKFLOW_JOBS, MAX_WORKFLOW_NAME, OnFailure, Task, Workflow,
+    WorkflowEnqueued, WorkflowInfo, WorkflowJob,
 };
 
 /// The store's operations one call each, for jobq's own tests (`hooks.rs`).

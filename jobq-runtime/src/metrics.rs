@@ -206,6 +206,9 @@ pub(crate) mod statement {
     pub(crate) const RATE: &str = "rate";
     /// Releasing concurrency keys (after a settle, and the sweep).
     pub(crate) const RELEASE: &str = "release";
+    /// Workflows: enqueueing one, and releasing or cancelling the jobs
+    /// that depend on settled ones (after a settle, a cancel, and the sweep).
+    pub(crate) const FLOW: &str = "flow";
     /// `jobq_runtime::testing`'s drain with scheduled jobs.
     #[cfg(feature = "testing")]
     pub(crate) const MAKE_DUE: &str = "make_due";

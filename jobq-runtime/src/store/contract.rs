@@ -395,6 +395,40 @@ pub(crate) trait BackendStore: Sized {
     /// ([`doctor::guarded`]); only a server that cannot be reached at all
     /// is an `Err`.
     async fn doctor(&self, options: doctor::DoctorOptions) -> Result<Vec<crate::ops::Check>>;
+
+    /// Inserts workflow `flow` in one transaction of its own (see
+    /// `store/flow.rs`): every job, their names, their dependencies, the
+    /// jobs with a dependency `blocked`; or nothing, refused, if one job
+    /// is a duplicate of a stored one. Wakes the workers of its queues.
+    async fn enqueue_flow(&self, flow: &NewFlow) -> Result<Vec<Enqueued>>;
+
+    /// [`enqueue_flow`](Self::enqueue_flow) on the caller's connection (their
+    /// transaction, never retried; refused: roll it back).
+    async fn enqueue_flow_in(conn: &mut Self::Connection, flow: &NewFlow) -> Result<Vec<Enqueued>>;
+
+    /// Records the final status of the finished jobs among `ids` on the
+    /// dependencies on them, once. One statement.
+    async fn flow_settle(&self, ids: &[i64]) -> Result<()>;
+
+    /// The `blocked` dependents of `ids` (`of`), or the `blocked` jobs
+    /// among `ids`, with whether each is doomed and ready. One statement.
+    async fn flow_dependents(&self, ids: &[i64], of: bool) -> Result<Vec<Dependent>>;
+
+    /// Makes the `blocked` jobs `unblock` (id, queue) `pending` and cancels the
+    /// `blocked` jobs `cancel` with `last_error` `why`, and wakes the
+    /// workers of the queues it made jobs `pending` in. One transaction.
+    async fn flow_move(&self, unblock: &[(i64, String)], cancel: &[i64], why: &str) -> Result<()>;
+
+    /// The sweep's statements: records every unrecorded outcome of a
+    /// finished or deleted dependency, then the `blocked` jobs a release
+    /// should have moved (at most 500).
+    async fn flow_stuck(&self) -> Result<Vec<i64>>;
+
+    /// Workflow `workflow`'s jobs and dependencies.
+    async fn flow_read(&self, workflow: &str) -> Result<FlowRows>;
+
+    /// The task names and outputs of job `job`'s dependencies.
+    async fn flow_outputs(&self, job: i64) -> Result<Vec<(String, Option<String>)>>;
 }
 
 /// What one page of [`BackendStore::prune_unique`] did.
@@ -754,6 +788,14 @@ pub(crate) struct ClaimedJob {
 }
 
 impl ClaimedJob {
+    /// Whether jobs of its workflow depend on it (its metadata says so,
+    /// see `store/flow.rs`): its settle for good is followed by a release.
+    pub(crate) fn has_dependents(&self) -> bool {
+        self.metadata
+            .as_deref()
+            .is_some_and(|m| m.contains(DEPENDENTS_MARK))
+    }
+
     /// A claimed row; `attempt` is the attempt now starting (the claim's
     /// increment included), as the database's integer type returned it.
     pub(crate) fn new(
@@ -874,3 +916,90 @@ pub(crate) fn history_message(message: &str) -> String {
     }
     format!("{}…", &message[..end])
 }
+
+/// A workflow to insert: its id, its jobs with their task names, and its
+/// dependencies as places in `jobs` (`job`, `on`, whether `job` runs
+/// however `on` ends).
+#[derive(Debug, Clone)]
+pub(crate) struct NewFlow {
+    pub(crate) id: String,
+    pub(crate) jobs: Vec<(String, NewJob)>,
+    pub(crate) edges: Vec<(usize, usize, bool)>,
+}
+
+impl NewFlow {
+    /// The JSON arrays its statements take once its jobs have ids: the
+    /// names (`[job_id, workflow, task]`), the dependencies (`[job_id,
+    /// depends_on, run_anyway]`) and the jobs to hold (those with a
+    /// dependency).
+    pub(crate) fn rows(&self, enqueued: &[Enqueued]) -> (String, String, String) {
+        let names: Vec<serde_json::Value> = self
+            .jobs
+            .iter()
+            .zip(enqueued)
+            .map(|((task, _), e)| serde_json::json!([e.id, self.id, task]))
+            .collect();
+        let edges: Vec<serde_json::Value> = self
+            .edges
+            .iter()
+            .map(|&(job, on, anyway)| {
+                serde_json::json!([enqueued[job].id, enqueued[on].id, i32::from(anyway)])
+            })
+            .collect();
+        let mut hold: Vec<i64> = self
+            .edges
+            .iter()
+            .map(|&(job, _, _)| enqueued[job].id)
+            .collect();
+        hold.sort_unstable();
+        hold.dedup();
+        (
+            serde_json::Value::from(names).to_string(),
+            serde_json::Value::from(edges).to_string(),
+            serde_json::Value::from(hold).to_string(),
+        )
+    }
+
+    /// Refuses a workflow one of whose jobs was a duplicate of a stored
+    /// job (its idempotency key): a workflow takes new jobs only.
+    pub(crate) fn check(&self, enqueued: &[Enqueued]) -> Result<()> {
+        match self.jobs.iter().zip(enqueued).find(|(_, e)| e.duplicate) {
+            Some(((task, _), e)) => Err(crate::error::InvalidArgument::Workflow(format!(
+                "task {task:?} is a duplicate of stored job {} (its idempotency key): a workflow takes new jobs only, and none of this one was stored",
+                e.id
+            ))
+            .into()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A `blocked` job that depends on settled ones, as a release reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Dependent {
+    pub(crate) id: i64,
+    pub(crate) queue: String,
+    /// A dependency it does not run after ended failed, cancelled or gone.
+    pub(crate) doomed: bool,
+    /// Every dependency has ended.
+    pub(crate) ready: bool,
+}
+
+/// A workflow as stored: its jobs (id, task, status, `None` once pruned)
+/// and its dependencies (job, depends on, runs anyway).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FlowRows {
+    pub(crate) jobs: Vec<(i64, String, Option<String>)>,
+    pub(crate) edges: Vec<(i64, i64, bool)>,
+}
+
+/// The metadata key of a workflow's job: its workflow's id.
+pub(crate) const WORKFLOW_KEY: &str = "jobq.workflow";
+/// The metadata key of a workflow's job: its task name.
+pub(crate) const TASK_KEY: &str = "jobq.task";
+/// The metadata key of a workflow's job that others depend on: how many.
+pub(crate) const DEPENDENTS_KEY: &str = "jobq.dependents";
+/// How [`DEPENDENTS_KEY`] shows in a job's metadata text, for a look
+/// without parsing it (a job that only seems to have dependents costs a
+/// release that finds none).
+pub(crate) const DEPENDENTS_MARK: &str = "\"jobq.dependents\"";

@@ -123,6 +123,7 @@ use crate::types::{Enqueued, JobInfo, QueueCounts, Schedule, ScheduleInfo};
 pub(crate) mod contract;
 pub(crate) mod doctor;
 pub(crate) mod filter;
+pub(crate) mod flow;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) mod look;
 pub(crate) mod migrate;
@@ -223,6 +224,23 @@ macro_rules! enqueue_in_arms {
             $(
                 #[cfg(feature = $feature)]
                 (Store::$variant(_), AnyConnection::$variant(c)) => $module::$store::enqueue_in(c, $job).await,
+            )*
+            #[allow(unreachable_patterns)]
+            (store, given) => Err(Error::BackendMismatch {
+                expected: store.backend().name(),
+                given: given.backend().name(),
+            }),
+        }
+    };
+}
+
+/// The `match` of [`Store::enqueue_flow_in`], as [`enqueue_in_arms`].
+macro_rules! enqueue_flow_in_arms {
+    (($this:expr, $conn:expr, $flow:expr) $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
+        match ($this, $conn) {
+            $(
+                #[cfg(feature = $feature)]
+                (Store::$variant(_), AnyConnection::$variant(c)) => <$module::$store as BackendStore>::enqueue_flow_in(c, $flow).await,
             )*
             #[allow(unreachable_patterns)]
             (store, given) => Err(Error::BackendMismatch {
@@ -456,7 +474,52 @@ impl Store {
         }
         let keys = retried!(self, RELEASE, s => s.keys_of(ids, rejoin))?;
         self.release_keys(&keys).await?;
+        if !rejoin {
+            // Cancelled: their dependents, if any, are cancelled or run.
+            self.release_dependents(ids).await?;
+        }
         Ok(())
+    }
+
+    /// Inserts workflow `flow` in one transaction (see `store/flow.rs`).
+    pub(crate) async fn enqueue_flow(&self, flow: &contract::NewFlow) -> Result<Vec<Enqueued>> {
+        retried!(self, FLOW, s => s.enqueue_flow(flow))
+    }
+
+    /// Inserts workflow `flow` through the caller's connection, which must
+    /// be of this store's backend.
+    pub(crate) async fn enqueue_flow_in(
+        &self,
+        conn: AnyConnection<'_>,
+        flow: &contract::NewFlow,
+    ) -> Result<Vec<Enqueued>> {
+        backends::list!(enqueue_flow_in_arms(self, conn, flow))
+    }
+
+    /// Releases the dependents of the jobs `settled` ([`flow::release`])
+    /// and wakes this process's claim loops of the queues it made jobs
+    /// `pending` in.
+    pub(crate) async fn release_dependents(&self, settled: &[i64]) -> Result<flow::Released> {
+        let released = dispatch_seen!(self, s => flow::release(s, settled).await)?;
+        notify_unblocked(&released);
+        Ok(released)
+    }
+
+    /// What releases missed ([`flow::sweep`]), as [`release_dependents`](Self::release_dependents).
+    pub(crate) async fn sweep_dependents(&self) -> Result<flow::Released> {
+        let released = dispatch_seen!(self, s => flow::sweep(s).await)?;
+        notify_unblocked(&released);
+        Ok(released)
+    }
+
+    /// Workflow `workflow`'s jobs and dependencies.
+    pub(crate) async fn flow_read(&self, workflow: &str) -> Result<contract::FlowRows> {
+        dispatch_seen!(self, s => s.flow_read(workflow).await)
+    }
+
+    /// The task names and outputs of job `job`'s dependencies.
+    pub(crate) async fn flow_outputs(&self, job: i64) -> Result<Vec<(String, Option<String>)>> {
+        dispatch_seen!(self, s => s.flow_outputs(job).await)
     }
 
     /// Sets or removes concurrency key `key`'s rate.
@@ -916,6 +979,17 @@ impl Store {
 fn leave_out(left: &mut Vec<i64>, mut changed: Vec<i64>) {
     changed.sort_unstable();
     left.retain(|id| changed.binary_search(id).is_err());
+}
+
+/// Wakes this process's claim loops of the queues `released` made jobs
+/// `pending` in (other processes' are woken by the store's bell).
+fn notify_unblocked(released: &flow::Released) {
+    let mut queues: Vec<&str> = released.unblocked.iter().map(|(_, q)| q.as_str()).collect();
+    queues.sort_unstable();
+    queues.dedup();
+    for queue in queues {
+        crate::wakeup::notify(queue);
+    }
 }
 
 #[cfg(test)]

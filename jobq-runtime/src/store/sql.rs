@@ -30,3 +30,116 @@ pub(crate) fn row_locks(locks: crate::store::contract::RowLocks) -> &'static str
         crate::store::contract::RowLocks::Wait => " FOR UPDATE",
     }
 }
+
+/// The statements of workflows (`store/flow.rs`) every backend writes alike
+/// but for how a list of job ids arrives — `$ids`, a subquery over a JSON
+/// array bound as text — and its placeholders (`$p`, `$p2`).
+macro_rules! flow_statements {
+    ($ids:literal, $p:literal) => {
+        /// Holds the new jobs `$ids` that have dependencies (`blocked`).
+        pub const FLOW_HOLD: &str = concat!(
+            "UPDATE jobq_jobs SET status = 'blocked' WHERE status = 'pending' AND id IN (",
+            $ids,
+            ")"
+        );
+
+        /// Records the final status of the finished jobs among `$ids` on
+        /// the dependencies on them (their `outcome`), once.
+        pub const FLOW_SETTLE: &str = concat!(
+            "UPDATE jobq_deps SET outcome = (SELECT j.status FROM jobq_jobs j WHERE j.id = jobq_deps.depends_on) ",
+            "WHERE outcome IS NULL AND depends_on IN (",
+            $ids,
+            ") AND EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_deps.depends_on ",
+            "AND j.status IN ('done', 'failed', 'cancelled'))"
+        );
+
+        /// The `blocked` jobs that depend on `$ids`: their id, queue, and
+        /// whether a dependency ended in a way they do not run after
+        /// (`doomed`) and whether every dependency has ended (`ready`).
+        pub const FLOW_DEPENDENTS_OF: &str = concat!(
+            $crate::store::sql::flow_dependents!(),
+            " WHERE w.status = 'blocked' AND w.id IN (SELECT d.job_id FROM jobq_deps d WHERE d.depends_on IN (",
+            $ids,
+            "))"
+        );
+
+        /// [`FLOW_DEPENDENTS_OF`] for the `blocked` jobs `$ids` themselves.
+        pub const FLOW_EVALUATE: &str = concat!(
+            $crate::store::sql::flow_dependents!(),
+            " WHERE w.status = 'blocked' AND w.id IN (",
+            $ids,
+            ")"
+        );
+
+        /// Records `deleted` on the dependencies on `$ids` whose job row is
+        /// gone (see `FLOW_GONE_PICK`).
+        pub const FLOW_GONE: &str = concat!(
+            "UPDATE jobq_deps SET outcome = 'deleted' WHERE outcome IS NULL AND depends_on IN (",
+            $ids,
+            ") AND NOT EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_deps.depends_on)"
+        );
+
+        /// The jobs of workflow `$p`: id, task, status (NULL once pruned).
+        pub const FLOW_READ: &str = concat!(
+            "SELECT f.job_id AS id, f.task, j.status FROM jobq_flow_jobs f ",
+            "LEFT JOIN jobq_jobs j ON j.id = f.job_id WHERE f.workflow = ",
+            $p,
+            " ORDER BY f.job_id"
+        );
+
+        /// The dependencies within workflow `$p`.
+        pub const FLOW_READ_DEPS: &str = concat!(
+            "SELECT d.job_id, d.depends_on, d.run_anyway FROM jobq_deps d ",
+            "JOIN jobq_flow_jobs f ON f.job_id = d.job_id WHERE f.workflow = ",
+            $p
+        );
+
+        /// The task names and outputs of job `$p`'s dependencies.
+        pub const FLOW_OUTPUTS: &str = concat!(
+            "SELECT f.task, j.output FROM jobq_deps d ",
+            "JOIN jobq_flow_jobs f ON f.job_id = d.depends_on ",
+            "JOIN jobq_jobs j ON j.id = d.depends_on WHERE d.job_id = ",
+            $p
+        );
+    };
+}
+pub(crate) use flow_statements;
+
+/// The select list of [`flow_statements`]' dependents (see `FLOW_DEPENDENTS_OF`).
+macro_rules! flow_dependents {
+    () => {
+        concat!(
+            "SELECT w.id, w.queue, ",
+            "CASE WHEN EXISTS (SELECT 1 FROM jobq_deps x WHERE x.job_id = w.id AND x.run_anyway = 0 ",
+            "AND x.outcome IN ('failed', 'cancelled', 'deleted')) THEN 1 ELSE 0 END AS doomed, ",
+            "CASE WHEN EXISTS (SELECT 1 FROM jobq_deps x WHERE x.job_id = w.id AND x.outcome IS NULL) ",
+            "THEN 0 ELSE 1 END AS ready FROM jobq_jobs w"
+        )
+    };
+}
+pub(crate) use flow_dependents;
+
+/// The sweep's first step: records the outcome of every dependency that
+/// finished without a release having seen it (its worker died between the
+/// settle and the release). The status is read in the statement's own
+/// snapshot as the condition is, so it is a final one.
+pub(crate) const FLOW_SETTLE_FINISHED: &str = "UPDATE jobq_deps SET outcome = \
+     (SELECT j.status FROM jobq_jobs j WHERE j.id = jobq_deps.depends_on) \
+     WHERE outcome IS NULL AND EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_deps.depends_on \
+     AND j.status IN ('done', 'failed', 'cancelled'))";
+
+/// The sweep's dependencies whose job row is gone (deleted, pruned), at
+/// most 500: read in one snapshot, in which a dependency and its job,
+/// inserted together, are both or neither (an `UPDATE` that waits on a
+/// workflow's insert sees its new rows while its subqueries' snapshot may
+/// not have their jobs: MySQL's locking reads).
+pub(crate) const FLOW_GONE_PICK: &str = "SELECT DISTINCT d.depends_on AS id FROM jobq_deps d \
+     LEFT JOIN jobq_jobs j ON j.id = d.depends_on WHERE d.outcome IS NULL AND j.id IS NULL LIMIT 500";
+
+/// The sweep's second step: `blocked` jobs that a release should have
+/// moved (every dependency ended, or one ended in a way they do not run
+/// after), at most 500.
+pub(crate) const FLOW_STUCK: &str = "SELECT DISTINCT d.job_id AS id FROM jobq_deps d \
+     JOIN jobq_jobs w ON w.id = d.job_id WHERE w.status = 'blocked' AND d.outcome IS NOT NULL \
+     AND ((d.run_anyway = 0 AND d.outcome IN ('failed', 'cancelled', 'deleted')) \
+     OR NOT EXISTS (SELECT 1 FROM jobq_deps x WHERE x.job_id = d.job_id AND x.outcome IS NULL)) LIMIT 500";

@@ -102,6 +102,13 @@ impl Completer {
                     // (A batch finishing beside forgets its outputs itself.)
                     shared.forget_outputs(&batch);
                 }
+                let flows = shared.take_completed_flows(&batch);
+                if !flows.is_empty() {
+                    let shared = Arc::clone(&shared);
+                    releasing.push_back(tokio::spawn(async move {
+                        shared.release_dependents(&flows).await;
+                    }));
+                }
                 let keys = shared.take_completed_keys(&batch);
                 if !keys.is_empty() {
                     if releasing.len() >= RELEASES_IN_FLIGHT {

@@ -54,6 +54,9 @@ pub(super) struct Shared {
     /// The concurrency keys of the successes handed to the completer,
     /// by job id: released once their completion has committed.
     pub(super) completed_keys: Mutex<std::collections::HashMap<i64, String>>,
+    /// The successes handed to the completer whose jobs have dependents
+    /// in a workflow: released once their completion has committed.
+    pub(super) completed_flows: Mutex<std::collections::HashSet<i64>>,
     /// The concurrency keys that have a rate (`jobq_key_rates`), as the
     /// pause loop read them last: a claim takes starts for their jobs.
     pub(super) rated_keys: std::sync::RwLock<std::collections::HashSet<String>>,
@@ -84,6 +87,7 @@ impl Shared {
             failure: Mutex::new(None),
             settled: tokio::sync::Notify::new(),
             completed_keys: Mutex::new(std::collections::HashMap::new()),
+            completed_flows: Mutex::new(std::collections::HashSet::new()),
             outputs: Mutex::new(std::collections::HashMap::new()),
             rated_keys: std::sync::RwLock::new(std::collections::HashSet::new()),
             watch: crate::wakeup::Watch::default(),
@@ -113,6 +117,43 @@ impl Shared {
                 );
             }),
         }
+    }
+
+    /// Releases the dependents of the jobs `ids` (of a workflow, settled
+    /// for good), once that has committed: the ready ones become
+    /// `pending`, those that cannot run any more are cancelled (see
+    /// `Store::release_dependents`). A failed release is only logged: the
+    /// sweep makes it up.
+    pub(super) async fn release_dependents(&self, ids: &[i64]) {
+        if ids.is_empty() {
+            return;
+        }
+        if let Err(error) = self.store.release_dependents(ids).await {
+            quietly(|| {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    jobs = ids.len(),
+                    "releasing the jobs that depend on settled ones failed; the sweep releases them"
+                );
+            });
+        }
+    }
+
+    /// Takes the workflow jobs with dependents among the completed
+    /// `fences` out of [`completed_flows`](Self::completed_flows).
+    pub(super) fn take_completed_flows(&self, fences: &[crate::store::Fence]) -> Vec<i64> {
+        let mut flows = self
+            .completed_flows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if flows.is_empty() {
+            return Vec::new();
+        }
+        fences
+            .iter()
+            .filter(|f| flows.remove(&f.id))
+            .map(|f| f.id)
+            .collect()
     }
 
     /// Takes the concurrency keys of the completed `fences` out of

@@ -807,6 +807,36 @@ impl BackendStore for MySqlStore {
 
     shared::server_writes!();
     shared::every_backend_reads!();
+    crate::store::flow::flow_methods!(begin_flow);
+
+    async fn flow_move(&self, unblock: &[(i64, String)], cancel: &[i64], why: &str) -> Result<()> {
+        let ids: Vec<i64> = unblock.iter().map(|(id, _)| *id).collect();
+        let unblock_ids = crate::store::flow::id_list(&ids);
+        let cancel_ids = crate::store::flow::id_list(cancel);
+        self.flow_write(async |conn| {
+            let mut tx = begin_flow(conn).await?;
+            if !ids.is_empty() {
+                sqlx::query(FLOW_UNBLOCK)
+                    .bind(&unblock_ids)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if !cancel.is_empty() {
+                sqlx::query(FLOW_CANCEL)
+                    .bind(why)
+                    .bind(&cancel_ids)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await
+        })
+        .await?;
+        self.ringer.announce(
+            self.deadline,
+            unblock.iter().map(|(_, queue)| queue.as_str()),
+        );
+        Ok(())
+    }
 
     async fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<bool> {
         let query = sqlx::query(SCHEDULE_PAUSE).bind(paused).bind(name);
@@ -858,6 +888,15 @@ impl MySqlStore {
     /// The pool for the application's own statements (see [`Self::app_pool`]'s field).
     pub(crate) fn app_pool(&self) -> &MySqlPool {
         self.app_pool.as_ref().unwrap_or(&self.pool)
+    }
+
+    /// A write of a workflow's (one statement or one short transaction),
+    /// within the deadline.
+    async fn flow_write<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut MySqlConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T> {
+        within(self.deadline, statement::FLOW, self.conns.run(work)).await
     }
 
     /// Runs `work` on one of jobq's connections [`within`] the statement
@@ -2005,4 +2044,13 @@ fn db_time(time: DateTime<Utc>) -> NaiveDateTime {
 /// A `DATETIME(6)` column's time (UTC).
 fn utc_time(time: NaiveDateTime) -> DateTime<Utc> {
     time.and_utc()
+}
+
+crate::store::flow::flow_insert!(MySqlConnection, insert);
+
+/// Begins the transaction of a workflow's insert.
+async fn begin_flow(
+    conn: &mut MySqlConnection,
+) -> Result<sqlx::Transaction<'_, sqlx::MySql>, sqlx::Error> {
+    conn.begin().await
 }

@@ -1144,4 +1144,30 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261209000003 "jobq_checkpoint",
     20261210000001 "jobq_tags",
     20261211000001 "jobq_schedules",
+    20261212000001 "jobq_workflows",
 );
+
+crate::store::sql::flow_statements!(
+    "SELECT t.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t",
+    "?"
+);
+
+/// Names the jobs of a workflow: `?` a JSON array of `[job_id, workflow, task]`.
+pub const FLOW_JOBS_INSERT: &str = "INSERT INTO jobq_flow_jobs (job_id, workflow, task) \
+     SELECT t.job_id, t.workflow, t.task FROM JSON_TABLE(?, '$[*]' COLUMNS (\
+     job_id BIGINT PATH '$[0]', workflow VARCHAR(100) PATH '$[1]', task VARCHAR(100) PATH '$[2]')) AS t";
+
+/// Records dependencies: `?` a JSON array of `[job_id, depends_on, run_anyway]`.
+pub const FLOW_EDGES_INSERT: &str = "INSERT INTO jobq_deps (job_id, depends_on, run_anyway) \
+     SELECT t.job_id, t.depends_on, t.run_anyway FROM JSON_TABLE(?, '$[*]' COLUMNS (\
+     job_id BIGINT PATH '$[0]', depends_on BIGINT PATH '$[1]', run_anyway SMALLINT PATH '$[2]')) AS t";
+
+/// Makes the `blocked` jobs `?` (a JSON array) `pending`, due now at the
+/// earliest (their queue wait counts from here).
+pub const FLOW_UNBLOCK: &str = "UPDATE jobq_jobs SET status = 'pending', run_at = GREATEST(run_at, UTC_TIMESTAMP(6)) \
+     WHERE status = 'blocked' AND id IN (SELECT t.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t)";
+
+/// Cancels the `blocked` jobs `?` (a JSON array) with `last_error` `?`.
+pub const FLOW_CANCEL: &str = "UPDATE jobq_jobs SET status = 'cancelled', finished_at = UTC_TIMESTAMP(6), \
+     run_at = UTC_TIMESTAMP(6), lease_token = NULL, last_error = ? \
+     WHERE status = 'blocked' AND id IN (SELECT t.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t)";

@@ -574,6 +574,36 @@ impl BackendStore for PgStore {
 
     shared::server_writes!();
     shared::every_backend_reads!();
+    crate::store::flow::flow_methods!(begin_flow);
+
+    async fn flow_move(&self, unblock: &[(i64, String)], cancel: &[i64], why: &str) -> Result<()> {
+        let ids: Vec<i64> = unblock.iter().map(|(id, _)| *id).collect();
+        let unblock_ids = crate::store::flow::id_list(&ids);
+        let cancel_ids = crate::store::flow::id_list(cancel);
+        self.flow_write(async |conn| {
+            let mut tx = begin_flow(conn).await?;
+            if !ids.is_empty() {
+                sqlx::query(FLOW_UNBLOCK)
+                    .bind(&unblock_ids)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if !cancel.is_empty() {
+                sqlx::query(FLOW_CANCEL)
+                    .bind(why)
+                    .bind(&cancel_ids)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await
+        })
+        .await?;
+        self.ringer.announce(
+            self.deadline,
+            unblock.iter().map(|(_, queue)| queue.as_str()),
+        );
+        Ok(())
+    }
 
     async fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<bool> {
         let query = sqlx::query(SCHEDULE_PAUSE).bind(name).bind(paused);
@@ -620,6 +650,15 @@ impl BackendStore for PgStore {
 }
 
 impl PgStore {
+    /// A write of a workflow's (one statement or one short transaction),
+    /// within the deadline.
+    async fn flow_write<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut PgConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T> {
+        within(self.deadline, statement::FLOW, self.conns.run(work)).await
+    }
+
     /// Runs `work` on one of jobq's connections [`within`] the statement
     /// deadline: one statement.
     async fn run<T>(
@@ -1277,4 +1316,18 @@ fn db_time(time: DateTime<Utc>) -> DateTime<Utc> {
 /// A `timestamptz` column's time.
 fn utc_time(time: DateTime<Utc>) -> DateTime<Utc> {
     time
+}
+
+crate::store::flow::flow_insert!(PgConnection, flow_insert_row);
+
+/// Begins the transaction of a workflow's insert.
+async fn begin_flow(
+    conn: &mut PgConnection,
+) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, sqlx::Error> {
+    conn.begin().await
+}
+
+/// One job of a workflow ([`INSERT`]).
+async fn flow_insert_row(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued, sqlx::Error> {
+    insert_with(conn, job, INSERT).await
 }

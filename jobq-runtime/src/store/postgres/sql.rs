@@ -901,4 +901,25 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
     20261209000003 "jobq_checkpoint",
     20261210000001 "jobq_tags",
     20261211000001 "jobq_schedules",
+    20261212000001 "jobq_workflows",
 );
+
+crate::store::sql::flow_statements!("SELECT jsonb_array_elements_text($1::jsonb)::bigint", "$1");
+
+/// Names the jobs of a workflow: `$1` a JSON array of `[job_id, workflow, task]`.
+pub const FLOW_JOBS_INSERT: &str = "INSERT INTO jobq_flow_jobs (job_id, workflow, task) \
+     SELECT (e->>0)::bigint, e->>1, e->>2 FROM jsonb_array_elements($1::jsonb) AS e";
+
+/// Records dependencies: `$1` a JSON array of `[job_id, depends_on, run_anyway]`.
+pub const FLOW_EDGES_INSERT: &str = "INSERT INTO jobq_deps (job_id, depends_on, run_anyway) \
+     SELECT (e->>0)::bigint, (e->>1)::bigint, (e->>2)::smallint FROM jsonb_array_elements($1::jsonb) AS e";
+
+/// Makes the `blocked` jobs `$1` (a JSON array) `pending`, due now at the
+/// earliest (their queue wait counts from here).
+pub const FLOW_UNBLOCK: &str = "UPDATE jobq_jobs SET status = 'pending', run_at = GREATEST(run_at, now()) \
+     WHERE status = 'blocked' AND id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)";
+
+/// Cancels the `blocked` jobs `$2` (a JSON array) with `last_error` `$1`.
+pub const FLOW_CANCEL: &str = "UPDATE jobq_jobs SET status = 'cancelled', finished_at = now(), \
+     run_at = now(), lease_token = NULL, last_error = $1 \
+     WHERE status = 'blocked' AND id IN (SELECT jsonb_array_elements_text($2::jsonb)::bigint)";

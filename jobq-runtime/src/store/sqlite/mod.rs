@@ -824,6 +824,38 @@ impl BackendStore for SqliteStore {
 
     shared::numbered_reads!();
     shared::every_backend_reads!();
+    crate::store::flow::flow_methods!(begin_flow);
+
+    async fn flow_move(&self, unblock: &[(i64, String)], cancel: &[i64], why: &str) -> Result<()> {
+        let ids: Vec<i64> = unblock.iter().map(|(id, _)| *id).collect();
+        let unblock_ids = crate::store::flow::id_list(&ids);
+        let cancel_ids = crate::store::flow::id_list(cancel);
+        self.flow_write(async |conn| {
+            let mut tx = begin_flow(conn).await?;
+            if !ids.is_empty() {
+                sqlx::query(FLOW_UNBLOCK)
+                    .bind(now_micros())
+                    .bind(&unblock_ids)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if !cancel.is_empty() {
+                sqlx::query(FLOW_CANCEL)
+                    .bind(now_micros())
+                    .bind(why)
+                    .bind(&cancel_ids)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await
+        })
+        .await?;
+        self.ringer.announce(
+            self.deadline,
+            unblock.iter().map(|(_, queue)| queue.as_str()),
+        );
+        Ok(())
+    }
 
     /// One statement ([`bulk_retry`]): the batch's rows that still meet
     /// `guard`, retried (one writer at a time: no row is held by another).
@@ -893,6 +925,15 @@ async fn set_paused(
 }
 
 impl SqliteStore {
+    /// A write of a workflow's (one statement or one short transaction),
+    /// within the deadline.
+    async fn flow_write<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T> {
+        self.write(work).await
+    }
+
     /// Runs `work` on one of jobq's connections [`within`] the statement
     /// deadline: one statement.
     async fn run<T>(
@@ -1710,4 +1751,21 @@ impl SqliteStore {
             .await?;
         Ok(affected == 1)
     }
+}
+
+crate::store::flow::flow_insert!(SqliteConnection, flow_insert_row);
+
+/// Begins the transaction of a workflow's insert.
+async fn begin_flow(
+    conn: &mut SqliteConnection,
+) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, sqlx::Error> {
+    conn.begin_with(BEGIN_IMMEDIATE).await
+}
+
+/// One job of a workflow, stored now.
+async fn flow_insert_row(
+    conn: &mut SqliteConnection,
+    job: &NewJob,
+) -> Result<Enqueued, sqlx::Error> {
+    insert_row(conn, job, now_micros()).await
 }

@@ -654,4 +654,26 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261209000003 "jobq_checkpoint",
     20261210000001 "jobq_tags",
     20261211000001 "jobq_schedules",
+    20261212000001 "jobq_workflows",
 );
+
+crate::store::sql::flow_statements!("SELECT value FROM json_each(?1)", "?1");
+
+/// Names the jobs of a workflow: `?1` a JSON array of `[job_id, workflow, task]`.
+pub const FLOW_JOBS_INSERT: &str = "INSERT INTO jobq_flow_jobs (job_id, workflow, task) \
+     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?1)";
+
+/// Records dependencies: `?1` a JSON array of `[job_id, depends_on, run_anyway]`.
+pub const FLOW_EDGES_INSERT: &str = "INSERT INTO jobq_deps (job_id, depends_on, run_anyway) \
+     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?1)";
+
+/// Makes the `blocked` jobs `?2` (a JSON array) `pending`, due at `?1`
+/// (now) at the earliest (their queue wait counts from here).
+pub const FLOW_UNBLOCK: &str = "UPDATE jobq_jobs SET status = 'pending', run_at = MAX(run_at, ?1) \
+     WHERE status = 'blocked' AND id IN (SELECT value FROM json_each(?2))";
+
+/// Cancels the `blocked` jobs `?3` (a JSON array) at `?1` (now) with
+/// `last_error` `?2`.
+pub const FLOW_CANCEL: &str = "UPDATE jobq_jobs SET status = 'cancelled', finished_at = ?1, \
+     run_at = ?1, lease_token = NULL, last_error = ?2 \
+     WHERE status = 'blocked' AND id IN (SELECT value FROM json_each(?3))";

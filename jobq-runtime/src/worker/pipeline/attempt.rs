@@ -417,6 +417,15 @@ impl LeaseExtender for JobLease {
         })
     }
 
+    fn dependency_outputs(&self) -> jobq_core::OutputsFuture<'_> {
+        Box::pin(async move {
+            self.store
+                .flow_outputs(self.fence.id)
+                .await
+                .map_err(|error| LeaseError::Backend(Box::new(error)))
+        })
+    }
+
     fn save_progress(&self, json: String) -> ExtendFuture<'_> {
         Box::pin(async move {
             match self.store.save_progress(self.fence, &json).await {

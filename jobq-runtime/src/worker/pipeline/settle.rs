@@ -204,6 +204,13 @@ pub(super) async fn settle(
                 span.record("job.outcome", "done");
             });
             inject::point!(CompleterSend, queue);
+            if job.has_dependents() {
+                shared
+                    .completed_flows
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(fence.id);
+            }
             if let Some(key) = &job.concurrency_key {
                 shared
                     .completed_keys
@@ -252,6 +259,9 @@ pub(super) async fn settle(
             if let Some(key) = &job.concurrency_key {
                 shared.release_keys(std::slice::from_ref(key)).await;
             }
+            if job.has_dependents() {
+                shared.release_dependents(&[fence.id]).await;
+            }
             return;
         }
         Outcome::Interrupted if settlement.held.lease_lost() => {
@@ -299,6 +309,9 @@ pub(super) async fn settle(
     if transition.target == Target::Failed {
         if let Some(key) = &job.concurrency_key {
             shared.release_keys(std::slice::from_ref(key)).await;
+        }
+        if job.has_dependents() {
+            shared.release_dependents(&[fence.id]).await;
         }
     }
 }

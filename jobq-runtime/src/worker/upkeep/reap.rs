@@ -85,6 +85,23 @@ pub(in crate::worker) async fn reaper_loop(reaper: Arc<Reaper>) {
             }
         }
         sweep_keys(shared).await;
+        sweep_dependents(shared).await;
+    }
+}
+
+/// Releases what a release after a settle missed in the workflows (see
+/// `Store::sweep_dependents`): its process died between the two, or a
+/// reaped job failed for good.
+async fn sweep_dependents(shared: &Shared) {
+    let swept = unless(&shared.stop_background, shared.store.sweep_dependents());
+    match swept.await {
+        None | Some(Ok(_)) => {}
+        Some(Err(error)) => {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "sweeping the jobs that wait on others failed"
+            );
+        }
     }
 }
 

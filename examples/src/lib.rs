@@ -35,4 +35,6 @@ mod docs {
     struct ScalingManyHosts;
     #[doc = include_str!("../../docs/testing.md")]
     struct Testing;
+    #[doc = include_str!("../../docs/workflows.md")]
+    struct Workflows;
 }

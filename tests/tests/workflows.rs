@@ -353,8 +353,46 @@ async fn a_release_a_dead_worker_never_made_is_made_by_the_sweep(db: TestDb) {
     wait_for_status(&jobq, stored.jobs["b"], JobStatus::Done, LONG).await;
     wait_for_status(&jobq, stored.jobs["y"], JobStatus::Cancelled, LONG).await;
     stop(handle).await;
-    let state = jobq.workflow(&id).await.unwrap().unwrap();
-    assert_eq!(state.job("x").unwrap().status, None, "pruned: {state:?}");
+}
+
+/// Once a workflow's job rows are gone (pruned), its names and
+/// dependencies go too, by the sweep.
+async fn a_pruned_workflow_leaves_no_rows_behind(db: TestDb) {
+    let (jobq, queue, _) = fixture(&db, "flow-forget").await;
+    let id = flow_id("forget", &queue);
+    let mut flow = Workflow::new(&id);
+    flow.add_with("a", step_of(&id, "a", &[]), on(&queue));
+    flow.add_with("b", step_of(&id, "b", &["a"]), on(&queue))
+        .after(["a"]);
+    let stored = jobq.enqueue_workflow(flow).await.unwrap();
+    let handle = worker(&jobq, &queue, 2);
+    wait_for_status(&jobq, stored.jobs["b"], JobStatus::Done, LONG).await;
+    // Pruned (this test's rows only: the database is shared).
+    let db_ = Db::of(&jobq);
+    let pruned = db_
+        .execute(
+            "DELETE FROM jobq_jobs WHERE queue = ?",
+            &[Arg::Text(queue.clone())],
+        )
+        .await
+        .unwrap();
+    assert_eq!(pruned, 2);
+    let edges = async || {
+        let rows: Vec<(i64,)> = db_
+            .fetch_all(
+                "SELECT COUNT(*) FROM jobq_deps WHERE job_id = ?",
+                &[Arg::Int(stored.jobs["b"])],
+            )
+            .await
+            .unwrap();
+        rows[0].0
+    };
+    assert_eq!(edges().await, 1);
+    jobq_tests::wait_until("the workflow's rows are forgotten", LONG, async || {
+        jobq.workflow(&id).await.unwrap().is_none() && edges().await == 0
+    })
+    .await;
+    stop(handle).await;
 }
 
 /// Many diamonds at once, two workers: each last job runs once, after
@@ -431,6 +469,7 @@ jobq_tests::on_every_backend!(
     a_workflow_that_cannot_run_is_refused_and_stores_nothing,
     cancelling_a_workflow_cancels_what_has_not_run,
     a_release_a_dead_worker_never_made_is_made_by_the_sweep,
+    a_pruned_workflow_leaves_no_rows_behind,
     diamonds_whose_dependencies_finish_together_each_run_once,
     a_workflow_enqueued_in_a_transaction_exists_once_it_commits
 );

@@ -424,6 +424,11 @@ pub(crate) trait BackendStore: Sized {
     /// should have moved (at most 500).
     async fn flow_stuck(&self) -> Result<Vec<i64>>;
 
+    /// Reads a page of workflow jobs after id `after` and forgets the
+    /// names and dependencies of those whose rows are gone; the last id
+    /// read (`None` at the end) and how many it forgot.
+    async fn flow_forget(&self, after: i64) -> Result<(Option<i64>, u64)>;
+
     /// Workflow `workflow`'s jobs and dependencies.
     async fn flow_read(&self, workflow: &str) -> Result<FlowRows>;
 

@@ -76,9 +76,31 @@ pub(crate) async fn release<S: BackendStore>(store: &S, settled: &[i64]) -> Resu
     cascade(store, dependents).await
 }
 
+/// Rows [`forget`] reads a call (`FLOW_ORPHANS`' limit).
+pub(crate) const FORGET_PAGE: usize = 500;
+
+/// Where the last [`forget`] of this process stopped in `jobq_flow_jobs`.
+static FORGET_CURSOR: std::sync::Mutex<i64> = std::sync::Mutex::new(0);
+
+/// Forgets the workflow rows of one page of jobs whose rows are gone
+/// (pruned, deleted), from where the last call of this process stopped,
+/// wrapping around at the end: a workflow's names and dependencies go
+/// some time after its jobs. How many jobs' rows it forgot.
+pub(crate) async fn forget<S: BackendStore>(store: &S) -> Result<u64> {
+    let after = *FORGET_CURSOR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (last, forgotten) = retried(store, statement::FLOW, || store.flow_forget(after)).await?;
+    *FORGET_CURSOR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = last.unwrap_or(0);
+    Ok(forgotten)
+}
+
 /// The sweep (see the module docs): what releases missed; at most 500
 /// jobs a call.
 pub(crate) async fn sweep<S: BackendStore>(store: &S) -> Result<Released> {
+    forget(store).await?;
     let stuck = retried(store, statement::FLOW, || store.flow_stuck()).await?;
     if stuck.is_empty() {
         return Ok(Released::default());
@@ -239,6 +261,38 @@ macro_rules! flow_methods {
                 .iter()
                 .map(|row| row.int("id"))
                 .collect::<Result<Vec<_>, sqlx::Error>>()?)
+        }
+
+        async fn flow_forget(&self, after: i64) -> Result<(Option<i64>, u64)> {
+            use $crate::store::shared::Columns;
+            let rows = self
+                .run(statement::FLOW, async |conn| {
+                    sqlx::query(FLOW_ORPHANS).bind(after).fetch_all(conn).await
+                })
+                .await?
+                .iter()
+                .map(|row| Ok((row.int("id")?, row.count("gone")? != 0)))
+                .collect::<Result<Vec<(i64, bool)>, sqlx::Error>>()?;
+            let last = (rows.len() == $crate::store::flow::FORGET_PAGE)
+                .then(|| rows.last().map(|&(id, _)| id))
+                .flatten();
+            let gone: Vec<i64> = rows.iter().filter(|r| r.1).map(|r| r.0).collect();
+            if !gone.is_empty() {
+                let ids = $crate::store::flow::id_list(&gone);
+                self.flow_write(async |conn| {
+                    sqlx::query(FLOW_FORGET_DEPS)
+                        .bind(&ids)
+                        .execute(&mut *conn)
+                        .await?;
+                    sqlx::query(FLOW_FORGET_JOBS)
+                        .bind(&ids)
+                        .execute(&mut *conn)
+                        .await?;
+                    Ok(())
+                })
+                .await?;
+            }
+            Ok((last, gone.len() as u64))
         }
 
         async fn flow_read(&self, workflow: &str) -> Result<$crate::store::contract::FlowRows> {

@@ -79,6 +79,25 @@ macro_rules! flow_statements {
             ") AND NOT EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_deps.depends_on)"
         );
 
+        /// A page of workflow jobs after id `$p`, in id order, with whether
+        /// the job's row is gone (pruned, deleted): at most 500.
+        pub const FLOW_ORPHANS: &str = concat!(
+            "SELECT f.job_id AS id, CASE WHEN j.id IS NULL THEN 1 ELSE 0 END AS gone ",
+            "FROM jobq_flow_jobs f LEFT JOIN jobq_jobs j ON j.id = f.job_id WHERE f.job_id > ",
+            $p,
+            " ORDER BY f.job_id LIMIT 500"
+        );
+
+        /// Forgets the dependencies of the jobs `$ids` (their rows are gone).
+        pub const FLOW_FORGET_DEPS: &str = concat!("DELETE FROM jobq_deps WHERE job_id IN (", $ids, ")");
+
+        /// Forgets the workflow names of the jobs `$ids` (their rows are gone).
+        pub const FLOW_FORGET_JOBS: &str = concat!(
+            "DELETE FROM jobq_flow_jobs WHERE job_id IN (",
+            $ids,
+            ")"
+        );
+
         /// The jobs of workflow `$p`: id, task, status (NULL once pruned).
         pub const FLOW_READ: &str = concat!(
             "SELECT f.job_id AS id, f.task, j.status FROM jobq_flow_jobs f ",

@@ -185,6 +185,27 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             Outcome::Done
         }
         Command::Schedule { action } => schedule(jobq, action).await?,
+        Command::Workflow { id, cancel, format } => {
+            if cancel {
+                let cancelled = jobq
+                    .cancel_workflow(&id)
+                    .await
+                    .map_err(|e| error_chain(&e))?;
+                if !format.json {
+                    outln!("cancelled {cancelled} job(s) of workflow {id}");
+                }
+            }
+            let Some(flow) = jobq.workflow(&id).await.map_err(|e| error_chain(&e))? else {
+                outln!("no job has workflow id {id}");
+                return Ok(Outcome::NotApplicable);
+            };
+            if format.json {
+                outln!("{}", output::workflow_json(&flow));
+            } else {
+                out!("{}", output::workflow_text(&flow));
+            }
+            Outcome::Done
+        }
         Command::Workers { format } => {
             let workers = jobq.workers().await.map_err(|e| error_chain(&e))?;
             let jobs = jobq.job_kinds().await.map_err(|e| error_chain(&e))?;

@@ -189,6 +189,17 @@ enum Command {
         #[arg(long)]
         key: bool,
     },
+    /// A workflow (`Jobq::enqueue_workflow`): each job's task, id, status,
+    /// and what it still waits on; exits 2 if no job has that workflow id.
+    Workflow {
+        /// The workflow's id.
+        id: String,
+        /// Cancel every job of it that has not ended, then show it.
+        #[arg(long)]
+        cancel: bool,
+        #[command(flatten)]
+        format: Format,
+    },
     /// The cron schedules kept in the database (`jobq schedule put`): job,
     /// expression, time zone, whether paused, last recorded tick.
     Schedules {

@@ -728,3 +728,58 @@ pub(crate) fn schedules_json(schedules: &[ScheduleInfo]) -> Value {
         })).collect::<Vec<_>>(),
     })
 }
+
+/// A workflow: one line per job, in enqueue order.
+pub(crate) fn workflow_text(flow: &jobq_runtime::WorkflowInfo) -> String {
+    let rows: Vec<_> = flow
+        .jobs
+        .iter()
+        .map(|j| {
+            let list = |tasks: &[String]| {
+                if tasks.is_empty() {
+                    "-".to_owned()
+                } else {
+                    tasks.join(", ")
+                }
+            };
+            vec![
+                (j.task.clone(), None),
+                (j.id.to_string(), None),
+                (
+                    j.status.map_or_else(|| "pruned".into(), |s| s.to_string()),
+                    None,
+                ),
+                (list(&j.depends_on), None),
+                (list(&j.waiting_on), None),
+            ]
+        })
+        .collect();
+    let state = if flow.succeeded() {
+        "succeeded"
+    } else if flow.finished() {
+        "finished, not every job succeeded"
+    } else {
+        "running"
+    };
+    format!(
+        "workflow {}: {state}\n{}",
+        flow.id,
+        table(&["TASK", "ID", "STATUS", "AFTER", "WAITING ON"], &rows)
+    )
+}
+
+/// A workflow as JSON.
+pub(crate) fn workflow_json(flow: &jobq_runtime::WorkflowInfo) -> Value {
+    json!({
+        "id": flow.id,
+        "finished": flow.finished(),
+        "succeeded": flow.succeeded(),
+        "jobs": flow.jobs.iter().map(|j| json!({
+            "task": j.task,
+            "id": j.id,
+            "status": j.status.map(|s| s.to_string()),
+            "depends_on": j.depends_on,
+            "waiting_on": j.waiting_on,
+        })).collect::<Vec<_>>(),
+    })
+}

@@ -211,6 +211,34 @@ async fn every_command_does_what_it_says_and_exits_accordingly(db: TestDb) {
     assert!(ok(&url, &["resume", q]).contains("is resumed"));
     assert!(ok(&url, &["resume", q]).contains("was not paused"));
 
+    // workflow: each job's status and what it waits on (text and JSON);
+    // --cancel cancels what has not ended; an unknown id exits 2.
+    let flow_id = format!("{q}-flow");
+    let mut flow = jobq_runtime::Workflow::new(&flow_id);
+    flow.add_with("first", Probe::new(1), jobq_tests::on(q));
+    flow.add_with("second", Probe::new(2), jobq_tests::on(q))
+        .after(["first"]);
+    jobq.enqueue_workflow(flow).await.unwrap();
+    let shown = json(&url, &["workflow", &flow_id, "--json"]);
+    assert_eq!(
+        shown["jobs"][1]["status"],
+        Value::from("blocked"),
+        "{shown}"
+    );
+    assert_eq!(shown["jobs"][1]["waiting_on"], serde_json::json!(["first"]));
+    let table = ok(&url, &["workflow", &flow_id]);
+    assert!(
+        table.starts_with(&format!("workflow {flow_id}: running"))
+            && table
+                .lines()
+                .any(|l| l.starts_with("second") && l.contains("blocked") && l.contains("first")),
+        "{table}"
+    );
+    let cancelled = ok(&url, &["workflow", &flow_id, "--cancel"]);
+    assert!(cancelled.contains("cancelled 2 job(s)"), "{cancelled}");
+    let none = jobq_cli(&url, &["workflow", "no-such-workflow"]);
+    assert_eq!(none.status.code(), Some(2), "{none:?}");
+
     // schedule put / pause / resume / remove, seen by schedules (text and
     // JSON); a cron expression that does not parse is refused.
     let name = format!("{q}-nightly");

@@ -212,6 +212,7 @@ impl Dashboard {
             .route("/bulk", post(routes::bulk))
             .route("/job/{id}", get(routes::job))
             .route("/job/{id}/{action}", post(routes::act_on_job))
+            .route("/workflow", get(routes::workflow))
             .route("/queues", get(routes::queues))
             .route("/queues/{action}", post(routes::act_on_queue))
             .route("/workers", get(routes::workers))

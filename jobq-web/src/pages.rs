@@ -4,7 +4,7 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use jobq_runtime::{
     JobInfo, JobPage, JobStatus, PublishedJob, QueueState, QueueStats, ScheduleInfo, Stats,
-    WorkerInfo,
+    WorkerInfo, WorkflowInfo,
 };
 use maud::{DOCTYPE, Markup, html};
 
@@ -594,6 +594,7 @@ fn attempt_class(outcome: &str) -> &'static str {
 pub(crate) fn job<'a>(
     ctx: &Ctx<'a>,
     job: &JobInfo,
+    flow: Option<&(String, Vec<String>)>,
     notice: Option<&str>,
     now: DateTime<Utc>,
 ) -> Page<'a> {
@@ -603,7 +604,10 @@ pub(crate) fn job<'a>(
         _ => "Run at",
     };
     let retryable = matches!(job.status, JobStatus::Failed | JobStatus::Cancelled);
-    let cancellable = matches!(job.status, JobStatus::Pending | JobStatus::Processing);
+    let cancellable = matches!(
+        job.status,
+        JobStatus::Pending | JobStatus::Processing | JobStatus::Blocked
+    );
     let live = html! {
         @if let Some(text) = notice.and_then(|n| notice_text(n, None)) { p.notice { (text) } }
         section.panel {
@@ -629,6 +633,12 @@ pub(crate) fn job<'a>(
                 dt { "Queue" } dd { a href=(list_link(ctx, &[("queue", &job.queue)])) { (job.queue) } }
                 dt { "Job name" } dd.mono { (job.job_name) }
                 dt { "Status" } dd { (job.status.as_str()) }
+                @if let Some((workflow, waiting)) = flow {
+                    dt { "Workflow" } dd #workflow { a href=(workflow_link(ctx, workflow)) { (workflow) } }
+                    dt { "Waiting on" } dd #waiting-on {
+                        @if waiting.is_empty() { span.none { "–" } } @else { (waiting.join(", ")) }
+                    }
+                }
                 dt { "Priority" } dd { (job.priority) }
                 dt { "Attempts" } dd { (job.attempts) " of " (job.max_attempts) }
                 dt { "Progress" } dd #progress { @if let Some(progress) = &job.progress { (progress.to_string()) } @else { span.none { "–" } } }
@@ -765,6 +775,63 @@ pub(crate) fn queues<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
 
 /// `/schedules`: the cron schedules kept in the database, each with a
 /// pause or resume button.
+/// The link to workflow `id`'s page.
+fn workflow_link(ctx: &Ctx<'_>, id: &str) -> String {
+    format!(
+        "{}/workflow?{}",
+        ctx.base,
+        format::query([("id", id)].iter().copied())
+    )
+}
+
+/// A workflow: each job with its status, what it runs after and what it
+/// still waits on.
+pub(crate) fn workflow<'a>(ctx: &Ctx<'a>, flow: &WorkflowInfo) -> Page<'a> {
+    let state = if flow.succeeded() {
+        "succeeded"
+    } else if flow.finished() {
+        "finished, not every job succeeded"
+    } else {
+        "running"
+    };
+    let list = |tasks: &[String]| {
+        if tasks.is_empty() {
+            "–".to_owned()
+        } else {
+            tasks.join(", ")
+        }
+    };
+    let live = html! {
+        section.panel {
+            p.small #workflow-state { "Workflow " span.mono { (flow.id) } ": " (state) ". A job runs once every job it runs after has ended (succeeded, unless it runs anyway); one after a job that did not succeed is cancelled." }
+            div.scroll {
+                table.workflow {
+                    thead { tr { th { "Task" } th { "Job" } th { "Status" } th { "After" } th { "Waiting on" } } }
+                    tbody {
+                        @for job in &flow.jobs {
+                            tr data-task=(job.task) {
+                                td { (job.task) }
+                                td { a href={ (ctx.base) "/job/" (job.id) } { (job.id) } }
+                                td { @if let Some(status) = job.status { (status_badge(status)) } @else { span.none { "pruned" } } }
+                                td { (list(&job.depends_on)) }
+                                td.waiting { (list(&job.waiting_on)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Page {
+        ctx: *ctx,
+        title: format!("Workflow {}", flow.id),
+        nav: Nav::Jobs,
+        before: None,
+        live,
+        refresh: true,
+    }
+}
+
 pub(crate) fn schedules<'a>(ctx: &Ctx<'a>, schedules: &[ScheduleInfo]) -> Page<'a> {
     let live = html! {
         section.panel {

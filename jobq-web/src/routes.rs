@@ -201,10 +201,48 @@ pub(crate) async fn job(
     let Some(job) = shared.jobq.job(id).await? else {
         return Err(Failure::NotFound(format!("no job {id}")));
     };
+    // A job of a workflow: its workflow, and what it still waits on.
+    let workflow_id = job
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get("jobq.workflow"))
+        .and_then(|w| w.as_str());
+    let flow = match workflow_id {
+        Some(workflow_id) => shared.jobq.workflow(workflow_id).await?.and_then(|flow| {
+            let waiting = flow.jobs.iter().find(|j| j.id == id)?.waiting_on.clone();
+            Some((flow.id, waiting))
+        }),
+        None => None,
+    };
     Ok(respond(
         &req,
-        pages::job(&shared.ctx(&req), &job, given(&params.notice), Utc::now()),
+        pages::job(
+            &shared.ctx(&req),
+            &job,
+            flow.as_ref(),
+            given(&params.notice),
+            Utc::now(),
+        ),
     ))
+}
+
+/// The query of `GET /workflow`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct WorkflowQuery {
+    id: Option<String>,
+}
+
+/// `GET /workflow?id=…`: one workflow, each job with what it waits on.
+pub(crate) async fn workflow(
+    State(shared): AppState,
+    req: Req,
+    Query(query): Query<WorkflowQuery>,
+) -> Result<Response, Failure> {
+    let id = query.id.unwrap_or_default();
+    let Some(flow) = shared.jobq.workflow(&id).await? else {
+        return Err(Failure::NotFound(format!("no workflow {id}")));
+    };
+    Ok(respond(&req, pages::workflow(&shared.ctx(&req), &flow)))
 }
 
 /// The body of a one-button form.

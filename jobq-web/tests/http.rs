@@ -864,7 +864,53 @@ async fn the_schedules_page_lists_stored_schedules_and_pauses_and_resumes_them(d
     assert!(jobq.remove_schedule(&name).await.unwrap());
 }
 
+/// A job of the workflow test's (never run here).
+#[jobq_runtime::job(name = "web_flow_probe")]
+async fn web_probe(n: u64) {
+    let _ = n;
+}
+
+/// A workflow's page lists its jobs with what each waits on (a hostile id
+/// renders as text); a job of it links to it and says what it waits on;
+/// an unknown workflow is a 404.
+async fn the_workflow_page_shows_each_job_and_what_it_waits_on(db: TestDb) {
+    let jobq = db.jobq().await;
+    let router = jobq_web::router(jobq.clone());
+    let id = format!("{}<b>&", unique_queue("web-flow"));
+    let mut flow = jobq_runtime::Workflow::new(&id);
+    flow.add("first", WebProbe::new(1));
+    flow.add("second", WebProbe::new(2)).after(["first"]);
+    let stored = jobq.enqueue_workflow(flow).await.unwrap();
+    let page = get(&router, &format!("/workflow?id={}", url_encode(&id))).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let escaped = id
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    assert!(
+        page.body.contains(&escaped) && !page.body.contains(&id),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(r#"data-task="second""#) && page.body.contains("blocked"),
+        "{}",
+        page.body
+    );
+    let job = get(&router, &format!("/job/{}", stored.jobs["second"])).await;
+    assert!(job.body.contains(r#"id="workflow""#), "{}", job.body);
+    assert!(
+        job.body.contains(r#"<dd id="waiting-on">first</dd>"#),
+        "{}",
+        job.body
+    );
+    let missing = get(&router, "/workflow?id=no-such-workflow").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(jobq.cancel_workflow(&id).await.unwrap(), 2);
+}
+
 jobq_tests::on_every_backend!(
+    the_workflow_page_shows_each_job_and_what_it_waits_on,
     the_schedules_page_lists_stored_schedules_and_pauses_and_resumes_them,
     the_job_page_shows_tags_and_metadata_and_the_list_filters_by_tag,
     the_job_page_shows_the_output_and_each_attempt_with_its_worker,

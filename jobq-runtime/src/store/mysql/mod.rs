@@ -331,6 +331,9 @@ impl BackendStore for MySqlStore {
             )
             .await
             .is_ok_and(|on| on == 1);
+        if galera {
+            GALERA_SEEN.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(Self {
             conns,
             failover: None,
@@ -1738,6 +1741,18 @@ async fn insert_row(conn: &mut MySqlConnection, job: &NewJob) -> Result<Enqueued
     })
 }
 
+/// Whether this process has connected to a Galera node: its unique
+/// enqueues then read the key's holder behind [`SYNC_WAIT`] (on any
+/// connection, a caller's too: `enqueue_in` knows no store). Without it a
+/// node that has not yet applied another node's settle or cancel of the
+/// holder reads the holder as still holding the key, and answers a
+/// duplicate of a job that has ended: the new job is never made (no write
+/// of the enqueue's conflicts with that settle at certification). MariaDB
+/// accepts the prefix on a node with wsrep; a process using a Galera
+/// cluster and a MySQL server without wsrep for unique jobs is not
+/// supported.
+static GALERA_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// A unique job (see [`UNIQUE_TAKE`]) in a transaction of its own on
 /// `conn`, or a savepoint of the caller's: takes its key's row, and
 /// returns the job holding the key or inserts this one and writes it in.
@@ -1749,7 +1764,13 @@ async fn insert_unique(
 ) -> Result<Enqueued, sqlx::Error> {
     let mut tx = conn.begin().await?;
     sqlx::query(UNIQUE_TAKE).bind(key).execute(&mut *tx).await?;
-    let (job_id, states, within, status_bit): (i64, i64, i64, i64) = sqlx::query_as(UNIQUE_HOLDER)
+    let holder: std::borrow::Cow<'_, str> =
+        if GALERA_SEEN.load(std::sync::atomic::Ordering::Relaxed) {
+            synced(UNIQUE_HOLDER).into()
+        } else {
+            UNIQUE_HOLDER.into()
+        };
+    let (job_id, states, within, status_bit): (i64, i64, i64, i64) = sqlx::query_as(&holder)
         .bind(key)
         .fetch_one(&mut *tx)
         .await?;

@@ -395,8 +395,9 @@ async fn a_pruned_workflow_leaves_no_rows_behind(db: TestDb) {
     stop(handle).await;
 }
 
-/// Many diamonds at once, two workers: each last job runs once, after
-/// both of its dependencies, whichever settles last (the releases race).
+/// Many diamonds at once, two workers on handles of their own (on
+/// Galera, on two nodes): each last job runs once, after both of its
+/// dependencies, whichever settles last (the releases race).
 async fn diamonds_whose_dependencies_finish_together_each_run_once(db: TestDb) {
     let (jobq, queue, _) = fixture(&db, "flow-race").await;
     let mut lasts = HashMap::new();
@@ -410,7 +411,9 @@ async fn diamonds_whose_dependencies_finish_together_each_run_once(db: TestDb) {
         let stored = jobq.enqueue_workflow(flow).await.unwrap();
         lasts.insert(id, stored.jobs["d"]);
     }
-    let (one, two) = (worker(&jobq, &queue, 8), worker(&jobq, &queue, 8));
+    // The second worker on a handle of its own (on Galera, another node).
+    let other = Jobq::connect(db.url()).await.unwrap();
+    let (one, two) = (worker(&jobq, &queue, 8), worker(&other, &queue, 8));
     for (id, last) in &lasts {
         wait_for_status(&jobq, *last, JobStatus::Done, LONG).await;
         assert_order(&runs(id), &[("d", "a"), ("d", "b")]);
@@ -472,4 +475,9 @@ jobq_tests::on_every_backend!(
     a_pruned_workflow_leaves_no_rows_behind,
     diamonds_whose_dependencies_finish_together_each_run_once,
     a_workflow_enqueued_in_a_transaction_exists_once_it_commits
+);
+jobq_tests::on_every_backend!(@backend galera, [tokio {}],
+    a_diamond_runs_in_dependency_order_and_outputs_flow,
+    a_failed_dependency_cancels_what_follows_unless_it_runs_anyway,
+    diamonds_whose_dependencies_finish_together_each_run_once
 );

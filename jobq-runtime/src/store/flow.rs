@@ -148,7 +148,8 @@ pub(crate) fn id_list(ids: &[i64]) -> String {
 /// its `impl BackendStore`: `$insert` inserts one job on a connection
 /// (`Result<Enqueued, sqlx::Error>`), `$begin` begins a transaction on one
 /// (SQLite's `IMMEDIATE`); the backend's `flow_write` runs a write (on
-/// SQLite in turn with the store's other writes).
+/// SQLite in turn with the store's other writes) and its `causal` gives a
+/// read that sees every write committed before it (on Galera, a sync wait).
 macro_rules! flow_methods {
     ($begin:path) => {
         async fn enqueue_flow(
@@ -200,14 +201,16 @@ macro_rules! flow_methods {
         ) -> Result<Vec<$crate::store::contract::Dependent>> {
             use $crate::store::shared::Columns;
             let ids = $crate::store::flow::id_list(ids);
-            let sql = if of {
+            // On Galera behind a sync wait: the outcome another node's
+            // release recorded first is seen here.
+            let sql = self.causal(if of {
                 FLOW_DEPENDENTS_OF
             } else {
                 FLOW_EVALUATE
-            };
+            });
             let rows = self
                 .run(statement::FLOW, async |conn| {
-                    sqlx::query(sql).bind(&ids).fetch_all(conn).await
+                    sqlx::query(&sql).bind(&ids).fetch_all(conn).await
                 })
                 .await?;
             Ok(rows

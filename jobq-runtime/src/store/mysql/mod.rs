@@ -930,6 +930,12 @@ impl MySqlStore {
         }
     }
 
+    /// A read that sees every write committed before it through any node
+    /// ([`read`](Self::read)).
+    fn causal(&self, sql: &'static str) -> std::borrow::Cow<'static, str> {
+        self.read(sql)
+    }
+
     /// Applies the migrations `jobq_migrations` does not list (the caller
     /// holds the lock). A transient error (a deadlock; on Galera a
     /// certification conflict with another node's migration, which

@@ -925,6 +925,11 @@ async fn set_paused(
 }
 
 impl SqliteStore {
+    /// A read that sees every write committed before it: as it is.
+    fn causal(&self, sql: &'static str) -> std::borrow::Cow<'static, str> {
+        sql.into()
+    }
+
     /// A write of a workflow's (one statement or one short transaction),
     /// within the deadline.
     async fn flow_write<T>(

@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use jobq_runtime::{
-    Backend, ConnectOptions, JobContext, JobFilter, JobStatus, Jobq, Page, State, Worker,
-    WorkerHandle, job,
+    Backend, ConnectOptions, JobContext, JobFilter, JobStatus, Jobq, Page, Rate, Schedule, State,
+    Worker, WorkerHandle, Workflow, job,
 };
 use jobq_tests::net::loopback_forward;
 use jobq_tests::net::proxy::{Delay, Proxy};
@@ -29,6 +29,8 @@ use sqlx::Connection;
 
 /// The statement deadline of the handles these tests freeze under.
 const DEADLINE: Duration = Duration::from_secs(1);
+/// The calls of `every_call_returns_by_the_statement_deadline_while_the_database_is_frozen`.
+const CALLS: usize = 35;
 /// What a loaded machine may add to a deadline (timers, scheduling).
 const SLACK: Duration = Duration::from_secs(2);
 /// How long a test waits for a drain to finish.
@@ -185,46 +187,88 @@ async fn every_call_returns_by_the_statement_deadline_while_the_database_is_froz
         .await
         .expect("enqueue before the freeze")
         .id;
+    // Each call on a handle of its own with an idle connection in its
+    // stash: a call must not lean on another's stuck connections (a pool
+    // out of connections fails by its acquire timeout anyway).
+    let mut handles = Vec::new();
+    for _ in 0..CALLS {
+        let handle = frozen.jobq().await;
+        handle.counts(&queue).await.expect("warm the handle");
+        handles.push(handle);
+    }
+    let mut handles = handles.iter();
+    let mut h = || handles.next().expect("a handle per call");
     frozen.freeze().await;
     let filter = JobFilter::new().queue(&queue);
+    let schedule = format!("{queue}-nightly");
+    let mut workflow = Workflow::new(&queue);
+    workflow.add_with("a", Record::new(9), on(&queue));
     let calls: Vec<(&str, Call<'_>)> = vec![
         (
             "enqueue",
-            call(jobq.enqueue_with(Record::new(1), on(&queue))),
+            call(h().enqueue_with(Record::new(1), on(&queue))),
         ),
         (
             "enqueue_with key",
-            call(jobq.enqueue_with(Record::new(2), on(&queue).idempotency_key("k"))),
+            call(h().enqueue_with(Record::new(2), on(&queue).idempotency_key("k"))),
         ),
         (
             "enqueue_many",
-            call(jobq.enqueue_many_with((3..6).map(|n| (Record::new(n), on(&queue))))),
+            call(h().enqueue_many_with((3..6).map(|n| (Record::new(n), on(&queue))))),
         ),
         (
             "enqueue_json",
-            call(jobq.enqueue_json("frozen_record", "{\"n\":7}", on(&queue))),
+            call(h().enqueue_json("frozen_record", "{\"n\":7}", on(&queue))),
         ),
-        ("job", call(jobq.job(id))),
-        ("counts", call(jobq.counts(&queue))),
-        ("cancel", call(jobq.cancel(id))),
-        ("retry", call(jobq.retry(id))),
-        ("stats", call(jobq.stats())),
-        ("pause", call(jobq.pause(&queue))),
-        ("resume", call(jobq.resume(&queue))),
-        ("paused_queues", call(jobq.paused_queues())),
-        ("list", call(jobq.list(&filter, Page::default()))),
-        ("count_where", call(jobq.count_where(&filter))),
-        ("retry_where", call(jobq.retry_where(&filter))),
-        ("cancel_where", call(jobq.cancel_where(&filter))),
+        ("job", call(h().job(id))),
+        ("counts", call(h().counts(&queue))),
+        ("cancel", call(h().cancel(id))),
+        ("retry", call(h().retry(id))),
+        ("stats", call(h().stats())),
+        ("pause", call(h().pause(&queue))),
+        ("resume", call(h().resume(&queue))),
+        ("paused_queues", call(h().paused_queues())),
+        ("list", call(h().list(&filter, Page::default()))),
+        ("count_where", call(h().count_where(&filter))),
+        ("retry_where", call(h().retry_where(&filter))),
+        ("cancel_where", call(h().cancel_where(&filter))),
         (
             "prune_finished",
-            call(jobq.prune_finished(Duration::from_secs(3600))),
+            call(h().prune_finished(Duration::from_secs(3600))),
         ),
         (
             "prune_failed",
-            call(jobq.prune_failed(Duration::from_secs(3600))),
+            call(h().prune_failed(Duration::from_secs(3600))),
         ),
-        ("doctor", call(jobq.doctor())),
+        ("doctor", call(h().doctor())),
+        ("output", call(h().output::<Record>(id))),
+        (
+            "set_queue_limit",
+            call(h().set_queue_limit(&queue, Some(2))),
+        ),
+        ("queue_limits", call(h().queue_limits())),
+        (
+            "set_queue_rate",
+            call(h().set_queue_rate(&queue, Some(Rate::per(5, Duration::from_secs(1))))),
+        ),
+        ("queue_rates", call(h().queue_rates())),
+        (
+            "set_key_rate",
+            call(h().set_key_rate("frozen-key", Some(Rate::per(5, Duration::from_secs(1))))),
+        ),
+        ("key_rates", call(h().key_rates())),
+        ("workers", call(h().workers())),
+        ("job_kinds", call(h().job_kinds())),
+        (
+            "put_schedule",
+            call(h().put_schedule(Schedule::new(&schedule, "frozen_record", "0 3 * * *"))),
+        ),
+        ("schedules", call(h().schedules())),
+        ("pause_schedule", call(h().pause_schedule(&schedule))),
+        ("remove_schedule", call(h().remove_schedule(&schedule))),
+        ("enqueue_workflow", call(h().enqueue_workflow(workflow))),
+        ("workflow", call(h().workflow(&queue))),
+        ("cancel_workflow", call(h().cancel_workflow(&queue))),
     ];
     let mut late = Vec::new();
     for (name, call) in calls {

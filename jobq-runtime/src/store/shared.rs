@@ -343,7 +343,16 @@ macro_rules! fenced_set {
                     .bind(value)
                     .bind(fence.id)
                     .bind(fence.token);
-                Ok(self.conns.execute(query).await? == 1)
+                // Within the deadline: progress is written by a handler
+                // outside the policy's retries (a frozen server would hold
+                // it for ever).
+                Ok(within(
+                    self.deadline,
+                    statement::CHECKPOINT,
+                    self.conns.execute(query),
+                )
+                .await?
+                    == 1)
             }
         }
     };

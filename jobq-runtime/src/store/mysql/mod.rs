@@ -518,8 +518,9 @@ impl BackendStore for MySqlStore {
 
     async fn key_rates(&self) -> Result<Vec<(String, Rate)>> {
         let rows: Vec<(Text, i64, i64, i64)> = self
-            .conns
-            .run(async |conn| sqlx::query_as(KEY_RATES).fetch_all(&mut *conn).await)
+            .run(statement::READ, async |conn| {
+                sqlx::query_as(KEY_RATES).fetch_all(&mut *conn).await
+            })
             .await?;
         Ok(key_rates(rows.into_iter().map(
             |(key, starts, period, burst)| (key.0, starts, period, burst),

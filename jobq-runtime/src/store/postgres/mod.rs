@@ -294,8 +294,9 @@ impl BackendStore for PgStore {
 
     async fn key_rates(&self) -> Result<Vec<(String, Rate)>> {
         let rows: Vec<(String, i64, i64, i64)> = self
-            .conns
-            .run(async |conn| sqlx::query_as(KEY_RATES).fetch_all(&mut *conn).await)
+            .run(statement::READ, async |conn| {
+                sqlx::query_as(KEY_RATES).fetch_all(&mut *conn).await
+            })
             .await?;
         Ok(key_rates(rows))
     }

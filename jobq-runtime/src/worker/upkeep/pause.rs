@@ -105,7 +105,12 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
                 failures = 0;
                 // The keys' rates before the controls reach the claim
                 // loops: their first claims know them too.
-                read_key_rates(shared).await;
+                if unless(&shared.stop_background, read_key_rates(shared))
+                    .await
+                    .is_none()
+                {
+                    return;
+                }
                 // A rate's arrival time moves with every claim: not a change.
                 let served: Vec<QueueControl> = controls
                     .into_iter()

@@ -754,13 +754,7 @@ pub(crate) fn workflow_text(flow: &jobq_runtime::WorkflowInfo) -> String {
             ]
         })
         .collect();
-    let state = if flow.succeeded() {
-        "succeeded"
-    } else if flow.finished() {
-        "finished, not every job succeeded"
-    } else {
-        "running"
-    };
+    let state = flow.state();
     format!(
         "workflow {}: {state}\n{}",
         flow.id,

@@ -349,6 +349,18 @@ impl WorkflowInfo {
     pub fn succeeded(&self) -> bool {
         self.jobs.iter().all(|j| j.status == Some(JobStatus::Done))
     }
+
+    /// The whole in a few words: `succeeded`, `finished, not every job
+    /// succeeded`, or `running`.
+    pub fn state(&self) -> &'static str {
+        if self.succeeded() {
+            "succeeded"
+        } else if self.finished() {
+            "finished, not every job succeeded"
+        } else {
+            "running"
+        }
+    }
 }
 
 /// One job of a [`WorkflowInfo`].

@@ -787,13 +787,7 @@ fn workflow_link(ctx: &Ctx<'_>, id: &str) -> String {
 /// A workflow: each job with its status, what it runs after and what it
 /// still waits on.
 pub(crate) fn workflow<'a>(ctx: &Ctx<'a>, flow: &WorkflowInfo) -> Page<'a> {
-    let state = if flow.succeeded() {
-        "succeeded"
-    } else if flow.finished() {
-        "finished, not every job succeeded"
-    } else {
-        "running"
-    };
+    let state = flow.state();
     let list = |tasks: &[String]| {
         if tasks.is_empty() {
             "–".to_owned()

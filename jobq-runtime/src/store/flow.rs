@@ -147,7 +147,8 @@ pub(crate) fn id_list(ids: &[i64]) -> String {
 /// The contract's workflow methods every backend writes alike, expanded in
 /// its `impl BackendStore`: `$insert` inserts one job on a connection
 /// (`Result<Enqueued, sqlx::Error>`), `$begin` begins a transaction on one
-/// (SQLite's `IMMEDIATE`); the backend's `flow_write` runs a write (on
+/// (SQLite's `IMMEDIATE`), and `flow_now` binds a statement's leading time
+/// where the backend takes one (SQLite); the backend's `flow_write` runs a write (on
 /// SQLite in turn with the store's other writes) and its `causal` gives a
 /// read that sees every write committed before it (on Galera, a sync wait).
 macro_rules! flow_methods {
@@ -183,6 +184,40 @@ macro_rules! flow_methods {
             let enqueued = flow_insert(conn, flow).await?;
             flow.check(&enqueued)?;
             Ok(enqueued)
+        }
+
+        async fn flow_move(
+            &self,
+            unblock: &[(i64, String)],
+            cancel: &[i64],
+            why: &str,
+        ) -> Result<()> {
+            let ids: Vec<i64> = unblock.iter().map(|(id, _)| *id).collect();
+            let unblock_ids = $crate::store::flow::id_list(&ids);
+            let cancel_ids = $crate::store::flow::id_list(cancel);
+            self.flow_write(async |conn| {
+                let mut tx = $begin(conn).await?;
+                if !ids.is_empty() {
+                    flow_now(sqlx::query(FLOW_UNBLOCK))
+                        .bind(&unblock_ids)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                if !cancel.is_empty() {
+                    flow_now(sqlx::query(FLOW_CANCEL))
+                        .bind(why)
+                        .bind(&cancel_ids)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await
+            })
+            .await?;
+            self.ringer.announce(
+                self.deadline,
+                unblock.iter().map(|(_, queue)| queue.as_str()),
+            );
+            Ok(())
         }
 
         async fn flow_settle(&self, ids: &[i64]) -> Result<()> {

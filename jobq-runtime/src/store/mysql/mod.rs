@@ -813,35 +813,6 @@ impl BackendStore for MySqlStore {
     shared::every_backend_reads!();
     crate::store::flow::flow_methods!(begin_flow);
 
-    async fn flow_move(&self, unblock: &[(i64, String)], cancel: &[i64], why: &str) -> Result<()> {
-        let ids: Vec<i64> = unblock.iter().map(|(id, _)| *id).collect();
-        let unblock_ids = crate::store::flow::id_list(&ids);
-        let cancel_ids = crate::store::flow::id_list(cancel);
-        self.flow_write(async |conn| {
-            let mut tx = begin_flow(conn).await?;
-            if !ids.is_empty() {
-                sqlx::query(FLOW_UNBLOCK)
-                    .bind(&unblock_ids)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            if !cancel.is_empty() {
-                sqlx::query(FLOW_CANCEL)
-                    .bind(why)
-                    .bind(&cancel_ids)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            tx.commit().await
-        })
-        .await?;
-        self.ringer.announce(
-            self.deadline,
-            unblock.iter().map(|(_, queue)| queue.as_str()),
-        );
-        Ok(())
-    }
-
     async fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<bool> {
         let query = sqlx::query(SCHEDULE_PAUSE).bind(paused).bind(name);
         Ok(self.conns.execute(query).await? == 1)
@@ -2081,4 +2052,11 @@ async fn begin_flow(
     conn: &mut MySqlConnection,
 ) -> Result<sqlx::Transaction<'_, sqlx::MySql>, sqlx::Error> {
     conn.begin().await
+}
+
+/// A workflow statement's leading values: none (the server's clock).
+fn flow_now<'q>(
+    query: sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>,
+) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments> {
+    query
 }

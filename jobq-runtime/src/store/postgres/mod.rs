@@ -577,35 +577,6 @@ impl BackendStore for PgStore {
     shared::every_backend_reads!();
     crate::store::flow::flow_methods!(begin_flow);
 
-    async fn flow_move(&self, unblock: &[(i64, String)], cancel: &[i64], why: &str) -> Result<()> {
-        let ids: Vec<i64> = unblock.iter().map(|(id, _)| *id).collect();
-        let unblock_ids = crate::store::flow::id_list(&ids);
-        let cancel_ids = crate::store::flow::id_list(cancel);
-        self.flow_write(async |conn| {
-            let mut tx = begin_flow(conn).await?;
-            if !ids.is_empty() {
-                sqlx::query(FLOW_UNBLOCK)
-                    .bind(&unblock_ids)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            if !cancel.is_empty() {
-                sqlx::query(FLOW_CANCEL)
-                    .bind(why)
-                    .bind(&cancel_ids)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            tx.commit().await
-        })
-        .await?;
-        self.ringer.announce(
-            self.deadline,
-            unblock.iter().map(|(_, queue)| queue.as_str()),
-        );
-        Ok(())
-    }
-
     async fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<bool> {
         let query = sqlx::query(SCHEDULE_PAUSE).bind(name).bind(paused);
         Ok(self.conns.execute(query).await? == 1)
@@ -1336,4 +1307,11 @@ async fn begin_flow(
 /// One job of a workflow ([`INSERT`]).
 async fn flow_insert_row(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued, sqlx::Error> {
     insert_with(conn, job, INSERT).await
+}
+
+/// A workflow statement's leading values: none (the server's clock).
+fn flow_now<'q>(
+    query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    query
 }

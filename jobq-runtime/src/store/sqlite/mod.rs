@@ -826,37 +826,6 @@ impl BackendStore for SqliteStore {
     shared::every_backend_reads!();
     crate::store::flow::flow_methods!(begin_flow);
 
-    async fn flow_move(&self, unblock: &[(i64, String)], cancel: &[i64], why: &str) -> Result<()> {
-        let ids: Vec<i64> = unblock.iter().map(|(id, _)| *id).collect();
-        let unblock_ids = crate::store::flow::id_list(&ids);
-        let cancel_ids = crate::store::flow::id_list(cancel);
-        self.flow_write(async |conn| {
-            let mut tx = begin_flow(conn).await?;
-            if !ids.is_empty() {
-                sqlx::query(FLOW_UNBLOCK)
-                    .bind(now_micros())
-                    .bind(&unblock_ids)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            if !cancel.is_empty() {
-                sqlx::query(FLOW_CANCEL)
-                    .bind(now_micros())
-                    .bind(why)
-                    .bind(&cancel_ids)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            tx.commit().await
-        })
-        .await?;
-        self.ringer.announce(
-            self.deadline,
-            unblock.iter().map(|(_, queue)| queue.as_str()),
-        );
-        Ok(())
-    }
-
     /// One statement ([`bulk_retry`]): the batch's rows that still meet
     /// `guard`, retried (one writer at a time: no row is held by another).
     async fn retry_batch(
@@ -1773,4 +1742,11 @@ async fn flow_insert_row(
     job: &NewJob,
 ) -> Result<Enqueued, sqlx::Error> {
     insert_row(conn, job, now_micros()).await
+}
+
+/// A workflow statement's leading values: the time now (µs), as SQLite's statements take it.
+fn flow_now<'q>(
+    query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    query.bind(now_micros())
 }

@@ -423,6 +423,109 @@ async fn diamonds_whose_dependencies_finish_together_each_run_once(db: TestDb) {
     stop(two).await;
 }
 
+/// The step `jobq-workflow-worker` runs (its `step`).
+#[job(name = "workflow_process_step", max_attempts = 1)]
+async fn process_step(task: String, inputs: Vec<String>) -> u64 {
+    let _ = (task, inputs);
+    0
+}
+
+/// Two worker processes with the default poll interval run a workflow: a
+/// root, 200 jobs after it, a job after all of them and one after that:
+/// each starts after its dependencies ended (by the processes' clocks),
+/// the last reads the 200 outputs through its dependency, and both
+/// processes ran some.
+async fn worker_processes_run_a_workflow_in_order(db: TestDb) {
+    let (jobq, queue, _) = fixture(&db, "flow-procs").await;
+    let start = || {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobq-workflow-worker"));
+        command
+            .env("JOBQ_WORKFLOW_URL", db.url())
+            .env("JOBQ_WORKFLOW_QUEUE", &queue);
+        jobq_tests::WorkerProcess::start(command, LONG)
+    };
+    let (one, two) = (start().await, start().await);
+    // Both workers up and woken by a release's ring: plain steps until
+    // each process ran one (a process just started may not listen yet).
+    let warm =
+        |p: &jobq_tests::WorkerProcess| p.printed().iter().any(|l| l.starts_with("ran warm"));
+    for round in 0..50 {
+        if warm(&one) && warm(&two) {
+            break;
+        }
+        assert!(round < 49, "both worker processes run jobs");
+        let batch = (0..8).map(|_| (ProcessStep::new("warm".into(), Vec::new()), on(&queue)));
+        jobq.enqueue_many_with(batch).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let id = flow_id("procs", &queue);
+    let middle: Vec<String> = (0..200).map(|i| format!("m{i}")).collect();
+    let names: Vec<&str> = middle.iter().map(String::as_str).collect();
+    let step = |task: &str, inputs: &[&str]| {
+        ProcessStep::new(
+            task.to_owned(),
+            inputs.iter().map(|s| (*s).to_owned()).collect(),
+        )
+    };
+    let mut flow = Workflow::new(&id);
+    flow.add_with("root", step("root", &[]), on(&queue));
+    for name in &names {
+        flow.add_with(*name, step(name, &["root"]), on(&queue))
+            .after(["root"]);
+    }
+    flow.add_with("join", step("join", &names), on(&queue))
+        .after(names.iter().copied());
+    flow.add_with("last", step("last", &["join"]), on(&queue))
+        .after(["join"]);
+    let stored = jobq.enqueue_workflow(flow).await.unwrap();
+    wait_for_status(&jobq, stored.jobs["last"], JobStatus::Done, LONG).await;
+    // root 1, each middle 2, join 1 + 400, last 402.
+    assert_eq!(
+        jobq.output::<ProcessStep>(stored.jobs["last"])
+            .await
+            .unwrap(),
+        Some(402)
+    );
+    let mut times: HashMap<String, (u128, u128)> = HashMap::new();
+    let mut ran_by = [0usize; 2];
+    for (n, process) in [&one, &two].into_iter().enumerate() {
+        for line in process.printed() {
+            let parts: Vec<&str> = line.split(' ').collect();
+            if let ["ran", task, started, ended] = parts[..] {
+                if task == "warm" {
+                    continue;
+                }
+                let previous = times.insert(
+                    task.to_owned(),
+                    (started.parse().unwrap(), ended.parse().unwrap()),
+                );
+                assert!(previous.is_none(), "{task} ran twice");
+                ran_by[n] += 1;
+            }
+        }
+    }
+    assert_eq!(times.len(), 203, "every job ran once");
+    assert!(
+        ran_by.iter().all(|&n| n > 0),
+        "both processes ran jobs: {ran_by:?}"
+    );
+    let after = |job: &str, on: &str| {
+        assert!(
+            times[on].1 <= times[job].0,
+            "{job} started after {on} ended: {:?} {:?}",
+            times[on],
+            times[job]
+        );
+    };
+    for name in &names {
+        after(name, "root");
+        after("join", name);
+    }
+    after("last", "join");
+    one.stop(LONG).await;
+    two.stop(LONG).await;
+}
+
 /// Rolled back, no job of it; committed, it runs.
 async fn a_workflow_enqueued_in_a_transaction_exists_once_it_commits(db: TestDb) {
     let (jobq, queue, _) = fixture(&db, "flow-tx").await;
@@ -474,7 +577,8 @@ jobq_tests::on_every_backend!(
     a_release_a_dead_worker_never_made_is_made_by_the_sweep,
     a_pruned_workflow_leaves_no_rows_behind,
     diamonds_whose_dependencies_finish_together_each_run_once,
-    a_workflow_enqueued_in_a_transaction_exists_once_it_commits
+    a_workflow_enqueued_in_a_transaction_exists_once_it_commits,
+    worker_processes_run_a_workflow_in_order
 );
 jobq_tests::on_every_backend!(@backend galera, [tokio {}],
     a_diamond_runs_in_dependency_order_and_outputs_flow,

@@ -52,7 +52,7 @@ async fn main() -> ExitCode {
         }
     };
     let worker = match Worker::builder(jobq)
-        .queue_unchecked(&var("JOBQ_WORKFLOW_QUEUE"), 4)
+        .queue_unchecked(var("JOBQ_WORKFLOW_QUEUE"), 4)
         .shutdown_timeout(Duration::from_secs(10))
         .build()
     {

@@ -75,7 +75,10 @@ struct Cli {
     /// jobs over 1,000 concurrency keys at limit 1; its "raw" side is the same
     /// worker without keys), checkpoint8, complete_in8 (drain of jobs that
     /// save a checkpoint each, or complete themselves in a transaction of
-    /// their own; the "raw" side is the same jobs doing neither), metrics8,
+    /// their own; the "raw" side is the same jobs doing neither), fanout10k,
+    /// diamonds (drain of one workflow of a job, 10,000 after it and one
+    /// after all, or of 1,000 diamonds; the "raw" side is the same jobs
+    /// plain; p50/p99 are the release → claim times of the fan-ins), metrics8,
     /// metrics32 (drain with
     /// metrics on vs off; its "raw" side is jobq without a recorder), best,
     /// latency, latency_xproc, backlog1k, backlog100k, history1m); all by default.

@@ -114,16 +114,21 @@ impl Db {
             Self::MySql(p) => {
                 sqlx::raw_sql(
                     "SET FOREIGN_KEY_CHECKS = 0; TRUNCATE TABLE jobq_job_tags; \
-                     TRUNCATE TABLE jobq_jobs; SET FOREIGN_KEY_CHECKS = 1",
+                     TRUNCATE TABLE jobq_jobs; SET FOREIGN_KEY_CHECKS = 1; \
+                     TRUNCATE TABLE jobq_flow_jobs; TRUNCATE TABLE jobq_deps",
                 )
                 .execute(p)
                 .await?;
             }
             Self::Postgres(p) => {
-                p.execute("TRUNCATE jobq_jobs, jobq_job_tags").await?;
+                p.execute("TRUNCATE jobq_jobs, jobq_job_tags, jobq_flow_jobs, jobq_deps")
+                    .await?;
             }
             Self::Sqlite(p) => {
-                p.execute("DELETE FROM jobq_jobs").await?;
+                p.execute(
+                    "DELETE FROM jobq_jobs; DELETE FROM jobq_flow_jobs; DELETE FROM jobq_deps",
+                )
+                .await?;
             }
         }
         Ok(())

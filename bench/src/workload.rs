@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use jobq_runtime::{Enqueue, Jobq, Rate, Worker, WorkerHandle};
+use jobq_runtime::{Enqueue, Jobq, Rate, Worker, WorkerHandle, Workflow};
 use tokio::task::JoinSet;
 
 use crate::job::{BenchNoop, Probe, QUEUE, now_us};
@@ -49,6 +49,12 @@ impl Sample {
         self.jobs as f64 / self.secs
     }
 }
+
+/// [`Side::JobqDrainFlow`]'s shapes: none (plain jobs), one fan-out and
+/// fan-in, diamonds of 4.
+const FLOW_NONE: u8 = 0;
+const FLOW_FAN: u8 = 1;
+const FLOW_DIAMONDS: u8 = 2;
 
 /// One workload: a raw side (if any), a jobq side, and how big.
 #[derive(Debug, Clone)]
@@ -119,6 +125,14 @@ enum Side {
         concurrency: usize,
         mode: u8,
     },
+    /// [`Side::JobqDrain`] of the same jobs as a workflow of `flow`'s shape
+    /// ([`FLOW_FAN`], [`FLOW_DIAMONDS`]; [`FLOW_NONE`]: plain, the baseline
+    /// of the workflow rows), with the time from each fan-in's last
+    /// dependency's settle to its claim as the latency.
+    JobqDrainFlow {
+        concurrency: usize,
+        flow: u8,
+    },
     /// Worker in this process; enqueues at `RATE` from this process or another.
     JobqLatency {
         other_process: bool,
@@ -167,6 +181,14 @@ impl Side {
                     crate::job::REMEMBER_CHECKPOINT => "a checkpoint per job",
                     crate::job::REMEMBER_COMPLETE_IN => "each job completed in its own transaction",
                     _ => "jobs that return at once",
+                }
+            ),
+            Self::JobqDrainFlow { concurrency, flow } => format!(
+                "worker, concurrency {concurrency}, {}",
+                match flow {
+                    FLOW_FAN => "one fan-out and fan-in",
+                    FLOW_DIAMONDS => "diamonds of 4",
+                    _ => "the same jobs plain",
                 }
             ),
             Self::JobqLatency { other_process } => format!(
@@ -236,6 +258,11 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
         let side = |keys| Side::JobqDrainKeyed { concurrency, keys };
         spec(id, title, Some(side(None)), side(Some(1_000)), jobs)
     };
+    // The same jobs plain and as workflows of `flow`'s shape.
+    let flow_drain = |id, title, concurrency: usize, flow, jobs| {
+        let side = |flow| Side::JobqDrainFlow { concurrency, flow };
+        spec(id, title, Some(side(FLOW_NONE)), side(flow), jobs)
+    };
     // The same jobs without and with what `mode` makes them do.
     let remember_drain = |id, title, concurrency: usize, mode, jobs| {
         let side = |mode| Side::JobqDrainRemember { concurrency, mode };
@@ -295,6 +322,21 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
             "drain of 1,000 keys at limit 1 vs no keys, concurrency 32",
             32,
             s(20_000),
+        ),
+        // The "raw" side of these is the same jobs without dependencies.
+        flow_drain(
+            "fanout10k",
+            "drain of a workflow: 1 job, 10,000 after it, 1 after all vs the same jobs plain, concurrency 32",
+            32,
+            FLOW_FAN,
+            s(10_000) + 2,
+        ),
+        flow_drain(
+            "diamonds",
+            "drain of 1,000 workflows of 4 (a diamond) vs the same jobs plain, concurrency 32",
+            32,
+            FLOW_DIAMONDS,
+            s(4_000),
         ),
         // The "raw" side of these is jobq running the same jobs plainly.
         remember_drain(
@@ -567,6 +609,10 @@ fn judge(specs: &[Spec], rows: &mut [Row], jobq: &Jobq, poll: Duration) {
             "limit8" | "limit32" => ("≥ 0.90 × no limit".to_owned(), row.ratio.map(|r| r >= 0.9)),
             "rate" => ("≥ 0.90 × no rate".to_owned(), row.ratio.map(|r| r >= 0.9)),
             "keys1000" => ("≥ 0.50 × no keys".to_owned(), row.ratio.map(|r| r >= 0.5)),
+            "fanout10k" | "diamonds" => (
+                "release → claim p99 ≤ 50 ms".to_owned(),
+                p99.map(|b| b <= 50.0),
+            ),
             "metrics8" | "metrics32" => (
                 "≥ 0.97 × metrics off".to_owned(),
                 row.ratio.map(|r| r >= 0.97),
@@ -615,22 +661,34 @@ impl Bench {
             | Side::JobqDrainLimited { .. }
             | Side::JobqDrainRated { .. }
             | Side::JobqDrainKeyed { .. }
-            | Side::JobqDrainRemember { .. } => {
+            | Side::JobqDrainRemember { .. }
+            | Side::JobqDrainFlow { .. } => {
                 let mut total = Sample::default();
+                let mut fan_ins: Vec<(i64, Vec<i64>)> = Vec::new();
                 for _ in 0..spec.repeats {
                     match side {
                         Side::JobqDrainKeyed {
                             keys: Some(keys), ..
                         } => self.fill_keyed(n, keys).await?,
                         Side::JobqDrainRemember { mode, .. } => self.fill_remember(n, mode).await?,
+                        Side::JobqDrainFlow { flow, .. } if flow != FLOW_NONE => {
+                            fan_ins = self.fill_flow(n, flow).await?;
+                        }
                         _ => self.db.fill(n).await?,
                     }
-                    let one = self.drain(side, n).await?;
+                    let mut one = self.drain(side, n).await?;
+                    if !fan_ins.is_empty() {
+                        let (p50, p99) = self.release_latency(&fan_ins).await?;
+                        one.p50_ms = Some(p50);
+                        one.p99_ms = Some(p99);
+                    }
                     if std::env::var_os("BENCH_VERBOSE").is_some() {
                         crate::note(format_args!("  drain of {n}: {:.1} ms", one.secs * 1000.0));
                     }
                     total.jobs += one.jobs;
                     total.secs += one.secs;
+                    total.p50_ms = one.p50_ms;
+                    total.p99_ms = one.p99_ms;
                 }
                 total
             }
@@ -782,7 +840,8 @@ impl Bench {
                 secs
             }
             Side::JobqDrainKeyed { concurrency, .. }
-            | Side::JobqDrainRemember { concurrency, .. } => {
+            | Side::JobqDrainRemember { concurrency, .. }
+            | Side::JobqDrainFlow { concurrency, .. } => {
                 let start = Instant::now();
                 let worker = self.start_worker(concurrency, &probe)?;
                 probe.wait(DEADLINE).await?;
@@ -844,6 +903,87 @@ impl Bench {
         }
         self.db.analyze().await?;
         Ok(())
+    }
+
+    /// `n` jobs on the bench queue as workflows of `flow`'s shape: one
+    /// root, `n - 2` after it and one after all of them ([`FLOW_FAN`]), or
+    /// `n / 4` diamonds ([`FLOW_DIAMONDS`]). Each fan-in's id with the ids
+    /// it waits on.
+    async fn fill_flow(&self, n: u64, flow: u8) -> Res<Vec<(i64, Vec<i64>)>> {
+        let on = || Enqueue::new().queue(QUEUE);
+        let mut fan_ins = Vec::new();
+        if flow == FLOW_FAN {
+            let mut workflow = Workflow::new("bench-fan");
+            workflow.add_with("root", BenchNoop::nth(0, 0), on());
+            let middle: Vec<String> = (1..n - 1).map(|k| format!("m{k}")).collect();
+            for (k, name) in middle.iter().enumerate() {
+                workflow
+                    .add_with(name.as_str(), BenchNoop::nth(k as u64 + 1, 0), on())
+                    .after(["root"]);
+            }
+            workflow
+                .add_with("join", BenchNoop::nth(n - 1, 0), on())
+                .after(middle.iter().map(String::as_str));
+            let stored = self.jobq.enqueue_workflow(workflow).await?;
+            let deps = middle.iter().map(|m| stored.jobs[m]).collect();
+            fan_ins.push((stored.jobs["join"], deps));
+        } else {
+            for d in 0..n / 4 {
+                let mut workflow = Workflow::new(format!("bench-diamond-{d}"));
+                let k = d * 4;
+                workflow.add_with("a", BenchNoop::nth(k, 0), on());
+                workflow
+                    .add_with("b", BenchNoop::nth(k + 1, 0), on())
+                    .after(["a"]);
+                workflow
+                    .add_with("c", BenchNoop::nth(k + 2, 0), on())
+                    .after(["a"]);
+                workflow
+                    .add_with("d", BenchNoop::nth(k + 3, 0), on())
+                    .after(["b", "c"]);
+                let stored = self.jobq.enqueue_workflow(workflow).await?;
+                fan_ins.push((stored.jobs["d"], vec![stored.jobs["b"], stored.jobs["c"]]));
+            }
+        }
+        self.db.analyze().await?;
+        Ok(fan_ins)
+    }
+
+    /// The time from each fan-in's last dependency's settle (`finished_at`)
+    /// to its claim (`claimed_at`), by the database's clock: its p50 and p99 (ms).
+    async fn release_latency(&self, fan_ins: &[(i64, Vec<i64>)]) -> Res<(f64, f64)> {
+        let mut times = std::collections::HashMap::new();
+        let filter = jobq_runtime::JobFilter::new().queue(QUEUE);
+        let mut page = jobq_runtime::Page::first(1_000);
+        loop {
+            let got = self.jobq.list(&filter, page).await?;
+            for job in &got.jobs {
+                times.insert(job.id, (job.claimed_at, job.finished_at));
+            }
+            match got.next {
+                Some(next) => page = page.after(Some(next)),
+                None => break,
+            }
+        }
+        let mut waits: Vec<f64> = fan_ins
+            .iter()
+            .filter_map(|(join, deps)| {
+                let claimed = times.get(join)?.0?;
+                let last = deps.iter().filter_map(|d| times.get(d)?.1).max()?;
+                Some((claimed - last).num_microseconds()? as f64 / 1000.0)
+            })
+            .collect();
+        if waits.len() != fan_ins.len() {
+            return Err(format!(
+                "{} of {} fan-ins have no times",
+                fan_ins.len() - waits.len(),
+                fan_ins.len()
+            )
+            .into());
+        }
+        waits.sort_by(f64::total_cmp);
+        let at = |q: f64| waits[((waits.len() - 1) as f64 * q).round() as usize];
+        Ok((at(0.5), at(0.99)))
     }
 
     /// A worker of `concurrency` slots on the bench queue, its runs counted by `probe`.

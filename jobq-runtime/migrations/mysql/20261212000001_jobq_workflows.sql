@@ -5,7 +5,9 @@
 -- `blocked` and made `pending` by the release that follows the settle of
 -- its last dependency; `outcome` is the dependency's final status once a
 -- release has seen it (NULL while it may still run), so whether a
--- dependent is ready is one index lookup however many dependencies it has.
+-- dependent is ready is one index lookup however many dependencies it has
+-- (by either index: `(job_id, outcome)` or `(outcome, job_id)`, which the
+-- sweep reads for the outcomes not recorded yet).
 CREATE TABLE IF NOT EXISTS jobq_flow_jobs (
     job_id   BIGINT       NOT NULL,
     workflow VARCHAR(100) COLLATE utf8mb4_bin NOT NULL,
@@ -21,5 +23,5 @@ CREATE TABLE IF NOT EXISTS jobq_deps (
     outcome    VARCHAR(16) NULL,
     PRIMARY KEY (depends_on, job_id),
     KEY jobq_deps_job (job_id, outcome),
-    KEY jobq_deps_open (outcome, depends_on)
+    KEY jobq_deps_open (outcome, job_id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;

@@ -14,4 +14,4 @@ CREATE TABLE IF NOT EXISTS jobq_deps (
     PRIMARY KEY (depends_on, job_id)
 );
 CREATE INDEX IF NOT EXISTS jobq_deps_job ON jobq_deps (job_id, outcome);
-CREATE INDEX IF NOT EXISTS jobq_deps_open ON jobq_deps (outcome, depends_on);
+CREATE INDEX IF NOT EXISTS jobq_deps_open ON jobq_deps (outcome, job_id);

@@ -937,7 +937,7 @@ impl NewFlow {
     /// names (`[job_id, workflow, task]`), the dependencies (`[job_id,
     /// depends_on, run_anyway]`) and the jobs to hold (those with a
     /// dependency).
-    pub(crate) fn rows(&self, enqueued: &[Enqueued]) -> (String, String, String) {
+    pub(crate) fn rows(&self, enqueued: &[Enqueued]) -> (String, String, Vec<i64>) {
         let names: Vec<serde_json::Value> = self
             .jobs
             .iter()
@@ -961,7 +961,7 @@ impl NewFlow {
         (
             serde_json::Value::from(names).to_string(),
             serde_json::Value::from(edges).to_string(),
-            serde_json::Value::from(hold).to_string(),
+            hold,
         )
     }
 

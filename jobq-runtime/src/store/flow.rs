@@ -193,20 +193,17 @@ macro_rules! flow_methods {
             why: &str,
         ) -> Result<()> {
             let ids: Vec<i64> = unblock.iter().map(|(id, _)| *id).collect();
-            let unblock_ids = $crate::store::flow::id_list(&ids);
-            let cancel_ids = $crate::store::flow::id_list(cancel);
+            let unblock_sql = flow_sql(FLOW_UNBLOCK, ids.len());
+            let cancel_sql = flow_sql(FLOW_CANCEL, cancel.len());
             self.flow_write(async |conn| {
                 let mut tx = $begin(conn).await?;
                 if !ids.is_empty() {
-                    flow_now(sqlx::query(FLOW_UNBLOCK))
-                        .bind(&unblock_ids)
+                    flow_bind(flow_now(sqlx::query(&unblock_sql)), &ids)
                         .execute(&mut *tx)
                         .await?;
                 }
                 if !cancel.is_empty() {
-                    flow_now(sqlx::query(FLOW_CANCEL))
-                        .bind(why)
-                        .bind(&cancel_ids)
+                    flow_bind(flow_now(sqlx::query(&cancel_sql)).bind(why), cancel)
                         .execute(&mut *tx)
                         .await?;
                 }
@@ -221,9 +218,9 @@ macro_rules! flow_methods {
         }
 
         async fn flow_settle(&self, ids: &[i64]) -> Result<()> {
-            let ids = $crate::store::flow::id_list(ids);
+            let sql = flow_sql(FLOW_SETTLE, ids.len());
             self.flow_write(async |conn| {
-                sqlx::query(FLOW_SETTLE).bind(&ids).execute(conn).await?;
+                flow_bind(sqlx::query(&sql), ids).execute(conn).await?;
                 Ok(())
             })
             .await
@@ -235,17 +232,20 @@ macro_rules! flow_methods {
             of: bool,
         ) -> Result<Vec<$crate::store::contract::Dependent>> {
             use $crate::store::shared::Columns;
-            let ids = $crate::store::flow::id_list(ids);
             // On Galera behind a sync wait: the outcome another node's
             // release recorded first is seen here.
-            let sql = self.causal(if of {
-                FLOW_DEPENDENTS_OF
-            } else {
-                FLOW_EVALUATE
-            });
+            let text = flow_sql(
+                if of {
+                    FLOW_DEPENDENTS_OF
+                } else {
+                    FLOW_EVALUATE
+                },
+                ids.len(),
+            );
+            let sql = self.causal(&text);
             let rows = self
                 .run(statement::FLOW, async |conn| {
-                    sqlx::query(&sql).bind(&ids).fetch_all(conn).await
+                    flow_bind(sqlx::query(&sql), ids).fetch_all(conn).await
                 })
                 .await?;
             Ok(rows
@@ -281,9 +281,9 @@ macro_rules! flow_methods {
                 .map(|row| row.int("id"))
                 .collect::<Result<Vec<_>, sqlx::Error>>()?;
             if !gone.is_empty() {
-                let gone = $crate::store::flow::id_list(&gone);
+                let sql = flow_sql(FLOW_GONE, gone.len());
                 self.flow_write(async |conn| {
-                    sqlx::query(FLOW_GONE).bind(&gone).execute(conn).await?;
+                    flow_bind(sqlx::query(&sql), &gone).execute(conn).await?;
                     Ok(())
                 })
                 .await?;
@@ -316,14 +316,15 @@ macro_rules! flow_methods {
                 .flatten();
             let gone: Vec<i64> = rows.iter().filter(|r| r.1).map(|r| r.0).collect();
             if !gone.is_empty() {
-                let ids = $crate::store::flow::id_list(&gone);
+                let (deps, jobs) = (
+                    flow_sql(FLOW_FORGET_DEPS, gone.len()),
+                    flow_sql(FLOW_FORGET_JOBS, gone.len()),
+                );
                 self.flow_write(async |conn| {
-                    sqlx::query(FLOW_FORGET_DEPS)
-                        .bind(&ids)
+                    flow_bind(sqlx::query(&deps), &gone)
                         .execute(&mut *conn)
                         .await?;
-                    sqlx::query(FLOW_FORGET_JOBS)
-                        .bind(&ids)
+                    flow_bind(sqlx::query(&jobs), &gone)
                         .execute(&mut *conn)
                         .await?;
                     Ok(())
@@ -407,8 +408,7 @@ macro_rules! flow_insert {
                     .bind(edges)
                     .execute(&mut *conn)
                     .await?;
-                sqlx::query(FLOW_HOLD)
-                    .bind(hold)
+                flow_bind(sqlx::query(&flow_sql(FLOW_HOLD, hold.len())), &hold)
                     .execute(&mut *conn)
                     .await?;
             }

@@ -904,7 +904,7 @@ impl MySqlStore {
 
     /// A read that sees every write committed before it through any node
     /// ([`read`](Self::read)).
-    fn causal(&self, sql: &'static str) -> std::borrow::Cow<'static, str> {
+    fn causal<'a>(&self, sql: &'a str) -> std::borrow::Cow<'a, str> {
         self.read(sql)
     }
 
@@ -2058,5 +2058,22 @@ async fn begin_flow(
 fn flow_now<'q>(
     query: sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>,
 ) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments> {
+    query
+}
+
+/// A workflow statement's text for `n` ids: its `{ids}` as an IN-list of
+/// placeholders, padded to a power of two (see [`padded`]).
+fn flow_sql(sql: &'static str, n: usize) -> String {
+    sql.replace("{ids}", &vec!["?"; n.max(1).next_power_of_two()].join(", "))
+}
+
+/// Binds a workflow statement's ids ([`flow_sql`]'s list, padded).
+fn flow_bind<'q>(
+    mut query: sqlx::query::Query<'q, sqlx::MySql, MySqlArguments>,
+    ids: &[i64],
+) -> sqlx::query::Query<'q, sqlx::MySql, MySqlArguments> {
+    for id in padded(ids) {
+        query = query.bind(id);
+    }
     query
 }

@@ -1147,10 +1147,10 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261212000001 "jobq_workflows",
 );
 
-crate::store::sql::flow_statements!(
-    "SELECT t.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t",
-    "?"
-);
+// A list of ids is an IN-list of placeholders (`{ids}`, made for each
+// length by `flow_sql`): MariaDB runs an `UPDATE … WHERE id IN (SELECT …
+// FROM JSON_TABLE(…))` as a dependent subquery over the whole table.
+crate::store::sql::flow_statements!("{ids}", "?");
 
 /// Names the jobs of a workflow: `?` a JSON array of `[job_id, workflow, task]`.
 pub const FLOW_JOBS_INSERT: &str = "INSERT INTO jobq_flow_jobs (job_id, workflow, task) \
@@ -1162,12 +1162,12 @@ pub const FLOW_EDGES_INSERT: &str = "INSERT INTO jobq_deps (job_id, depends_on, 
      SELECT t.job_id, t.depends_on, t.run_anyway FROM JSON_TABLE(?, '$[*]' COLUMNS (\
      job_id BIGINT PATH '$[0]', depends_on BIGINT PATH '$[1]', run_anyway SMALLINT PATH '$[2]')) AS t";
 
-/// Makes the `blocked` jobs `?` (a JSON array) `pending`, due now at the
+/// Makes the `blocked` jobs `{ids}` `pending`, due now at the
 /// earliest (their queue wait counts from here).
 pub const FLOW_UNBLOCK: &str = "UPDATE jobq_jobs SET status = 'pending', run_at = GREATEST(run_at, UTC_TIMESTAMP(6)) \
-     WHERE status = 'blocked' AND id IN (SELECT t.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t)";
+     WHERE status = 'blocked' AND id IN ({ids})";
 
-/// Cancels the `blocked` jobs `?` (a JSON array) with `last_error` `?`.
+/// Cancels the `blocked` jobs `{ids}` with `last_error` `?`.
 pub const FLOW_CANCEL: &str = "UPDATE jobq_jobs SET status = 'cancelled', finished_at = UTC_TIMESTAMP(6), \
      run_at = UTC_TIMESTAMP(6), lease_token = NULL, last_error = ? \
-     WHERE status = 'blocked' AND id IN (SELECT t.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t)";
+     WHERE status = 'blocked' AND id IN ({ids})";

@@ -623,7 +623,7 @@ impl BackendStore for PgStore {
 
 impl PgStore {
     /// A read that sees every write committed before it: as it is.
-    fn causal(&self, sql: &'static str) -> std::borrow::Cow<'static, str> {
+    fn causal<'a>(&self, sql: &'a str) -> std::borrow::Cow<'a, str> {
         sql.into()
     }
 
@@ -1314,4 +1314,17 @@ fn flow_now<'q>(
     query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
 ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
     query
+}
+
+/// A workflow statement's text: as it is (its ids arrive as one JSON array).
+fn flow_sql(sql: &'static str, _n: usize) -> &'static str {
+    sql
+}
+
+/// Binds a workflow statement's ids, as a JSON array.
+fn flow_bind<'q>(
+    query: sqlx::query::Query<'q, sqlx::Postgres, PgArguments>,
+    ids: &[i64],
+) -> sqlx::query::Query<'q, sqlx::Postgres, PgArguments> {
+    query.bind(crate::store::flow::id_list(ids))
 }

@@ -895,7 +895,7 @@ async fn set_paused(
 
 impl SqliteStore {
     /// A read that sees every write committed before it: as it is.
-    fn causal(&self, sql: &'static str) -> std::borrow::Cow<'static, str> {
+    fn causal<'a>(&self, sql: &'a str) -> std::borrow::Cow<'a, str> {
         sql.into()
     }
 
@@ -1749,4 +1749,17 @@ fn flow_now<'q>(
     query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
 ) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
     query.bind(now_micros())
+}
+
+/// A workflow statement's text: as it is (its ids arrive as one JSON array).
+fn flow_sql(sql: &'static str, _n: usize) -> &'static str {
+    sql
+}
+
+/// Binds a workflow statement's ids, as a JSON array.
+fn flow_bind<'q>(
+    query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    ids: &[i64],
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    query.bind(crate::store::flow::id_list(ids))
 }

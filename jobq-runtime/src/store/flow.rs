@@ -139,7 +139,9 @@ async fn cascade<S: BackendStore>(store: &S, mut dependents: Vec<Dependent>) -> 
     Ok(released)
 }
 
-/// The JSON array of `ids`, as the flow statements take a list.
+/// The JSON array of `ids`, as PostgreSQL's and SQLite's flow statements
+/// take a list (MySQL's take IN-lists of placeholders).
+#[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
 pub(crate) fn id_list(ids: &[i64]) -> String {
     serde_json::Value::from(ids.to_vec()).to_string()
 }

@@ -436,10 +436,14 @@ macro_rules! every_backend_reads {
                 Option<_>,
                 Option<_>,
                 _,
-            )> = self
-                .conns
-                .run(async |conn| sqlx::query_as(SCHEDULES_STORED).fetch_all(conn).await)
-                .await?;
+            )> = {
+                // On Galera behind a sync wait: read after an announcement
+                // from another node's change, it sees that change.
+                let sql = self.causal(SCHEDULES_STORED);
+                self.conns
+                    .run(async |conn| sqlx::query_as(&sql).fetch_all(conn).await)
+                    .await?
+            };
             Ok(rows
                 .into_iter()
                 .map(

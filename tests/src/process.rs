@@ -91,6 +91,24 @@ impl WorkerProcess {
     }
 }
 
+/// In a worker binary, once its worker runs: prints `started`, waits for
+/// its stdin to close ([`until_stdin_closes`]), shuts the worker down
+/// (10 s) and exits the process, 0 or 1 after saying why as `{name}: …`
+/// (the stdin reader is a blocking thread that would hold the runtime open).
+pub async fn serve_until_stdin_closes(handle: jobq_runtime::WorkerHandle, name: &str) -> ! {
+    use std::io::Write;
+    println!("started");
+    let _ = std::io::stdout().flush();
+    until_stdin_closes().await;
+    match handle.shutdown(std::time::Duration::from_secs(10)).await {
+        Ok(()) => std::process::exit(0),
+        Err(error) => {
+            eprintln!("{name}: {error}");
+            std::process::exit(1)
+        }
+    }
+}
+
 /// In a worker binary: returns once its stdin closes (the test process
 /// ended it, or dropped it), the sign to shut down gracefully.
 pub async fn until_stdin_closes() {

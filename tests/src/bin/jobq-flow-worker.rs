@@ -146,17 +146,5 @@ async fn main() -> ExitCode {
             return ExitCode::from(3);
         }
     };
-    let handle = worker.start();
-    println!("started");
-    let _ = std::io::stdout().flush();
-    jobq_tests::process::until_stdin_closes().await;
-    let result = handle.shutdown(Duration::from_secs(10)).await;
-    // The stdin reader is a blocking thread that would hold the runtime open.
-    match result {
-        Ok(()) => std::process::exit(0),
-        Err(error) => {
-            eprintln!("flow worker: {error}");
-            std::process::exit(1)
-        }
-    }
+    jobq_tests::process::serve_until_stdin_closes(worker.start(), "flow worker").await
 }

@@ -254,6 +254,16 @@ pub enum InvalidArgument {
     /// stored (in a caller's transaction: roll it back).
     #[error("the workflow cannot be stored: {0}")]
     Workflow(String),
+    /// A batch given to [`Jobq::enqueue_batch`](crate::Jobq::enqueue_batch)
+    /// or [`Jobq::add_to_batch`](crate::Jobq::add_to_batch), or named to
+    /// [`Jobq::close_batch`](crate::Jobq::close_batch), that cannot be
+    /// stored or found: an id not valid or already taken, more jobs than
+    /// one call may add, a batch that is closed (or unknown) to additions,
+    /// a job with a concurrency key among its callbacks, or a job that is
+    /// a duplicate of a stored one. Nothing of it was stored (in a
+    /// caller's transaction: roll it back).
+    #[error("the batch cannot be stored: {0}")]
+    Batch(String),
     /// A payload given as text ([`Jobq::enqueue_json`](crate::Jobq::enqueue_json)) is not JSON.
     #[error("payload of job `{job}` is not valid JSON: {message}")]
     PayloadNotJson {

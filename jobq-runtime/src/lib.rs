@@ -145,6 +145,7 @@ macro_rules! needs_a_backend {
 backends::list!(needs_a_backend);
 
 mod backends;
+mod batch;
 mod cancels;
 mod complete_in;
 mod connection;
@@ -166,6 +167,10 @@ mod wakeup;
 mod worker;
 mod workflow;
 
+pub use batch::{
+    Batch, BatchCallback, BatchCallbackJob, BatchEnqueued, BatchInfo, MAX_BATCH_JOBS,
+    MAX_BATCH_NAME,
+};
 pub use complete_in::CompleteIn;
 pub use connection::{AnyConnection, EnqueueConnection};
 pub use error::{ConfigError, Error, InvalidArgument, Result};

@@ -45,7 +45,7 @@ pub enum OnFailure {
 }
 
 /// A job to make from the workflow's handle at enqueue.
-type Make = Box<dyn FnOnce(&Jobq) -> Result<NewJob> + Send>;
+pub(crate) type Make = Box<dyn FnOnce(&Jobq) -> Result<NewJob> + Send>;
 
 /// One task of a [`Workflow`]: a job and what it waits for.
 pub struct Task {

@@ -79,6 +79,18 @@ impl WorkerProcess {
         self.child.wait().await.expect("wait");
     }
 
+    /// Waits, at most `within`, for it to exit by itself (its stdin kept
+    /// open: `Child::wait` alone closes it, a shutdown); how it exited.
+    pub async fn exited(&mut self, within: Duration) -> std::process::ExitStatus {
+        let stdin = self.child.stdin.take();
+        let status = tokio::time::timeout(within, self.child.wait())
+            .await
+            .expect("the worker process exits by itself")
+            .expect("wait");
+        drop(stdin);
+        status
+    }
+
     /// Closes its stdin (it shuts down gracefully) and waits, at most
     /// `within`, for it to exit successfully.
     pub async fn stop(mut self, within: Duration) {

@@ -49,6 +49,7 @@ async fn jobq_and_the_applications_sqlx_migrations_coexist() {
             20_261_210_000_001,
             20_261_211_000_001,
             20_261_212_000_001,
+            20_261_213_000_001,
         ]
     );
     let app_versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")

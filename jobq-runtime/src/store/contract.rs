@@ -432,6 +432,43 @@ pub(crate) trait BackendStore: Sized {
     /// Workflow `workflow`'s jobs and dependencies.
     async fn flow_read(&self, workflow: &str) -> Result<FlowRows>;
 
+    /// Inserts `batch`'s jobs in one transaction of its own (see
+    /// `store/batch.rs`), or nothing, refused. Wakes the workers of its
+    /// queues.
+    async fn enqueue_batch(&self, batch: &NewBatch) -> Result<BatchInsert>;
+
+    /// [`enqueue_batch`](Self::enqueue_batch) on the caller's connection
+    /// (their transaction, never retried; refused: roll it back).
+    async fn enqueue_batch_in(conn: &mut Self::Connection, batch: &NewBatch)
+    -> Result<BatchInsert>;
+
+    /// Closes batch `id`: `None` if there is no such batch, else whether
+    /// this call closed it. One statement (and a read if it changed nothing).
+    async fn batch_close(&self, id: &str) -> Result<Option<bool>>;
+
+    /// Records the final status of the finished batch jobs among `ids` on
+    /// their batch rows, once; how many it recorded. One statement.
+    async fn batch_settle(&self, ids: &[i64]) -> Result<u64>;
+
+    /// The `blocked` callbacks `of`, with their batches' state. One
+    /// statement, a read that sees every write committed before it.
+    async fn batch_callbacks(&self, of: CallbacksOf<'_>) -> Result<Vec<Callback>>;
+
+    /// The batch sweep's statements: records every unrecorded outcome of
+    /// a finished or deleted batch job, then the `blocked` callbacks a
+    /// release should have moved (at most 500).
+    async fn batch_stuck(&self) -> Result<Vec<i64>>;
+
+    /// Forgets up to 100 closed batches whose jobs' rows are all gone; how
+    /// many.
+    async fn batch_forget(&self) -> Result<u64>;
+
+    /// Batch `id` as stored, if it is.
+    async fn batch_read(&self, id: &str) -> Result<Option<BatchRows>>;
+
+    /// The jobs of batch `id` that have not ended.
+    async fn batch_unfinished(&self, id: &str) -> Result<Vec<i64>>;
+
     /// The task names and outputs of job `job`'s dependencies.
     async fn flow_outputs(&self, job: i64) -> Result<Vec<(String, Option<String>)>>;
 }
@@ -793,12 +830,13 @@ pub(crate) struct ClaimedJob {
 }
 
 impl ClaimedJob {
-    /// Whether jobs of its workflow depend on it (its metadata says so,
-    /// see `store/flow.rs`): its settle for good is followed by a release.
+    /// Whether jobs of its workflow depend on it, or it is one of a
+    /// batch's jobs (its metadata says so, see `store/flow.rs` and
+    /// `store/batch.rs`): its settle for good is followed by a release.
     pub(crate) fn has_dependents(&self) -> bool {
         self.metadata
             .as_deref()
-            .is_some_and(|m| m.contains(DEPENDENTS_MARK))
+            .is_some_and(|m| m.contains(DEPENDENTS_MARK) || m.contains(BATCH_MARK))
     }
 
     /// A claimed row; `attempt` is the attempt now starting (the claim's
@@ -979,6 +1017,109 @@ impl NewFlow {
     }
 }
 
+/// A batch's jobs to insert, and what to do with the batch: create it
+/// (refused if its id is taken) or add to it (refused unless it is open),
+/// then close it or not. Each job has its role: `job` (one of the batch's
+/// jobs) or a callback's (`finish`, `success`, `failure`), stored `blocked`.
+#[derive(Debug, Clone)]
+pub(crate) struct NewBatch {
+    pub(crate) id: String,
+    pub(crate) create: bool,
+    pub(crate) close: bool,
+    pub(crate) jobs: Vec<(&'static str, NewJob)>,
+}
+
+/// The role of a batch's own jobs (see [`NewBatch`]).
+pub(crate) const BATCH_JOB: &str = "job";
+
+impl NewBatch {
+    /// How many of its jobs are the batch's own (not callbacks).
+    pub(crate) fn members(&self) -> i64 {
+        self.jobs
+            .iter()
+            .filter(|(role, _)| *role == BATCH_JOB)
+            .count() as i64
+    }
+
+    /// The JSON array of its rows once its jobs have ids (`[job_id, batch,
+    /// role]`), and the callbacks to hold.
+    pub(crate) fn rows(&self, enqueued: &[Enqueued]) -> (String, Vec<i64>) {
+        let rows: Vec<serde_json::Value> = self
+            .jobs
+            .iter()
+            .zip(enqueued)
+            .map(|((role, _), e)| serde_json::json!([e.id, self.id, role]))
+            .collect();
+        let mut hold: Vec<i64> = self
+            .jobs
+            .iter()
+            .zip(enqueued)
+            .filter(|((role, _), _)| *role != BATCH_JOB)
+            .map(|(_, e)| e.id)
+            .collect();
+        hold.sort_unstable();
+        (serde_json::Value::from(rows).to_string(), hold)
+    }
+
+    /// Refuses a batch one of whose jobs was a duplicate of a stored job
+    /// (its idempotency key): a batch takes new jobs only.
+    pub(crate) fn check(&self, enqueued: &[Enqueued]) -> Result<()> {
+        match enqueued.iter().find(|e| e.duplicate) {
+            Some(e) => Err(crate::error::InvalidArgument::Batch(format!(
+                "a job is a duplicate of stored job {} (its idempotency key): a batch takes new jobs only, and none of these was stored",
+                e.id
+            ))
+            .into()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What a batch insert did: stored its jobs, or refused (why).
+#[derive(Debug)]
+pub(crate) enum BatchInsert {
+    Stored(Vec<Enqueued>),
+    Refused(String),
+}
+
+/// A `blocked` callback of a batch, with its batch's state, as a release
+/// reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Callback {
+    pub(crate) id: i64,
+    pub(crate) queue: String,
+    /// `finish`, `success` or `failure`.
+    pub(crate) role: String,
+    /// The batch is closed to additions.
+    pub(crate) closed: bool,
+    /// A job of the batch has no outcome recorded (it may still run).
+    pub(crate) open: bool,
+    /// A job of the batch ended failed, cancelled or deleted.
+    pub(crate) failed: bool,
+}
+
+/// Which batch callbacks a read evaluates.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CallbacksOf<'a> {
+    /// Those of the batches of these jobs.
+    Jobs(&'a [i64]),
+    /// These callbacks.
+    Callbacks(&'a [i64]),
+    /// Those of this batch.
+    Batch(&'a str),
+}
+
+/// A batch as stored: closed or not, how many jobs it was given, how many
+/// have each (recorded outcome, status: `None` once the row is gone), and
+/// its callbacks (id, role, status).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BatchRows {
+    pub(crate) closed: bool,
+    pub(crate) jobs: i64,
+    pub(crate) counts: Vec<(Option<String>, Option<String>, i64)>,
+    pub(crate) callbacks: Vec<(i64, String, Option<String>)>,
+}
+
 /// A `blocked` job that depends on settled ones, as a release reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Dependent {
@@ -998,6 +1139,15 @@ pub(crate) struct FlowRows {
     pub(crate) edges: Vec<(i64, i64, bool)>,
 }
 
+/// The metadata key of a batch's job: its batch's id.
+pub(crate) const BATCH_KEY: &str = "jobq.batch";
+/// How [`BATCH_KEY`] shows in a job's metadata text (see [`DEPENDENTS_MARK`]).
+pub(crate) const BATCH_MARK: &str = "\"jobq.batch\"";
+/// The metadata key of a batch's callback: its batch's id.
+pub(crate) const CALLBACK_OF_KEY: &str = "jobq.callback_of";
+/// The metadata key of a batch's callback: when it runs (`finish`,
+/// `success`, `failure`).
+pub(crate) const CALLBACK_KEY: &str = "jobq.callback";
 /// The metadata key of a workflow's job: its workflow's id.
 pub(crate) const WORKFLOW_KEY: &str = "jobq.workflow";
 /// The metadata key of a workflow's job: its task name.

@@ -41,6 +41,14 @@ pub(crate) struct Released {
     pub(crate) cancelled: Vec<i64>,
 }
 
+impl Released {
+    /// Adds what `other` moved.
+    pub(crate) fn absorb(&mut self, other: Released) {
+        self.unblocked.extend(other.unblocked);
+        self.cancelled.extend(other.cancelled);
+    }
+}
+
 /// The `last_error` of a job cancelled because of a dependency.
 pub(crate) const DOOMED: &str =
     "cancelled: a job it depends on failed, was cancelled or was deleted";

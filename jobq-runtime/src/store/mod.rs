@@ -120,6 +120,7 @@ use crate::roster::WorkerRecord;
 use crate::types::Backend;
 use crate::types::{Enqueued, JobInfo, QueueCounts, Schedule, ScheduleInfo};
 
+pub(crate) mod batch;
 pub(crate) mod contract;
 pub(crate) mod doctor;
 pub(crate) mod filter;
@@ -241,6 +242,23 @@ macro_rules! enqueue_flow_in_arms {
             $(
                 #[cfg(feature = $feature)]
                 (Store::$variant(_), AnyConnection::$variant(c)) => <$module::$store as BackendStore>::enqueue_flow_in(c, $flow).await,
+            )*
+            #[allow(unreachable_patterns)]
+            (store, given) => Err(Error::BackendMismatch {
+                expected: store.backend().name(),
+                given: given.backend().name(),
+            }),
+        }
+    };
+}
+
+/// The `match` of [`Store::enqueue_batch_in`], as [`enqueue_in_arms`].
+macro_rules! enqueue_batch_in_arms {
+    (($this:expr, $conn:expr, $batch:expr) $($variant:ident($feature:literal) $module:ident::$store:ident $rest:tt)*) => {
+        match ($this, $conn) {
+            $(
+                #[cfg(feature = $feature)]
+                (Store::$variant(_), AnyConnection::$variant(c)) => <$module::$store as BackendStore>::enqueue_batch_in(c, $batch).await,
             )*
             #[allow(unreachable_patterns)]
             (store, given) => Err(Error::BackendMismatch {
@@ -497,19 +515,70 @@ impl Store {
     }
 
     /// Releases the dependents of the jobs `settled` ([`flow::release`])
-    /// and wakes this process's claim loops of the queues it made jobs
-    /// `pending` in.
+    /// and the callbacks of their batches ([`batch::release`]), and wakes
+    /// this process's claim loops of the queues it made jobs `pending` in.
     pub(crate) async fn release_dependents(&self, settled: &[i64]) -> Result<flow::Released> {
-        let released = dispatch_seen!(self, s => flow::release(s, settled).await)?;
+        let mut released = dispatch_seen!(self, s => flow::release(s, settled).await)?;
+        released.absorb(dispatch_seen!(self, s => batch::release(s, settled).await)?);
         notify_unblocked(&released);
         Ok(released)
     }
 
-    /// What releases missed ([`flow::sweep`]), as [`release_dependents`](Self::release_dependents).
+    /// What releases missed ([`flow::sweep`], [`batch::sweep`]), as
+    /// [`release_dependents`](Self::release_dependents).
     pub(crate) async fn sweep_dependents(&self) -> Result<flow::Released> {
-        let released = dispatch_seen!(self, s => flow::sweep(s).await)?;
+        let mut released = dispatch_seen!(self, s => flow::sweep(s).await)?;
+        released.absorb(dispatch_seen!(self, s => batch::sweep(s).await)?);
         notify_unblocked(&released);
         Ok(released)
+    }
+
+    /// Inserts batch `batch` in one transaction (see `store/batch.rs`);
+    /// a batch created closed with no job fires its callbacks at once.
+    pub(crate) async fn enqueue_batch(&self, batch: &contract::NewBatch) -> Result<Vec<Enqueued>> {
+        let enqueued = refused(retried!(self, FLOW, s => s.enqueue_batch(batch))?)?;
+        if batch.close && batch.members() == 0 {
+            self.evaluate_batch(&batch.id).await?;
+        }
+        Ok(enqueued)
+    }
+
+    /// Inserts batch `batch` through the caller's connection, which must
+    /// be of this store's backend (a batch closed with no job there fires
+    /// at the sweep after the commit).
+    pub(crate) async fn enqueue_batch_in(
+        &self,
+        conn: AnyConnection<'_>,
+        batch: &contract::NewBatch,
+    ) -> Result<Vec<Enqueued>> {
+        refused(backends::list!(enqueue_batch_in_arms(self, conn, batch))?)
+    }
+
+    /// Closes batch `id` and moves its callbacks as its state calls for;
+    /// whether this call closed it, `None` if there is no such batch.
+    pub(crate) async fn close_batch(&self, id: &str) -> Result<Option<bool>> {
+        let closed = retried!(self, FLOW, s => s.batch_close(id))?;
+        if closed.is_some() {
+            self.evaluate_batch(id).await?;
+        }
+        Ok(closed)
+    }
+
+    /// Moves batch `id`'s callbacks as its state calls for.
+    async fn evaluate_batch(&self, id: &str) -> Result<()> {
+        let released = dispatch_seen!(self, s => batch::evaluate(s, id).await)?;
+        notify_unblocked(&released);
+        Ok(())
+    }
+
+    /// Batch `id` as stored.
+    pub(crate) async fn batch_read(&self, id: &str) -> Result<Option<contract::BatchRows>> {
+        dispatch_seen!(self, s => s.batch_read(id).await)
+    }
+
+    /// The jobs of batch `id` that have not ended.
+    pub(crate) async fn batch_unfinished(&self, id: &str) -> Result<Vec<i64>> {
+        dispatch_seen!(self, s => s.batch_unfinished(id).await)
     }
 
     /// Workflow `workflow`'s jobs and dependencies.
@@ -979,6 +1048,16 @@ impl Store {
 fn leave_out(left: &mut Vec<i64>, mut changed: Vec<i64>) {
     changed.sort_unstable();
     left.retain(|id| changed.binary_search(id).is_err());
+}
+
+/// The jobs a batch insert stored, or its refusal as an error.
+fn refused(done: contract::BatchInsert) -> Result<Vec<Enqueued>> {
+    match done {
+        contract::BatchInsert::Stored(enqueued) => Ok(enqueued),
+        contract::BatchInsert::Refused(why) => {
+            Err(crate::error::InvalidArgument::Batch(why).into())
+        }
+    }
 }
 
 /// Wakes this process's claim loops of the queues `released` made jobs

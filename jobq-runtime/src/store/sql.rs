@@ -162,3 +162,164 @@ pub(crate) const FLOW_STUCK: &str = "SELECT DISTINCT d.job_id AS id FROM jobq_de
      JOIN jobq_jobs w ON w.id = d.job_id WHERE w.status = 'blocked' AND d.outcome IS NOT NULL \
      AND ((d.run_anyway = 0 AND d.outcome IN ('failed', 'cancelled', 'deleted')) \
      OR NOT EXISTS (SELECT 1 FROM jobq_deps x WHERE x.job_id = d.job_id AND x.outcome IS NULL)) LIMIT 500";
+
+/// The statements of batches (`store/batch.rs`) every backend writes alike
+/// but for how a list of job ids arrives (`$ids`, as in
+/// [`flow_statements`]) and its placeholders (`$p`, `$p2`, in the order
+/// they appear).
+macro_rules! batch_statements {
+    ($ids:literal, $p:literal, $p2:literal) => {
+        /// Stores batch `$p`, open, with `$p2` jobs.
+        pub const BATCH_CREATE: &str = concat!(
+            "INSERT INTO jobq_batches (id, closed, jobs) VALUES (",
+            $p,
+            ", 0, ",
+            $p2,
+            ")"
+        );
+
+        /// Counts `$p` more jobs in batch `$p2` if it is open (one row
+        /// changed), or nothing (closed, or unknown).
+        pub const BATCH_ADD: &str = concat!(
+            "UPDATE jobq_batches SET jobs = jobs + ",
+            $p,
+            " WHERE id = ",
+            $p2,
+            " AND closed = 0"
+        );
+
+        /// Closes batch `$p` if it is open (one row changed).
+        pub const BATCH_CLOSE: &str = concat!(
+            "UPDATE jobq_batches SET closed = 1 WHERE id = ",
+            $p,
+            " AND closed = 0"
+        );
+
+        /// Batch `$p`: whether it is closed and how many jobs it was given.
+        pub const BATCH_READ: &str =
+            concat!("SELECT closed, jobs FROM jobq_batches WHERE id = ", $p);
+
+        /// How many of batch `$p`'s jobs have each recorded outcome and
+        /// status (NULL once the row is gone).
+        pub const BATCH_READ_JOBS: &str = concat!(
+            "SELECT m.outcome, j.status, COUNT(*) AS n FROM jobq_batch_jobs m ",
+            "LEFT JOIN jobq_jobs j ON j.id = m.job_id WHERE m.batch = ",
+            $p,
+            " AND m.role = 'job' GROUP BY m.outcome, j.status"
+        );
+
+        /// Batch `$p`'s callbacks: id, role, status (NULL once the row is gone).
+        pub const BATCH_READ_CALLBACKS: &str = concat!(
+            "SELECT m.job_id AS id, m.role, j.status FROM jobq_batch_jobs m ",
+            "LEFT JOIN jobq_jobs j ON j.id = m.job_id WHERE m.batch = ",
+            $p,
+            " AND m.role <> 'job' ORDER BY m.job_id"
+        );
+
+        /// Batch `$p`'s jobs that have not ended.
+        pub const BATCH_UNFINISHED: &str = concat!(
+            "SELECT m.job_id AS id FROM jobq_batch_jobs m JOIN jobq_jobs j ON j.id = m.job_id ",
+            "WHERE m.batch = ",
+            $p,
+            " AND m.role = 'job' AND j.status IN ('pending', 'processing', 'blocked') ORDER BY m.job_id"
+        );
+
+        /// Records the final status of the finished jobs among `$ids` on
+        /// their batch rows (their `outcome`), once.
+        pub const BATCH_SETTLE: &str = concat!(
+            "UPDATE jobq_batch_jobs SET outcome = (SELECT j.status FROM jobq_jobs j WHERE j.id = jobq_batch_jobs.job_id) ",
+            "WHERE outcome IS NULL AND role = 'job' AND job_id IN (",
+            $ids,
+            ") AND EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_batch_jobs.job_id ",
+            "AND j.status IN ('done', 'failed', 'cancelled'))"
+        );
+
+        /// The `blocked` callbacks of the batches of the jobs `$ids`, with
+        /// their batch's state (see `batch_callbacks!`).
+        pub const BATCH_CALLBACKS_OF: &str = concat!(
+            $crate::store::sql::batch_callbacks!(),
+            " AND c.batch IN (SELECT m.batch FROM jobq_batch_jobs m WHERE m.job_id IN (",
+            $ids,
+            "))"
+        );
+
+        /// [`BATCH_CALLBACKS_OF`] for the `blocked` callbacks `$ids` themselves.
+        pub const BATCH_EVALUATE: &str = concat!(
+            $crate::store::sql::batch_callbacks!(),
+            " AND c.job_id IN (",
+            $ids,
+            ")"
+        );
+
+        /// [`BATCH_CALLBACKS_OF`] for batch `$p`.
+        pub const BATCH_CALLBACKS_IN: &str =
+            concat!($crate::store::sql::batch_callbacks!(), " AND c.batch = ", $p);
+
+        /// Records `deleted` on the batch rows of the jobs `$ids` whose
+        /// row is gone (see `BATCH_GONE_PICK`).
+        pub const BATCH_GONE: &str = concat!(
+            "UPDATE jobq_batch_jobs SET outcome = 'deleted' WHERE outcome IS NULL AND job_id IN (",
+            $ids,
+            ") AND NOT EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_batch_jobs.job_id)"
+        );
+
+        /// Forgets the rows of batch `$p` (its jobs' rows are gone).
+        pub const BATCH_FORGET_JOBS: &str =
+            concat!("DELETE FROM jobq_batch_jobs WHERE batch = ", $p);
+
+        /// Forgets closed batch `$p`.
+        pub const BATCH_FORGET: &str =
+            concat!("DELETE FROM jobq_batches WHERE closed = 1 AND id = ", $p);
+    };
+}
+pub(crate) use batch_statements;
+
+/// The select list of [`batch_statements`]' callbacks: each `blocked`
+/// callback (id, queue, role) with whether its batch is closed, has a job
+/// whose outcome is not recorded (`open`), and has one that ended failed,
+/// cancelled or deleted (`failed`): each an index lookup on `(batch, role,
+/// outcome)` however many jobs the batch has.
+macro_rules! batch_callbacks {
+    () => {
+        concat!(
+            "SELECT c.job_id AS id, w.queue, c.role, b.closed, ",
+            "CASE WHEN EXISTS (SELECT 1 FROM jobq_batch_jobs x WHERE x.batch = c.batch AND x.role = 'job' ",
+            "AND x.outcome IS NULL) THEN 1 ELSE 0 END AS open, ",
+            "CASE WHEN EXISTS (SELECT 1 FROM jobq_batch_jobs x WHERE x.batch = c.batch AND x.role = 'job' ",
+            "AND x.outcome IN ('failed', 'cancelled', 'deleted')) THEN 1 ELSE 0 END AS failed ",
+            "FROM jobq_batch_jobs c JOIN jobq_jobs w ON w.id = c.job_id ",
+            "JOIN jobq_batches b ON b.id = c.batch WHERE w.status = 'blocked' AND c.role <> 'job'"
+        )
+    };
+}
+pub(crate) use batch_callbacks;
+
+/// The batch sweep's first step: records the outcome of every batch job
+/// that finished without a release having seen it (as
+/// [`FLOW_SETTLE_FINISHED`]).
+pub(crate) const BATCH_SETTLE_FINISHED: &str = "UPDATE jobq_batch_jobs SET outcome = \
+     (SELECT j.status FROM jobq_jobs j WHERE j.id = jobq_batch_jobs.job_id) \
+     WHERE outcome IS NULL AND role = 'job' AND EXISTS (SELECT 1 FROM jobq_jobs j \
+     WHERE j.id = jobq_batch_jobs.job_id AND j.status IN ('done', 'failed', 'cancelled'))";
+
+/// The batch jobs whose row is gone with no outcome recorded, at most 500
+/// (as [`FLOW_GONE_PICK`]).
+pub(crate) const BATCH_GONE_PICK: &str = "SELECT m.job_id AS id FROM jobq_batch_jobs m \
+     LEFT JOIN jobq_jobs j ON j.id = m.job_id WHERE m.outcome IS NULL AND m.role = 'job' \
+     AND j.id IS NULL LIMIT 500";
+
+/// The batch sweep's second step: `blocked` callbacks a release should
+/// have moved (their batch has a failed job, or is closed with every job
+/// ended), at most 500.
+pub(crate) const BATCH_STUCK: &str = "SELECT c.job_id AS id FROM jobq_batch_jobs c \
+     JOIN jobq_jobs w ON w.id = c.job_id JOIN jobq_batches b ON b.id = c.batch \
+     WHERE w.status = 'blocked' AND c.role <> 'job' AND (EXISTS (SELECT 1 FROM jobq_batch_jobs x \
+     WHERE x.batch = c.batch AND x.role = 'job' AND x.outcome IN ('failed', 'cancelled', 'deleted')) \
+     OR (b.closed = 1 AND NOT EXISTS (SELECT 1 FROM jobq_batch_jobs x WHERE x.batch = c.batch \
+     AND x.role = 'job' AND x.outcome IS NULL))) LIMIT 500";
+
+/// Closed batches none of whose jobs (callbacks included) has a row left,
+/// at most 100: what the sweep forgets.
+pub(crate) const BATCH_FORGET_PICK: &str = "SELECT b.id FROM jobq_batches b WHERE b.closed = 1 \
+     AND NOT EXISTS (SELECT 1 FROM jobq_batch_jobs m JOIN jobq_jobs j ON j.id = m.job_id \
+     WHERE m.batch = b.id) LIMIT 100";

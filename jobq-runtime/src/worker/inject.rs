@@ -28,6 +28,9 @@ pub enum Point {
     ShutdownRelease,
     /// In the heartbeat, before the leases are renewed.
     Heartbeat,
+    /// After a workflow's or batch's job settled for good (committed),
+    /// before the release of what waits on it.
+    BeforeRelease,
 }
 
 /// What happens at an armed point.
@@ -40,6 +43,9 @@ pub enum Action {
     /// owns is dropped and nothing after the point runs. (Only where the
     /// task's future can end early; elsewhere the same as `Panic`.)
     Drop,
+    /// Ends the process there at once, as `kill -9` would: nothing after
+    /// the point runs, nothing is cleaned up.
+    Abort,
 }
 
 static ARMED: AtomicBool = AtomicBool::new(false);
@@ -69,8 +75,10 @@ pub(crate) fn fire(point: Point, queue: &str) -> Option<Action> {
     entry.1 -= 1;
     let action = entry.0;
     drop(faults);
-    if action == Action::Panic {
-        panic!("jobq fault injection: panic at {point:?}");
+    match action {
+        Action::Panic => panic!("jobq fault injection: panic at {point:?}"),
+        Action::Abort => std::process::abort(),
+        Action::Drop => {}
     }
     Some(action)
 }

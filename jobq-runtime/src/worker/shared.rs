@@ -128,6 +128,7 @@ impl Shared {
         if ids.is_empty() {
             return;
         }
+        crate::worker::inject::point!(BeforeRelease, &self.queue_names[0]);
         if let Err(error) = self.store.release_dependents(ids).await {
             quietly(|| {
                 tracing::warn!(

@@ -812,6 +812,7 @@ impl BackendStore for MySqlStore {
     shared::server_writes!();
     shared::every_backend_reads!();
     crate::store::flow::flow_methods!(begin_flow);
+    crate::store::batch::batch_methods!(begin_flow);
 
     async fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<bool> {
         let query = sqlx::query(SCHEDULE_PAUSE).bind(paused).bind(name);
@@ -2046,6 +2047,7 @@ fn utc_time(time: NaiveDateTime) -> DateTime<Utc> {
 }
 
 crate::store::flow::flow_insert!(MySqlConnection, insert);
+crate::store::batch::batch_insert!(MySqlConnection, insert);
 
 /// Begins the transaction of a workflow's insert.
 async fn begin_flow(

@@ -1145,12 +1145,20 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
     20261210000001 "jobq_tags",
     20261211000001 "jobq_schedules",
     20261212000001 "jobq_workflows",
+    20261213000001 "jobq_batches",
 );
 
 // A list of ids is an IN-list of placeholders (`{ids}`, made for each
 // length by `flow_sql`): MariaDB runs an `UPDATE … WHERE id IN (SELECT …
 // FROM JSON_TABLE(…))` as a dependent subquery over the whole table.
 crate::store::sql::flow_statements!("{ids}", "?");
+
+crate::store::sql::batch_statements!("{ids}", "?", "?");
+
+/// Records the jobs of a batch: `?` a JSON array of `[job_id, batch, role]`.
+pub const BATCH_JOBS_INSERT: &str = "INSERT INTO jobq_batch_jobs (job_id, batch, role) \
+     SELECT t.job_id, t.batch, t.role FROM JSON_TABLE(?, '$[*]' COLUMNS (\
+     job_id BIGINT PATH '$[0]', batch VARCHAR(100) PATH '$[1]', role VARCHAR(16) PATH '$[2]')) AS t";
 
 /// Names the jobs of a workflow: `?` a JSON array of `[job_id, workflow, task]`.
 pub const FLOW_JOBS_INSERT: &str = "INSERT INTO jobq_flow_jobs (job_id, workflow, task) \

@@ -576,6 +576,7 @@ impl BackendStore for PgStore {
     shared::server_writes!();
     shared::every_backend_reads!();
     crate::store::flow::flow_methods!(begin_flow);
+    crate::store::batch::batch_methods!(begin_flow);
 
     async fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<bool> {
         let query = sqlx::query(SCHEDULE_PAUSE).bind(name).bind(paused);
@@ -1296,6 +1297,7 @@ fn utc_time(time: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 crate::store::flow::flow_insert!(PgConnection, flow_insert_row);
+crate::store::batch::batch_insert!(PgConnection, flow_insert_row);
 
 /// Begins the transaction of a workflow's insert.
 async fn begin_flow(

@@ -902,9 +902,20 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
     20261210000001 "jobq_tags",
     20261211000001 "jobq_schedules",
     20261212000001 "jobq_workflows",
+    20261213000001 "jobq_batches",
 );
 
 crate::store::sql::flow_statements!("SELECT jsonb_array_elements_text($1::jsonb)::bigint", "$1");
+
+crate::store::sql::batch_statements!(
+    "SELECT jsonb_array_elements_text($1::jsonb)::bigint",
+    "$1",
+    "$2"
+);
+
+/// Records the jobs of a batch: `$1` a JSON array of `[job_id, batch, role]`.
+pub const BATCH_JOBS_INSERT: &str = "INSERT INTO jobq_batch_jobs (job_id, batch, role) \
+     SELECT (e->>0)::bigint, e->>1, e->>2 FROM jsonb_array_elements($1::jsonb) AS e";
 
 /// Names the jobs of a workflow: `$1` a JSON array of `[job_id, workflow, task]`.
 pub const FLOW_JOBS_INSERT: &str = "INSERT INTO jobq_flow_jobs (job_id, workflow, task) \

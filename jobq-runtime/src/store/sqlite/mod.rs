@@ -825,6 +825,7 @@ impl BackendStore for SqliteStore {
     shared::numbered_reads!();
     shared::every_backend_reads!();
     crate::store::flow::flow_methods!(begin_flow);
+    crate::store::batch::batch_methods!(begin_flow);
 
     /// One statement ([`bulk_retry`]): the batch's rows that still meet
     /// `guard`, retried (one writer at a time: no row is held by another).
@@ -1728,6 +1729,7 @@ impl SqliteStore {
 }
 
 crate::store::flow::flow_insert!(SqliteConnection, flow_insert_row);
+crate::store::batch::batch_insert!(SqliteConnection, flow_insert_row);
 
 /// Begins the transaction of a workflow's insert.
 async fn begin_flow(

@@ -655,9 +655,16 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261210000001 "jobq_tags",
     20261211000001 "jobq_schedules",
     20261212000001 "jobq_workflows",
+    20261213000001 "jobq_batches",
 );
 
 crate::store::sql::flow_statements!("SELECT value FROM json_each(?1)", "?1");
+
+crate::store::sql::batch_statements!("SELECT value FROM json_each(?1)", "?1", "?2");
+
+/// Records the jobs of a batch: `?1` a JSON array of `[job_id, batch, role]`.
+pub const BATCH_JOBS_INSERT: &str = "INSERT INTO jobq_batch_jobs (job_id, batch, role) \
+     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?1)";
 
 /// Names the jobs of a workflow: `?1` a JSON array of `[job_id, workflow, task]`.
 pub const FLOW_JOBS_INSERT: &str = "INSERT INTO jobq_flow_jobs (job_id, workflow, task) \

@@ -31,7 +31,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use jobq_runtime::{Enqueue, Job, Jobq};
+use jobq_runtime::{Batch, BatchCallback, Enqueue, Job, Jobq, Workflow};
 
 use crate::net::Host;
 use crate::services::{RestoreOnDrop, Server};
@@ -799,7 +799,7 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
         ..Report::default()
     };
 
-    let ids = enqueue(&jobq, &run, &queue, config.jobs).await;
+    let (ids, order) = enqueue(&jobq, &run, &queue, config.jobs).await;
 
     let dir = std::env::temp_dir().join(format!("jobq-chaos-{run}"));
     std::fs::create_dir_all(&dir).expect("log dir");
@@ -994,6 +994,7 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
         &run,
         &queue,
         &ids,
+        &order,
         &fleet.killed,
         outage_window,
         partition.as_ref(),
@@ -1005,30 +1006,87 @@ async fn drain(db: &TestDb, bin: &str, config: Config) -> Report {
     report
 }
 
-async fn enqueue(jobq: &Jobq, run: &str, queue: &str, jobs: u64) -> Vec<i64> {
+/// Jobs of a composed part (a workflow's, a batch's) that must end only
+/// after others: `(job, the jobs it follows)`.
+type Order = Vec<(i64, Vec<i64>)>;
+
+/// How many of a run's jobs make its workflow and its batch (see [`enqueue`]).
+const COMPOSED: u64 = 44;
+
+/// Enqueues the run's `jobs` chaos jobs: first (when there are enough) a
+/// workflow — a root, 20 jobs after it, a join after those — and a batch
+/// of 20 jobs with a finish and a success callback, so that their
+/// releases, the sweep and the callbacks meet the kills and outages too;
+/// then the rest one by one. The ids, and the order the composed jobs must
+/// end in.
+async fn enqueue(jobq: &Jobq, run: &str, queue: &str, jobs: u64) -> (Vec<i64>, Order) {
     let mut ids = Vec::with_capacity(jobs as usize);
-    let numbers: Vec<u64> = (0..jobs).collect();
+    let mut order = Order::new();
+    let job = |n: u64| {
+        (
+            ChaosJob {
+                run: run.to_owned(),
+                n,
+            },
+            Enqueue::new()
+                .queue(queue)
+                .idempotency_key(format!("chaos:{run}:{n}")),
+        )
+    };
+    let mut first = 0;
+    if jobs >= 4 * COMPOSED {
+        let mut flow = Workflow::new(format!("chaos-{run}"));
+        let (root, options) = job(0);
+        flow.add_with("root", root, options);
+        let middle: Vec<String> = (1..=20).map(|n| format!("m{n}")).collect();
+        for (n, name) in (1..=20).zip(&middle) {
+            let (step, options) = job(n);
+            flow.add_with(name.clone(), step, options).after(["root"]);
+        }
+        let (join, options) = job(21);
+        flow.add_with("join", join, options).after(middle.iter().cloned());
+        let stored = jobq
+            .enqueue_workflow(flow)
+            .await
+            .expect("enqueue the chaos workflow");
+        let of = |names: &[String]| names.iter().map(|n| stored.jobs[n]).collect::<Vec<_>>();
+        for name in &middle {
+            order.push((stored.jobs[name], vec![stored.jobs["root"]]));
+        }
+        order.push((stored.jobs["join"], of(&middle)));
+        ids.extend(stored.jobs.values());
+
+        let mut batch = Batch::new(format!("chaos-{run}"));
+        for n in 22..42 {
+            let (member, options) = job(n);
+            batch.add_with(member, options);
+        }
+        for (n, when) in [(42, BatchCallback::Finish), (43, BatchCallback::Success)] {
+            let (callback, options) = job(n);
+            batch.on_with(when, callback, options);
+        }
+        let stored = jobq
+            .enqueue_batch(batch)
+            .await
+            .expect("enqueue the chaos batch");
+        for (_, callback) in &stored.callbacks {
+            order.push((*callback, stored.jobs.clone()));
+        }
+        ids.extend(&stored.jobs);
+        ids.extend(stored.callbacks.iter().map(|(_, id)| id));
+        first = COMPOSED;
+    }
+    let numbers: Vec<u64> = (first..jobs).collect();
     for chunk in numbers.chunks(1000) {
-        let batch = chunk.iter().map(|&n| {
-            (
-                ChaosJob {
-                    run: run.to_owned(),
-                    n,
-                },
-                Enqueue::new()
-                    .queue(queue)
-                    .idempotency_key(format!("chaos:{run}:{n}")),
-            )
-        });
         ids.extend(
-            jobq.enqueue_many_with(batch)
+            jobq.enqueue_many_with(chunk.iter().map(|&n| job(n)))
                 .await
                 .expect("enqueue the chaos jobs")
                 .into_iter()
                 .map(|e| e.id),
         );
     }
-    ids
+    (ids, order)
 }
 
 /// A partition as the checks see it.
@@ -1050,6 +1108,7 @@ async fn check(
     run: &str,
     queue: &str,
     ids: &[i64],
+    order: &Order,
     killed: &HashMap<u32, i64>,
     outage: Option<(i64, i64)>,
     partition: Option<&Cut>,
@@ -1083,6 +1142,22 @@ async fn check(
         .into_iter()
         .map(|(id, s, a, c, f)| (id, (s, a, c, f)))
         .collect();
+
+    // The workflow's and the batch's order: each job ended after the jobs
+    // it follows (a dependent starts only after its dependencies' final
+    // settles; a callback after its batch's jobs').
+    let finished = |id: &i64| rows.get(id).and_then(|r| r.3);
+    for (job, follows) in order {
+        for before in follows {
+            if let (Some(after), Some(first)) = (finished(job), finished(before)) {
+                if after < first {
+                    v.push(format!(
+                        "job {job} ended at {after} µs, before job {before} it follows ended ({first} µs)"
+                    ));
+                }
+            }
+        }
+    }
 
     // The side effects.
     let effects: Vec<(String, i64)> = sql

@@ -1044,7 +1044,8 @@ async fn enqueue(jobq: &Jobq, run: &str, queue: &str, jobs: u64) -> (Vec<i64>, O
             flow.add_with(name.clone(), step, options).after(["root"]);
         }
         let (join, options) = job(21);
-        flow.add_with("join", join, options).after(middle.iter().cloned());
+        flow.add_with("join", join, options)
+            .after(middle.iter().cloned());
         let stored = jobq
             .enqueue_workflow(flow)
             .await

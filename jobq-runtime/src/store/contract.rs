@@ -407,8 +407,8 @@ pub(crate) trait BackendStore: Sized {
     async fn enqueue_flow_in(conn: &mut Self::Connection, flow: &NewFlow) -> Result<Vec<Enqueued>>;
 
     /// Records the final status of the finished jobs among `ids` on the
-    /// dependencies on them, once. One statement.
-    async fn flow_settle(&self, ids: &[i64]) -> Result<()>;
+    /// dependencies on them, once; how many it recorded. One statement.
+    async fn flow_settle(&self, ids: &[i64]) -> Result<u64>;
 
     /// The `blocked` dependents of `ids` (`of`), or the `blocked` jobs
     /// among `ids`, with whether each is doomed and ready. One statement.

@@ -76,7 +76,12 @@ pub(crate) async fn release<S: BackendStore>(store: &S, settled: &[i64]) -> Resu
     if settled.is_empty() {
         return Ok(Released::default());
     }
-    retried(store, statement::FLOW, || store.flow_settle(settled)).await?;
+    // Nothing recorded: no job depends on these, or whoever recorded
+    // (the sweep) moves what depends on them.
+    let recorded = retried(store, statement::FLOW, || store.flow_settle(settled)).await?;
+    if recorded == 0 {
+        return Ok(Released::default());
+    }
     let dependents = retried(store, statement::FLOW, || {
         store.flow_dependents(settled, true)
     })
@@ -227,11 +232,13 @@ macro_rules! flow_methods {
             Ok(())
         }
 
-        async fn flow_settle(&self, ids: &[i64]) -> Result<()> {
+        async fn flow_settle(&self, ids: &[i64]) -> Result<u64> {
             let sql = flow_sql(FLOW_SETTLE, ids.len());
             self.flow_write(async |conn| {
-                flow_bind(sqlx::query(&sql), ids).execute(conn).await?;
-                Ok(())
+                Ok(flow_bind(sqlx::query(&sql), ids)
+                    .execute(conn)
+                    .await?
+                    .rows_affected())
             })
             .await
         }

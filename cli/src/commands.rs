@@ -206,6 +206,45 @@ pub(crate) async fn execute(jobq: &Jobq, command: Command) -> Result<Outcome, St
             }
             Outcome::Done
         }
+        Command::Batch {
+            id,
+            close,
+            cancel,
+            format,
+        } => {
+            let Some(_) = jobq.batch(&id).await.map_err(|e| error_chain(&e))? else {
+                outln!("there is no batch {id}");
+                return Ok(Outcome::NotApplicable);
+            };
+            if cancel {
+                let cancelled = jobq.cancel_batch(&id).await.map_err(|e| error_chain(&e))?;
+                if !format.json {
+                    outln!("cancelled {cancelled} job(s) of batch {id}");
+                }
+            } else if close {
+                let closed = jobq.close_batch(&id).await.map_err(|e| error_chain(&e))?;
+                if !format.json {
+                    outln!(
+                        "batch {id} {}",
+                        if closed {
+                            "closed"
+                        } else {
+                            "was closed already"
+                        }
+                    );
+                }
+            }
+            let Some(batch) = jobq.batch(&id).await.map_err(|e| error_chain(&e))? else {
+                outln!("there is no batch {id}");
+                return Ok(Outcome::NotApplicable);
+            };
+            if format.json {
+                outln!("{}", output::batch_json(&batch));
+            } else {
+                out!("{}", output::batch_text(&batch));
+            }
+            Outcome::Done
+        }
         Command::Workers { format } => {
             let workers = jobq.workers().await.map_err(|e| error_chain(&e))?;
             let jobs = jobq.job_kinds().await.map_err(|e| error_chain(&e))?;

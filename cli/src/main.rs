@@ -200,6 +200,22 @@ enum Command {
         #[command(flatten)]
         format: Format,
     },
+    /// A batch (`Jobq::enqueue_batch`): open or closed, how many of its
+    /// jobs ended and how, its callbacks' status; exits 2 if there is no
+    /// such batch.
+    Batch {
+        /// The batch's id.
+        id: String,
+        /// Close it to more jobs (its finish and success callbacks may
+        /// then run), then show it.
+        #[arg(long)]
+        close: bool,
+        /// Close it and cancel its jobs that have not ended, then show it.
+        #[arg(long, conflicts_with = "close")]
+        cancel: bool,
+        #[command(flatten)]
+        format: Format,
+    },
     /// The cron schedules kept in the database (`jobq schedule put`): job,
     /// expression, time zone, whether paused, last recorded tick.
     Schedules {

@@ -762,6 +762,58 @@ pub(crate) fn workflow_text(flow: &jobq_runtime::WorkflowInfo) -> String {
     )
 }
 
+/// A batch: its counts, then one line per callback.
+pub(crate) fn batch_text(batch: &jobq_runtime::BatchInfo) -> String {
+    let rows: Vec<_> = batch
+        .callbacks
+        .iter()
+        .map(|c| {
+            vec![
+                (c.when.as_str().to_owned(), None),
+                (c.id.to_string(), None),
+                (
+                    c.status.map_or_else(|| "pruned".into(), |s| s.to_string()),
+                    None,
+                ),
+            ]
+        })
+        .collect();
+    format!(
+        "batch {}: {}
+jobs {}: {} unfinished, {} succeeded, {} failed, {} cancelled, {} deleted
+{}",
+        batch.id,
+        batch.state(),
+        batch.jobs,
+        batch.unfinished,
+        batch.succeeded,
+        batch.failed,
+        batch.cancelled,
+        batch.deleted,
+        table(&["CALLBACK", "ID", "STATUS"], &rows)
+    )
+}
+
+/// A batch as JSON.
+pub(crate) fn batch_json(batch: &jobq_runtime::BatchInfo) -> Value {
+    json!({
+        "id": batch.id,
+        "state": batch.state(),
+        "closed": batch.closed,
+        "jobs": batch.jobs,
+        "unfinished": batch.unfinished,
+        "succeeded": batch.succeeded,
+        "failed": batch.failed,
+        "cancelled": batch.cancelled,
+        "deleted": batch.deleted,
+        "callbacks": batch.callbacks.iter().map(|c| json!({
+            "when": c.when.as_str(),
+            "id": c.id,
+            "status": c.status.map(|s| s.to_string()),
+        })).collect::<Vec<_>>(),
+    })
+}
+
 /// A workflow as JSON.
 pub(crate) fn workflow_json(flow: &jobq_runtime::WorkflowInfo) -> Value {
     json!({

@@ -239,6 +239,49 @@ async fn every_command_does_what_it_says_and_exits_accordingly(db: TestDb) {
     let none = jobq_cli(&url, &["workflow", "no-such-workflow"]);
     assert_eq!(none.status.code(), Some(2), "{none:?}");
 
+    // batch: its state and callbacks (text and JSON); --close closes it,
+    // --cancel cancels what has not ended; an unknown id exits 2.
+    let batch_id = format!("{q}-batch");
+    let mut batch = jobq_runtime::Batch::new(&batch_id);
+    batch.add_with(Probe::new(3), jobq_tests::on(q));
+    batch.on_with(
+        jobq_runtime::BatchCallback::Finish,
+        Probe::new(4),
+        jobq_tests::on(q),
+    );
+    batch.keep_open();
+    jobq.enqueue_batch(batch).await.unwrap();
+    let shown = json(&url, &["batch", &batch_id, "--json"]);
+    assert_eq!(shown["state"], Value::from("open"), "{shown}");
+    assert_eq!(
+        shown["callbacks"][0]["when"],
+        Value::from("finish"),
+        "{shown}"
+    );
+    assert_eq!(
+        shown["callbacks"][0]["status"],
+        Value::from("blocked"),
+        "{shown}"
+    );
+    let closed = ok(&url, &["batch", &batch_id, "--close"]);
+    assert!(
+        closed.contains(&format!("batch {batch_id} closed"))
+            && closed.contains(&format!("batch {batch_id}: running"))
+            && closed.contains("jobs 1: 1 unfinished"),
+        "{closed}"
+    );
+    let cancelled = ok(&url, &["batch", &batch_id, "--cancel"]);
+    assert!(
+        cancelled.contains("cancelled 1 job(s)")
+            && cancelled.contains("finished with failures")
+            && cancelled
+                .lines()
+                .any(|l| l.starts_with("finish") && l.contains("pending")),
+        "{cancelled}"
+    );
+    let none = jobq_cli(&url, &["batch", "no-such-batch"]);
+    assert_eq!(none.status.code(), Some(2), "{none:?}");
+
     // schedule put / pause / resume / remove, seen by schedules (text and
     // JSON); a cron expression that does not parse is refused.
     let name = format!("{q}-nightly");

@@ -30,8 +30,10 @@ async fn step(ctx: JobContext, task: String, inputs: Vec<String>) -> Result<u64,
             .map_err(JobError::retry)?;
         sum += output.unwrap_or(0);
     }
-    // Long enough that one process's slots fill and the other claims too.
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    // Long enough that one process's slots fill and the other claims too,
+    // even when only its poll (500 ms) finds the jobs: 200 jobs take one
+    // process with 4 slots over a second.
+    tokio::time::sleep(Duration::from_millis(25)).await;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "ran {task} {started} {}", now_us());
     let _ = out.flush();

@@ -224,7 +224,10 @@ impl WorkerBuilder {
     /// process — while no worker ran (a deploy, an outage), if they are
     /// within `window` of now, at most 100 of them (the latest), oldest
     /// first, each keyed by its tick as usual. Off by default: ticks missed
-    /// are skipped.
+    /// are skipped. The schedules kept in the database
+    /// ([`Jobq::put_schedule`](crate::Jobq::put_schedule)) catch up too, at
+    /// the worker's start; one changed or resumed while it runs starts from
+    /// its next tick (a pause skips ticks, it does not owe them).
     ///
     /// The last tick enqueued is kept in `jobq_schedules`, one row per
     /// schedule, written at each tick by the workers that catch up (one
@@ -237,8 +240,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// Runs the cron schedules declared on this builder (not those stored
-    /// in the database) by a clock that reads `now` at this call
+    /// Runs this worker's cron schedules (declared on this builder, and
+    /// those kept in the database) by a clock that reads `now` at this call
     /// (and goes on from there at the host's pace): for tests that cross a
     /// daylight saving change. Not for production.
     #[doc(hidden)]
@@ -496,15 +499,22 @@ impl WorkerBuilder {
             .into());
         }
         let mut scheduled = BTreeSet::new();
-        let mut cron = Vec::with_capacity(self.cron.len());
+        let mut entries = Vec::with_capacity(self.cron.len());
         for spec in self.cron {
             validate_job_name(spec.name()).map_err(ConfigError::JobName)?;
             if !scheduled.insert(spec.name().to_owned()) {
                 let job = spec.name().to_owned();
                 return Err(ConfigError::CronScheduledTwice { job }.into());
             }
-            cron.push(spec.parse(self.cron_clock, self.cron_catch_up)?);
+            entries.push(spec.parse(self.cron_clock, self.cron_catch_up)?);
         }
+        let cron = super::upkeep::cron::Schedules {
+            entries,
+            stored: super::upkeep::cron::StoredCron {
+                clock: self.cron_clock,
+                catch_up: self.cron_catch_up,
+            },
+        };
         let worker_id = self.worker_id.unwrap_or_else(default_worker_id);
         Ok(Worker::new(Parts {
             jobq: self.jobq,

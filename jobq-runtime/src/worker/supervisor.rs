@@ -21,7 +21,7 @@ use super::pipeline::{Observer, Pipeline, claim};
 use super::settings::{QueueSpec, Settings};
 use super::shared::Shared;
 use super::turn::SettleTurn;
-use super::upkeep::cron::{self, CronEntry};
+use super::upkeep::cron::{self, Schedules};
 use super::upkeep::pause::{self, Pauses};
 use super::upkeep::presence::{self, Presence};
 use super::upkeep::reap::{self, Reaper};
@@ -76,7 +76,7 @@ pub struct Worker {
     reaper: Reaper,
     /// The handle cron schedules enqueue through and the stats gauges read.
     jobq: Jobq,
-    cron: Vec<CronEntry>,
+    cron: Schedules,
 }
 
 /// What a [`Worker`] is built from: the builder's checked configuration.
@@ -88,7 +88,7 @@ pub(super) struct Parts {
     pub(super) states: States,
     pub(super) settings: Settings,
     pub(super) worker_id: String,
-    pub(super) cron: Vec<CronEntry>,
+    pub(super) cron: Schedules,
     pub(super) observer: Option<Observer>,
     pub(super) layers: JobLayers,
 }
@@ -305,11 +305,11 @@ impl Worker {
         let span = tracing::info_span!(parent: &worker, "jobq.listener");
         let listener = looping_shared(&shared, listen::listen);
         background(span, "listener", true, listener);
-        for entry in cron {
+        for entry in cron.entries {
             let span = tracing::info_span!(parent: &worker, "jobq.cron", job.name = entry.name());
             // Stopped with the claim loops: a worker shutting down enqueues no more.
             let stop = shared.stop_claiming.clone();
-            let cron = cron::cron_loop(jobq.clone(), entry, stop.clone());
+            let cron = cron::cron_loop(jobq.clone(), entry, stop.clone(), true);
             tasks.spawn(in_span(
                 span,
                 supervise(Arc::clone(&shared), "cron", stop, cron),
@@ -318,7 +318,7 @@ impl Worker {
         {
             let span = tracing::info_span!(parent: &worker, "jobq.cron_stored");
             let stop = shared.stop_claiming.clone();
-            let stored = cron::stored_loop(jobq.clone(), stop.clone());
+            let stored = cron::stored_loop(jobq.clone(), stop.clone(), cron.stored);
             tasks.spawn(in_span(
                 span,
                 supervise(Arc::clone(&shared), "stored cron", stop, stored),

@@ -305,13 +305,17 @@ fn tick_of(key: &str) -> DateTime<Utc> {
 /// the next tick; a pause stops it and a resume restarts it; a removal ends
 /// it; a schedule that cannot run is refused with what is wrong.
 async fn a_schedule_kept_in_the_database_is_managed_while_workers_run(db: TestDb) {
-    let jobq = db.jobq().await;
+    // A database of its own: every worker runs every stored schedule, and
+    // other tests' workers run theirs by clocks set in other years.
+    let scratch = db.scratch("cron_db").await;
+    let jobq = scratch.jobq(8).await;
+    jobq.migrate().await.unwrap();
     let name = jobq_tests::unique_queue("stored");
     let ticks = Ticks::default();
     let mut handles = Vec::new();
     for _ in 0..2 {
         handles.push(
-            Worker::builder(db.jobq().await)
+            Worker::builder(scratch.jobq(8).await)
                 .queue("conf_cron_db", 2)
                 .state(ticks.clone())
                 .poll_interval(Duration::from_millis(50))
@@ -429,7 +433,64 @@ async fn a_schedule_kept_in_the_database_is_managed_while_workers_run(db: TestDb
     );
 }
 
+/// A schedule kept in the database catches up as one declared in code
+/// does, on a worker that catches up: its first start owes nothing; the
+/// ticks missed while no worker ran within the window are enqueued at the
+/// next start, each once (in a database of the test's own: every worker
+/// runs every stored schedule; the clocks in a year drawn at random).
+async fn a_stored_schedule_catches_up_the_ticks_missed_while_no_worker_ran(db: TestDb) {
+    let scratch = db.scratch("cron_up").await;
+    let jobq = scratch.jobq(8).await;
+    jobq.migrate().await.unwrap();
+    let year = rand::random_range(2030..2090);
+    let at = |h, m, s| Utc.with_ymd_and_hms(year, 6, 1, h, m, s).unwrap();
+    let every_ten =
+        Schedule::new("every-ten", "conf_cron_stored", "*/10 * * * *").payload(r#"{"n":7}"#);
+    jobq.put_schedule(every_ten).await.unwrap();
+    let ticks = Ticks::default();
+    let start = |now: DateTime<Utc>| {
+        Worker::builder(jobq.clone())
+            .queue("conf_cron_db", 2)
+            .state(ticks.clone())
+            .poll_interval(Duration::from_millis(50))
+            .cron_clock(now)
+            .cron_catch_up(Duration::from_secs(3600))
+            .build()
+            .unwrap()
+            .start()
+    };
+    let seen = || {
+        let mut seen: Vec<DateTime<Utc>> = ticks
+            .seen()
+            .iter()
+            .filter(|(_, n)| *n == 7)
+            .map(|(key, _)| tick_of(key))
+            .collect();
+        seen.sort();
+        seen
+    };
+    // First start, two seconds before 11:00: nothing owed, then 11:00.
+    let handle = start(at(10, 59, 58));
+    wait_until("the 11:00 tick", LONG, || async { !seen().is_empty() }).await;
+    stop(handle).await;
+    assert_eq!(seen(), [at(11, 0, 0)], "a first start catches up nothing");
+    // Nobody ran from 11:00 to 13:35; an hour's window: 12:40 to 13:30.
+    let handle = start(at(13, 35, 0));
+    let expected: Vec<DateTime<Utc>> = std::iter::once(at(11, 0, 0))
+        .chain(
+            [(12, 40), (12, 50), (13, 0), (13, 10), (13, 20), (13, 30)].map(|(h, m)| at(h, m, 0)),
+        )
+        .collect();
+    wait_until("the missed ticks run", LONG, || async {
+        seen().len() >= expected.len()
+    })
+    .await;
+    stop(handle).await;
+    assert_eq!(seen(), expected);
+}
+
 conformance!(
+    a_stored_schedule_catches_up_the_ticks_missed_while_no_worker_ran,
     a_cron_job_runs_once_per_tick_however_many_workers_schedule_it,
     a_cron_schedule_in_a_time_zone_follows_its_clock_across_both_changes,
     a_worker_that_catches_up_enqueues_the_ticks_missed_within_its_window,

@@ -286,12 +286,36 @@ pub(in crate::worker) fn tick_key(name: &str, tick: DateTime<Utc>) -> String {
 /// ones): a catch-up is bounded by count as well as by its window.
 pub(in crate::worker) const MAX_CATCH_UP: usize = 100;
 
+/// A worker's cron schedules: those declared in code, and how it runs
+/// the ones kept in the database.
+#[derive(Debug)]
+pub(in crate::worker) struct Schedules {
+    pub(in crate::worker) entries: Vec<CronEntry>,
+    pub(in crate::worker) stored: StoredCron,
+}
+
+/// How a worker runs the schedules kept in the database: by its cron clock
+/// (`WorkerBuilder::cron_clock`, zero but in tests), catching up as its
+/// schedules declared in code do (`WorkerBuilder::cron_catch_up`).
+#[derive(Debug, Clone, Copy)]
+pub(in crate::worker) struct StoredCron {
+    pub(in crate::worker) clock: TimeDelta,
+    pub(in crate::worker) catch_up: Option<Duration>,
+}
+
 /// Enqueues `entry`'s job at each tick until `stop`. Ticks that pass while
 /// the database refuses the enqueue, or while the process is not running,
-/// are skipped, not made up — unless the entry catches up ([`catch_up`]).
-pub(in crate::worker) async fn cron_loop(jobq: Jobq, entry: CronEntry, stop: CancellationToken) {
+/// are skipped, not made up — unless the entry catches up ([`catch_up`])
+/// and this is its worker's start (`start`; a stored schedule changed or
+/// resumed later starts from its next tick).
+pub(in crate::worker) async fn cron_loop(
+    jobq: Jobq,
+    entry: CronEntry,
+    stop: CancellationToken,
+    start: bool,
+) {
     let mut after = entry.now();
-    if let Some(window) = entry.catch_up {
+    if let (Some(window), true) = (entry.catch_up, start) {
         if !catch_up(&jobq, &entry, window, &stop).await {
             return;
         }
@@ -328,15 +352,17 @@ pub(in crate::worker) async fn cron_loop(jobq: Jobq, entry: CronEntry, stop: Can
 const STORED_EVERY: Duration = Duration::from_secs(60);
 
 /// Runs the schedules kept in the database ([`Jobq::put_schedule`]) until
-/// `stop`, each as a schedule declared in code runs ([`cron_loop`], by this
-/// host's clock; no catch-up): reads them at the
-/// start, when a change is announced and every [`STORED_EVERY`]; a
-/// schedule added, changed or resumed starts from the next tick after the
-/// read, one paused, changed or removed stops. A row that does not parse
-/// (written by hand) is logged and left out.
-pub(in crate::worker) async fn stored_loop(jobq: Jobq, stop: CancellationToken) {
+/// `stop`, each as a schedule declared in code runs ([`cron_loop`], as
+/// `how` says): reads them at the start, when a change is announced and
+/// every [`STORED_EVERY`]; those of the first read catch up if the worker
+/// does (the ticks missed while no worker ran); a schedule added, changed
+/// or resumed later starts from the next tick after the read, one paused,
+/// changed or removed stops. A row that does not parse (written by hand)
+/// is logged and left out.
+pub(in crate::worker) async fn stored_loop(jobq: Jobq, stop: CancellationToken, how: StoredCron) {
     let control = crate::wakeup::subscribe(crate::wakeup::CONTROL);
     let mut running: HashMap<String, (Schedule, CancellationToken)> = HashMap::new();
+    let mut start = true;
     loop {
         // Armed before the read: a change announced during it is not missed.
         let announced = control.notified();
@@ -348,7 +374,10 @@ pub(in crate::worker) async fn stored_loop(jobq: Jobq, stop: CancellationToken) 
             read = jobq.store().stored_schedules() => read,
         };
         match read {
-            Ok(rows) => run_stored(&jobq, &stop, &mut running, rows),
+            Ok(rows) => {
+                run_stored(&jobq, &stop, &mut running, rows, how, start);
+                start = false;
+            }
             Err(error) => tracing::warn!(
                 error = &error as &dyn std::error::Error,
                 "reading the stored cron schedules failed; they are read again later"
@@ -372,6 +401,8 @@ fn run_stored(
     stop: &CancellationToken,
     running: &mut HashMap<String, (Schedule, CancellationToken)>,
     rows: Vec<crate::types::ScheduleInfo>,
+    how: StoredCron,
+    start: bool,
 ) {
     let active: HashMap<String, Schedule> = rows
         .into_iter()
@@ -389,7 +420,7 @@ fn run_stored(
         if running.contains_key(&name) {
             continue;
         }
-        let entry = match CronSpec::stored(&schedule).parse(TimeDelta::zero(), None) {
+        let entry = match CronSpec::stored(&schedule).parse(how.clock, how.catch_up) {
             Ok(entry) => entry,
             Err(error) => {
                 tracing::warn!(
@@ -403,7 +434,7 @@ fn run_stored(
         let token = stop.child_token();
         let span = tracing::info_span!("jobq.cron", job.name = %name);
         tokio::spawn(tracing::Instrument::instrument(
-            cron_loop(jobq.clone(), entry, token.clone()),
+            cron_loop(jobq.clone(), entry, token.clone(), start),
             span,
         ));
         running.insert(name, (schedule, token));

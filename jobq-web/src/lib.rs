@@ -218,6 +218,7 @@ impl Dashboard {
             .route("/workers", get(routes::workers))
             .route("/schedules", get(routes::schedules))
             .route("/schedules/{action}", post(routes::act_on_schedule))
+            .route("/batch", get(routes::batch))
             .route("/assets/style.css", get(assets::css))
             .route("/assets/app.js", get(assets::js))
             .with_state(state);

@@ -3,8 +3,8 @@
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use jobq_runtime::{
-    JobInfo, JobPage, JobStatus, PublishedJob, QueueState, QueueStats, ScheduleInfo, Stats,
-    WorkerInfo, WorkflowInfo,
+    BatchInfo, JobInfo, JobPage, JobStatus, PublishedJob, QueueState, QueueStats, Schedule,
+    ScheduleInfo, Stats, WorkerInfo, WorkflowInfo,
 };
 use maud::{DOCTYPE, Markup, html};
 
@@ -639,6 +639,9 @@ pub(crate) fn job<'a>(
                         @if waiting.is_empty() { span.none { "–" } } @else { (waiting.join(", ")) }
                     }
                 }
+                @if let Some((batch, role)) = batch_of(job) {
+                    dt { "Batch" } dd #batch { a href=(batch_link(ctx, batch)) { (batch) } " " span.small { (role) } }
+                }
                 dt { "Priority" } dd { (job.priority) }
                 dt { "Attempts" } dd { (job.attempts) " of " (job.max_attempts) }
                 dt { "Progress" } dd #progress { @if let Some(progress) = &job.progress { (progress.to_string()) } @else { span.none { "–" } } }
@@ -773,8 +776,69 @@ pub(crate) fn queues<'a>(ctx: &Ctx<'a>, stats: &Stats) -> Page<'a> {
     }
 }
 
-/// `/schedules`: the cron schedules kept in the database, each with a
-/// pause or resume button.
+/// The batch job `job` belongs to, from its metadata: its id, and
+/// whether it is one of the batch's jobs or which callback.
+fn batch_of(job: &JobInfo) -> Option<(&str, String)> {
+    let metadata = job.metadata.as_ref()?;
+    if let Some(batch) = metadata.get("jobq.batch").and_then(|b| b.as_str()) {
+        return Some((batch, "(one of its jobs)".to_owned()));
+    }
+    let batch = metadata.get("jobq.callback_of").and_then(|b| b.as_str())?;
+    let when = metadata
+        .get("jobq.callback")
+        .and_then(|w| w.as_str())
+        .unwrap_or("?");
+    Some((batch, format!("(its {when} callback)")))
+}
+
+/// The link to batch `id`'s page.
+fn batch_link(ctx: &Ctx<'_>, id: &str) -> String {
+    format!(
+        "{}/batch?{}",
+        ctx.base,
+        format::query([("id", id)].iter().copied())
+    )
+}
+
+/// A batch: open or closed, its jobs' counts, its callbacks.
+pub(crate) fn batch<'a>(ctx: &Ctx<'a>, batch: &BatchInfo) -> Page<'a> {
+    let live = html! {
+        section.panel {
+            p.small #batch-state { "Batch " span.mono { (batch.id) } ": " (batch.state()) ". Its finish and success callbacks run once it is closed and every job has ended (success only if every job succeeded); its failure callback at the first job that fails for good, is cancelled or is deleted." @if !batch.closed { " It is open: it finishes only once closed." } }
+            dl.fields {
+                dt { "Jobs" } dd #batch-jobs { (batch.jobs) }
+                dt { "Unfinished" } dd { (batch.unfinished) }
+                dt { "Succeeded" } dd { (batch.succeeded) }
+                dt { "Failed" } dd { (batch.failed) }
+                dt { "Cancelled" } dd { (batch.cancelled) }
+                dt { "Deleted" } dd { (batch.deleted) }
+            }
+            div.scroll {
+                table.batch {
+                    thead { tr { th { "Callback" } th { "Job" } th { "Status" } } }
+                    tbody {
+                        @for callback in &batch.callbacks {
+                            tr data-callback=(callback.when.as_str()) {
+                                td { (callback.when.as_str()) }
+                                td { a href={ (ctx.base) "/job/" (callback.id) } { (callback.id) } }
+                                td { @if let Some(status) = callback.status { (status_badge(status)) } @else { span.none { "pruned" } } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Page {
+        ctx: *ctx,
+        title: format!("Batch {}", batch.id),
+        nav: Nav::Jobs,
+        before: None,
+        live,
+        refresh: true,
+    }
+}
+
 /// The link to workflow `id`'s page.
 fn workflow_link(ctx: &Ctx<'_>, id: &str) -> String {
     format!(
@@ -826,7 +890,14 @@ pub(crate) fn workflow<'a>(ctx: &Ctx<'a>, flow: &WorkflowInfo) -> Page<'a> {
     }
 }
 
-pub(crate) fn schedules<'a>(ctx: &Ctx<'a>, schedules: &[ScheduleInfo]) -> Page<'a> {
+/// `/schedules`: the cron schedules kept in the database, each with a
+/// pause or resume button, an edit link and a remove button, and the form
+/// that adds or changes one (filled with `editing`'s values).
+pub(crate) fn schedules<'a>(
+    ctx: &Ctx<'a>,
+    schedules: &[ScheduleInfo],
+    editing: Option<&Schedule>,
+) -> Page<'a> {
     let live = html! {
         section.panel {
             p.small { "Cron schedules kept in the database (Jobq::put_schedule, jobq schedule put): every worker, in every process, enqueues each one's job at its ticks, one row per tick, from the next tick after a change. A paused schedule enqueues nothing until resumed. Schedules declared in code (WorkerBuilder::cron) live in their workers and are not listed." }
@@ -854,6 +925,12 @@ pub(crate) fn schedules<'a>(ctx: &Ctx<'a>, schedules: &[ScheduleInfo]) -> Page<'
                                                 input type="hidden" name="schedule" value=(s.schedule.name);
                                                 button.danger[!s.paused] type="submit" data-action=(path) { (label) }
                                             }
+                                            a.button data-action="edit" href={ (ctx.base) "/schedules?" (format::query([("edit", s.schedule.name.as_str())].iter().copied())) "#put" } { "Edit" }
+                                            form method="post" action={ (ctx.base) "/schedules/remove" } {
+                                                (csrf(ctx))
+                                                input type="hidden" name="schedule" value=(s.schedule.name);
+                                                button.danger type="submit" data-action="remove" { "Remove" }
+                                            }
                                         }
                                     }
                                 }
@@ -864,11 +941,32 @@ pub(crate) fn schedules<'a>(ctx: &Ctx<'a>, schedules: &[ScheduleInfo]) -> Page<'
             }
         }
     };
+    // Outside the live part: a refresh does not wipe what is being typed.
+    let form = (!ctx.read_only).then(|| {
+        html! {
+            @let value = |f: fn(&Schedule) -> Option<String>| editing.and_then(f).unwrap_or_default();
+            section.panel #put {
+                h2 { @if let Some(s) = editing { "Change " span.mono { (s.name) } } @else { "Add a schedule" } }
+                p.small { "Stored for every worker at once (a name already stored is changed, from its next tick). The job by name, with its payload as JSON; the cron expression has five fields, six with seconds first, or a nickname such as @daily; the time zone is an IANA name (UTC if empty)." }
+                form.schedule-form method="post" action={ (ctx.base) "/schedules/put" } {
+                    (csrf(ctx))
+                    label { "Name " input name="schedule" required value=(value(|s| Some(s.name.clone()))); }
+                    label { "Job " input name="job" required value=(value(|s| Some(s.job_name.clone()))); }
+                    label { "Cron " input name="cron" required value=(value(|s| Some(s.cron.clone()))); }
+                    label { "Time zone " input name="time_zone" placeholder="UTC" value=(value(|s| s.time_zone.clone())); }
+                    label { "Queue " input name="queue" placeholder="the job's" value=(value(|s| s.queue.clone())); }
+                    label { "Priority " input name="priority" placeholder="the job's" value=(value(|s| s.priority.map(|p| p.to_string()))); }
+                    label { "Payload " input.mono name="payload" placeholder="{}" value=(value(|s| Some(s.payload.clone()))); }
+                    button type="submit" data-action="put" { "Store" }
+                }
+            }
+        }
+    });
     Page {
         ctx: *ctx,
         title: "Schedules".into(),
         nav: Nav::Schedules,
-        before: None,
+        before: form,
         live,
         refresh: true,
     }

@@ -250,7 +250,6 @@ pub(crate) async fn workflow(
 pub(crate) struct TokenForm {
     csrf: Option<String>,
     queue: Option<String>,
-    schedule: Option<String>,
 }
 
 /// What a job page's button asks for (the last part of its path).
@@ -286,34 +285,121 @@ pub(crate) async fn queues(State(shared): AppState, req: Req) -> Result<Response
     Ok(respond(&req, pages::queues(&shared.ctx(&req), &stats)))
 }
 
-/// `GET /schedules`: the cron schedules kept in the database.
-pub(crate) async fn schedules(State(shared): AppState, req: Req) -> Result<Response, Failure> {
+/// The query of `GET /schedules`: the schedule whose values fill the form.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct SchedulesQuery {
+    edit: Option<String>,
+}
+
+/// `GET /schedules[?edit=NAME]`: the cron schedules kept in the database,
+/// and the form that stores one (filled with `NAME`'s values).
+pub(crate) async fn schedules(
+    State(shared): AppState,
+    req: Req,
+    Query(query): Query<SchedulesQuery>,
+) -> Result<Response, Failure> {
     let schedules = shared.jobq.schedules().await?;
+    let editing = given(&query.edit)
+        .and_then(|name| schedules.iter().find(|s| s.schedule.name == name))
+        .map(|s| s.schedule.clone());
     Ok(respond(
         &req,
-        pages::schedules(&shared.ctx(&req), &schedules),
+        pages::schedules(&shared.ctx(&req), &schedules, editing.as_ref()),
     ))
 }
 
-/// `POST /schedules/pause` and `/schedules/resume`, the schedule named by
-/// the form: back to the schedules page.
+/// What a schedule's form asks for (the last part of its path).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ScheduleAction {
+    Pause,
+    Resume,
+    Remove,
+    /// Adds or changes the schedule the form describes.
+    Put,
+}
+
+/// The body of a schedule's form: its name, and for `put` its values.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ScheduleForm {
+    csrf: Option<String>,
+    schedule: Option<String>,
+    job: Option<String>,
+    cron: Option<String>,
+    time_zone: Option<String>,
+    queue: Option<String>,
+    priority: Option<String>,
+    payload: Option<String>,
+}
+
+/// `POST /schedules/{pause,resume,remove,put}`, the schedule named by the
+/// form (`put`: added or changed with the form's values, refused with
+/// what is wrong): back to the schedules page.
 pub(crate) async fn act_on_schedule(
     State(shared): AppState,
     req: Req,
-    Path(action): Path<QueueAction>,
+    Path(action): Path<ScheduleAction>,
     headers: HeaderMap,
     Extension(host): Extension<auth::ServedHost>,
-    form: Result<Form<TokenForm>, FormRejection>,
+    form: Result<Form<ScheduleForm>, FormRejection>,
 ) -> Result<Response, Failure> {
     let form = form.map(|Form(f)| f).unwrap_or_default();
     shared.guard(&headers, &host, form.csrf.as_deref())?;
     let name = given(&form.schedule)
         .ok_or_else(|| Failure::BadRequest("which schedule? the form names none".into()))?;
     match action {
-        QueueAction::Pause => shared.jobq.pause_schedule(name).await?,
-        QueueAction::Resume => shared.jobq.resume_schedule(name).await?,
-    };
+        ScheduleAction::Pause => {
+            shared.jobq.pause_schedule(name).await?;
+        }
+        ScheduleAction::Resume => {
+            shared.jobq.resume_schedule(name).await?;
+        }
+        ScheduleAction::Remove => {
+            shared.jobq.remove_schedule(name).await?;
+        }
+        ScheduleAction::Put => {
+            let missing = |what: &str| Failure::BadRequest(format!("the schedule needs a {what}"));
+            let job = given(&form.job).ok_or_else(|| missing("job"))?;
+            let cron = given(&form.cron).ok_or_else(|| missing("cron expression"))?;
+            let mut schedule = jobq_runtime::Schedule::new(name, job, cron)
+                .payload(given(&form.payload).unwrap_or("{}"));
+            if let Some(zone) = given(&form.time_zone) {
+                schedule = schedule.time_zone(zone);
+            }
+            if let Some(queue) = given(&form.queue) {
+                schedule = schedule.queue(queue);
+            }
+            if let Some(priority) = given(&form.priority) {
+                let priority = priority.parse().map_err(|_| {
+                    Failure::BadRequest(format!(
+                        "the priority {priority:?} is not a number from -32768 to 32767"
+                    ))
+                })?;
+                schedule = schedule.priority(priority);
+            }
+            shared.jobq.put_schedule(schedule).await?;
+        }
+    }
     Ok(Redirect::to(&format!("{}/schedules", req.base)).into_response())
+}
+
+/// The query of `GET /batch`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct BatchQuery {
+    id: Option<String>,
+}
+
+/// `GET /batch?id=…`: one batch, its counts and its callbacks.
+pub(crate) async fn batch(
+    State(shared): AppState,
+    req: Req,
+    Query(query): Query<BatchQuery>,
+) -> Result<Response, Failure> {
+    let id = query.id.unwrap_or_default();
+    let Some(batch) = shared.jobq.batch(&id).await? else {
+        return Err(Failure::NotFound(format!("no batch {id}")));
+    };
+    Ok(respond(&req, pages::batch(&shared.ctx(&req), &batch)))
 }
 
 /// `GET /workers`: the live workers and the jobs they publish.

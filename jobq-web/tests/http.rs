@@ -861,7 +861,117 @@ async fn the_schedules_page_lists_stored_schedules_and_pauses_and_resumes_them(d
     assert!(get(&router, "/schedules").await.body.contains("paused"));
     post(&router, "/schedules/resume", &form(&csrf)).await;
     assert_eq!(paused(jobq.clone(), name.clone()).await, Some(false));
-    assert!(jobq.remove_schedule(&name).await.unwrap());
+
+    // Edit: the form is filled with the schedule's values.
+    let edit = get(&router, &format!("/schedules?edit={}", url_encode(&name))).await;
+    assert!(
+        edit.body.contains(r#"value="0 3 * * *""#) && edit.body.contains(r#"value="Europe/Paris""#),
+        "{}",
+        edit.body
+    );
+    // Changed through the form: every two hours, in Tokyo, with a payload.
+    let put = |csrf: &str, cron: &str| {
+        format!(
+            "csrf={csrf}&schedule={}&job=web_probe&cron={}&time_zone=Asia%2FTokyo&queue=&priority=3&payload={}",
+            url_encode(&name),
+            url_encode(cron),
+            url_encode(r#"{"n":2}"#)
+        )
+    };
+    let reply = post(&router, "/schedules/put", &put(&csrf, "0 */2 * * *")).await;
+    assert_eq!(
+        (reply.status, reply.location.as_deref()),
+        (StatusCode::SEE_OTHER, Some("/schedules"))
+    );
+    let stored = jobq.schedules().await.unwrap();
+    let mine = stored
+        .iter()
+        .find(|s| s.schedule.name == name)
+        .expect("stored");
+    assert_eq!(
+        (
+            mine.schedule.cron.as_str(),
+            mine.schedule.time_zone.as_deref(),
+            mine.schedule.priority,
+            mine.schedule.payload.as_str()
+        ),
+        ("0 */2 * * *", Some("Asia/Tokyo"), Some(3), r#"{"n":2}"#)
+    );
+    // Refused with what is wrong, and nothing changed; without the token, refused.
+    let refused = post(&router, "/schedules/put", &put(&csrf, "every tuesday")).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert!(refused.body.contains("does not parse"), "{}", refused.body);
+    let refused = post(&router, "/schedules/put", &put("0123", "@daily")).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let stored = jobq.schedules().await.unwrap();
+    let mine = stored
+        .iter()
+        .find(|s| s.schedule.name == name)
+        .expect("stored");
+    assert_eq!(mine.schedule.cron, "0 */2 * * *");
+    // Added through the form, then removed through it.
+    let added = format!("{}-added", unique_queue("web-schedule"));
+    let reply = post(
+        &router,
+        "/schedules/put",
+        &format!("csrf={csrf}&schedule={added}&job=web_probe&cron=%40daily"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
+    assert!(get(&router, "/schedules").await.body.contains(&added));
+    for gone in [&added, &name] {
+        let reply = post(
+            &router,
+            "/schedules/remove",
+            &format!("csrf={csrf}&schedule={}", url_encode(gone)),
+        )
+        .await;
+        assert_eq!(reply.status, StatusCode::SEE_OTHER);
+    }
+    let left = jobq.schedules().await.unwrap();
+    assert!(
+        !left
+            .iter()
+            .any(|s| s.schedule.name == name || s.schedule.name == added)
+    );
+}
+
+/// A batch's page shows its state and callbacks (a hostile id renders as
+/// text); a job of it and a callback link to it; an unknown batch is a 404.
+async fn the_batch_page_shows_its_state_and_callbacks(db: TestDb) {
+    let jobq = db.jobq().await;
+    let router = jobq_web::router(jobq.clone());
+    let id = format!("{}<b>&", unique_queue("web-batch"));
+    let mut batch = jobq_runtime::Batch::new(&id);
+    batch.add(WebProbe::new(1));
+    batch.on(jobq_runtime::BatchCallback::Finish, WebProbe::new(2));
+    batch.keep_open();
+    let stored = jobq.enqueue_batch(batch).await.unwrap();
+    let page = get(&router, &format!("/batch?id={}", url_encode(&id))).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let escaped = id
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    assert!(
+        page.body.contains(&escaped) && !page.body.contains(&id),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(r#"data-callback="finish""#)
+            && page.body.contains("blocked")
+            && page.body.contains("It is open"),
+        "{}",
+        page.body
+    );
+    for job in [stored.jobs[0], stored.callbacks[0].1] {
+        let shown = get(&router, &format!("/job/{job}")).await;
+        assert!(shown.body.contains(r#"id="batch""#), "{}", shown.body);
+    }
+    let missing = get(&router, "/batch?id=no-such-batch").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(jobq.cancel_batch(&id).await.unwrap(), 1);
 }
 
 /// A job of the workflow test's (never run here).
@@ -910,6 +1020,7 @@ async fn the_workflow_page_shows_each_job_and_what_it_waits_on(db: TestDb) {
 }
 
 jobq_tests::on_every_backend!(
+    the_batch_page_shows_its_state_and_callbacks,
     the_workflow_page_shows_each_job_and_what_it_waits_on,
     the_schedules_page_lists_stored_schedules_and_pauses_and_resumes_them,
     the_job_page_shows_tags_and_metadata_and_the_list_filters_by_tag,

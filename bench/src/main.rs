@@ -78,7 +78,10 @@ struct Cli {
     /// their own; the "raw" side is the same jobs doing neither), fanout10k,
     /// diamonds (drain of one workflow of a job, 10,000 after it and one
     /// after all, or of 1,000 diamonds; the "raw" side is the same jobs
-    /// plain; p50/p99 are the release → claim times of the fan-ins), metrics8,
+    /// plain; p50/p99 are the release → claim times of the fan-ins),
+    /// batch10k, batches (drain of a batch of 10,000 jobs and its finish
+    /// callback, or of 1,000 batches of 3 and one each; p50/p99 are the
+    /// times from the batch's last settle to the callback's claim), metrics8,
     /// metrics32 (drain with
     /// metrics on vs off; its "raw" side is jobq without a recorder), best,
     /// latency, latency_xproc, backlog1k, backlog100k, history1m); all by default.

@@ -115,18 +115,22 @@ impl Db {
                 sqlx::raw_sql(
                     "SET FOREIGN_KEY_CHECKS = 0; TRUNCATE TABLE jobq_job_tags; \
                      TRUNCATE TABLE jobq_jobs; SET FOREIGN_KEY_CHECKS = 1; \
-                     TRUNCATE TABLE jobq_flow_jobs; TRUNCATE TABLE jobq_deps",
+                     TRUNCATE TABLE jobq_flow_jobs; TRUNCATE TABLE jobq_deps; \
+                     TRUNCATE TABLE jobq_batches; TRUNCATE TABLE jobq_batch_jobs",
                 )
                 .execute(p)
                 .await?;
             }
             Self::Postgres(p) => {
-                p.execute("TRUNCATE jobq_jobs, jobq_job_tags, jobq_flow_jobs, jobq_deps")
+                p.execute(
+                    "TRUNCATE jobq_jobs, jobq_job_tags, jobq_flow_jobs, jobq_deps, jobq_batches, jobq_batch_jobs",
+                )
                     .await?;
             }
             Self::Sqlite(p) => {
                 p.execute(
-                    "DELETE FROM jobq_jobs; DELETE FROM jobq_flow_jobs; DELETE FROM jobq_deps",
+                    "DELETE FROM jobq_jobs; DELETE FROM jobq_flow_jobs; DELETE FROM jobq_deps; \
+                     DELETE FROM jobq_batches; DELETE FROM jobq_batch_jobs",
                 )
                 .await?;
             }

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use jobq_runtime::{Enqueue, Jobq, Rate, Worker, WorkerHandle, Workflow};
+use jobq_runtime::{Batch, BatchCallback, Enqueue, Jobq, Rate, Worker, WorkerHandle, Workflow};
 use tokio::task::JoinSet;
 
 use crate::job::{BenchNoop, Probe, QUEUE, now_us};
@@ -51,10 +51,13 @@ impl Sample {
 }
 
 /// [`Side::JobqDrainFlow`]'s shapes: none (plain jobs), one fan-out and
-/// fan-in, diamonds of 4.
+/// fan-in, diamonds of 4, one batch with a finish callback, batches of 3
+/// with one each.
 const FLOW_NONE: u8 = 0;
 const FLOW_FAN: u8 = 1;
 const FLOW_DIAMONDS: u8 = 2;
+const FLOW_BATCH: u8 = 3;
+const FLOW_BATCHES: u8 = 4;
 
 /// One workload: a raw side (if any), a jobq side, and how big.
 #[derive(Debug, Clone)]
@@ -188,6 +191,8 @@ impl Side {
                 match flow {
                     FLOW_FAN => "one fan-out and fan-in",
                     FLOW_DIAMONDS => "diamonds of 4",
+                    FLOW_BATCH => "one batch and its finish callback",
+                    FLOW_BATCHES => "batches of 3 with a finish callback each",
                     _ => "the same jobs plain",
                 }
             ),
@@ -336,6 +341,20 @@ fn specs(quick: bool, latency_secs: f64) -> Vec<Spec> {
             "drain of 1,000 workflows of 4 (a diamond) vs the same jobs plain, concurrency 32",
             32,
             FLOW_DIAMONDS,
+            s(4_000),
+        ),
+        flow_drain(
+            "batch10k",
+            "drain of a batch of 10,000 jobs and its finish callback vs the same jobs plain, concurrency 32",
+            32,
+            FLOW_BATCH,
+            s(10_000) + 1,
+        ),
+        flow_drain(
+            "batches",
+            "drain of 1,000 batches of 3 jobs and a finish callback vs the same jobs plain, concurrency 32",
+            32,
+            FLOW_BATCHES,
             s(4_000),
         ),
         // The "raw" side of these is jobq running the same jobs plainly.
@@ -609,7 +628,7 @@ fn judge(specs: &[Spec], rows: &mut [Row], jobq: &Jobq, poll: Duration) {
             "limit8" | "limit32" => ("≥ 0.90 × no limit".to_owned(), row.ratio.map(|r| r >= 0.9)),
             "rate" => ("≥ 0.90 × no rate".to_owned(), row.ratio.map(|r| r >= 0.9)),
             "keys1000" => ("≥ 0.50 × no keys".to_owned(), row.ratio.map(|r| r >= 0.5)),
-            "fanout10k" | "diamonds" => (
+            "fanout10k" | "diamonds" | "batch10k" | "batches" => (
                 "release → claim p99 ≤ 50 ms".to_owned(),
                 p99.map(|b| b <= 50.0),
             ),
@@ -927,6 +946,34 @@ impl Bench {
             let stored = self.jobq.enqueue_workflow(workflow).await?;
             let deps = middle.iter().map(|m| stored.jobs[m]).collect();
             fan_ins.push((stored.jobs["join"], deps));
+        } else if flow == FLOW_BATCH || flow == FLOW_BATCHES {
+            // One batch of `n - 1` jobs, or `n / 4` of 3; a finish callback each.
+            let (batches, size) = if flow == FLOW_BATCH {
+                (1, n - 1)
+            } else {
+                (n / 4, 3)
+            };
+            let run = rand::random::<u32>();
+            // Stored open, its jobs added 10,000 a call, then closed.
+            const CHUNK: u64 = 10_000;
+            for b in 0..batches {
+                let id = format!("bench-{run:08x}-{b}");
+                let k = b * (size + 1);
+                let mut batch = Batch::new(&id);
+                batch.keep_open();
+                batch.on_with(BatchCallback::Finish, BenchNoop::nth(k + size, 0), on());
+                let callback = self.jobq.enqueue_batch(batch).await?.callbacks[0].1;
+                let mut members = Vec::with_capacity(size as usize);
+                for from in (0..size).step_by(CHUNK as usize) {
+                    let mut more = Batch::new(&id);
+                    for j in from..(from + CHUNK).min(size) {
+                        more.add_with(BenchNoop::nth(k + j, 0), on());
+                    }
+                    members.extend(self.jobq.add_to_batch(more).await?.jobs);
+                }
+                self.jobq.close_batch(&id).await?;
+                fan_ins.push((callback, members));
+            }
         } else {
             for d in 0..n / 4 {
                 let mut workflow = Workflow::new(format!("bench-diamond-{d}"));

@@ -372,7 +372,8 @@ impl Jobq {
         };
         for (outcome, status, n) in &rows.counts {
             let n = u64::try_from(*n).unwrap_or(0);
-            let count = match outcome.as_deref().or(status.as_deref()) {
+            let recorded = outcome.as_deref().filter(|o| *o != "open");
+            let count = match recorded.or(status.as_deref()) {
                 Some("done") => &mut info.succeeded,
                 Some("failed") => &mut info.failed,
                 Some("cancelled") => &mut info.cancelled,

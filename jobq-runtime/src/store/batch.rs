@@ -13,10 +13,11 @@
 //! **The release.** After one of a batch's jobs settles for good (done,
 //! failed, cancelled) and that has committed, its worker (or the process
 //! that cancelled it) records the job's final status on its batch row
-//! (`outcome`, set once: one statement, committed), then reads the
-//! `blocked` callbacks of its batch with the batch's state — closed, a job
-//! without an outcome (`open`), a job that failed (`failed`), each an
-//! index lookup — and moves them as [`decide`] says. Two jobs settling at
+//! (`outcome`, `open` until then, set once) and counts it on the batch's
+//! row (ended, and not done) — one short transaction, committed — then
+//! reads the `blocked` callbacks of its batch with the batch's state from
+//! that row — closed, fewer ended than it was given (`open`), one not done
+//! (`failed`) — and moves them as [`decide`] says. Two jobs settling at
 //! once cannot both miss the callback: each records before it reads, so
 //! the read of the later one sees both. A close does the same read after
 //! its commit, so a batch whose jobs all ended before it was closed fires
@@ -24,6 +25,13 @@
 //! leaves the outcome unrecorded: the sweep (run with the reaper) records
 //! every finished job's outcome, or `deleted` for one whose row is gone,
 //! and moves the callbacks a release should have moved.
+//!
+//! **Counted once.** The record locks the batch rows of the jobs still
+//! `open` among those it is given, records their outcomes and counts what
+//! it recorded, in one transaction: two records of one job (a release and
+//! the sweep) wait on each other's lock, and the later finds it recorded;
+//! on Galera the later's write of the same row does not certify, and its
+//! retry finds it recorded.
 
 use super::contract::{BackendStore, Callback, CallbacksOf};
 use super::flow::Released;
@@ -202,12 +210,47 @@ macro_rules! batch_methods {
         }
 
         async fn batch_settle(&self, ids: &[i64]) -> Result<u64> {
-            let sql = flow_sql(BATCH_SETTLE, ids.len());
+            use $crate::store::shared::Columns;
+            let lock = flow_sql(BATCH_LOCK, ids.len());
             self.flow_write(async |conn| {
-                Ok(flow_bind(sqlx::query(&sql), ids)
-                    .execute(conn)
+                let mut tx = $begin(conn).await?;
+                let locked = flow_bind(sqlx::query(&lock), ids)
+                    .fetch_all(&mut *tx)
                     .await?
-                    .rows_affected())
+                    .iter()
+                    .map(|row| row.int("id"))
+                    .collect::<Result<Vec<i64>, sqlx::Error>>()?;
+                if locked.is_empty() {
+                    tx.rollback().await?;
+                    return Ok(0);
+                }
+                let record = flow_sql(BATCH_RECORD, locked.len());
+                flow_bind(sqlx::query(&record), &locked)
+                    .execute(&mut *tx)
+                    .await?;
+                let recorded = flow_sql(BATCH_RECORDED, locked.len());
+                let rows = flow_bind(sqlx::query(&recorded), &locked)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                // Per batch: how many ended, how many of those not done.
+                let mut counts = std::collections::BTreeMap::<String, (i64, i64)>::new();
+                for row in &rows {
+                    let count = counts.entry(row.text("batch")?).or_default();
+                    count.0 += 1;
+                    if row.text("outcome")? != "done" {
+                        count.1 += 1;
+                    }
+                }
+                for (batch, (ended, failed)) in &counts {
+                    sqlx::query(BATCH_COUNT)
+                        .bind(ended)
+                        .bind(failed)
+                        .bind(batch)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(rows.len() as u64)
             })
             .await
         }
@@ -254,16 +297,9 @@ macro_rules! batch_methods {
 
         async fn batch_stuck(&self) -> Result<Vec<i64>> {
             use $crate::store::shared::Columns;
-            self.flow_write(async |conn| {
-                sqlx::query($crate::store::sql::BATCH_SETTLE_FINISHED)
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(())
-            })
-            .await?;
-            let gone = self
+            let ended = self
                 .run(statement::FLOW, async |conn| {
-                    sqlx::query($crate::store::sql::BATCH_GONE_PICK)
+                    sqlx::query($crate::store::sql::BATCH_ENDED_PICK)
                         .fetch_all(conn)
                         .await
                 })
@@ -271,13 +307,8 @@ macro_rules! batch_methods {
                 .iter()
                 .map(|row| row.int("id"))
                 .collect::<Result<Vec<_>, sqlx::Error>>()?;
-            if !gone.is_empty() {
-                let sql = flow_sql(BATCH_GONE, gone.len());
-                self.flow_write(async |conn| {
-                    flow_bind(sqlx::query(&sql), &gone).execute(conn).await?;
-                    Ok(())
-                })
-                .await?;
+            if !ended.is_empty() {
+                BackendStore::batch_settle(self, &ended).await?;
             }
             let rows = self
                 .run(statement::FLOW, async |conn| {

@@ -446,8 +446,10 @@ pub(crate) trait BackendStore: Sized {
     /// this call closed it. One statement (and a read if it changed nothing).
     async fn batch_close(&self, id: &str) -> Result<Option<bool>>;
 
-    /// Records the final status of the finished batch jobs among `ids` on
-    /// their batch rows, once; how many it recorded. One statement.
+    /// Records the outcome of the ended batch jobs among `ids` (their
+    /// final status, `deleted` for one whose row is gone) on their batch
+    /// rows, once, and counts them on their batches' rows; how many it
+    /// recorded. One short transaction (see `store/batch.rs`).
     async fn batch_settle(&self, ids: &[i64]) -> Result<u64>;
 
     /// The `blocked` callbacks `of`, with their batches' state. One
@@ -1110,8 +1112,8 @@ pub(crate) enum CallbacksOf<'a> {
 }
 
 /// A batch as stored: closed or not, how many jobs it was given, how many
-/// have each (recorded outcome, status: `None` once the row is gone), and
-/// its callbacks (id, role, status).
+/// have each (recorded outcome, `open` until recorded; status: `None` once
+/// the row is gone), and its callbacks (id, role, status).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct BatchRows {
     pub(crate) closed: bool,

@@ -32,51 +32,43 @@ pub(crate) fn row_locks(locks: crate::store::contract::RowLocks) -> &'static str
 }
 
 /// The statements of workflows (`store/flow.rs`) every backend writes alike
-/// but for how a list of job ids arrives — `$ids`, a subquery over a JSON
-/// array bound as text — and its placeholders (`$p`, `$p2`).
+/// but for how a list of job ids arrives — `$in`, what follows a column to
+/// say it is one of them (an IN-list of placeholders, a subquery over a
+/// JSON array bound as text, `= ANY` of an array made from one) — and its
+/// placeholders (`$p`, `$p2`). "The ids" below are that list.
 macro_rules! flow_statements {
-    ($ids:literal, $p:literal) => {
-        /// Holds the new jobs `$ids` that have dependencies (`blocked`).
+    ($in:literal, $p:literal) => {
+        /// Holds the new jobs the ids that have dependencies (`blocked`).
         pub const FLOW_HOLD: &str = concat!(
-            "UPDATE jobq_jobs SET status = 'blocked' WHERE status = 'pending' AND id IN (",
-            $ids,
-            ")"
+            "UPDATE jobq_jobs SET status = 'blocked' WHERE status = 'pending' AND id ", $in
         );
 
-        /// Records the final status of the finished jobs among `$ids` on
+        /// Records the final status of the finished jobs among the ids on
         /// the dependencies on them (their `outcome`), once.
         pub const FLOW_SETTLE: &str = concat!(
             "UPDATE jobq_deps SET outcome = (SELECT j.status FROM jobq_jobs j WHERE j.id = jobq_deps.depends_on) ",
-            "WHERE outcome IS NULL AND depends_on IN (",
-            $ids,
-            ") AND EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_deps.depends_on ",
+            "WHERE outcome IS NULL AND depends_on ", $in, " AND EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_deps.depends_on ",
             "AND j.status IN ('done', 'failed', 'cancelled'))"
         );
 
-        /// The `blocked` jobs that depend on `$ids`: their id, queue, and
+        /// The `blocked` jobs that depend on the ids: their id, queue, and
         /// whether a dependency ended in a way they do not run after
         /// (`doomed`) and whether every dependency has ended (`ready`).
         pub const FLOW_DEPENDENTS_OF: &str = concat!(
             $crate::store::sql::flow_dependents!(),
-            " WHERE w.status = 'blocked' AND w.id IN (SELECT d.job_id FROM jobq_deps d WHERE d.depends_on IN (",
-            $ids,
-            "))"
+            " WHERE w.status = 'blocked' AND w.id IN (SELECT d.job_id FROM jobq_deps d WHERE d.depends_on ", $in, ")"
         );
 
-        /// [`FLOW_DEPENDENTS_OF`] for the `blocked` jobs `$ids` themselves.
+        /// [`FLOW_DEPENDENTS_OF`] for the `blocked` jobs the ids themselves.
         pub const FLOW_EVALUATE: &str = concat!(
             $crate::store::sql::flow_dependents!(),
-            " WHERE w.status = 'blocked' AND w.id IN (",
-            $ids,
-            ")"
+            " WHERE w.status = 'blocked' AND w.id ", $in
         );
 
-        /// Records `deleted` on the dependencies on `$ids` whose job row is
+        /// Records `deleted` on the dependencies on the ids whose job row is
         /// gone (see `FLOW_GONE_PICK`).
         pub const FLOW_GONE: &str = concat!(
-            "UPDATE jobq_deps SET outcome = 'deleted' WHERE outcome IS NULL AND depends_on IN (",
-            $ids,
-            ") AND NOT EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_deps.depends_on)"
+            "UPDATE jobq_deps SET outcome = 'deleted' WHERE outcome IS NULL AND depends_on ", $in, " AND NOT EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_deps.depends_on)"
         );
 
         /// A page of workflow jobs after id `$p`, in id order, with whether
@@ -88,14 +80,12 @@ macro_rules! flow_statements {
             " ORDER BY f.job_id LIMIT 500"
         );
 
-        /// Forgets the dependencies of the jobs `$ids` (their rows are gone).
-        pub const FLOW_FORGET_DEPS: &str = concat!("DELETE FROM jobq_deps WHERE job_id IN (", $ids, ")");
+        /// Forgets the dependencies of the jobs the ids (their rows are gone).
+        pub const FLOW_FORGET_DEPS: &str = concat!("DELETE FROM jobq_deps WHERE job_id ", $in);
 
-        /// Forgets the workflow names of the jobs `$ids` (their rows are gone).
+        /// Forgets the workflow names of the jobs the ids (their rows are gone).
         pub const FLOW_FORGET_JOBS: &str = concat!(
-            "DELETE FROM jobq_flow_jobs WHERE job_id IN (",
-            $ids,
-            ")"
+            "DELETE FROM jobq_flow_jobs WHERE job_id ", $in
         );
 
         /// The jobs of workflow `$p`: id, task, status (NULL once pruned).
@@ -164,11 +154,12 @@ pub(crate) const FLOW_STUCK: &str = "SELECT DISTINCT d.job_id AS id FROM jobq_de
      OR NOT EXISTS (SELECT 1 FROM jobq_deps x WHERE x.job_id = d.job_id AND x.outcome IS NULL)) LIMIT 500";
 
 /// The statements of batches (`store/batch.rs`) every backend writes alike
-/// but for how a list of job ids arrives (`$ids`, as in
-/// [`flow_statements`]) and its placeholders (`$p`, `$p2`, in the order
-/// they appear).
+/// but for how a list of job ids arrives (`$in`, as in
+/// [`flow_statements`]), its placeholders (`$p`, `$p2`, `$p3`, in the order
+/// they appear) and its row locks (`$lock`: ` FOR UPDATE`, or nothing where
+/// a write transaction has the database to itself).
 macro_rules! batch_statements {
-    ($ids:literal, $p:literal, $p2:literal) => {
+    ($in:literal, $p:literal, $p2:literal, $p3:literal, $lock:literal) => {
         /// Stores batch `$p`, open, with `$p2` jobs.
         pub const BATCH_CREATE: &str = concat!(
             "INSERT INTO jobq_batches (id, closed, jobs) VALUES (",
@@ -199,8 +190,8 @@ macro_rules! batch_statements {
         pub const BATCH_READ: &str =
             concat!("SELECT closed, jobs FROM jobq_batches WHERE id = ", $p);
 
-        /// How many of batch `$p`'s jobs have each recorded outcome and
-        /// status (NULL once the row is gone).
+        /// How many of batch `$p`'s jobs have each recorded outcome
+        /// (`open` until recorded) and status (NULL once the row is gone).
         pub const BATCH_READ_JOBS: &str = concat!(
             "SELECT m.outcome, j.status, COUNT(*) AS n FROM jobq_batch_jobs m ",
             "LEFT JOIN jobq_jobs j ON j.id = m.job_id WHERE m.batch = ",
@@ -213,7 +204,7 @@ macro_rules! batch_statements {
             "SELECT m.job_id AS id, m.role, j.status FROM jobq_batch_jobs m ",
             "LEFT JOIN jobq_jobs j ON j.id = m.job_id WHERE m.batch = ",
             $p,
-            " AND m.role <> 'job' ORDER BY m.job_id"
+            " AND m.role IN ('finish', 'success', 'failure') ORDER BY m.job_id"
         );
 
         /// Batch `$p`'s jobs that have not ended.
@@ -224,43 +215,65 @@ macro_rules! batch_statements {
             " AND m.role = 'job' AND j.status IN ('pending', 'processing', 'blocked') ORDER BY m.job_id"
         );
 
-        /// Records the final status of the finished jobs among `$ids` on
-        /// their batch rows (their `outcome`), once.
-        pub const BATCH_SETTLE: &str = concat!(
-            "UPDATE jobq_batch_jobs SET outcome = (SELECT j.status FROM jobq_jobs j WHERE j.id = jobq_batch_jobs.job_id) ",
-            "WHERE outcome IS NULL AND role = 'job' AND job_id IN (",
-            $ids,
-            ") AND EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_batch_jobs.job_id ",
-            "AND j.status IN ('done', 'failed', 'cancelled'))"
+        /// The record's first step: the batch jobs among the ids whose
+        /// outcome is not recorded, their rows locked.
+        pub const BATCH_LOCK: &str = concat!(
+            "SELECT job_id AS id FROM jobq_batch_jobs WHERE role = 'job' AND outcome = 'open' AND job_id ",
+            $in,
+            $lock
         );
 
-        /// The `blocked` callbacks of the batches of the jobs `$ids`, with
-        /// their batch's state (see `batch_callbacks!`).
+        /// Records the outcome of the jobs among the ids (locked, open)
+        /// that have ended: their final status, or `deleted` for one whose
+        /// row is gone.
+        pub const BATCH_RECORD: &str = concat!(
+            "UPDATE jobq_batch_jobs SET outcome = COALESCE((SELECT j.status FROM jobq_jobs j ",
+            "WHERE j.id = jobq_batch_jobs.job_id), 'deleted') WHERE outcome = 'open' AND job_id ",
+            $in,
+            " AND NOT EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_batch_jobs.job_id ",
+            "AND j.status NOT IN ('done', 'failed', 'cancelled'))"
+        );
+
+        /// The outcomes the record wrote: batch and outcome of each of the
+        /// ids (locked: only the record changed them) no longer `open`.
+        pub const BATCH_RECORDED: &str = concat!(
+            "SELECT batch, outcome FROM jobq_batch_jobs WHERE outcome <> 'open' AND job_id ",
+            $in
+        );
+
+        /// Counts `$p` more ended jobs, `$p2` of them not done, in batch `$p3`.
+        pub const BATCH_COUNT: &str = concat!(
+            "UPDATE jobq_batches SET ended = ended + ",
+            $p,
+            ", failed = failed + ",
+            $p2,
+            " WHERE id = ",
+            $p3
+        );
+
+        /// The `blocked` callbacks of the batches of the jobs the ids, with
+        /// their batch's state (see `batch_callbacks!`): the jobs' batches
+        /// by their primary key, then those batches' callbacks by `(batch,
+        /// role, …)`, whatever the batches' sizes.
         pub const BATCH_CALLBACKS_OF: &str = concat!(
             $crate::store::sql::batch_callbacks!(),
-            " AND c.batch IN (SELECT m.batch FROM jobq_batch_jobs m WHERE m.job_id IN (",
-            $ids,
-            "))"
-        );
-
-        /// [`BATCH_CALLBACKS_OF`] for the `blocked` callbacks `$ids` themselves.
-        pub const BATCH_EVALUATE: &str = concat!(
-            $crate::store::sql::batch_callbacks!(),
-            " AND c.job_id IN (",
-            $ids,
+            " AND c.batch IN (SELECT m.batch FROM jobq_batch_jobs m WHERE m.job_id ",
+            $in,
             ")"
         );
 
-        /// [`BATCH_CALLBACKS_OF`] for batch `$p`.
-        pub const BATCH_CALLBACKS_IN: &str =
-            concat!($crate::store::sql::batch_callbacks!(), " AND c.batch = ", $p);
+        /// [`BATCH_CALLBACKS_OF`] for the `blocked` callbacks the ids themselves.
+        pub const BATCH_EVALUATE: &str = concat!(
+            $crate::store::sql::batch_callbacks!(),
+            " AND c.job_id ",
+            $in
+        );
 
-        /// Records `deleted` on the batch rows of the jobs `$ids` whose
-        /// row is gone (see `BATCH_GONE_PICK`).
-        pub const BATCH_GONE: &str = concat!(
-            "UPDATE jobq_batch_jobs SET outcome = 'deleted' WHERE outcome IS NULL AND job_id IN (",
-            $ids,
-            ") AND NOT EXISTS (SELECT 1 FROM jobq_jobs j WHERE j.id = jobq_batch_jobs.job_id)"
+        /// [`BATCH_CALLBACKS_OF`] for batch `$p`.
+        pub const BATCH_CALLBACKS_IN: &str = concat!(
+            $crate::store::sql::batch_callbacks!(),
+            " AND c.batch = ",
+            $p
         );
 
         /// Forgets the rows of batch `$p` (its jobs' rows are gone).
@@ -274,49 +287,40 @@ macro_rules! batch_statements {
 }
 pub(crate) use batch_statements;
 
-/// The select list of [`batch_statements`]' callbacks: each `blocked`
-/// callback (id, queue, role) with whether its batch is closed, has a job
-/// whose outcome is not recorded (`open`), and has one that ended failed,
-/// cancelled or deleted (`failed`): each an index lookup on `(batch, role,
-/// outcome)` however many jobs the batch has.
+/// The select list of [`batch_statements`]' callbacks (`c`): each `blocked` callback
+/// (id, queue, role) with whether its batch is closed, has a job whose
+/// outcome is not recorded (`open`: fewer ended than it was given), and
+/// has one that ended failed, cancelled or deleted (`failed`) — read from
+/// the batch's row, whatever its size. Roles are named (`IN`, not `<>`) so
+/// that the index `(batch, role, …)` serves them.
 macro_rules! batch_callbacks {
     () => {
         concat!(
             "SELECT c.job_id AS id, w.queue, c.role, b.closed, ",
-            "CASE WHEN EXISTS (SELECT 1 FROM jobq_batch_jobs x WHERE x.batch = c.batch AND x.role = 'job' ",
-            "AND x.outcome IS NULL) THEN 1 ELSE 0 END AS open, ",
-            "CASE WHEN EXISTS (SELECT 1 FROM jobq_batch_jobs x WHERE x.batch = c.batch AND x.role = 'job' ",
-            "AND x.outcome IN ('failed', 'cancelled', 'deleted')) THEN 1 ELSE 0 END AS failed ",
-            "FROM jobq_batch_jobs c JOIN jobq_jobs w ON w.id = c.job_id ",
-            "JOIN jobq_batches b ON b.id = c.batch WHERE w.status = 'blocked' AND c.role <> 'job'"
+            "CASE WHEN b.ended < b.jobs THEN 1 ELSE 0 END AS open, ",
+            "CASE WHEN b.failed > 0 THEN 1 ELSE 0 END AS failed FROM jobq_batch_jobs c ",
+            "JOIN jobq_jobs w ON w.id = c.job_id JOIN jobq_batches b ON b.id = c.batch ",
+            "WHERE w.status = 'blocked' AND c.role IN ('finish', 'success', 'failure')"
         )
     };
 }
 pub(crate) use batch_callbacks;
 
-/// The batch sweep's first step: records the outcome of every batch job
-/// that finished without a release having seen it (as
-/// [`FLOW_SETTLE_FINISHED`]).
-pub(crate) const BATCH_SETTLE_FINISHED: &str = "UPDATE jobq_batch_jobs SET outcome = \
-     (SELECT j.status FROM jobq_jobs j WHERE j.id = jobq_batch_jobs.job_id) \
-     WHERE outcome IS NULL AND role = 'job' AND EXISTS (SELECT 1 FROM jobq_jobs j \
-     WHERE j.id = jobq_batch_jobs.job_id AND j.status IN ('done', 'failed', 'cancelled'))";
-
-/// The batch jobs whose row is gone with no outcome recorded, at most 500
-/// (as [`FLOW_GONE_PICK`]).
-pub(crate) const BATCH_GONE_PICK: &str = "SELECT m.job_id AS id FROM jobq_batch_jobs m \
-     LEFT JOIN jobq_jobs j ON j.id = m.job_id WHERE m.outcome IS NULL AND m.role = 'job' \
-     AND j.id IS NULL LIMIT 500";
+/// The batch sweep's first step: batch jobs that ended (or whose row is
+/// gone) with no outcome recorded — their worker died between the settle
+/// and the release — at most 500, read in one snapshot (a job and its batch
+/// row, inserted together, are both or neither), to record.
+pub(crate) const BATCH_ENDED_PICK: &str = "SELECT m.job_id AS id FROM jobq_batch_jobs m \
+     LEFT JOIN jobq_jobs j ON j.id = m.job_id WHERE m.outcome = 'open' AND m.role = 'job' \
+     AND (j.id IS NULL OR j.status IN ('done', 'failed', 'cancelled')) LIMIT 500";
 
 /// The batch sweep's second step: `blocked` callbacks a release should
 /// have moved (their batch has a failed job, or is closed with every job
 /// ended), at most 500.
 pub(crate) const BATCH_STUCK: &str = "SELECT c.job_id AS id FROM jobq_batch_jobs c \
      JOIN jobq_jobs w ON w.id = c.job_id JOIN jobq_batches b ON b.id = c.batch \
-     WHERE w.status = 'blocked' AND c.role <> 'job' AND (EXISTS (SELECT 1 FROM jobq_batch_jobs x \
-     WHERE x.batch = c.batch AND x.role = 'job' AND x.outcome IN ('failed', 'cancelled', 'deleted')) \
-     OR (b.closed = 1 AND NOT EXISTS (SELECT 1 FROM jobq_batch_jobs x WHERE x.batch = c.batch \
-     AND x.role = 'job' AND x.outcome IS NULL))) LIMIT 500";
+     WHERE w.status = 'blocked' AND c.role IN ('finish', 'success', 'failure') \
+     AND (b.failed > 0 OR (b.closed = 1 AND b.ended >= b.jobs)) LIMIT 500";
 
 /// Closed batches none of whose jobs (callbacks included) has a row left,
 /// at most 100: what the sweep forgets.

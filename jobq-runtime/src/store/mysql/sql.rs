@@ -1151,9 +1151,9 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":
 // A list of ids is an IN-list of placeholders (`{ids}`, made for each
 // length by `flow_sql`): MariaDB runs an `UPDATE … WHERE id IN (SELECT …
 // FROM JSON_TABLE(…))` as a dependent subquery over the whole table.
-crate::store::sql::flow_statements!("{ids}", "?");
+crate::store::sql::flow_statements!("IN ({ids})", "?");
 
-crate::store::sql::batch_statements!("{ids}", "?", "?");
+crate::store::sql::batch_statements!("IN ({ids})", "?", "?", "?", " FOR UPDATE");
 
 /// Records the jobs of a batch: `?` a JSON array of `[job_id, batch, role]`.
 pub const BATCH_JOBS_INSERT: &str = "INSERT INTO jobq_batch_jobs (job_id, batch, role) \

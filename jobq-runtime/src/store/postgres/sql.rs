@@ -905,12 +905,23 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":
     20261213000001 "jobq_batches",
 );
 
-crate::store::sql::flow_statements!("SELECT jsonb_array_elements_text($1::jsonb)::bigint", "$1");
+// A list of ids is `= ANY` of an array made from the JSON array bound as
+// text: an index condition, a point lookup per id. As `IN (SELECT …)` it
+// was a semi-join the planner could drive from the other side: for
+// `outcome IS NULL AND job_id IN (…)` it scanned every open row of the
+// `(outcome, job_id)` index and filtered them (a batch of 10,000 drained
+// at 870 jobs/s, its settles' releases taking 1 to 7 s each).
+crate::store::sql::flow_statements!(
+    "= ANY(ARRAY(SELECT jsonb_array_elements_text($1::jsonb)::bigint))",
+    "$1"
+);
 
 crate::store::sql::batch_statements!(
-    "SELECT jsonb_array_elements_text($1::jsonb)::bigint",
+    "= ANY(ARRAY(SELECT jsonb_array_elements_text($1::jsonb)::bigint))",
     "$1",
-    "$2"
+    "$2",
+    "$3",
+    " FOR UPDATE"
 );
 
 /// Records the jobs of a batch: `$1` a JSON array of `[job_id, batch, role]`.

@@ -658,9 +658,9 @@ pub(crate) const MIGRATIONS: &[Migration] = migrations!("sqlite":
     20261213000001 "jobq_batches",
 );
 
-crate::store::sql::flow_statements!("SELECT value FROM json_each(?1)", "?1");
+crate::store::sql::flow_statements!("IN (SELECT value FROM json_each(?1))", "?1");
 
-crate::store::sql::batch_statements!("SELECT value FROM json_each(?1)", "?1", "?2");
+crate::store::sql::batch_statements!("IN (SELECT value FROM json_each(?1))", "?1", "?2", "?3", "");
 
 /// Records the jobs of a batch: `?1` a JSON array of `[job_id, batch, role]`.
 pub const BATCH_JOBS_INSERT: &str = "INSERT INTO jobq_batch_jobs (job_id, batch, role) \

@@ -25,7 +25,9 @@ MYSQL_CLI=$(command -v mariadb || command -v mysql)
 if ! "$MYSQL_CLI" -h127.0.0.1 -P3306 -uroot -e 'SELECT 1' >/dev/null 2>&1 \
    && ! "$MYSQL_CLI" -uroot -e 'SELECT 1' >/dev/null 2>&1; then
   log "starting MariaDB"
-  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd >&2 || true
+  # By its pid file: a Galera test cluster's nodes are mariadbd processes too.
+  start-stop-daemon --start --oknodo --background --pidfile /run/mysqld/mysqld.pid \
+    --exec /usr/sbin/mariadbd >&2 || true
   wait_for "MariaDB" "$MYSQL_CLI" -uroot -e 'SELECT 1'
 fi
 if "$MYSQL_CLI" -h127.0.0.1 -P3306 -uroot -e 'SELECT 1' >/dev/null 2>&1; then

@@ -41,4 +41,40 @@ scope=--workspace
 for arg in "$@"; do
   case "$arg" in -p|--package|-p*|--package=*) scope= ;; esac
 done
-cargo test $scope --no-fail-fast "$@"
+if [ $# -gt 0 ]; then
+  cargo test $scope --no-fail-fast "$@"
+  exit
+fi
+
+# The whole suite builds first, then starts one Galera cluster for the
+# whole run (about 11 s): the test binaries that only connect to a cluster
+# (`TestDb::galera`, nine of them) use it instead of each starting its own;
+# those that kill, restart or cut off nodes still start theirs. The
+# cluster's process stops when its stdin closes: at this script's exit.
+cargo test --workspace --no-run
+galera_urls=() galera_said=()
+coproc GALERA { exec "${CARGO_TARGET_DIR:-target}/debug/jobq-galera" 2>&1; }
+galera_pid=$GALERA_PID
+galera_in=${GALERA[1]} galera_out=${GALERA[0]}
+while IFS= read -r line <&"$galera_out"; do
+  case "$line" in
+    "node "*": mysql://"*) galera_urls+=("${line#*: }") ;;
+    holding*) break ;;
+    *) galera_said+=("$line") ;;
+  esac
+done
+stop_galera() {
+  exec {galera_in}>&- 2>/dev/null || true
+  wait "$galera_pid" 2>/dev/null || true
+}
+trap 'stop_galera; drop_run_databases' EXIT
+if [ ${#galera_urls[@]} -gt 0 ]; then
+  JOBQ_GALERA_URLS=$(IFS=,; echo "${galera_urls[*]}")
+  export JOBQ_GALERA_URLS
+  echo "Galera:        ${#galera_urls[@]} nodes for the run ($JOBQ_GALERA_URLS)"
+else
+  echo "Galera:        no cluster for the run (${galera_said[*]:-}): each Galera test binary starts its own"
+fi
+# (The tests hold neither end of the cluster's pipes: a process a test
+# leaves behind must not keep the cluster up after the run.)
+cargo test --workspace --no-fail-fast {galera_in}>&- {galera_out}>&-

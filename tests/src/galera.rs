@@ -91,6 +91,23 @@ pub fn should_run(test: &str) -> bool {
     }
 }
 
+/// The nodes' URLs (database `jobq`, node 0 first) of the cluster a whole
+/// test run shares, if it has one: `scripts/test.sh` starts one for a
+/// workspace run and names them in `JOBQ_GALERA_URLS` (comma-separated), so
+/// the test binaries that only connect to a cluster ([`crate::TestDb::galera`])
+/// do not each start their own. Tests that kill, restart or cut off nodes
+/// take [`shared`]'s cluster (their binary's own) instead.
+pub fn run_urls() -> Option<Vec<String>> {
+    let urls = std::env::var("JOBQ_GALERA_URLS").ok()?;
+    let urls: Vec<String> = urls
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect();
+    (!urls.is_empty()).then_some(urls)
+}
+
 /// The cluster of this test binary, started by the first test that asks
 /// (3 nodes, or `JOBQ_GALERA_NODES`) and shared by all of them; each test
 /// uses databases and queues of its own. Torn down when the process exits.

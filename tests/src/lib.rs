@@ -115,7 +115,8 @@ impl TestDb {
         })
     }
 
-    /// The database `jobq` of this binary's shared Galera cluster
+    /// The database `jobq` of the test run's Galera cluster
+    /// ([`galera::run_urls`]), or else of this binary's
     /// ([`galera::shared`]): [`jobq`](Self::jobq) connects to node 0 and
     /// [`url`](Self::url) names every node in turn. `None` (skipped, said
     /// on stderr) where Galera cannot run, except under `CI=true`.
@@ -124,11 +125,14 @@ impl TestDb {
         if !galera::should_run("this Galera test") {
             return None;
         }
-        let cluster = galera::shared();
+        let spread = galera::run_urls().unwrap_or_else(|| {
+            let cluster = galera::shared();
+            (0..cluster.len()).map(|i| cluster.url(i)).collect()
+        });
         Some(Self {
             backend: Backend::MySql,
-            url: cluster.url(0),
-            spread: (0..cluster.len()).map(|i| cluster.url(i)).collect(),
+            url: spread[0].clone(),
+            spread,
             turn: Default::default(),
             _dir: None,
         })

@@ -138,11 +138,39 @@ fn links() -> Vec<String> {
         .collect()
 }
 
-/// Kills every process in namespace `ns` (SIGKILL) and deletes it.
+/// The processes on their way into namespace `ns`: `ip netns exec ns …`
+/// not yet replaced by its program (it may have opened or even entered the
+/// namespace; `ip netns pids` lists it only once it has entered).
+fn entering(ns: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|pid| {
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            args.len() > 4
+                && args[0].rsplit(|b| *b == b'/').next() == Some(b"ip".as_slice())
+                && args[1..4] == [b"netns".as_slice(), b"exec", ns.as_bytes()]
+        })
+        .collect()
+}
+
+/// Kills every process in namespace `ns` (SIGKILL), and every process on
+/// its way in ([`entering`]), then deletes it. The processes on their way
+/// in are looked for first: one that is not found there has already run
+/// its program, so it is in the namespace and `ip netns pids` finds it.
+/// Otherwise a process that had opened the namespace but not yet entered
+/// it when the namespace was listed would live on in it after the delete.
 fn remove_namespace(ns: &str) {
     for _ in 0..50 {
-        let pids = ip(&["netns", "pids", ns]).unwrap_or_default();
-        let pids: Vec<&str> = pids.split_whitespace().collect();
+        let mut pids = entering(ns);
+        let listed = ip(&["netns", "pids", ns]).unwrap_or_default();
+        pids.extend(listed.split_whitespace().map(str::to_owned));
         if pids.is_empty() {
             break;
         }

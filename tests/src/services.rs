@@ -8,6 +8,10 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Where the machine's MariaDB writes its pid (Debian's `pid-file`): the
+/// server is found by it, since Galera nodes run `mariadbd` too.
+const MARIADB_PID_FILE: &str = "/run/mysqld/mysqld.pid";
+
 /// A database server on this machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Server {
@@ -90,16 +94,14 @@ impl Server {
         match self {
             Self::MariaDb => {
                 if let Err(error) = run("mariadb-admin", &["-uroot", "shutdown"]) {
-                    // Fall back to the one mariadbd process by its pid.
-                    let output = Command::new("pidof")
-                        .arg("mariadbd")
-                        .output()
-                        .map_err(|e| format!("{error}; pidof: {e}"))?;
-                    let pid = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-                    if pid.is_empty() || pid.contains(' ') {
+                    // Fall back to the server's process by its pid file.
+                    let pid = std::fs::read_to_string(MARIADB_PID_FILE)
+                        .map_err(|e| format!("{error}; {MARIADB_PID_FILE}: {e}"))?;
+                    let pid = pid.trim();
+                    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
                         return Err(format!("{error}; mariadbd pid: `{pid}`"));
                     }
-                    run("kill", &[&pid])?;
+                    run("kill", &[pid])?;
                 }
             }
             Self::Postgres => {
@@ -123,12 +125,19 @@ impl Server {
     /// Starts the server and waits until it answers.
     pub fn start(self) -> Result<(), String> {
         match self {
+            // Matched by the server's pid file, not by its executable
+            // alone: the Galera tests' nodes are `mariadbd` processes too,
+            // and with one running `--exec` alone found "already running"
+            // and started nothing (the outage tests then failed with the
+            // server still down after 60 s).
             Self::MariaDb => run(
                 "start-stop-daemon",
                 &[
                     "--start",
                     "--oknodo",
                     "--background",
+                    "--pidfile",
+                    MARIADB_PID_FILE,
                     "--exec",
                     "/usr/sbin/mariadbd",
                 ],

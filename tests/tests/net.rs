@@ -296,6 +296,47 @@ fn dropping_a_network_removes_its_namespaces_links_and_processes() {
     assert!(!status.success(), "process {pid} was killed: {status}");
 }
 
+/// A process started on a host a moment before its network is dropped is
+/// killed too, wherever it is on its way into the namespace (`ip netns
+/// exec` opens the namespace, then enters it, then runs the program): it
+/// does not live on in a namespace no longer named. 150 rounds, each
+/// dropping the network within 0.8 ms of the spawn (the window is a few
+/// microseconds wide: before the fix, one round in about 200 failed).
+#[test]
+fn a_process_started_just_before_the_drop_does_not_outlive_its_network() {
+    if !net::usable("net tests") {
+        return;
+    }
+    for round in 0..150 {
+        let network = Network::create("race", 1).expect("network");
+        let mut sleeper = network
+            .host(0)
+            .command("sleep")
+            .arg("600")
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sleep");
+        std::thread::sleep(Duration::from_micros(rand::random_range(0..800)));
+        drop(network);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let ended = loop {
+            match sleeper.try_wait().expect("try_wait") {
+                Some(status) => break Some(status),
+                None if Instant::now() > deadline => break None,
+                None => std::thread::sleep(Duration::from_millis(10)),
+            }
+        };
+        if ended.is_none() {
+            let _ = sleeper.kill();
+            let _ = sleeper.wait();
+        }
+        assert!(
+            ended.is_some_and(|status| !status.success()),
+            "round {round}: the process outlived its network ({ended:?})"
+        );
+    }
+}
+
 #[test]
 fn networks_made_at_once_get_their_own_slots_and_a_new_one_clears_a_crashed_ones_leftovers() {
     if !net::usable("net tests") {

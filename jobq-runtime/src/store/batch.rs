@@ -211,18 +211,9 @@ macro_rules! batch_methods {
 
         async fn batch_settle(&self, ids: &[i64]) -> Result<u64> {
             use $crate::store::shared::Columns;
+            // Only jobs of batches come here (`ClaimedJob::releases`), so
+            // the rows are nearly always open: they are locked at once.
             let lock = flow_sql(BATCH_LOCK, ids.len());
-            // A look first, without a transaction or a lock: a job of no
-            // batch (a workflow's) costs one primary-key read.
-            let look = lock.strip_suffix(BATCH_LOCKS).unwrap_or(&lock).to_owned();
-            let open = self
-                .run(statement::FLOW, async |conn| {
-                    flow_bind(sqlx::query(&look), ids).fetch_all(conn).await
-                })
-                .await?;
-            if open.is_empty() {
-                return Ok(0);
-            }
             self.flow_write(async |conn| {
                 let mut tx = $begin(conn).await?;
                 let locked = flow_bind(sqlx::query(&lock), ids)

@@ -200,10 +200,19 @@ pub(crate) trait BackendStore: Sized {
 
     /// Forwards the database's own wake-ups for `queues` to the in-process
     /// ones until `stop`; returns at once on a backend that has none.
+    /// What it writes on its way out after `stop` (a MySQL waiter's row
+    /// gone) it waits for, unless `give_up` fires first (the shutdown's
+    /// deadline).
     ///
     /// A backend that watches for due jobs or changed controls in the
     /// database on the worker's behalf says so in `watch`.
-    async fn listen(&self, queues: &[String], watch: &Watch, stop: &CancellationToken);
+    async fn listen(
+        &self,
+        queues: &[String],
+        watch: &Watch,
+        stop: &CancellationToken,
+        give_up: &CancellationToken,
+    );
 
     /// `job` was enqueued in a caller's transaction on `queue`: wake other
     /// processes' workers once it commits, on a backend whose wake-ups
@@ -303,8 +312,9 @@ pub(crate) trait BackendStore: Sized {
     /// Removes stored schedule `name`; `false` if there is none. One try.
     async fn remove_schedule(&self, name: &str) -> Result<bool>;
 
-    /// The schedules kept in the database, by name.
-    async fn stored_schedules(&self) -> Result<Vec<ScheduleInfo>>;
+    /// The schedules kept in the database, by name; with `name`, only
+    /// that one (none if it is not stored).
+    async fn stored_schedules(&self, name: Option<&str>) -> Result<Vec<ScheduleInfo>>;
 
     /// One page of `jobq_unique`: up to `limit` key rows after `after` in
     /// key order, deleting those whose holder has been pruned (each only
@@ -832,13 +842,15 @@ pub(crate) struct ClaimedJob {
 }
 
 impl ClaimedJob {
-    /// Whether jobs of its workflow depend on it, or it is one of a
-    /// batch's jobs (its metadata says so, see `store/flow.rs` and
-    /// `store/batch.rs`): its settle for good is followed by a release.
-    pub(crate) fn has_dependents(&self) -> bool {
-        self.metadata
-            .as_deref()
-            .is_some_and(|m| m.contains(DEPENDENTS_MARK) || m.contains(BATCH_MARK))
+    /// What its settle for good is followed by, if anything (its metadata
+    /// says so, see `store/flow.rs` and `store/batch.rs`).
+    pub(crate) fn releases(&self) -> Option<Releases> {
+        let metadata = self.metadata.as_deref()?;
+        let releases = Releases {
+            flow: metadata.contains(DEPENDENTS_MARK),
+            batch: metadata.contains(BATCH_MARK),
+        };
+        (releases.flow || releases.batch).then_some(releases)
     }
 
     /// A claimed row; `attempt` is the attempt now starting (the claim's
@@ -1139,6 +1151,64 @@ pub(crate) struct Dependent {
 pub(crate) struct FlowRows {
     pub(crate) jobs: Vec<(i64, String, Option<String>)>,
     pub(crate) edges: Vec<(i64, i64, bool)>,
+}
+
+/// What a job's settle for good releases: the dependents of its workflow,
+/// the callbacks of its batch, or both (a job of both a workflow and a
+/// batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Releases {
+    /// Jobs of its workflow depend on it.
+    pub(crate) flow: bool,
+    /// It is one of a batch's jobs.
+    pub(crate) batch: bool,
+}
+
+/// The settled jobs whose releases are owed, by what they release: the
+/// argument of `Store::release_dependents`.
+#[derive(Debug, Default)]
+pub(crate) struct Settled {
+    /// Jobs with dependents in a workflow.
+    pub(crate) flows: Vec<i64>,
+    /// Jobs of a batch.
+    pub(crate) batches: Vec<i64>,
+}
+
+impl Settled {
+    /// Job `id` alone.
+    pub(crate) fn of(id: i64, releases: Releases) -> Self {
+        let mut settled = Self::default();
+        settled.push(id, releases);
+        settled
+    }
+
+    /// Job `id`, for what it releases.
+    pub(crate) fn push(&mut self, id: i64, releases: Releases) {
+        if releases.flow {
+            self.flows.push(id);
+        }
+        if releases.batch {
+            self.batches.push(id);
+        }
+    }
+
+    /// Jobs `ids` for both (an operator's cancel: what each is part of is not read).
+    pub(crate) fn both(ids: &[i64]) -> Self {
+        Self {
+            flows: ids.to_vec(),
+            batches: ids.to_vec(),
+        }
+    }
+
+    /// Whether nothing is owed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.flows.is_empty() && self.batches.is_empty()
+    }
+
+    /// How many jobs (one counted twice if it is of both).
+    pub(crate) fn len(&self) -> usize {
+        self.flows.len() + self.batches.len()
+    }
 }
 
 /// The metadata key of a batch's job: its batch's id.

@@ -142,7 +142,8 @@ mod stash;
 
 pub(crate) use contract::{
     BackendStore, ClaimRequest, ClaimedJob, Fence, Flow, LimitedClaim, NewJob, Prunable,
-    QueueControl, RowLocks, Target, Transition, WorkerRefresh, WorkerRow, history_message,
+    QueueControl, Releases, RowLocks, Settled, Target, Transition, WorkerRefresh, WorkerRow,
+    history_message,
 };
 pub(crate) use policy::new_token_base;
 
@@ -494,7 +495,8 @@ impl Store {
         self.release_keys(&keys).await?;
         if !rejoin {
             // Cancelled: their dependents, if any, are cancelled or run.
-            self.release_dependents(ids).await?;
+            self.release_dependents(&contract::Settled::both(ids))
+                .await?;
         }
         Ok(())
     }
@@ -514,12 +516,21 @@ impl Store {
         backends::list!(enqueue_flow_in_arms(self, conn, flow))
     }
 
-    /// Releases the dependents of the jobs `settled` ([`flow::release`])
-    /// and the callbacks of their batches ([`batch::release`]), and wakes
-    /// this process's claim loops of the queues it made jobs `pending` in.
-    pub(crate) async fn release_dependents(&self, settled: &[i64]) -> Result<flow::Released> {
-        let mut released = dispatch_seen!(self, s => flow::release(s, settled).await)?;
-        released.absorb(dispatch_seen!(self, s => batch::release(s, settled).await)?);
+    /// Releases the dependents of the jobs `settled.flows`
+    /// ([`flow::release`]) and the callbacks of the batches of
+    /// `settled.batches` ([`batch::release`]), and wakes this process's
+    /// claim loops of the queues it made jobs `pending` in.
+    pub(crate) async fn release_dependents(
+        &self,
+        settled: &contract::Settled,
+    ) -> Result<flow::Released> {
+        let mut released = flow::Released::default();
+        if !settled.flows.is_empty() {
+            released = dispatch_seen!(self, s => flow::release(s, &settled.flows).await)?;
+        }
+        if !settled.batches.is_empty() {
+            released.absorb(dispatch_seen!(self, s => batch::release(s, &settled.batches).await)?);
+        }
         notify_unblocked(&released);
         Ok(released)
     }
@@ -685,15 +696,17 @@ impl Store {
     }
 
     /// Forwards the database's own wake-ups (PostgreSQL NOTIFY) for `queues`
-    /// to the in-process ones until `stop`; returns at once on backends that
-    /// have none. Polling stays on regardless: a lost listener never stalls a queue.
+    /// to the in-process ones until `stop` (its last writes until
+    /// `give_up`); returns at once on backends that have none. Polling
+    /// stays on regardless: a lost listener never stalls a queue.
     pub(crate) async fn listen(
         &self,
         queues: &[String],
         watch: &crate::wakeup::Watch,
         stop: &CancellationToken,
+        give_up: &CancellationToken,
     ) {
-        dispatch!(self, s => s.listen(queues, watch, stop).await)
+        dispatch!(self, s => s.listen(queues, watch, stop, give_up).await)
     }
 
     pub(crate) async fn job(&self, id: i64) -> Result<Option<JobInfo>> {
@@ -1018,7 +1031,14 @@ impl Store {
 
     /// See [`BackendStore::stored_schedules`].
     pub(crate) async fn stored_schedules(&self) -> Result<Vec<ScheduleInfo>> {
-        retried!(self, CRON, s => s.stored_schedules())
+        retried!(self, CRON, s => s.stored_schedules(None))
+    }
+
+    /// Stored schedule `name`, if it is stored
+    /// ([`BackendStore::stored_schedules`]).
+    pub(crate) async fn stored_schedule(&self, name: &str) -> Result<Option<ScheduleInfo>> {
+        let mut rows = retried!(self, CRON, s => s.stored_schedules(Some(name)))?;
+        Ok(rows.pop())
     }
 
     /// The live workers' rows and the clock they were read at.

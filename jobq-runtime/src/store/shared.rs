@@ -424,7 +424,7 @@ macro_rules! every_backend_reads {
             Ok(tick.flatten().map(utc_time))
         }
 
-        async fn stored_schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        async fn stored_schedules(&self, name: Option<&str>) -> Result<Vec<ScheduleInfo>> {
             let rows: Vec<(
                 String,
                 String,
@@ -439,9 +439,18 @@ macro_rules! every_backend_reads {
             )> = {
                 // On Galera behind a sync wait: read after an announcement
                 // from another node's change, it sees that change.
-                let sql = self.causal(SCHEDULES_STORED);
+                let sql = self.causal(match name {
+                    None => SCHEDULES_STORED,
+                    Some(_) => SCHEDULE_STORED,
+                });
                 self.conns
-                    .run(async |conn| sqlx::query_as(&sql).fetch_all(conn).await)
+                    .run(async |conn| {
+                        let query = sqlx::query_as(&sql);
+                        match name {
+                            None => query.fetch_all(conn).await,
+                            Some(name) => query.bind(name).fetch_all(conn).await,
+                        }
+                    })
                     .await?
             };
             Ok(rows

@@ -215,9 +215,6 @@ macro_rules! batch_statements {
             " AND m.role = 'job' AND j.status IN ('pending', 'processing', 'blocked') ORDER BY m.job_id"
         );
 
-        /// How [`BATCH_LOCK`] ends: its row locks.
-        pub const BATCH_LOCKS: &str = $lock;
-
         /// The record's first step: the batch jobs among the ids whose
         /// outcome is not recorded, their rows locked.
         pub const BATCH_LOCK: &str = concat!(

@@ -14,7 +14,7 @@ use super::settings::Settings;
 use super::util::{lock, quietly};
 use crate::error::Error;
 use crate::metrics::WorkerMetrics;
-use crate::store::{Fence, Store};
+use crate::store::{Fence, Releases, Settled, Store};
 
 /// State shared by all of a worker's tasks.
 #[derive(Debug)]
@@ -56,7 +56,7 @@ pub(super) struct Shared {
     pub(super) completed_keys: Mutex<std::collections::HashMap<i64, String>>,
     /// The successes handed to the completer whose jobs have dependents
     /// in a workflow: released once their completion has committed.
-    pub(super) completed_flows: Mutex<std::collections::HashSet<i64>>,
+    pub(super) completed_flows: Mutex<std::collections::HashMap<i64, Releases>>,
     /// The concurrency keys that have a rate (`jobq_key_rates`), as the
     /// pause loop read them last: a claim takes starts for their jobs.
     pub(super) rated_keys: std::sync::RwLock<std::collections::HashSet<String>>,
@@ -87,7 +87,7 @@ impl Shared {
             failure: Mutex::new(None),
             settled: tokio::sync::Notify::new(),
             completed_keys: Mutex::new(std::collections::HashMap::new()),
-            completed_flows: Mutex::new(std::collections::HashSet::new()),
+            completed_flows: Mutex::new(std::collections::HashMap::new()),
             outputs: Mutex::new(std::collections::HashMap::new()),
             rated_keys: std::sync::RwLock::new(std::collections::HashSet::new()),
             watch: crate::wakeup::Watch::default(),
@@ -119,42 +119,44 @@ impl Shared {
         }
     }
 
-    /// Releases the dependents of the jobs `ids` (of a workflow, settled
-    /// for good), once that has committed: the ready ones become
-    /// `pending`, those that cannot run any more are cancelled (see
-    /// `Store::release_dependents`). A failed release is only logged: the
-    /// sweep makes it up.
-    pub(super) async fn release_dependents(&self, ids: &[i64]) {
-        if ids.is_empty() {
+    /// Releases what the jobs `settled` (of a workflow or a batch, settled
+    /// for good) hold back, once that has committed: the ready dependents
+    /// and callbacks become `pending`, those that cannot run any more are
+    /// cancelled (see `Store::release_dependents`). A failed release is
+    /// only logged: the sweep makes it up.
+    pub(super) async fn release_dependents(&self, settled: &Settled) {
+        if settled.is_empty() {
             return;
         }
         crate::worker::inject::point!(BeforeRelease, &self.queue_names[0]);
-        if let Err(error) = self.store.release_dependents(ids).await {
+        if let Err(error) = self.store.release_dependents(settled).await {
             quietly(|| {
                 tracing::warn!(
                     error = &error as &dyn std::error::Error,
-                    jobs = ids.len(),
+                    jobs = settled.len(),
                     "releasing the jobs that depend on settled ones failed; the sweep releases them"
                 );
             });
         }
     }
 
-    /// Takes the workflow jobs with dependents among the completed
+    /// Takes the jobs of workflows and batches among the completed
     /// `fences` out of [`completed_flows`](Self::completed_flows).
-    pub(super) fn take_completed_flows(&self, fences: &[crate::store::Fence]) -> Vec<i64> {
+    pub(super) fn take_completed_flows(&self, fences: &[crate::store::Fence]) -> Settled {
         let mut flows = self
             .completed_flows
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut settled = Settled::default();
         if flows.is_empty() {
-            return Vec::new();
+            return settled;
         }
-        fences
-            .iter()
-            .filter(|f| flows.remove(&f.id))
-            .map(|f| f.id)
-            .collect()
+        for fence in fences {
+            if let Some(releases) = flows.remove(&fence.id) {
+                settled.push(fence.id, releases);
+            }
+        }
+        settled
     }
 
     /// Takes the concurrency keys of the completed `fences` out of

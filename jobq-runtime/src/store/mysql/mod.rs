@@ -661,8 +661,14 @@ impl BackendStore for MySqlStore {
     }
 
     /// No wake-ups from the server: polling and in-process wake-ups only.
-    async fn listen(&self, queues: &[String], watch: &Watch, stop: &CancellationToken) {
-        wake::wait(&self.pool, queues, watch, stop, self.deadline).await;
+    async fn listen(
+        &self,
+        queues: &[String],
+        watch: &Watch,
+        stop: &CancellationToken,
+        give_up: &CancellationToken,
+    ) {
+        wake::wait(&self.pool, queues, watch, (stop, give_up), self.deadline).await;
     }
 
     fn announce_control(&self) {

@@ -1118,12 +1118,21 @@ pub const SCHEDULE_PAUSE: &str = "UPDATE jobq_schedules \
 pub const SCHEDULE_REMOVE: &str =
     "DELETE FROM jobq_schedules WHERE name = ? AND job_name IS NOT NULL";
 
+/// The read of the stored schedules, in no order.
+macro_rules! stored_schedules {
+    () => {
+        "SELECT CAST(name AS CHAR), CAST(job_name AS CHAR), payload, \
+         schedule, time_zone, CAST(queue AS CHAR), priority, paused_at, last_tick, updated_at \
+         FROM jobq_schedules WHERE job_name IS NOT NULL"
+    };
+}
 /// The schedules kept in the database, by name (the names read as text:
 /// their binary collation, which keeps `Daily` apart from `daily`, makes
 /// the driver see bytes).
-pub const SCHEDULES_STORED: &str = "SELECT CAST(name AS CHAR), CAST(job_name AS CHAR), payload, \
-     schedule, time_zone, CAST(queue AS CHAR), priority, paused_at, last_tick, updated_at \
-     FROM jobq_schedules WHERE job_name IS NOT NULL ORDER BY name";
+pub const SCHEDULES_STORED: &str = concat!(stored_schedules!(), " ORDER BY name");
+
+/// Stored schedule `?`, as [`SCHEDULES_STORED`] reads it.
+pub const SCHEDULE_STORED: &str = concat!(stored_schedules!(), " AND name = ?");
 
 /// The embedded migrations (`jobq-runtime/migrations/mysql/`), in order.
 pub(crate) const MIGRATIONS: &[Migration] = migrations!("mysql":

@@ -501,7 +501,13 @@ impl BackendStore for PgStore {
         self.ringer.flush(within).await;
     }
 
-    async fn listen(&self, queues: &[String], watch: &Watch, stop: &CancellationToken) {
+    async fn listen(
+        &self,
+        queues: &[String],
+        watch: &Watch,
+        stop: &CancellationToken,
+        _give_up: &CancellationToken,
+    ) {
         listen::listen(&self.pool, queues, watch, stop, self.deadline).await;
     }
 

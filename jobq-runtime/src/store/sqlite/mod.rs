@@ -587,7 +587,13 @@ impl BackendStore for SqliteStore {
     }
 
     /// No wake-ups from the database: polling and in-process wake-ups only.
-    async fn listen(&self, queues: &[String], watch: &Watch, stop: &CancellationToken) {
+    async fn listen(
+        &self,
+        queues: &[String],
+        watch: &Watch,
+        stop: &CancellationToken,
+        _give_up: &CancellationToken,
+    ) {
         let dir = wake::wake_dir(&self.pool.connect_options());
         wake::wait((dir, &self.pool), queues, watch, stop, self.deadline).await;
     }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Ended, Observed, Pipeline};
 use crate::metrics::{self, JobMetrics};
 use crate::options::MAX_DELAY;
-use crate::store::{ClaimedJob, Fence, Target, Transition, history_message};
+use crate::store::{ClaimedJob, Fence, Settled, Target, Transition, history_message};
 use crate::worker::held::Held;
 use crate::worker::inject;
 use crate::worker::shared::Shared;
@@ -204,12 +204,12 @@ pub(super) async fn settle(
                 span.record("job.outcome", "done");
             });
             inject::point!(CompleterSend, queue);
-            if job.has_dependents() {
+            if let Some(releases) = job.releases() {
                 shared
                     .completed_flows
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .insert(fence.id);
+                    .insert(fence.id, releases);
             }
             if let Some(key) = &job.concurrency_key {
                 shared
@@ -259,8 +259,10 @@ pub(super) async fn settle(
             if let Some(key) = &job.concurrency_key {
                 shared.release_keys(std::slice::from_ref(key)).await;
             }
-            if job.has_dependents() {
-                shared.release_dependents(&[fence.id]).await;
+            if let Some(releases) = job.releases() {
+                shared
+                    .release_dependents(&Settled::of(fence.id, releases))
+                    .await;
             }
             return;
         }
@@ -310,8 +312,10 @@ pub(super) async fn settle(
         if let Some(key) = &job.concurrency_key {
             shared.release_keys(std::slice::from_ref(key)).await;
         }
-        if job.has_dependents() {
-            shared.release_dependents(&[fence.id]).await;
+        if let Some(releases) = job.releases() {
+            shared
+                .release_dependents(&Settled::of(fence.id, releases))
+                .await;
         }
     }
 }

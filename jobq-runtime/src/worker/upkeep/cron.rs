@@ -39,8 +39,10 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 const RETRY_PAUSE: Duration = Duration::from_millis(250);
 const MAX_RETRY_PAUSE: Duration = Duration::from_secs(10);
 
-/// Enqueues the entry's job with the given idempotency key.
-type EnqueueFn = Arc<dyn Fn(Jobq, String) -> BoxFuture<'static, Result<Enqueued>> + Send + Sync>;
+/// Enqueues the entry's job with the given idempotency key; `None` if the
+/// entry no longer runs (a stored schedule changed, paused or removed).
+type EnqueueFn =
+    Arc<dyn Fn(Jobq, String) -> BoxFuture<'static, Result<Option<Enqueued>>> + Send + Sync>;
 
 /// A schedule as given to the builder, parsed at `build`.
 pub(in crate::worker) struct CronSpec {
@@ -75,7 +77,7 @@ impl CronSpec {
         let enqueue: EnqueueFn = Arc::new(move |jobq: Jobq, key: String| {
             let job = job.clone();
             let options = options.clone().idempotency_key(key);
-            Box::pin(async move { jobq.enqueue_with(job, options).await })
+            Box::pin(async move { jobq.enqueue_with(job, options).await.map(Some) })
         });
         Self {
             name: Cow::Borrowed(J::NAME),
@@ -90,9 +92,14 @@ impl CronSpec {
     }
 
     /// A schedule kept in the database: its ticks enqueue its job by name
-    /// ([`Jobq::enqueue_json`]).
+    /// ([`Jobq::enqueue_json`]) while the schedule is stored as it is, not
+    /// paused. The row is read at each tick, when the tick is due: a change
+    /// takes effect at the next tick even before the worker has heard of it
+    /// (a tick is enqueued by the old schedule only if the old one was
+    /// still stored at that tick or after it).
     fn stored(schedule: &Schedule) -> Self {
         let (job, payload) = (schedule.job_name.clone(), schedule.payload.clone());
+        let this = Arc::new(schedule.clone());
         let mut options = Enqueue::new();
         if let Some(queue) = &schedule.queue {
             options = options.queue(queue);
@@ -101,9 +108,15 @@ impl CronSpec {
             options = options.priority(priority);
         }
         let enqueue: EnqueueFn = Arc::new(move |jobq: Jobq, key: String| {
-            let (job, payload) = (job.clone(), payload.clone());
+            let (job, payload, this) = (job.clone(), payload.clone(), this.clone());
             let options = options.clone().idempotency_key(key);
-            Box::pin(async move { jobq.enqueue_json(&job, &payload, options).await })
+            Box::pin(async move {
+                let stored = jobq.store().stored_schedule(&this.name).await?;
+                if !stored.is_some_and(|now| !now.paused && now.schedule == *this) {
+                    return Ok(None);
+                }
+                jobq.enqueue_json(&job, &payload, options).await.map(Some)
+            })
         });
         Self {
             name: Cow::Owned(schedule.name.clone()),
@@ -547,7 +560,15 @@ async fn enqueue_tick(
             enqueued = enqueue => enqueued,
         };
         match enqueued {
-            Ok(enqueued) => {
+            Ok(None) => {
+                tracing::debug!(
+                    job.name = entry.name(),
+                    %tick,
+                    "the stored schedule changed, paused or was removed before its tick; not enqueued"
+                );
+                return true;
+            }
+            Ok(Some(enqueued)) => {
                 tracing::debug!(
                     job.name = entry.name(),
                     %tick,

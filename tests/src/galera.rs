@@ -255,6 +255,16 @@ impl Cluster {
         format!("mysql://jobq@{}:3306/{database}", self.ip(node))
     }
 
+    /// A URL of database `database` on node `node` as root, over the
+    /// node's socket (for what the application user may not do: a
+    /// `FLUSH TABLES WITH READ LOCK` that holds the node's applier).
+    pub fn root_url_of(&self, node: usize, database: &str) -> String {
+        format!(
+            "mysql://root@localhost/{database}?socket={}",
+            self.node(node).socket().display()
+        )
+    }
+
     /// Every node's URL of `database`, node 0 first.
     pub fn urls_of(&self, database: &str) -> Vec<String> {
         (0..self.len()).map(|i| self.url_of(i, database)).collect()

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use jobq_runtime::{CheckStatus, Enqueue, JobContext, Jobq, State, Worker, job};
+use jobq_runtime::{CheckStatus, Enqueue, JobContext, Jobq, State, Unique, Worker, job};
 use jobq_tests::galera::{self, Cluster};
 use jobq_tests::{Recorder, wait_until};
 use sqlx::mysql::MySqlDatabaseError;
@@ -627,4 +627,66 @@ async fn a_queue_rate_holds_with_workers_on_every_node() {
     assert!(in_second <= 21, "{in_second} starts in one second");
     assert!(in_interval <= 2, "{in_interval} starts in one interval");
     assert!(span >= 59.0 * 0.05 * 0.98, "{jobs} starts in {span} s");
+}
+
+/// A job unique by its key.
+#[job(name = "galera_digest", key = "digest:{n}")]
+async fn digest(n: u64) {
+    let _ = n;
+}
+
+/// A unique enqueue through one node right after another node cancelled
+/// the key's holder makes the new job, round after round: the enqueue's
+/// transaction begins once its node has applied what the cluster committed
+/// before it. MariaDB does not hold a statement inside a transaction for
+/// `wsrep_sync_wait`, so a sync wait on the holder's read alone read the
+/// node as it was, a moment behind (2 to 30 rounds in 300 answered a
+/// duplicate of the cancelled job, and no job was made).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unique_enqueue_through_another_node_right_after_the_holders_cancel_makes_the_job() {
+    const ROUNDS: u64 = 50;
+    let Some(cluster) = cluster("galera unique after cancel") else {
+        return;
+    };
+    let db = cluster.database("unique_after").unwrap();
+    let near = connect(&db.url(0)).await;
+    near.migrate().await.unwrap();
+    let far = connect(&db.url(1)).await;
+    // Node 1 applies other nodes' commits in order: a large one just before
+    // the cancel holds the cancel back there for a moment.
+    let mut filler = MySqlConnection::connect(&db.url(0)).await.unwrap();
+    filler
+        .execute("CREATE TABLE filler (id INT PRIMARY KEY AUTO_INCREMENT, v INT NOT NULL)")
+        .await
+        .unwrap();
+    filler
+        .execute(
+            "INSERT INTO filler (v) SELECT 0 FROM information_schema.COLUMNS a, \
+             information_schema.COLUMNS b LIMIT 20000",
+        )
+        .await
+        .unwrap();
+    let active = || Enqueue::new().unique(Unique::while_active());
+    let mut stale = Vec::new();
+    for round in 0..ROUNDS {
+        let first = near
+            .enqueue_with(Digest::new(round), active())
+            .await
+            .unwrap();
+        assert!(!first.duplicate, "round {round}: {first:?}");
+        filler.execute("UPDATE filler SET v = v + 1").await.unwrap();
+        assert!(near.cancel(first.id).await.unwrap(), "round {round}");
+        let next = far
+            .enqueue_with(Digest::new(round), active())
+            .await
+            .unwrap();
+        if next.duplicate || next.id == first.id {
+            stale.push((round, first.id, next));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "{} of {ROUNDS} enqueues answered a duplicate of the job just cancelled: {stale:?}",
+        stale.len()
+    );
 }

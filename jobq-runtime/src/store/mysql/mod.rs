@@ -950,7 +950,7 @@ impl MySqlStore {
         conn: &mut MySqlConnection,
         chunks: &[&[NewJob]],
     ) -> Result<Vec<Enqueued>, sqlx::Error> {
-        let mut tx = conn.begin_with(BEGIN_RC).await?;
+        let mut tx = begin_causal(conn).await?;
         let mut out = Vec::new();
         for chunk in chunks {
             out.extend(self.insert_chunk(&mut tx, chunk, true).await?);
@@ -978,7 +978,7 @@ impl MySqlStore {
         } else if in_transaction {
             insert_each(conn, chunk).await
         } else {
-            let mut tx = conn.begin_with(BEGIN_RC).await?;
+            let mut tx = begin_causal(conn).await?;
             let out = insert_each(&mut tx, chunk).await?;
             tx.commit().await?;
             Ok(out)
@@ -1726,17 +1726,33 @@ async fn insert_row(conn: &mut MySqlConnection, job: &NewJob) -> Result<Enqueued
     })
 }
 
-/// Whether this process has connected to a Galera node: its unique
-/// enqueues then read the key's holder behind [`SYNC_WAIT`] (on any
-/// connection, a caller's too: `enqueue_in` knows no store). Without it a
-/// node that has not yet applied another node's settle or cancel of the
-/// holder reads the holder as still holding the key, and answers a
-/// duplicate of a job that has ended: the new job is never made (no write
-/// of the enqueue's conflicts with that settle at certification). MariaDB
-/// accepts the prefix on a node with wsrep; a process using a Galera
-/// cluster and a MySQL server without wsrep for unique jobs is not
-/// supported.
+/// Whether this process has connected to a Galera node: its enqueues of
+/// unique or keyed jobs, and its workflows' and batches' transactions, then
+/// begin behind a sync wait ([`begin_causal`]).
 static GALERA_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Begins a transaction on `conn` at READ COMMITTED, or a savepoint if
+/// `conn` is in one already (a caller's transaction, or a batch's). On a
+/// Galera node ([`GALERA_SEEN`]) the transaction begins once the node has
+/// applied every transaction the cluster committed before it
+/// ([`BEGIN_RC_CAUSAL`]): what it reads to decide (a unique key's holder, a
+/// concurrency key's running jobs) is then at least as new as what any
+/// node had committed when the enqueue was made. Without it a node that had
+/// not yet applied another node's cancel of a unique key's holder answered
+/// a duplicate of the cancelled job, and no job was made: no write of the
+/// enqueue's meets that cancel at certification. A caller's transaction
+/// begins as the caller began it (see `docs/scaling-galera.md`).
+async fn begin_causal(
+    conn: &mut MySqlConnection,
+) -> Result<sqlx::Transaction<'_, sqlx::MySql>, sqlx::Error> {
+    if conn.is_in_transaction() {
+        conn.begin().await
+    } else if GALERA_SEEN.load(std::sync::atomic::Ordering::Relaxed) {
+        conn.begin_with(BEGIN_RC_CAUSAL).await
+    } else {
+        conn.begin_with(BEGIN_RC).await
+    }
+}
 
 /// A unique job (see [`UNIQUE_TAKE`]) in a transaction of its own on
 /// `conn`, or a savepoint of the caller's: takes its key's row, and
@@ -1747,15 +1763,9 @@ async fn insert_unique(
     key: &str,
     unique: jobq_core::Unique,
 ) -> Result<Enqueued, sqlx::Error> {
-    let mut tx = conn.begin().await?;
+    let mut tx = begin_causal(conn).await?;
     sqlx::query(UNIQUE_TAKE).bind(key).execute(&mut *tx).await?;
-    let holder: std::borrow::Cow<'_, str> =
-        if GALERA_SEEN.load(std::sync::atomic::Ordering::Relaxed) {
-            synced(UNIQUE_HOLDER).into()
-        } else {
-            UNIQUE_HOLDER.into()
-        };
-    let (job_id, states, within, status_bit): (i64, i64, i64, i64) = sqlx::query_as(&holder)
+    let (job_id, states, within, status_bit): (i64, i64, i64, i64) = sqlx::query_as(UNIQUE_HOLDER)
         .bind(key)
         .fetch_one(&mut *tx)
         .await?;
@@ -1800,7 +1810,7 @@ async fn insert_keyed(
     key: &str,
     limit: u32,
 ) -> Result<Enqueued, sqlx::Error> {
-    let mut tx = conn.begin().await?;
+    let mut tx = begin_causal(conn).await?;
     sqlx::query(KEY_TAKE)
         .bind(key)
         .bind(limit)
@@ -2055,11 +2065,12 @@ fn utc_time(time: NaiveDateTime) -> DateTime<Utc> {
 crate::store::flow::flow_insert!(MySqlConnection, insert);
 crate::store::batch::batch_insert!(MySqlConnection, insert);
 
-/// Begins the transaction of a workflow's insert.
+/// Begins the transaction of a workflow's or a batch's write (see
+/// [`begin_causal`]: their jobs may be unique or keyed).
 async fn begin_flow(
     conn: &mut MySqlConnection,
 ) -> Result<sqlx::Transaction<'_, sqlx::MySql>, sqlx::Error> {
-    conn.begin().await
+    begin_causal(conn).await
 }
 
 /// A workflow statement's leading values: none (the server's clock).

@@ -299,7 +299,16 @@ pub const GALERA: &str = "SELECT CAST(@@wsrep_on AND @@wsrep_provider <> 'none' 
 /// after they commit): the node waits until it has applied them.
 pub const SYNC_WAIT: &str = "SET STATEMENT wsrep_sync_wait = 1 FOR ";
 
-/// `sql`, a read, with [`SYNC_WAIT`] ahead of it.
+/// [`BEGIN_RC`] on a Galera node, for a transaction whose decisions read
+/// rows other nodes write: it begins once the node has applied every
+/// transaction the cluster committed before it. MariaDB holds
+/// `START TRANSACTION` for `wsrep_sync_wait`, but no statement inside a
+/// transaction: [`SYNC_WAIT`] on a read there reads the node as it is.
+pub const BEGIN_RC_CAUSAL: &str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; \
+     SET STATEMENT wsrep_sync_wait = 1 FOR START TRANSACTION";
+
+/// `sql`, a read, with [`SYNC_WAIT`] ahead of it (outside a transaction:
+/// see [`BEGIN_RC_CAUSAL`]).
 pub fn synced(sql: &str) -> String {
     format!("{SYNC_WAIT}{sql}")
 }

@@ -31,6 +31,19 @@ pub(crate) fn row_locks(locks: crate::store::contract::RowLocks) -> &'static str
     }
 }
 
+/// The read of the stored schedules, in no order (PostgreSQL and SQLite:
+/// MySQL/MariaDB reads the names as text, see its `SCHEDULES_STORED`).
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+macro_rules! stored_schedules {
+    () => {
+        "SELECT name, job_name, payload, schedule, time_zone, queue, \
+         priority, paused_at, last_tick, updated_at FROM jobq_schedules \
+         WHERE job_name IS NOT NULL"
+    };
+}
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) use stored_schedules;
+
 /// The statements of workflows (`store/flow.rs`) every backend writes alike
 /// but for how a list of job ids arrives — `$in`, what follows a column to
 /// say it is one of them (an IN-list of placeholders, a subquery over a

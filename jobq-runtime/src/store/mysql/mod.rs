@@ -660,7 +660,9 @@ impl BackendStore for MySqlStore {
             .await?)
     }
 
-    /// No wake-ups from the server: polling and in-process wake-ups only.
+    /// The waiter (`wake`): a statement that sleeps until a ringer's
+    /// `KILL QUERY` or a second passes, then reports due jobs and changed
+    /// controls.
     async fn listen(
         &self,
         queues: &[String],

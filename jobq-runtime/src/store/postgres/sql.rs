@@ -879,19 +879,12 @@ pub const SCHEDULE_PAUSE: &str = "UPDATE jobq_schedules \
 pub const SCHEDULE_REMOVE: &str =
     "DELETE FROM jobq_schedules WHERE name = $1 AND job_name IS NOT NULL";
 
-/// The read of the stored schedules, in no order.
-macro_rules! stored_schedules {
-    () => {
-        "SELECT name, job_name, payload, schedule, time_zone, queue, \
-         priority, paused_at, last_tick, updated_at FROM jobq_schedules \
-         WHERE job_name IS NOT NULL"
-    };
-}
 /// The schedules kept in the database, by name.
-pub const SCHEDULES_STORED: &str = concat!(stored_schedules!(), " ORDER BY name");
+pub const SCHEDULES_STORED: &str =
+    concat!(crate::store::sql::stored_schedules!(), " ORDER BY name");
 
 /// Stored schedule `$1`, as [`SCHEDULES_STORED`] reads it.
-pub const SCHEDULE_STORED: &str = concat!(stored_schedules!(), " AND name = $1");
+pub const SCHEDULE_STORED: &str = concat!(crate::store::sql::stored_schedules!(), " AND name = $1");
 
 /// The embedded migrations (`jobq-runtime/migrations/postgres/`), in order.
 pub(crate) const MIGRATIONS: &[Migration] = migrations!("postgres":

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use jobq_runtime::{CheckStatus, Enqueue, JobContext, Jobq, State, Unique, Worker, job};
+use jobq_runtime::{CheckStatus, Enqueue, JobContext, JobStatus, Jobq, State, Unique, Worker, job};
 use jobq_tests::galera::{self, Cluster};
 use jobq_tests::{Recorder, wait_until};
 use sqlx::mysql::MySqlDatabaseError;
@@ -688,5 +688,56 @@ async fn a_unique_enqueue_through_another_node_right_after_the_holders_cancel_ma
         stale.is_empty(),
         "{} of {ROUNDS} enqueues answered a duplicate of the job just cancelled: {stale:?}",
         stale.len()
+    );
+}
+
+/// The same for a concurrency key (limit 1): a keyed enqueue through one
+/// node right after another node cancelled the key's only job starts
+/// `pending`, not `blocked` behind the cancelled job (whose cancel released
+/// nothing: the new job did not exist then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_enqueue_through_another_node_right_after_the_keys_cancel_is_admitted() {
+    const ROUNDS: u64 = 30;
+    let Some(cluster) = cluster("galera keyed after cancel") else {
+        return;
+    };
+    let db = cluster.database("keyed_after").unwrap();
+    let near = connect(&db.url(0)).await;
+    near.migrate().await.unwrap();
+    let far = connect(&db.url(1)).await;
+    let mut filler = MySqlConnection::connect(&db.url(0)).await.unwrap();
+    filler
+        .execute("CREATE TABLE filler (id INT PRIMARY KEY AUTO_INCREMENT, v INT NOT NULL)")
+        .await
+        .unwrap();
+    filler
+        .execute(
+            "INSERT INTO filler (v) SELECT 0 FROM information_schema.COLUMNS a, \
+             information_schema.COLUMNS b LIMIT 20000",
+        )
+        .await
+        .unwrap();
+    let keyed = |round: u64| Enqueue::new().concurrency_key(format!("key-{round}"), 1);
+    let mut blocked = Vec::new();
+    for round in 0..ROUNDS {
+        let first = near
+            .enqueue_with(Tagged::new(0, round, 0), keyed(round))
+            .await
+            .unwrap();
+        filler.execute("UPDATE filler SET v = v + 1").await.unwrap();
+        assert!(near.cancel(first.id).await.unwrap(), "round {round}");
+        let next = far
+            .enqueue_with(Tagged::new(1, round, 1), keyed(round))
+            .await
+            .unwrap();
+        let status = far.job(next.id).await.unwrap().expect("the job").status;
+        if status != JobStatus::Pending {
+            blocked.push((round, status));
+        }
+    }
+    assert!(
+        blocked.is_empty(),
+        "{} of {ROUNDS} keyed enqueues waited behind the key's cancelled job: {blocked:?}",
+        blocked.len()
     );
 }

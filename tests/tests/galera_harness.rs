@@ -26,15 +26,24 @@ fn a_killed_node_rejoins_by_ist_with_what_it_missed() {
             .unwrap();
     }
     let started = std::time::Instant::now();
-    cluster.restart(2).unwrap();
+    // Each failure below says what node 2 logged (CI shows only the
+    // failing test's output).
+    if let Err(error) = cluster.restart(2) {
+        panic!("restart: {error}\n{}", cluster.log_tail(2));
+    }
     let took = started.elapsed();
     assert_eq!(
         cluster.status(2, "wsrep_local_state_comment").unwrap(),
-        "Synced"
+        "Synced",
+        "{}",
+        cluster.log_tail(2)
     );
     assert_eq!(
         cluster.status(0, "wsrep_cluster_size").unwrap(),
-        cluster.len().to_string()
+        cluster.len().to_string(),
+        "node 0:\n{}\nnode 2:\n{}",
+        cluster.log_tail(0),
+        cluster.log_tail(2)
     );
     let rows = cluster
         .sql(
@@ -42,7 +51,7 @@ fn a_killed_node_rejoins_by_ist_with_what_it_missed() {
             &format!("SET SESSION wsrep_sync_wait = 1; SELECT COUNT(*) FROM {table}"),
         )
         .unwrap();
-    assert_eq!(rows.trim(), "100");
+    assert_eq!(rows.trim(), "100", "{}", cluster.log_tail(2));
     let log = cluster.log(2);
     // What the second start logged (each start begins with this line).
     assert!(

@@ -19,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use futures_util::future::join_all;
 use jobq_runtime::{CheckStatus, Enqueue, JobContext, JobStatus, Jobq, State, Unique, Worker, job};
 use jobq_tests::galera::{self, Cluster};
@@ -739,5 +740,92 @@ async fn a_keyed_enqueue_through_another_node_right_after_the_keys_cancel_is_adm
         blocked.is_empty(),
         "{} of {ROUNDS} keyed enqueues waited behind the key's cancelled job: {blocked:?}",
         blocked.len()
+    );
+}
+
+/// Runs long enough to be seen `processing`.
+#[job(name = "galera_long")]
+async fn long(n: u64) {
+    let _ = n;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+}
+
+/// A worker started on a node right after a queue's limit was set through
+/// another node — its own node a moment behind (a 200,000-row commit just
+/// before the limit's) — claims under the limit from its first claim: the
+/// workers read the controls behind a sync wait. Without it the worker read
+/// no limit and its first claim took four jobs (2 of 5 rounds; the CI saw 4
+/// rows processing under a limit of 3 in
+/// `a_queue_limit_holds_with_workers_on_every_node`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_on_a_node_behind_the_cluster_claims_under_a_limit_set_through_another() {
+    const ROUNDS: u64 = 8;
+    let Some(cluster) = cluster("galera limit behind") else {
+        return;
+    };
+    let db = cluster.database("limit_behind").unwrap();
+    let near = connect(&db.url(0)).await;
+    near.migrate().await.unwrap();
+    let setter = connect(&db.url(1)).await;
+    let far = connect(&db.url(2)).await;
+    let mut filler = MySqlConnection::connect(&db.url(0)).await.unwrap();
+    filler
+        .execute("CREATE TABLE filler (id INT PRIMARY KEY AUTO_INCREMENT, v INT NOT NULL)")
+        .await
+        .unwrap();
+    filler
+        .execute(
+            "INSERT INTO filler (v) SELECT 0 FROM information_schema.COLUMNS a, \
+             information_schema.COLUMNS b LIMIT 200000",
+        )
+        .await
+        .unwrap();
+    let pool = sqlx::MySqlPool::connect(&db.url(0)).await.unwrap();
+    let processing = |queue: String| {
+        let pool = pool.clone();
+        async move {
+            let (n,): (i64,) = sqlx::query_as(
+                "SET STATEMENT wsrep_sync_wait = 1 FOR SELECT COUNT(*) FROM jobq_jobs \
+                 WHERE queue = ? AND status = 'processing'",
+            )
+            .bind(queue)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            n
+        }
+    };
+    let mut over = Vec::new();
+    for round in 0..ROUNDS {
+        let queue = jobq_tests::unique_queue("galera-limit-behind");
+        near.enqueue_many_with((0..8).map(|n| (Long::new(n), Enqueue::new().queue(&queue))))
+            .await
+            .unwrap();
+        wait_until("node 2 has the jobs", Duration::from_secs(10), || async {
+            far.counts(&queue).await.unwrap().pending == 8
+        })
+        .await;
+        filler.execute("UPDATE filler SET v = v + 1").await.unwrap();
+        setter.set_queue_limit(&queue, Some(1)).await.unwrap();
+        let worker = Worker::builder(far.clone())
+            .queue_unchecked(&queue, 4)
+            .poll_interval(Duration::from_millis(20))
+            .build()
+            .unwrap()
+            .start();
+        wait_until("the worker claims", Duration::from_secs(10), || {
+            processing(queue.clone()).then(|n| async move { n > 0 })
+        })
+        .await;
+        // A claim's rows turn `processing` together: this is at least its first.
+        let seen = processing(queue.clone()).await;
+        if seen > 1 {
+            over.push((round, seen));
+        }
+        jobq_tests::stop(worker).await;
+    }
+    assert!(
+        over.is_empty(),
+        "a worker claimed past a limit of 1 set through another node (round, rows processing): {over:?}"
     );
 }

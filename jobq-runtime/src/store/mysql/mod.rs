@@ -517,9 +517,11 @@ impl BackendStore for MySqlStore {
     }
 
     async fn key_rates(&self) -> Result<Vec<(String, Rate)>> {
+        // On Galera behind a sync wait, as the controls (below).
+        let sql = self.read(KEY_RATES);
         let rows: Vec<(Text, i64, i64, i64)> = self
             .run(statement::READ, async |conn| {
-                sqlx::query_as(KEY_RATES).fetch_all(&mut *conn).await
+                sqlx::query_as(&sql).fetch_all(&mut *conn).await
             })
             .await?;
         Ok(key_rates(rows.into_iter().map(
@@ -787,9 +789,14 @@ impl BackendStore for MySqlStore {
             Option<i64>,
             Option<i64>,
         );
+        // On Galera behind a sync wait: a limit, pause or rate set through
+        // another node before this read is in it. Without the wait a worker
+        // starting on a node that had not yet applied a new limit claimed
+        // as if the queue had none (4 rows processing under a limit of 3).
+        let sql = self.read(CONTROLS);
         let rows: Vec<Row> = self
             .run(statement::READ, async |conn| {
-                sqlx::query_as(CONTROLS).fetch_all(conn).await
+                sqlx::query_as(&sql).fetch_all(conn).await
             })
             .await?;
         Ok(super::policy::controls(
@@ -901,8 +908,10 @@ impl MySqlStore {
     /// `sql`, a read of the handle's (`job`, `counts`, `list`, `stats`), as
     /// it runs here: on Galera behind [`SYNC_WAIT`], so that it sees what
     /// was committed through any node before it (read-your-writes across
-    /// nodes). The claim and the other statements of workers do without:
-    /// their writes are certified against the cluster's anyway.
+    /// nodes). So do the workers' reads of the queues' controls and the
+    /// keys' rates, which decide how they claim. The claim and the other
+    /// statements of workers do without: their writes are certified
+    /// against the cluster's anyway.
     fn read<'a>(&self, sql: &'a str) -> std::borrow::Cow<'a, str> {
         if self.galera {
             synced(sql).into()

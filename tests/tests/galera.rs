@@ -630,6 +630,34 @@ async fn a_queue_rate_holds_with_workers_on_every_node() {
     assert!(span >= 59.0 * 0.05 * 0.98, "{jobs} starts in {span} s");
 }
 
+/// A table of `rows` rows on one node: updating every row is a large
+/// commit, which the other nodes apply a moment after it (and apply what
+/// comes after it only then): a node held a moment behind the cluster.
+struct Filler(MySqlConnection);
+
+impl Filler {
+    async fn on(url: &str, rows: u32) -> Self {
+        let mut conn = MySqlConnection::connect(url).await.unwrap();
+        conn.execute("CREATE TABLE filler (id INT PRIMARY KEY AUTO_INCREMENT, v INT NOT NULL)")
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO filler (v) SELECT 0 FROM information_schema.COLUMNS a, \
+             information_schema.COLUMNS b LIMIT ?",
+        )
+        .bind(rows)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        Self(conn)
+    }
+
+    /// Commits an update of every row.
+    async fn commit_large(&mut self) {
+        self.0.execute("UPDATE filler SET v = v + 1").await.unwrap();
+    }
+}
+
 /// A job unique by its key.
 #[job(name = "galera_digest", key = "digest:{n}")]
 async fn digest(n: u64) {
@@ -655,18 +683,7 @@ async fn a_unique_enqueue_through_another_node_right_after_the_holders_cancel_ma
     let far = connect(&db.url(1)).await;
     // Node 1 applies other nodes' commits in order: a large one just before
     // the cancel holds the cancel back there for a moment.
-    let mut filler = MySqlConnection::connect(&db.url(0)).await.unwrap();
-    filler
-        .execute("CREATE TABLE filler (id INT PRIMARY KEY AUTO_INCREMENT, v INT NOT NULL)")
-        .await
-        .unwrap();
-    filler
-        .execute(
-            "INSERT INTO filler (v) SELECT 0 FROM information_schema.COLUMNS a, \
-             information_schema.COLUMNS b LIMIT 20000",
-        )
-        .await
-        .unwrap();
+    let mut filler = Filler::on(&db.url(0), 20000).await;
     let active = || Enqueue::new().unique(Unique::while_active());
     let mut stale = Vec::new();
     for round in 0..ROUNDS {
@@ -675,7 +692,7 @@ async fn a_unique_enqueue_through_another_node_right_after_the_holders_cancel_ma
             .await
             .unwrap();
         assert!(!first.duplicate, "round {round}: {first:?}");
-        filler.execute("UPDATE filler SET v = v + 1").await.unwrap();
+        filler.commit_large().await;
         assert!(near.cancel(first.id).await.unwrap(), "round {round}");
         let next = far
             .enqueue_with(Digest::new(round), active())
@@ -706,18 +723,7 @@ async fn a_keyed_enqueue_through_another_node_right_after_the_keys_cancel_is_adm
     let near = connect(&db.url(0)).await;
     near.migrate().await.unwrap();
     let far = connect(&db.url(1)).await;
-    let mut filler = MySqlConnection::connect(&db.url(0)).await.unwrap();
-    filler
-        .execute("CREATE TABLE filler (id INT PRIMARY KEY AUTO_INCREMENT, v INT NOT NULL)")
-        .await
-        .unwrap();
-    filler
-        .execute(
-            "INSERT INTO filler (v) SELECT 0 FROM information_schema.COLUMNS a, \
-             information_schema.COLUMNS b LIMIT 20000",
-        )
-        .await
-        .unwrap();
+    let mut filler = Filler::on(&db.url(0), 20000).await;
     let keyed = |round: u64| Enqueue::new().concurrency_key(format!("key-{round}"), 1);
     let mut blocked = Vec::new();
     for round in 0..ROUNDS {
@@ -725,7 +731,7 @@ async fn a_keyed_enqueue_through_another_node_right_after_the_keys_cancel_is_adm
             .enqueue_with(Tagged::new(0, round, 0), keyed(round))
             .await
             .unwrap();
-        filler.execute("UPDATE filler SET v = v + 1").await.unwrap();
+        filler.commit_large().await;
         assert!(near.cancel(first.id).await.unwrap(), "round {round}");
         let next = far
             .enqueue_with(Tagged::new(1, round, 1), keyed(round))
@@ -768,18 +774,7 @@ async fn a_worker_on_a_node_behind_the_cluster_claims_under_a_limit_set_through_
     near.migrate().await.unwrap();
     let setter = connect(&db.url(1)).await;
     let far = connect(&db.url(2)).await;
-    let mut filler = MySqlConnection::connect(&db.url(0)).await.unwrap();
-    filler
-        .execute("CREATE TABLE filler (id INT PRIMARY KEY AUTO_INCREMENT, v INT NOT NULL)")
-        .await
-        .unwrap();
-    filler
-        .execute(
-            "INSERT INTO filler (v) SELECT 0 FROM information_schema.COLUMNS a, \
-             information_schema.COLUMNS b LIMIT 200000",
-        )
-        .await
-        .unwrap();
+    let mut filler = Filler::on(&db.url(0), 200000).await;
     let pool = sqlx::MySqlPool::connect(&db.url(0)).await.unwrap();
     let processing = |queue: String| {
         let pool = pool.clone();
@@ -805,7 +800,7 @@ async fn a_worker_on_a_node_behind_the_cluster_claims_under_a_limit_set_through_
             far.counts(&queue).await.unwrap().pending == 8
         })
         .await;
-        filler.execute("UPDATE filler SET v = v + 1").await.unwrap();
+        filler.commit_large().await;
         setter.set_queue_limit(&queue, Some(1)).await.unwrap();
         let worker = Worker::builder(far.clone())
             .queue_unchecked(&queue, 4)

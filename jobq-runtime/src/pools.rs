@@ -71,3 +71,17 @@ impl Jobq {
         }
     }
 }
+
+#[cfg(feature = "postgres")]
+impl Jobq {
+    /// The pool jobq's own statements run on, with jobq's session settings
+    /// (for jobq's tests; an application uses [`pg_pool`](Self::pg_pool)).
+    #[doc(hidden)]
+    pub fn jobq_pg_pool(&self) -> Option<&sqlx::PgPool> {
+        #[allow(unreachable_patterns)]
+        match self.store() {
+            Store::Postgres(s) => Some(s.pool()),
+            _ => None,
+        }
+    }
+}

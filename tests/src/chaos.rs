@@ -447,6 +447,9 @@ pub struct Report {
     /// Longest time from the cut to the re-run elsewhere of a job the cut
     /// host held.
     pub max_partition_wait: Duration,
+    /// Each re-execution explained by the partition: which attempt ran on
+    /// which worker when, relative to the cut (ms), and where it ran next.
+    pub partition_reruns: Vec<String>,
     /// Attempts stopped unsettled because their lease was lost (workers' logs).
     pub leases_lost: usize,
     /// Claims that never logged an execution (worker killed between claim and handler start).
@@ -515,6 +518,9 @@ impl fmt::Display for Report {
                 self.max_partition_wait,
                 self.leases_lost
             )?;
+            for rerun in self.partition_reruns.iter().take(12) {
+                writeln!(f, "    {rerun}")?;
+            }
         }
         if self.node_moves != (0, 0) {
             writeln!(
@@ -1299,6 +1305,22 @@ async fn check(
                 report.re_executions_after_outage += 1;
             } else if on_cut_host {
                 report.re_executions_after_partition += 1;
+                if let Some(cut) = partition {
+                    let ms = |us: i64| (us - cut.window.0) / 1_000;
+                    report.partition_reruns.push(format!(
+                        "job {id}: attempt {} on {} (pid {}) from {} ms to {:?} ms after the cut, then attempt {} on {} (pid {}{}) at {} ms",
+                        earlier.attempt,
+                        earlier.worker,
+                        earlier.pid,
+                        ms(earlier.started_us),
+                        earlier.finished_us.map(ms),
+                        next.attempt,
+                        next.worker,
+                        next.pid,
+                        if cut.pids.contains(&next.pid) { ", the cut host" } else { "" },
+                        ms(next.started_us),
+                    ));
+                }
                 if let Some(cut) = partition
                     && next.attempt == earlier.attempt + 1
                     && next.started_us > cut.window.0

@@ -8,6 +8,12 @@
 //!
 //! MySQL 8 has no such setting (jobq's session setup skips it there); its
 //! `wait_timeout` closes any idle connection, in a transaction or not.
+//!
+//! PostgreSQL's plain claim is one statement, but its limited claim (and
+//! keyed, rate and flow writes) are transactions: one cut off after locking
+//! its queue's slots keeps every other worker from claiming in that queue.
+//! jobq begins its own transactions there with `SET LOCAL
+//! idle_in_transaction_session_timeout` (`BEGIN_BOUNDED`).
 
 use std::time::{Duration, Instant};
 
@@ -73,6 +79,82 @@ async fn a_claim_stalled_mid_transaction_gives_its_jobs_back_within_the_idle_tim
     );
     println!("the stalled claim's jobs ran {took:?} after it stalled");
     // The server closed the stalled connection.
+    assert!(
+        sqlx::query("SELECT 1")
+            .execute(&mut *stalled)
+            .await
+            .is_err(),
+        "the stalled connection is still open"
+    );
+    stalled.detach();
+    worker
+        .shutdown(Duration::from_secs(10))
+        .await
+        .expect("shutdown");
+}
+
+#[job(name = "stalled_claim_limited")]
+async fn limited(n: u64) {
+    let _ = n;
+}
+
+/// A limited claim on PostgreSQL stalled after locking its queue's slots,
+/// begun as jobq begins its own transactions: while it holds them no
+/// worker claims in the queue; within the idle timeout the server ends it
+/// and the jobs run. (Before jobq bounded its transactions, the queue
+/// stayed stuck for as long as the connection lived.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limited_claim_stalled_mid_transaction_gives_its_slots_back_within_the_idle_timeout() {
+    use jobq_runtime::__private::sql::postgres::{
+        BEGIN_BOUNDED, IDLE_TRANSACTION_SECONDS, SLOTS_LOCK,
+    };
+    let Some(db) = TestDb::postgres() else { return };
+    let jobq = db.jobq().await;
+    let queue = unique_queue("stalled-limited");
+    jobq.set_queue_limit(&queue, Some(2)).await.expect("limit");
+    jobq.enqueue_many_with((0..3).map(|n| (Limited { n }, Enqueue::new().queue(&queue))))
+        .await
+        .expect("enqueue");
+
+    let pool = jobq.jobq_pg_pool().expect("a PostgreSQL handle").clone();
+    let mut stalled = pool.acquire().await.expect("a connection");
+    sqlx::raw_sql(BEGIN_BOUNDED)
+        .execute(&mut *stalled)
+        .await
+        .expect("begin");
+    let slots = sqlx::query(SLOTS_LOCK)
+        .bind(&queue)
+        .fetch_all(&mut *stalled)
+        .await
+        .expect("the claim's slot lock");
+    assert_eq!(slots.len(), 2, "the queue's two slots");
+    let stalled_at = Instant::now();
+
+    let worker = Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 4)
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .expect("build")
+        .start();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        jobq.counts(&queue).await.expect("counts").done,
+        0,
+        "claimed through slots the stalled claim holds"
+    );
+    let idle = Duration::from_secs(IDLE_TRANSACTION_SECONDS);
+    wait_until(
+        "the queue's jobs run once the stalled claim is ended",
+        idle + Duration::from_secs(10),
+        || async { jobq.counts(&queue).await.expect("counts").done == 3 },
+    )
+    .await;
+    let took = stalled_at.elapsed();
+    assert!(
+        took >= idle - Duration::from_millis(500),
+        "done after {took:?}, before the idle timeout: the slots were not held"
+    );
+    println!("the stalled limited claim's queue ran {took:?} after it stalled");
     assert!(
         sqlx::query("SELECT 1")
             .execute(&mut *stalled)

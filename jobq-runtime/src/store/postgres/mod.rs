@@ -256,7 +256,7 @@ impl BackendStore for PgStore {
                     // One transaction: a release that finds the key without
                     // jobs and deletes its row either comes before the row
                     // is made again or sees the job listed.
-                    let mut tx = conn.begin().await?;
+                    let mut tx = begin(conn).await?;
                     for sql in [KEYS_REMAKE, KEYS_REJOIN] {
                         sqlx::query(sql).bind(ids).execute(&mut *tx).await?;
                     }
@@ -306,7 +306,7 @@ impl BackendStore for PgStore {
         Ok(self
             .conns
             .run(async |conn| {
-                let mut tx = conn.begin().await?;
+                let mut tx = begin(conn).await?;
                 let row: Option<(i64, i64, i64, i64, i64)> = sqlx::query_as(KEY_RATE_LOCK)
                     .bind(key)
                     .fetch_optional(&mut *tx)
@@ -362,7 +362,7 @@ impl BackendStore for PgStore {
         Ok(self
             .conns
             .run(async |conn| {
-                let mut tx = conn.begin().await?;
+                let mut tx = begin(conn).await?;
                 match limit {
                     Some(limit) => {
                         let limit = i32::try_from(limit).unwrap_or(i32::MAX);
@@ -683,7 +683,7 @@ impl PgStore {
 /// The migrations not applied yet, in one transaction on `conn` under an
 /// advisory lock.
 async fn migrate_on(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    let mut tx = conn.begin().await?;
+    let mut tx = begin(conn).await?;
     sqlx::query(MIGRATE_LOCK).execute(&mut *tx).await?;
     tx.execute(MIGRATIONS_TABLE).await?;
     let applied: Vec<i64> = sqlx::query_scalar(MIGRATIONS_APPLIED)
@@ -719,7 +719,7 @@ async fn insert_chunks(
     conn: &mut PgConnection,
     jobs: &[NewJob],
 ) -> Result<Vec<Enqueued>, sqlx::Error> {
-    let mut tx = conn.begin().await?;
+    let mut tx = begin(conn).await?;
     let mut out = Vec::with_capacity(jobs.len());
     for chunk in jobs.chunks(INSERT_CHUNK) {
         out.extend(insert_chunk(&mut tx, chunk).await?);
@@ -901,7 +901,7 @@ async fn insert_unique(
     unique: jobq_core::Unique,
     notify: bool,
 ) -> Result<Enqueued, sqlx::Error> {
-    let mut tx = conn.begin().await?;
+    let mut tx = begin(conn).await?;
     sqlx::query(UNIQUE_TAKE).bind(key).execute(&mut *tx).await?;
     let (job_id, states, within_period, status_bit): (i64, i64, bool, i64) =
         sqlx::query_as(UNIQUE_HOLDER)
@@ -977,7 +977,7 @@ async fn insert_keyed(
     limit: u32,
     notify: bool,
 ) -> Result<Enqueued, sqlx::Error> {
-    let mut tx = conn.begin().await?;
+    let mut tx = begin(conn).await?;
     sqlx::query(KEY_TAKE)
         .bind(key)
         .bind(i64::from(limit))
@@ -1024,7 +1024,7 @@ async fn insert_keyed(
 /// One release of `keys` (see [`BackendStore::release_keys`]) in a
 /// transaction of its own on `conn`.
 async fn release_keys_on(conn: &mut PgConnection, keys: &[String]) -> Result<KeyPlan, sqlx::Error> {
-    let mut tx = conn.begin().await?;
+    let mut tx = begin(conn).await?;
     let limits: Vec<(String, u32)> = sqlx::query_as::<_, (String, i32)>(KEYS_LOCK)
         .bind(keys)
         .fetch_all(&mut *tx)
@@ -1078,7 +1078,7 @@ async fn insert_each(
     conn: &mut PgConnection,
     jobs: &[NewJob],
 ) -> Result<Vec<Enqueued>, sqlx::Error> {
-    let mut tx = conn.begin().await?;
+    let mut tx = begin(conn).await?;
     let mut out = Vec::with_capacity(jobs.len());
     for job in jobs {
         let sql = if job.idempotency_key.is_some() {
@@ -1202,7 +1202,7 @@ async fn claim_limited_on(
     claim: ClaimRequest<'_>,
     flow: Flow,
 ) -> Result<LimitedClaim, sqlx::Error> {
-    let mut tx = conn.begin().await?;
+    let mut tx = begin(conn).await?;
     let plan = if flow.slots {
         let locked: Vec<Slot> = sqlx::query_as(SLOTS_LOCK)
             .bind(claim.queue)
@@ -1309,7 +1309,20 @@ crate::store::batch::batch_insert!(PgConnection, flow_insert_row);
 async fn begin_flow(
     conn: &mut PgConnection,
 ) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, sqlx::Error> {
-    conn.begin().await
+    begin(conn).await
+}
+
+/// Begins a transaction of jobq's own on `conn` with [`BEGIN_BOUNDED`]
+/// (the server ends it if it sits idle); inside a caller's transaction
+/// (`enqueue_in`), a savepoint, under the caller's settings.
+async fn begin(
+    conn: &mut PgConnection,
+) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, sqlx::Error> {
+    if conn.is_in_transaction() {
+        conn.begin().await
+    } else {
+        conn.begin_with(BEGIN_BOUNDED).await
+    }
 }
 
 /// One job of a workflow ([`INSERT`]).

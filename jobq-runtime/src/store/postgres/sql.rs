@@ -47,6 +47,22 @@ macro_rules! job_columns {
     };
 }
 
+/// How long jobq's own transactions may sit idle between two statements
+/// before the server ends the session and rolls them back (see
+/// [`BEGIN_BOUNDED`]).
+pub const IDLE_TRANSACTION_SECONDS: u64 = 10;
+
+/// The `BEGIN` of every transaction of jobq's own: a transaction left idle
+/// for [`IDLE_TRANSACTION_SECONDS`] (its host cut off, its process frozen
+/// between two statements) has its session ended by the server and is
+/// rolled back, instead of holding its row locks until the server notices
+/// the dead client (TCP keepalive: hours). A limited claim cut off after
+/// locking its queue's slots would otherwise keep every other worker from
+/// claiming in that queue. `SET LOCAL`: it ends with the transaction, so an
+/// application's own transactions on a shared pool keep the server's
+/// setting. Sent with the `BEGIN`, in one round trip.
+pub const BEGIN_BOUNDED: &str = "BEGIN; SET LOCAL idle_in_transaction_session_timeout = '10s'";
+
 /// A job's metadata and tags (JSON texts, `$3` its id), written in the
 /// transaction that inserted it (see [`TAGS_INSERT`]).
 pub const ATTACH: &str = "UPDATE jobq_jobs SET metadata = $1, tags = $2 WHERE id = $3";

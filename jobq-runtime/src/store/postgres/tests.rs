@@ -27,3 +27,11 @@ fn max_attempts_saturates_at_the_integer_column() {
     assert_eq!(attempts_bind(7), 7);
     assert_eq!(attempts_bind(u32::MAX), i32::MAX);
 }
+
+#[test]
+fn the_bounded_begin_names_the_idle_timeout_it_documents() {
+    assert!(BEGIN_BOUNDED.starts_with("BEGIN;"));
+    assert!(BEGIN_BOUNDED.contains(&format!(
+        "SET LOCAL idle_in_transaction_session_timeout = '{IDLE_TRANSACTION_SECONDS}s'"
+    )));
+}

@@ -106,7 +106,10 @@ impl Db {
         Ok(out)
     }
 
-    /// Empties the table.
+    /// Empties the tables a measurement writes: the jobs and what hangs
+    /// off them (tags, workflows, batches, and the concurrency keys' places
+    /// and members, which a run cut short would otherwise leave holding
+    /// the next run's keys until the reaper's key sweep).
     pub(crate) async fn reset(&self) -> Res<()> {
         match self {
             // The tags' index references the jobs: MySQL truncates them
@@ -116,21 +119,24 @@ impl Db {
                     "SET FOREIGN_KEY_CHECKS = 0; TRUNCATE TABLE jobq_job_tags; \
                      TRUNCATE TABLE jobq_jobs; SET FOREIGN_KEY_CHECKS = 1; \
                      TRUNCATE TABLE jobq_flow_jobs; TRUNCATE TABLE jobq_deps; \
-                     TRUNCATE TABLE jobq_batches; TRUNCATE TABLE jobq_batch_jobs",
+                     TRUNCATE TABLE jobq_batches; TRUNCATE TABLE jobq_batch_jobs; \
+                     TRUNCATE TABLE jobq_keys; TRUNCATE TABLE jobq_key_jobs",
                 )
                 .execute(p)
                 .await?;
             }
             Self::Postgres(p) => {
                 p.execute(
-                    "TRUNCATE jobq_jobs, jobq_job_tags, jobq_flow_jobs, jobq_deps, jobq_batches, jobq_batch_jobs",
+                    "TRUNCATE jobq_jobs, jobq_job_tags, jobq_flow_jobs, jobq_deps, jobq_batches, \
+                     jobq_batch_jobs, jobq_keys, jobq_key_jobs",
                 )
                     .await?;
             }
             Self::Sqlite(p) => {
                 p.execute(
                     "DELETE FROM jobq_jobs; DELETE FROM jobq_flow_jobs; DELETE FROM jobq_deps; \
-                     DELETE FROM jobq_batches; DELETE FROM jobq_batch_jobs",
+                     DELETE FROM jobq_batches; DELETE FROM jobq_batch_jobs; \
+                     DELETE FROM jobq_keys; DELETE FROM jobq_key_jobs",
                 )
                 .await?;
             }

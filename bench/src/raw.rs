@@ -130,7 +130,7 @@ impl Db {
                     "TRUNCATE jobq_jobs, jobq_job_tags, jobq_flow_jobs, jobq_deps, jobq_batches, \
                      jobq_batch_jobs, jobq_keys, jobq_key_jobs",
                 )
-                    .await?;
+                .await?;
             }
             Self::Sqlite(p) => {
                 p.execute(

@@ -143,6 +143,12 @@ impl Db {
         }
     }
 
+    /// The one number a `SELECT COUNT(*) …` answers.
+    pub async fn count(&self, sql: &str, args: &[Arg]) -> sqlx::Result<i64> {
+        let rows: Vec<(i64,)> = self.fetch_all(sql, args).await?;
+        Ok(rows.first().map_or(0, |row| row.0))
+    }
+
     /// Which of three spellings of a statement this backend takes.
     pub fn pick<'a>(&self, mysql: &'a str, postgres: &'a str, sqlite: &'a str) -> &'a str {
         match self {

@@ -18,12 +18,52 @@
 use std::time::{Duration, Instant};
 
 use jobq_runtime::__private::sql::mysql::{BEGIN_RC, CLAIM_SELECT, IDLE_TRANSACTION_SECONDS};
-use jobq_runtime::{Enqueue, Worker, job};
+use jobq_runtime::{Enqueue, Jobq, Worker, job};
 use jobq_tests::{TestDb, unique_queue, wait_until};
 
 #[job(name = "stalled_claim_work")]
 async fn work(n: u64) {
     let _ = n;
+}
+
+/// With a stalled transaction (since `stalled_at`) holding what `queue`'s
+/// three jobs need: a worker claims none of them for a second, then all
+/// three run, no sooner than `idle` (the server's idle timeout) after the
+/// stall and within 10 s more. How long after the stall they ran.
+async fn held_until_the_server_ends_it(
+    jobq: &Jobq,
+    queue: &str,
+    stalled_at: Instant,
+    idle: Duration,
+) -> Duration {
+    let worker = Worker::builder(jobq.clone())
+        .queue_unchecked(queue, 4)
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .expect("build")
+        .start();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        jobq.counts(queue).await.expect("counts").done,
+        0,
+        "claimed what the stalled transaction holds"
+    );
+    wait_until(
+        "the queue's jobs run once the server ends the stalled transaction",
+        idle + Duration::from_secs(10),
+        || async { jobq.counts(queue).await.expect("counts").done == 3 },
+    )
+    .await;
+    let took = stalled_at.elapsed();
+    assert!(
+        took >= idle - Duration::from_millis(500),
+        "done after {took:?}, before the idle timeout: nothing was held"
+    );
+    worker
+        .shutdown(Duration::from_secs(10))
+        .await
+        .expect("shutdown");
+    took
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,31 +92,13 @@ async fn a_claim_stalled_mid_transaction_gives_its_jobs_back_within_the_idle_tim
     assert_eq!(picked.len(), 3);
     let stalled_at = Instant::now();
 
-    let worker = Worker::builder(jobq.clone())
-        .queue_unchecked(&queue, 4)
-        .poll_interval(Duration::from_millis(50))
-        .build()
-        .expect("build")
-        .start();
-    // While the stalled transaction holds them, they are skipped.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        jobq.counts(&queue).await.expect("counts").done,
-        0,
-        "rows locked by the stalled claim were claimed"
-    );
-    let idle = Duration::from_secs(IDLE_TRANSACTION_SECONDS);
-    wait_until(
-        "the stalled claim's jobs run elsewhere",
-        idle + Duration::from_secs(10),
-        || async { jobq.counts(&queue).await.expect("counts").done == 3 },
+    let took = held_until_the_server_ends_it(
+        &jobq,
+        &queue,
+        stalled_at,
+        Duration::from_secs(IDLE_TRANSACTION_SECONDS),
     )
     .await;
-    let took = stalled_at.elapsed();
-    assert!(
-        took >= idle - Duration::from_millis(500),
-        "done after {took:?}, before the idle timeout: the rows were not held"
-    );
     println!("the stalled claim's jobs ran {took:?} after it stalled");
     // The server closed the stalled connection.
     assert!(
@@ -87,15 +109,6 @@ async fn a_claim_stalled_mid_transaction_gives_its_jobs_back_within_the_idle_tim
         "the stalled connection is still open"
     );
     stalled.detach();
-    worker
-        .shutdown(Duration::from_secs(10))
-        .await
-        .expect("shutdown");
-}
-
-#[job(name = "stalled_claim_limited")]
-async fn limited(n: u64) {
-    let _ = n;
 }
 
 /// A limited claim on PostgreSQL stalled after locking its queue's slots,
@@ -112,7 +125,7 @@ async fn a_limited_claim_stalled_mid_transaction_gives_its_slots_back_within_the
     let jobq = db.jobq().await;
     let queue = unique_queue("stalled-limited");
     jobq.set_queue_limit(&queue, Some(2)).await.expect("limit");
-    jobq.enqueue_many_with((0..3).map(|n| (Limited { n }, Enqueue::new().queue(&queue))))
+    jobq.enqueue_many_with((0..3).map(|n| (Work { n }, Enqueue::new().queue(&queue))))
         .await
         .expect("enqueue");
 
@@ -130,30 +143,13 @@ async fn a_limited_claim_stalled_mid_transaction_gives_its_slots_back_within_the
     assert_eq!(slots.len(), 2, "the queue's two slots");
     let stalled_at = Instant::now();
 
-    let worker = Worker::builder(jobq.clone())
-        .queue_unchecked(&queue, 4)
-        .poll_interval(Duration::from_millis(50))
-        .build()
-        .expect("build")
-        .start();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        jobq.counts(&queue).await.expect("counts").done,
-        0,
-        "claimed through slots the stalled claim holds"
-    );
-    let idle = Duration::from_secs(IDLE_TRANSACTION_SECONDS);
-    wait_until(
-        "the queue's jobs run once the stalled claim is ended",
-        idle + Duration::from_secs(10),
-        || async { jobq.counts(&queue).await.expect("counts").done == 3 },
+    let took = held_until_the_server_ends_it(
+        &jobq,
+        &queue,
+        stalled_at,
+        Duration::from_secs(IDLE_TRANSACTION_SECONDS),
     )
     .await;
-    let took = stalled_at.elapsed();
-    assert!(
-        took >= idle - Duration::from_millis(500),
-        "done after {took:?}, before the idle timeout: the slots were not held"
-    );
     println!("the stalled limited claim's queue ran {took:?} after it stalled");
     assert!(
         sqlx::query("SELECT 1")
@@ -163,8 +159,4 @@ async fn a_limited_claim_stalled_mid_transaction_gives_its_slots_back_within_the
         "the stalled connection is still open"
     );
     stalled.detach();
-    worker
-        .shutdown(Duration::from_secs(10))
-        .await
-        .expect("shutdown");
 }

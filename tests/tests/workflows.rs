@@ -369,14 +369,12 @@ async fn a_pruned_workflow_leaves_no_rows_behind(db: TestDb) {
     wait_for_status(&jobq, stored.jobs["b"], JobStatus::Done, LONG).await;
     let db_ = Db::of(&jobq);
     let edges = async || {
-        let rows: Vec<(i64,)> = db_
-            .fetch_all(
-                "SELECT COUNT(*) FROM jobq_deps WHERE job_id = ?",
-                &[Arg::Int(stored.jobs["b"])],
-            )
-            .await
-            .unwrap();
-        rows[0].0
+        db_.count(
+            "SELECT COUNT(*) FROM jobq_deps WHERE job_id = ?",
+            &[Arg::Int(stored.jobs["b"])],
+        )
+        .await
+        .unwrap()
     };
     // The edge is there while the job rows are (asked before the prune:
     // the running worker's sweep may forget it the moment they go).

@@ -1272,6 +1272,19 @@ async fn check(
         for pair in runs.windows(2) {
             let (earlier, next) = (&pair[0], &pair[1]);
             report.re_executions += 1;
+            // A newer attempt starts only once the older one's lease is
+            // over; an older one that starts after it was claimed before
+            // and answered after its lease (it must not start).
+            if earlier.started_us > next.started_us {
+                v.push(format!(
+                    "job {id}: attempt {} (worker {}) started {} ms after attempt {} (worker {}): a claim answered after its lease ran",
+                    earlier.attempt,
+                    earlier.worker,
+                    (earlier.started_us - next.started_us) / 1_000,
+                    next.attempt,
+                    next.worker
+                ));
+            }
             // The earlier attempt's worker was killed after it started and
             // before the next attempt started.
             let kill = killed

@@ -168,9 +168,25 @@ impl HeldJobs {
     /// on), its attempt cancelled by [`stop_all`](Self::stop_all).
     ///
     /// `claimed` is when the claim was sent: its lease runs from then by
-    /// this host's clock (see [`Held::renewed`]).
-    pub(super) fn hold(&self, fence: Fence, claimed: Instant) -> Arc<Held> {
+    /// this host's clock (see [`Held::renewed`]). `answered` is when its
+    /// answer came: a claim answered so late that its lease may end within
+    /// the margin (a partition or a frozen process held the answer back)
+    /// may already be reaped and running elsewhere, so the job is held
+    /// lost: it does not start and is not settled, as when a heartbeat
+    /// finds a lease lost, and the reaper returns it.
+    pub(super) fn hold(&self, fence: Fence, claimed: Instant, answered: Instant) -> Arc<Held> {
         let held = Arc::new(Held::new(self.stop_jobs.child_token(), claimed, self.lease));
+        if held.lease_ends() <= answered + self.margin {
+            held.lose_lease();
+            quietly(|| {
+                tracing::warn!(
+                    job.id = fence.id,
+                    waited_ms = u64::try_from((answered - claimed).as_millis()).unwrap_or(u64::MAX),
+                    "lease lost: the claim's answer came when its lease may end (the database or the network held it back); not starting the attempt, the reaper returns the job"
+                );
+            });
+            return held;
+        }
         self.jobs().insert(fence, Arc::clone(&held));
         held
     }
@@ -263,5 +279,40 @@ impl HeldJobs {
             }
             None => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASE: Duration = Duration::from_secs(2);
+    const MARGIN: Duration = Duration::from_millis(200);
+
+    #[test]
+    fn a_claim_answered_in_time_is_held_and_renewed() {
+        let jobs = HeldJobs::new(LEASE, MARGIN);
+        let claimed = Instant::now();
+        let held = jobs.hold(Fence { id: 1, token: 1 }, claimed, claimed + LEASE / 2);
+        assert!(!held.lease_lost());
+        assert_eq!(jobs.fences(), [Fence { id: 1, token: 1 }]);
+    }
+
+    /// The answer came when the lease, run from the claim's send, may end
+    /// within the margin: another worker may run the job already.
+    #[test]
+    fn a_claim_answered_as_its_lease_may_end_is_lost_and_not_held() {
+        let jobs = HeldJobs::new(LEASE, MARGIN);
+        let claimed = Instant::now();
+        for (n, answered) in [LEASE - MARGIN, LEASE, 3 * LEASE].into_iter().enumerate() {
+            let fence = Fence {
+                id: n as i64,
+                token: 1,
+            };
+            let held = jobs.hold(fence, claimed, claimed + answered);
+            assert!(held.lease_lost(), "answered after {answered:?}");
+            assert!(held.cancel_token().is_cancelled());
+        }
+        assert_eq!(jobs.len(), 0, "none is renewed or settled");
     }
 }

@@ -79,18 +79,20 @@ impl Registered {
 }
 
 /// Registers `job` as held, so heartbeats renew its lease from now on;
-/// `claimed` is when its claim was sent.
+/// `claimed` is when its claim was sent, `answered` when its answer came
+/// (see [`HeldJobs::hold`](crate::worker::held::HeldJobs::hold)).
 pub(super) fn register(
     pipeline: &Pipeline,
     job: ClaimedJob,
     claimed: tokio::time::Instant,
+    answered: tokio::time::Instant,
 ) -> Registered {
     let settlement = Settlement {
         rescues: pipeline.rescues.clone(),
         fence: job.fence(),
         attempt: job.attempt,
         max_attempts: job.max_attempts,
-        held: pipeline.shared.held.hold(job.fence(), claimed),
+        held: pipeline.shared.held.hold(job.fence(), claimed, answered),
         owed: Owed::Release,
     };
     Registered { job, settlement }

@@ -380,15 +380,16 @@ fn claim(
             }
             Err(error) => (Err(error), false, None, None),
         };
+        let answered = tokio::time::Instant::now();
         if let Ok(jobs) = &result {
-            metrics.claimed(jobs.len(), started.elapsed());
+            metrics.claimed(jobs.len(), answered - started);
             for waited in jobs.iter().filter_map(|job| job.waited()) {
                 metrics.waited(waited);
             }
         }
         let registered = result.map(|jobs| {
             jobs.into_iter()
-                .map(|job| attempt::register(&pipeline, job, started))
+                .map(|job| attempt::register(&pipeline, job, started, answered))
                 .collect::<Vec<_>>()
         });
         if registered.is_ok() && inject::fire(inject::Point::Claimed, &queue).is_some() {
@@ -400,7 +401,7 @@ fn claim(
             next_start,
             wake,
         });
-        (claimed, started.elapsed())
+        (claimed, answered - started)
     })
 }
 

@@ -298,8 +298,11 @@ async fn complete_batch(shared: Arc<Shared>, batch: Vec<Fence>) -> Result<u64> {
         }
         let started = tokio::time::Instant::now();
         let outputs = shared.outputs_of(&batch);
+        // Boxed: the store's future (a statement through its retry,
+        // deadline and connection stash, for the largest backend) is
+        // kilobytes, copied into this block's state at every batch inline.
         let settled = if outputs.is_empty() {
-            shared.store.complete(&batch).await?
+            Box::pin(shared.store.complete(&batch)).await?
         } else {
             // Jobs with an output: one statement each, the rest together.
             let with: std::collections::HashSet<Fence> = outputs.iter().map(|(f, _)| *f).collect();
@@ -311,10 +314,11 @@ async fn complete_batch(shared: Arc<Shared>, batch: Vec<Fence>) -> Result<u64> {
             let mut settled = if plain.is_empty() {
                 0
             } else {
-                shared.store.complete(&plain).await?
+                Box::pin(shared.store.complete(&plain)).await?
             };
             for (fence, output) in &outputs {
-                settled += u64::from(shared.store.complete_with_output(*fence, output).await?);
+                let write = Box::pin(shared.store.complete_with_output(*fence, output));
+                settled += u64::from(write.await?);
             }
             settled
         };

@@ -4,9 +4,8 @@
 //! The claim pipeline adds a job when its claim returns; its settle (or
 //! the completer's, or the rescuer's) forgets it; the heartbeat renews
 //! what is held and stops what it finds lost; a cancel in this process
-//! stops it through [`crate::cancels`]. The set owns the parent of every
-//! attempt's cancellation token: a shutdown past its deadline stops them
-//! all at once ([`HeldJobs::stop_all`]).
+//! stops it through [`crate::cancels`]. A shutdown past its deadline stops
+//! every attempt still held at once ([`HeldJobs::stop_all`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -126,14 +125,18 @@ impl Held {
     }
 }
 
-/// The jobs claimed and not settled yet, by fence.
+/// The jobs claimed and not settled yet, by fence (hashed with foldhash: a
+/// fence is the database's id and token, and this map is written twice per
+/// attempt).
 #[derive(Debug)]
 pub(super) struct HeldJobs {
-    jobs: Mutex<HashMap<Fence, Arc<Held>>>,
-    /// The parent of every held attempt's token: fired when a shutdown's
-    /// deadline is near, it cancels the attempts still running (they are
-    /// released to `pending`).
-    stop_jobs: CancellationToken,
+    jobs: Mutex<HashMap<Fence, Arc<Held>, foldhash::fast::RandomState>>,
+    /// Set when a shutdown's deadline is near: every attempt held then is
+    /// cancelled, and so is one held after (released to `pending`). Each
+    /// attempt has a token of its own (a child of one shared token would
+    /// lock the parent's node at every hold and every drop, across the
+    /// runtime's threads).
+    stopping: AtomicBool,
     /// The lease a claim and a renewal ask for.
     lease: Duration,
     /// See [`Settings::lease_margin`](super::settings::Settings::lease_margin).
@@ -144,13 +147,13 @@ impl HeldJobs {
     pub(super) fn new(lease: Duration, margin: Duration) -> Self {
         Self {
             jobs: Mutex::default(),
-            stop_jobs: CancellationToken::new(),
+            stopping: AtomicBool::new(false),
             lease,
             margin,
         }
     }
 
-    fn jobs(&self) -> MutexGuard<'_, HashMap<Fence, Arc<Held>>> {
+    fn jobs(&self) -> MutexGuard<'_, HashMap<Fence, Arc<Held>, foldhash::fast::RandomState>> {
         lock(&self.jobs)
     }
 
@@ -175,7 +178,7 @@ impl HeldJobs {
     /// lost: it does not start and is not settled, as when a heartbeat
     /// finds a lease lost, and the reaper returns it.
     pub(super) fn hold(&self, fence: Fence, claimed: Instant, answered: Instant) -> Arc<Held> {
-        let held = Arc::new(Held::new(self.stop_jobs.child_token(), claimed, self.lease));
+        let held = Arc::new(Held::new(CancellationToken::new(), claimed, self.lease));
         if held.lease_ends() <= answered + self.margin {
             held.lose_lease();
             quietly(|| {
@@ -188,6 +191,11 @@ impl HeldJobs {
             return held;
         }
         self.jobs().insert(fence, Arc::clone(&held));
+        // Read after the insert: a `stop_all` that ran before it is seen
+        // here, one that runs after it finds the job in the map.
+        if self.stopping.load(Ordering::SeqCst) {
+            held.cancel.cancel();
+        }
         held
     }
 
@@ -212,7 +220,10 @@ impl HeldJobs {
 
     /// Cancels every attempt still running (a shutdown's deadline is near).
     pub(super) fn stop_all(&self) {
-        self.stop_jobs.cancel();
+        self.stopping.store(true, Ordering::SeqCst);
+        for job in self.jobs().values() {
+            job.cancel.cancel();
+        }
     }
 
     /// The soonest moment a running attempt must stop because its lease
@@ -296,6 +307,26 @@ mod tests {
         let held = jobs.hold(Fence { id: 1, token: 1 }, claimed, claimed + LEASE / 2);
         assert!(!held.lease_lost());
         assert_eq!(jobs.fences(), [Fence { id: 1, token: 1 }]);
+    }
+
+    /// A shutdown's `stop_all` cancels the attempts held then, and one held
+    /// after it (a claim answered while the shutdown ran); not one settled
+    /// before it.
+    #[test]
+    fn stop_all_cancels_what_is_held_and_what_is_held_after() {
+        let jobs = HeldJobs::new(LEASE, MARGIN);
+        let now = Instant::now();
+        let fence = |id| Fence { id, token: 1 };
+        let settled = jobs.hold(fence(1), now, now);
+        let running = jobs.hold(fence(2), now, now);
+        jobs.release(&[fence(1)]);
+        assert!(!running.cancel_token().is_cancelled());
+        jobs.stop_all();
+        assert!(running.cancel_token().is_cancelled());
+        assert!(!settled.cancel_token().is_cancelled());
+        let late = jobs.hold(fence(3), now, now);
+        assert!(late.cancel_token().is_cancelled());
+        assert!(!late.lease_lost(), "stopped, not lost: it is released");
     }
 
     /// The answer came when the lease, run from the claim's send, may end

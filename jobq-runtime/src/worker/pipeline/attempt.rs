@@ -22,9 +22,10 @@ use super::settle::{Outcome, Owed, Settlement, apply, release, settle};
 use crate::metrics::{self, QueueMetrics};
 use crate::options::MAX_DELAY;
 use crate::seam::{self, JobLayers};
-use crate::store::{ClaimedJob, Fence, Store};
+use crate::store::{ClaimedJob, Fence};
 use crate::worker::held::Held;
 use crate::worker::inject::{self, Point};
+use crate::worker::shared::Shared;
 use crate::worker::util::{panic_report, quietly, unless};
 
 /// A claimed job, registered as held (its lease renewed by the heartbeat)
@@ -103,7 +104,7 @@ pub(super) fn register(
 /// into `pace` and, with its outcome, into `queue_metrics`.
 pub(super) fn start(
     pipeline: &Arc<Pipeline>,
-    queue: &str,
+    queue: &Arc<str>,
     registered: Registered,
     permit: OwnedSemaphorePermit,
     pace: &Arc<Pace>,
@@ -130,7 +131,7 @@ pub(super) fn start(
     crate::otel::continue_trace(&span, job.metadata.as_deref());
     let pipeline_for_task = Arc::clone(pipeline);
     let pace = Arc::clone(pace);
-    let queue = queue.to_owned();
+    let queue = Arc::clone(queue);
     settlement.owed = Owed::Failure;
     // The span is entered only while the attempt runs (decode, handler,
     // dropping the handler's future); the settle's log lines name it as
@@ -255,7 +256,7 @@ async fn execute(pipeline: &Pipeline, queue: &str, job: &ClaimedJob, held: Arc<H
         meta.tags = crate::types::parse_tags(job.tags.as_deref());
     }
     let lease: Arc<dyn LeaseExtender> = Arc::new(JobLease {
-        store: shared.store.clone(),
+        shared: Arc::clone(&pipeline.shared),
         fence: job.fence(),
         held: Some(held),
     });
@@ -367,7 +368,9 @@ async fn unless_cancelled(
 
 /// `JobContext::extend_lease` for a job held by a worker.
 struct JobLease {
-    store: Store,
+    /// The worker's (its store): one reference count, where a clone of the
+    /// store would be one per pool and stash.
+    shared: Arc<Shared>,
     fence: Fence,
     /// Its lease by this host's clock, moved by an extension that went through.
     held: Option<Arc<Held>>,
@@ -377,7 +380,7 @@ impl LeaseExtender for JobLease {
     fn extend(&self, by: Duration) -> ExtendFuture<'_> {
         Box::pin(async move {
             let sent = tokio::time::Instant::now();
-            match self.store.heartbeat(&[self.fence], by).await {
+            match self.shared.store.heartbeat(&[self.fence], by).await {
                 Ok(lost) if lost.is_empty() => {
                     if let Some(held) = &self.held {
                         held.renewed(sent, by.min(MAX_DELAY));
@@ -402,7 +405,7 @@ impl LeaseExtender for JobLease {
 
     fn save_checkpoint(&self, json: String) -> ExtendFuture<'_> {
         Box::pin(async move {
-            match self.store.save_checkpoint(self.fence, &json).await {
+            match self.shared.store.save_checkpoint(self.fence, &json).await {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(LeaseError::Lost),
                 Err(error) => Err(LeaseError::Backend(Box::new(error))),
@@ -412,7 +415,8 @@ impl LeaseExtender for JobLease {
 
     fn load_checkpoint(&self) -> LoadFuture<'_> {
         Box::pin(async move {
-            self.store
+            self.shared
+                .store
                 .load_checkpoint(self.fence.id)
                 .await
                 .map_err(|error| LeaseError::Backend(Box::new(error)))
@@ -421,7 +425,8 @@ impl LeaseExtender for JobLease {
 
     fn dependency_outputs(&self) -> jobq_core::OutputsFuture<'_> {
         Box::pin(async move {
-            self.store
+            self.shared
+                .store
                 .flow_outputs(self.fence.id)
                 .await
                 .map_err(|error| LeaseError::Backend(Box::new(error)))
@@ -430,7 +435,7 @@ impl LeaseExtender for JobLease {
 
     fn save_progress(&self, json: String) -> ExtendFuture<'_> {
         Box::pin(async move {
-            match self.store.save_progress(self.fence, &json).await {
+            match self.shared.store.save_progress(self.fence, &json).await {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(LeaseError::Lost),
                 Err(error) => Err(LeaseError::Backend(Box::new(error))),

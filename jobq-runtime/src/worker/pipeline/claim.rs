@@ -51,6 +51,8 @@ pub(in crate::worker) async fn claim_loop(
     let pace = Arc::new(Pace::default());
     let wake = wakeup::subscribe(&queue.name);
     let waiting = wakeup::waiting(&queue.name);
+    // Shared by the queue's attempt tasks (a reference count each, not a copy).
+    let queue_name: Arc<str> = Arc::from(queue.name.as_str());
     let mut buffer: VecDeque<attempt::Registered> = VecDeque::new();
     // Payload bytes in `buffer`, and a moving average of a claimed payload's size.
     let mut buffered_bytes = 0usize;
@@ -107,7 +109,7 @@ pub(in crate::worker) async fn claim_loop(
             };
             let size = start_next(
                 &pipeline,
-                &queue.name,
+                &queue_name,
                 &mut buffer,
                 permit,
                 &pace,
@@ -501,7 +503,7 @@ struct Claimed {
 /// payload it took from the buffer.
 fn start_next(
     pipeline: &Arc<Pipeline>,
-    queue: &str,
+    queue: &Arc<str>,
     buffer: &mut VecDeque<attempt::Registered>,
     permit: OwnedSemaphorePermit,
     pace: &Arc<Pace>,

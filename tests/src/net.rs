@@ -160,28 +160,70 @@ fn entering(ns: &str) -> Vec<String> {
         .collect()
 }
 
+/// The processes in the network namespace whose nsfs inode is `inode`
+/// (`/proc/<pid>/ns/net` reads `net:[<inode>]`): found also once the
+/// namespace has no name any more.
+fn in_namespace(inode: u64) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let wanted = format!("net:[{inode}]");
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/ns/net"))
+                .is_ok_and(|link| link.as_os_str() == wanted.as_str())
+        })
+        .collect()
+}
+
+/// SIGKILLs `pids`, if any; whether there were any.
+fn kill_all(pids: &[String]) -> bool {
+    if pids.is_empty() {
+        return false;
+    }
+    let _ = Command::new("kill")
+        .arg("-9")
+        .args(pids)
+        .stderr(Stdio::null())
+        .status();
+    std::thread::sleep(Duration::from_millis(20));
+    true
+}
+
 /// Kills every process in namespace `ns` (SIGKILL), and every process on
-/// its way in ([`entering`]), then deletes it. The processes on their way
-/// in are looked for first: one that is not found there has already run
-/// its program, so it is in the namespace and `ip netns pids` finds it.
-/// Otherwise a process that had opened the namespace but not yet entered
-/// it when the namespace was listed would live on in it after the delete.
+/// its way in ([`entering`]), then deletes it, then kills what still got
+/// in. A process forked but not yet replaced by `ip netns exec` shows its
+/// parent's command line, so no scan before the delete can see it; once
+/// it runs `ip`, that may open the namespace just before the delete and
+/// enter it just after. So after the delete, until none is left: the
+/// processes on their way in, and those in the namespace found by its
+/// inode (read before the delete). No process can open the namespace
+/// after the delete, so this ends.
 fn remove_namespace(ns: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(format!("/run/netns/{ns}"))
+        .ok()
+        .map(|m| m.ino());
     for _ in 0..50 {
         let mut pids = entering(ns);
         let listed = ip(&["netns", "pids", ns]).unwrap_or_default();
         pids.extend(listed.split_whitespace().map(str::to_owned));
-        if pids.is_empty() {
+        if !kill_all(&pids) {
             break;
         }
-        let _ = Command::new("kill")
-            .arg("-9")
-            .args(&pids)
-            .stderr(Stdio::null())
-            .status();
-        std::thread::sleep(Duration::from_millis(20));
     }
     let _ = ip(&["netns", "del", ns]);
+    for _ in 0..50 {
+        let mut pids = entering(ns);
+        if let Some(inode) = inode {
+            pids.extend(in_namespace(inode));
+        }
+        if !kill_all(&pids) {
+            break;
+        }
+    }
 }
 
 /// Removes every object of slot `slot`: namespaces (and what runs in them),

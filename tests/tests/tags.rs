@@ -26,6 +26,7 @@ const LONG: Duration = Duration::from_secs(60);
 struct Seen {
     metadata: Option<Value>,
     tags: Vec<String>,
+    key: String,
 }
 
 /// Returns what its context says of the job's metadata and tags; fails for
@@ -38,6 +39,7 @@ async fn import(ctx: &JobContext, fail: bool) -> Result<Seen, JobError> {
     Ok(Seen {
         metadata: ctx.metadata().cloned(),
         tags: ctx.tags().to_vec(),
+        key: ctx.idempotency_key(),
     })
 }
 
@@ -200,9 +202,23 @@ async fn metadata_and_tags_round_trip_and_filter(db: TestDb) {
     let page = jobq.list(&blue, Page::first(1)).await.unwrap();
     assert!(!page.jobs[0].tags.is_empty() && page.jobs[0].metadata.is_none());
 
+    // A key and metadata that need escaping, as MySQL's claim hands them
+    // over in one JSON array.
+    let odd_key = format!("{queue}-\"q\\ü\n'");
+    let odd = jobq
+        .enqueue_with(
+            Import::new(false),
+            with(&["odd \"tag\""])
+                .idempotency_key(odd_key.clone())
+                .metadata(json!({"q": "\"\\\u{1}ü", "null": null})),
+        )
+        .await
+        .unwrap()
+        .id;
+
     // The handler sees them as stored.
     let worker = start_worker(&jobq, &queue, 4);
-    for id in [a, b, plain, committed] {
+    for id in [a, b, plain, committed, odd] {
         wait_for_status(&jobq, id, JobStatus::Done, LONG).await;
     }
     stop(worker).await;
@@ -212,6 +228,16 @@ async fn metadata_and_tags_round_trip_and_filter(db: TestDb) {
         Seen {
             metadata: Some(json!({"who": "a", "n": [1, 2]})),
             tags: vec!["import".to_owned(), tag("blue"), tag("x")],
+            key: format!("jobq:tags_import:{a}"),
+        }
+    );
+    let seen = jobq.output::<Import>(odd).await.unwrap().unwrap();
+    assert_eq!(
+        seen,
+        Seen {
+            metadata: Some(json!({"q": "\"\\\u{1}ü", "null": null})),
+            tags: vec!["import".to_owned(), tag("odd \"tag\"")],
+            key: odd_key,
         }
     );
     let seen = jobq.output::<Import>(plain).await.unwrap().unwrap();

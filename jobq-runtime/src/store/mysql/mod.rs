@@ -1538,19 +1538,7 @@ async fn claim_rows(
     position: Option<Position>,
 ) -> Result<Claimed, sqlx::Error> {
     let (queue, limit, lease, worker) = (claim.queue, claim.limit, claim.lease, claim.worker);
-    type ClaimRow = (
-        i64,
-        Text,
-        Text,
-        i32,
-        i32,
-        Option<Text>,
-        i16,
-        NaiveDateTime,
-        Option<Text>,
-        Option<Text>,
-        Option<Text>,
-    );
+    type ClaimRow = (i64, Text, Text, i32, i32, i16, NaiveDateTime, Option<Text>);
     let rows: Vec<ClaimRow> = match position {
         None => {
             sqlx::query_as(CLAIM_SELECT)
@@ -1586,7 +1574,7 @@ async fn claim_rows(
     let end = rows
         .last()
         .filter(|_| rows.len() >= limit as usize)
-        .map(|r| (r.6, r.7, r.0));
+        .map(|r| (r.5, r.6, r.0));
     let base = new_token_base();
     let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
     for chunk in ids.chunks(CLAIM_CHUNK) {
@@ -1604,31 +1592,20 @@ async fn claim_rows(
     let jobs = rows
         .into_iter()
         .map(
-            |(
-                id,
-                job_name,
-                payload,
-                attempts,
-                max_attempts,
-                idempotency_key,
-                _,
-                run_at,
-                key,
-                metadata,
-                tags,
-            )| {
+            |(id, job_name, payload, attempts, max_attempts, _, run_at, extras)| {
+                let Extras(idempotency_key, key, metadata, tags) = Extras::of(id, extras);
                 ClaimedJob::new(
                     id,
                     job_name.0,
                     payload.0,
                     i64::from(attempts) + 1,
                     max_attempts.into(),
-                    idempotency_key.map(|k| k.0),
+                    idempotency_key,
                     row_token(base, id),
                 )
-                .keyed(key.map(|k| k.0))
+                .keyed(key)
                 .due_since(run_at.and_utc())
-                .attached(metadata.map(|m| m.0), tags.map(|t| t.0))
+                .attached(metadata, tags)
             },
         )
         .collect();
@@ -1637,6 +1614,32 @@ async fn claim_rows(
         end,
         resumed: position.is_some(),
     })
+}
+
+/// A claimed row's key (idempotency or unique), concurrency key, metadata
+/// and tags, read from the claim's one column for them
+/// ([`CLAIM_SELECT`]'s JSON array, `NULL` for none).
+#[derive(Default, serde::Deserialize)]
+struct Extras(
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+impl Extras {
+    /// Row `id`'s; an array that does not parse (the server built it, so
+    /// this is not expected) reads as none, with a warning, rather than
+    /// failing the claim of every row beside it.
+    fn of(id: i64, column: Option<Text>) -> Self {
+        let Some(Text(json)) = column else {
+            return Self::default();
+        };
+        serde_json::from_str(&json).unwrap_or_else(|error| {
+            tracing::warn!(id, %error, "a claimed row's keys, metadata and tags did not parse; running it without them");
+            Self::default()
+        })
+    }
 }
 
 /// A batch without idempotency keys as one plain multi-row INSERT:

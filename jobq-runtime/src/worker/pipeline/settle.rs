@@ -194,7 +194,7 @@ pub(super) async fn settle(
     let shared = &*pipeline.shared;
     let fence = job.fence();
     observe(pipeline, job, &outcome);
-    let transition = match outcome {
+    match outcome {
         Outcome::Succeeded(output) => {
             job_metrics.ended(metrics::Outcome::Succeeded);
             if let Some(output) = output {
@@ -226,8 +226,41 @@ pub(super) async fn settle(
             }
             settlement.owed = Owed::Nothing;
             quietly(|| tracing::debug!(parent: span, "job done"));
-            return;
         }
+        // Boxed: the writes below (for every backend) make a future of
+        // kilobytes, which the common case, a success handed to the
+        // completer, should not carry, allocate and copy at every job.
+        outcome => {
+            Box::pin(settle_otherwise(
+                pipeline,
+                queue,
+                job,
+                span,
+                outcome,
+                settlement,
+                job_metrics,
+            ))
+            .await;
+        }
+    }
+}
+
+/// [`settle`] of an attempt that did not succeed, or completed its job
+/// in a transaction of its own: one fenced transition written here.
+async fn settle_otherwise(
+    pipeline: &Pipeline,
+    queue: &str,
+    job: &ClaimedJob,
+    span: &tracing::Span,
+    outcome: Outcome,
+    settlement: &mut Settlement,
+    job_metrics: &JobMetrics,
+) {
+    let shared = &*pipeline.shared;
+    let fence = job.fence();
+    let transition = match outcome {
+        // Settled by `settle`.
+        Outcome::Succeeded(_) => return,
         Outcome::CompletedIn(returned) => {
             // Done if the handler's transaction committed; if it rolled
             // back (or is still open) the job is still held, and the

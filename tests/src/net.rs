@@ -138,44 +138,42 @@ fn links() -> Vec<String> {
         .collect()
 }
 
-/// The processes on their way into namespace `ns`: `ip netns exec ns …`
-/// not yet replaced by its program (it may have opened or even entered the
-/// namespace; `ip netns pids` lists it only once it has entered).
-fn entering(ns: &str) -> Vec<String> {
+/// The processes (their pids) for which `keep` holds.
+fn processes(keep: impl Fn(&str) -> bool) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
         .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
-        .filter(|pid| {
-            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                return false;
-            };
-            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-            args.len() > 4
-                && args[0].rsplit(|b| *b == b'/').next() == Some(b"ip".as_slice())
-                && args[1..4] == [b"netns".as_slice(), b"exec", ns.as_bytes()]
-        })
+        .filter(|pid| keep(pid))
         .collect()
+}
+
+/// The processes on their way into namespace `ns`: `ip netns exec ns …`
+/// not yet replaced by its program (it may have opened or even entered the
+/// namespace; `ip netns pids` lists it only once it has entered).
+fn entering(ns: &str) -> Vec<String> {
+    processes(|pid| {
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            return false;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        args.len() > 4
+            && args[0].rsplit(|b| *b == b'/').next() == Some(b"ip".as_slice())
+            && args[1..4] == [b"netns".as_slice(), b"exec", ns.as_bytes()]
+    })
 }
 
 /// The processes in the network namespace whose nsfs inode is `inode`
 /// (`/proc/<pid>/ns/net` reads `net:[<inode>]`): found also once the
 /// namespace has no name any more.
 fn in_namespace(inode: u64) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let wanted = format!("net:[{inode}]");
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/ns/net"))
-                .is_ok_and(|link| link.as_os_str() == wanted.as_str())
-        })
-        .collect()
+    processes(|pid| {
+        std::fs::read_link(format!("/proc/{pid}/ns/net"))
+            .is_ok_and(|link| link.as_os_str() == wanted.as_str())
+    })
 }
 
 /// SIGKILLs `pids`, if any; whether there were any.

@@ -125,12 +125,14 @@ impl Held {
     }
 }
 
-/// The jobs claimed and not settled yet, by fence (hashed with foldhash: a
-/// fence is the database's id and token, and this map is written twice per
-/// attempt).
+/// Held attempts by fence, hashed with foldhash: a fence is the database's
+/// id and token, and the map is written twice per attempt.
+type ByFence = HashMap<Fence, Arc<Held>, foldhash::fast::RandomState>;
+
+/// The jobs claimed and not settled yet, by fence.
 #[derive(Debug)]
 pub(super) struct HeldJobs {
-    jobs: Mutex<HashMap<Fence, Arc<Held>, foldhash::fast::RandomState>>,
+    jobs: Mutex<ByFence>,
     /// Set when a shutdown's deadline is near: every attempt held then is
     /// cancelled, and so is one held after (released to `pending`). Each
     /// attempt has a token of its own (a child of one shared token would
@@ -153,7 +155,7 @@ impl HeldJobs {
         }
     }
 
-    fn jobs(&self) -> MutexGuard<'_, HashMap<Fence, Arc<Held>, foldhash::fast::RandomState>> {
+    fn jobs(&self) -> MutexGuard<'_, ByFence> {
         lock(&self.jobs)
     }
 

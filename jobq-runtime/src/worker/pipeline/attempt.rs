@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field};
 
 use super::Pipeline;
-use super::settle::{Outcome, Owed, Settlement, apply, release, settle};
+use super::settle::{Attempted, Outcome, Owed, Settlement, apply, release, settle};
 use crate::metrics::{self, QueueMetrics};
 use crate::options::MAX_DELAY;
 use crate::seam::{self, JobLayers};
@@ -172,7 +172,14 @@ pub(super) fn start(
         job_metrics.ran(took);
         settlement.held.end();
         inject::point!(BeforeSettle, &queue);
-        settle(&pipeline, &queue, &job, &span, outcome, &mut settlement, &job_metrics).await;
+        let attempted = Attempted {
+            pipeline: &pipeline,
+            queue: &queue,
+            job: &job,
+            span: &span,
+            job_metrics: &job_metrics,
+        };
+        settle(attempted, outcome, &mut settlement).await;
         drop(permit);
     });
 }

@@ -177,17 +177,27 @@ async fn rescue(shared: &Shared, transition: &Transition) {
     shared.held.release(&[transition.fence]);
 }
 
-/// Settles `job`'s `outcome` and forgets the job (a success once the
+/// The attempt a settle is for: the job, its queue and span, its
+/// metric handles, and the pipeline that ran it.
+#[derive(Clone, Copy)]
+pub(super) struct Attempted<'a> {
+    pub(super) pipeline: &'a Pipeline,
+    pub(super) queue: &'a str,
+    pub(super) job: &'a ClaimedJob,
+    pub(super) span: &'a tracing::Span,
+    pub(super) job_metrics: &'a JobMetrics,
+}
+
+/// Settles the attempt's `outcome` and forgets the job (a success once the
 /// completer has it).
-pub(super) async fn settle(
-    pipeline: &Pipeline,
-    queue: &str,
-    job: &ClaimedJob,
-    span: &tracing::Span,
-    outcome: Outcome,
-    settlement: &mut Settlement,
-    job_metrics: &JobMetrics,
-) {
+pub(super) async fn settle(attempt: Attempted<'_>, outcome: Outcome, settlement: &mut Settlement) {
+    let Attempted {
+        pipeline,
+        queue,
+        job,
+        span,
+        job_metrics,
+    } = attempt;
     // Every log line and span record below is `quietly`: a subscriber that
     // panics (a closed stderr) must not stop the settle. The attempt's span
     // is not entered here (see `attempt::start`): log lines name it as their parent.
@@ -231,31 +241,16 @@ pub(super) async fn settle(
         // kilobytes, which the common case, a success handed to the
         // completer, should not carry, allocate and copy at every job.
         outcome => {
-            Box::pin(settle_otherwise(
-                pipeline,
-                queue,
-                job,
-                span,
-                outcome,
-                settlement,
-                job_metrics,
-            ))
-            .await;
+            Box::pin(settle_otherwise(attempt, outcome, settlement)).await;
         }
     }
 }
 
 /// [`settle`] of an attempt that did not succeed, or completed its job
 /// in a transaction of its own: one fenced transition written here.
-async fn settle_otherwise(
-    pipeline: &Pipeline,
-    queue: &str,
-    job: &ClaimedJob,
-    span: &tracing::Span,
-    outcome: Outcome,
-    settlement: &mut Settlement,
-    job_metrics: &JobMetrics,
-) {
+async fn settle_otherwise(attempt: Attempted<'_>, outcome: Outcome, settlement: &mut Settlement) {
+    let (pipeline, queue, job) = (attempt.pipeline, attempt.queue, attempt.job);
+    let (span, job_metrics) = (attempt.span, attempt.job_metrics);
     let shared = &*pipeline.shared;
     let fence = job.fence();
     let transition = match outcome {

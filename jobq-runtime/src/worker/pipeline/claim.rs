@@ -30,7 +30,9 @@ use crate::worker::util::{backoff, panicked, quietly, unless};
 /// the database. So the loop claims, besides the free slots, as many extra
 /// jobs as the slots are expected to finish during one claim: concurrency ×
 /// claim round trip ÷ the jobs' run time (both moving averages), at most
-/// `MAX_PREFETCH_FACTOR` × concurrency. Jobs that take longer than a claim
+/// `MAX_PREFETCH_FACTOR` × concurrency; and it counts the buffered jobs the
+/// slots will have started by the time the claim returns as gone already,
+/// so that the claim replaces them. Jobs that take longer than a claim
 /// are never claimed ahead of a free slot, so a worker of slow jobs holds
 /// nothing another worker could be running. Claimed jobs are held (their
 /// leases renewed) from the claim on, start in claim order, and on shutdown
@@ -147,7 +149,28 @@ pub(in crate::worker) async fn claim_loop(
                 .saturating_sub(buffered_bytes)
                 / payload_size.max(1),
         );
-        let wanted_now = || (slots.available_permits() + ahead).saturating_sub(buffer.len());
+        // The buffered jobs the slots will have started by the time a claim
+        // sent now returns: what the claim must replace besides the free
+        // slots. Counting them as still buffered made each claim ask only
+        // for what the last one's round trip had used: a buffer drained
+        // during one claim was refilled by the next, claims alternated
+        // between a few jobs and the rest, and the slots waited on every
+        // other claim (a drain of no-op jobs at concurrency 1 ran at half
+        // the rate one claim in flight allows). Not under a limit, a rate
+        // or a key's rate, whose claims take only what starts at once.
+        let used_during_claim = if limited.slots || limited.rate || key_throttled {
+            0
+        } else {
+            during_claim(queue.concurrency, round_trip, pace.get()).min(buffer.len())
+        };
+        let wanted_now = || {
+            claim_size(
+                slots.available_permits(),
+                ahead,
+                buffer.len(),
+                used_during_claim,
+            )
+        };
         let wanted = wanted_now();
         let paused = pause::holds(&pauses.borrow_and_update(), &queue.name);
         // Armed before the due time is read, so a hint after it is not
@@ -528,17 +551,26 @@ const MAX_PREFETCH_FACTOR: usize = 8;
 /// slots finish during one claim round trip, so none of them waits on the
 /// database. None until both the claim and the jobs have been timed.
 fn prefetch(concurrency: usize, round_trip: Duration, job: Option<Duration>) -> usize {
+    during_claim(concurrency, round_trip, job).min(concurrency.saturating_mul(MAX_PREFETCH_FACTOR))
+}
+
+/// How many jobs a claim sent now asks for: the `free` slots and the jobs
+/// to claim `ahead` of them, less the `buffered` jobs that will still wait
+/// when it returns (those the slots do not start, `used_during_claim`,
+/// during its round trip).
+fn claim_size(free: usize, ahead: usize, buffered: usize, used_during_claim: usize) -> usize {
+    (free + ahead).saturating_sub(buffered.saturating_sub(used_during_claim))
+}
+
+/// How many jobs `concurrency` slots start during one claim round trip, at
+/// the jobs' run time `job`. None until both have been timed.
+fn during_claim(concurrency: usize, round_trip: Duration, job: Option<Duration>) -> usize {
     let Some(job) = job else { return 0 };
     if round_trip.is_zero() {
         return 0;
     }
-    let cap = concurrency.saturating_mul(MAX_PREFETCH_FACTOR);
-    let ahead = concurrency as f64 * round_trip.as_secs_f64() / job.as_secs_f64().max(1e-9);
-    if ahead >= cap as f64 {
-        cap
-    } else {
-        ahead as usize
-    }
+    // (A float's cast saturates.)
+    (concurrency as f64 * round_trip.as_secs_f64() / job.as_secs_f64().max(1e-9)) as usize
 }
 
 /// How long a claim loop held back by its queue's global limit waits for
@@ -576,3 +608,60 @@ fn poll_after(poll: Duration, empty_claims: u32) -> Duration {
 
 /// Empty claims in a row after which [`poll_after`] waits its longest.
 const BACKED_OFF: u32 = 12;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// A claim of no-op jobs at concurrency 1: eight came back, one
+    /// started. The seven still buffered run long before the next claim
+    /// returns, so it asks for eight more, not for the one the slot took.
+    #[test]
+    fn a_claim_replaces_the_buffered_jobs_its_round_trip_uses() {
+        let (round_trip, job) = (MS / 2, Some(MS / 50));
+        let ahead = prefetch(1, round_trip, job);
+        assert_eq!(ahead, 8, "capped at 8 × the concurrency");
+        let used = during_claim(1, round_trip, job).min(7);
+        assert_eq!(claim_size(0, ahead, 7, used), 8);
+        // Counting them as still buffered: the alternation of 1 and 8.
+        assert_eq!(claim_size(0, ahead, 7, 0), 1);
+    }
+
+    /// Jobs slower than a claim: nothing ahead, nothing counted as used, a
+    /// claim asks for the free slots the buffer does not fill.
+    #[test]
+    fn slow_jobs_are_claimed_for_free_slots_only() {
+        let (round_trip, job) = (MS / 2, Some(MS * 10));
+        assert_eq!(prefetch(8, round_trip, job), 0);
+        let used = during_claim(8, round_trip, job);
+        assert_eq!(used, 0);
+        assert_eq!(claim_size(3, 0, 1, used), 2);
+        assert_eq!(claim_size(3, 0, 5, used), 0);
+    }
+
+    /// Untimed (the first claim, or no job run yet): no claiming ahead.
+    #[test]
+    fn nothing_is_claimed_ahead_before_claims_and_jobs_are_timed() {
+        assert_eq!(during_claim(4, MS, None), 0);
+        assert_eq!(during_claim(4, Duration::ZERO, Some(MS)), 0);
+        assert_eq!(prefetch(4, Duration::ZERO, Some(MS)), 0);
+    }
+
+    /// Jobs as long as a claim's round trip at concurrency 8: eight are
+    /// claimed ahead, and the eight buffered now will have started.
+    #[test]
+    fn jobs_as_long_as_a_claim_are_replaced_one_for_one() {
+        // (Whole seconds: the ratio is exact in floating point.)
+        let second = Duration::from_secs(1);
+        let (round_trip, job) = (second, Some(second));
+        let ahead = prefetch(8, round_trip, job);
+        assert_eq!(ahead, 8);
+        let used = during_claim(8, round_trip, job).min(8);
+        assert_eq!(claim_size(0, ahead, 8, used), 8);
+        // Twelve buffered: four will still wait, four more are asked for.
+        let used = during_claim(8, round_trip, job).min(12);
+        assert_eq!(claim_size(0, ahead, 12, used), 4);
+    }
+}

@@ -243,8 +243,13 @@ impl Jobq {
             return Ok(Vec::new());
         }
         let enqueued = self.store().enqueue_many(&rows).await?;
-        for (row, enqueued) in rows.iter().zip(&enqueued) {
-            count_enqueued::<J>(&row.queue, std::slice::from_ref(enqueued));
+        // One count per run of rows into one queue (usually the whole
+        // batch): the counters' lock and lookups once, not once per row.
+        let mut at = 0;
+        for run in rows.chunk_by(|a, b| a.queue == b.queue) {
+            let end = (at + run.len()).min(enqueued.len());
+            count_enqueued::<J>(&run[0].queue, &enqueued[at..end]);
+            at = end;
         }
         let mut queues: Vec<&str> = rows.iter().map(|r| r.queue.as_str()).collect();
         queues.sort_unstable();

@@ -255,8 +255,46 @@ async fn an_orphan_returned_by_the_reaper_is_counted_under_its_queue(db: TestDb)
     );
 }
 
+/// A batch is counted per queue, run by run of rows into one queue, its
+/// duplicates left out: rows into `a`, `a`, `b`, `a` (the last a duplicate
+/// of the first's key) and `b` count 2 under `a` and 2 under `b`.
+async fn a_batch_counts_its_inserted_rows_under_each_queue(db: TestDb) {
+    install();
+    let (jobq, queue, _recorder) = fixture(&db, "metrics_batch").await;
+    let (a, b) = (format!("{queue}_a"), format!("{queue}_b"));
+    let key = format!("batch-{queue}");
+    let rows = [
+        (&a, Some(&key)),
+        (&a, None),
+        (&b, None),
+        (&a, Some(&key)),
+        (&b, None),
+    ]
+    .map(|(queue, key)| {
+        let options = Enqueue::new().queue(queue.as_str());
+        let options = match key {
+            Some(key) => options.idempotency_key(key.as_str()),
+            None => options,
+        };
+        (Outcomes::new("ok".into()), options)
+    });
+    let enqueued = jobq.enqueue_many_with(rows).await.unwrap();
+    let duplicates: Vec<bool> = enqueued.iter().map(|e| e.duplicate).collect();
+    assert_eq!(duplicates, [false, false, false, true, false]);
+    let job = "metrics_outcomes";
+    assert_eq!(
+        counter(JOBS_ENQUEUED, &[("queue", a.as_str()), ("job", job)]),
+        2
+    );
+    assert_eq!(
+        counter(JOBS_ENQUEUED, &[("queue", b.as_str()), ("job", job)]),
+        2
+    );
+}
+
 jobq_tests::on_every_backend!(
     each_outcome_of_an_attempt_is_counted_under_its_queue_job_and_outcome,
+    a_batch_counts_its_inserted_rows_under_each_queue,
     a_job_delayed_by_a_known_time_is_claimed_after_waiting_at_least_that,
     a_cancelled_running_job_ends_as_lease_lost_and_counts_as_cancelled,
     a_late_success_of_a_reclaimed_job_counts_as_fenced_out,

@@ -10,6 +10,12 @@
 //! watches for its row (a read of the watched ids each round, for up to
 //! [`WATCH_FOR`]) and rings for its queue once it appears. A round that
 //! fails is logged; the workers find the jobs at their next poll.
+//!
+//! A queue the bell knows nobody waits for ([`Bell::may_hear`]: MySQL's
+//! list of waiters, while it is fresh) is not rung for, and an enqueue
+//! that announces only such queues starts no round: a process that
+//! enqueues while no worker waits pays no task, timer or statement per
+//! enqueue.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -54,6 +60,14 @@ pub(crate) trait Bell: Send + 'static {
     /// After a failed or cut-short round: start afresh (a new connection,
     /// no cached list of waiters).
     fn reset(&mut self);
+
+    /// Whether a round now could wake anyone for `queue`. A bell that knows
+    /// its list of waiters holds none for it (a list it would not re-read
+    /// yet) says no, and an enqueue to it starts no round: nobody listening
+    /// costs an enqueue no task, timer or statement.
+    fn may_hear(&self, _queue: &str) -> bool {
+        true
+    }
 }
 
 /// Rings a [`Bell`] for enqueues (see the module docs).
@@ -103,9 +117,18 @@ impl<B: Bell> Ringer<B> {
         let mut state = self.state();
         state.announced = state.announced.saturating_add(1);
         for queue in queues {
-            if !state.queues.contains(queue) {
+            // A queue nobody can hear is left out while the bell is idle
+            // (a round in flight holds it, and rings what it finds).
+            let unheard = state
+                .bell
+                .as_ref()
+                .is_some_and(|bell| !bell.may_hear(queue));
+            if !unheard && !state.queues.contains(queue) {
                 state.queues.insert(queue.to_owned());
             }
+        }
+        if state.queues.is_empty() && state.watched.is_empty() {
+            return;
         }
         self.start(state, deadline);
     }
@@ -181,6 +204,8 @@ impl<B: Bell> Ringer<B> {
                 state
                     .watched
                     .retain(|(_, _, since)| since.elapsed() < WATCH_FOR);
+                // Announced while this task held the bell: asked now.
+                state.queues.retain(|queue| bell.may_hear(queue));
                 if state.queues.is_empty() && state.watched.is_empty() {
                     state.bell = Some(bell);
                     drop(state);
@@ -236,5 +261,81 @@ impl<B: Bell> Ringer<B> {
             return Ok(());
         }
         bell.ring(&queues).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// A bell that counts its rings, heard for the queues it is given.
+    struct Counting {
+        rings: Arc<AtomicUsize>,
+        heard: &'static [&'static str],
+    }
+
+    impl Bell for Counting {
+        async fn visible(&mut self, _ids: &[i64]) -> Result<Vec<i64>, sqlx::Error> {
+            Ok(Vec::new())
+        }
+
+        async fn ring(&mut self, _queues: &BTreeSet<String>) -> Result<(), sqlx::Error> {
+            self.rings.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+
+        fn reset(&mut self) {}
+
+        fn may_hear(&self, queue: &str) -> bool {
+            self.heard.contains(&queue)
+        }
+    }
+
+    fn ringer(heard: &'static [&'static str]) -> (Arc<Ringer<Counting>>, Arc<AtomicUsize>) {
+        let rings = Arc::new(AtomicUsize::new(0));
+        let bell = Counting {
+            rings: Arc::clone(&rings),
+            heard,
+        };
+        (Arc::new(Ringer::new(bell)), rings)
+    }
+
+    #[tokio::test]
+    async fn an_enqueue_nobody_can_hear_starts_no_round() {
+        let deadline = Duration::from_secs(1);
+        let (ringer, rings) = ringer(&["heard"]);
+        ringer.announce(deadline, ["unheard"]);
+        assert!(
+            ringer.state().bell.is_some(),
+            "the bell stays idle: no task was started"
+        );
+        ringer.flush(deadline).await;
+        assert_eq!(rings.load(Ordering::SeqCst), 0);
+
+        ringer.announce(deadline, ["unheard", "heard"]);
+        ringer.flush(deadline).await;
+        assert_eq!(rings.load(Ordering::SeqCst), 1, "a heard queue rings");
+        assert!(ringer.state().queues.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_stream_to_a_queue_nobody_can_hear_keeps_no_round_going() {
+        let deadline = Duration::from_secs(1);
+        let (ringer, rings) = ringer(&["heard"]);
+        ringer.announce(deadline, ["heard"]);
+        while rings.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        // The ringing task holds the bell, in its pause after the round.
+        ringer.announce(deadline, ["unheard"]);
+        assert!(ringer.state().bell.is_none());
+        ringer.flush(deadline).await;
+        assert_eq!(
+            rings.load(Ordering::SeqCst),
+            1,
+            "no second round for a queue nobody can hear"
+        );
     }
 }

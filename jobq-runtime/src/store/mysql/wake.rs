@@ -832,6 +832,18 @@ impl Bell for MySqlBell {
         self.conn = None;
         self.waiters = None;
     }
+
+    /// No while the list of waiters, read less than [`WAITERS_MISSED`] ago,
+    /// holds none of `queue`'s: [`refresh`](Self::refresh) would not read
+    /// it again, so a round would ring nobody. Changed controls are owed
+    /// to every worker process.
+    fn may_hear(&self, queue: &str) -> bool {
+        queue == wakeup::CONTROL
+            || self.waiters.as_ref().is_none_or(|(at, _, waiters)| {
+                at.elapsed() >= WAITERS_MISSED
+                    || waiters.iter().any(|w| w.queues.iter().any(|q| q == queue))
+            })
+    }
 }
 
 /// Error 1094, "Unknown thread id".

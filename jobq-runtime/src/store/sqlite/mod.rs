@@ -22,6 +22,7 @@
 //! - the claim's `ORDER BY priority, run_at, id` is served by the
 //!   `(queue, status, priority, run_at, id)` index, without a temporary B-tree.
 
+use std::borrow::Borrow;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -91,6 +92,13 @@ pub(super) struct Queued {
     pub(super) seq: u64,
     pub(super) job: NewJob,
     pub(super) reply: tokio::sync::oneshot::Sender<Result<Enqueued>>,
+}
+
+/// A shared write inserts the queued rows as they are (no copy of each job).
+impl Borrow<NewJob> for Queued {
+    fn borrow(&self) -> &NewJob {
+        &self.job
+    }
 }
 
 /// The SQLite store.
@@ -980,19 +988,19 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
 
 /// Every chunk of `jobs` in one `BEGIN IMMEDIATE` transaction on `conn`:
 /// keyless chunks as one multi-row INSERT each, the others row by row.
-async fn insert_chunks(
+async fn insert_chunks<J: Borrow<NewJob>>(
     conn: &mut SqliteConnection,
-    jobs: &[NewJob],
+    jobs: &[J],
 ) -> Result<Vec<Enqueued>, sqlx::Error> {
     let mut tx = conn.begin_with(BEGIN_IMMEDIATE).await?;
     let now = now_micros();
     let mut out = Vec::with_capacity(jobs.len());
     for chunk in jobs.chunks(INSERT_CHUNK) {
-        if chunk.iter().all(NewJob::plain) {
+        if chunk.iter().all(|job| job.borrow().plain()) {
             out.extend(insert_keyless(&mut tx, chunk).await?);
         } else {
             for job in chunk {
-                out.push(insert_row(&mut tx, job, now).await?);
+                out.push(insert_row(&mut tx, job.borrow(), now).await?);
             }
         }
     }
@@ -1005,13 +1013,14 @@ async fn insert_chunks(
 /// its last, so AUTOINCREMENT hands its rows consecutive ids in VALUES
 /// order, ending at `last_insert_rowid()`. (A statement per row costs a
 /// hop to the connection's worker thread each.)
-async fn insert_keyless(
+async fn insert_keyless<J: Borrow<NewJob>>(
     conn: &mut SqliteConnection,
-    chunk: &[NewJob],
+    chunk: &[J],
 ) -> Result<Vec<Enqueued>, sqlx::Error> {
     let now = now_micros();
     let mut insert = sqlx::QueryBuilder::<Sqlite>::new(INSERT_MANY_KEYLESS);
     insert.push_values(chunk, |mut row, job| {
+        let job: &NewJob = job.borrow();
         row.push_bind(&job.queue)
             .push_bind(&job.job_name)
             .push_bind(&job.payload)

@@ -98,16 +98,15 @@ impl SqliteStore {
     /// that a bad row fails only its own enqueue. Called holding the write
     /// turn.
     async fn write_shared(&self, batch: Vec<Queued>) {
-        let jobs: Vec<NewJob> = batch.iter().map(|q| q.job.clone()).collect();
-        let keyless = jobs.iter().all(NewJob::plain);
+        let keyless = batch.iter().all(|queued| queued.job.plain());
         let together = retried(self, statement::ENQUEUE, || async {
             let inserted = self
                 .conns
                 .run(async |conn| {
                     if keyless {
-                        insert_keyless(conn, &jobs).await
+                        insert_keyless(conn, &batch).await
                     } else {
-                        insert_chunks(conn, &jobs).await
+                        insert_chunks(conn, &batch).await
                     }
                 })
                 .await?;

@@ -37,6 +37,15 @@ impl SqliteStore {
     /// again. A shared write is retried where it runs, on behalf of the
     /// enqueues it answers ([`write_shared`](Self::write_shared)).
     pub(super) async fn enqueue_shared(&self, job: &NewJob) -> Result<Enqueued> {
+        if let Ok(turn) = Arc::clone(&self.writes).try_lock_owned() {
+            let nobody_waits = self.queued().is_empty();
+            if nobody_waits {
+                // The turn is free and no row waits for it: this row
+                // alone, as the loop below writes a lone row, without
+                // queueing a copy of it.
+                return self.write_alone(job, turn).await;
+            }
+        }
         let (reply, mut answer) = oneshot::channel();
         let seq = self.queued_seq.fetch_add(1, AtomicOrdering::Relaxed);
         self.queued().push(Queued {
@@ -66,12 +75,7 @@ impl SqliteStore {
             if mine && batch.len() == 1 {
                 // Only this enqueue's own row: written here, with nobody
                 // else's answer riding on this future.
-                let result = self
-                    .conns
-                    .run(async |conn| insert_row(conn, job, now_micros()).await)
-                    .await;
-                drop(turn);
-                return Ok(result?);
+                return self.write_alone(job, turn).await;
             }
             // Others wait on this write: it runs in a task of its own, so
             // that dropping this enqueue cannot abandon their rows.
@@ -84,6 +88,20 @@ impl SqliteStore {
                 return answer.await.unwrap_or_else(|_| Err(lost_shared_write()));
             }
         }
+    }
+
+    /// `job`'s row on its own, holding the write `turn`.
+    async fn write_alone(
+        &self,
+        job: &NewJob,
+        turn: tokio::sync::OwnedMutexGuard<()>,
+    ) -> Result<Enqueued> {
+        let result = self
+            .conns
+            .run(async |conn| insert_row(conn, job, now_micros()).await)
+            .await;
+        drop(turn);
+        Ok(result?)
     }
 
     fn queued(&self) -> std::sync::MutexGuard<'_, Vec<Queued>> {

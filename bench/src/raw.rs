@@ -132,9 +132,16 @@ impl Db {
                 )
                 .await?;
             }
+            // With the foreign key checks on, SQLite deletes a parent
+            // table's rows one by one (writing every page of the table and
+            // its indexes to the log, copied back by the checkpointer during
+            // the next measurement); with them off (in the connection that
+            // does it), `DELETE` without `WHERE` drops the pages at once.
             Self::Sqlite(p) => {
                 p.execute(
-                    "DELETE FROM jobq_jobs; DELETE FROM jobq_flow_jobs; DELETE FROM jobq_deps; \
+                    "PRAGMA foreign_keys = OFF; DELETE FROM jobq_job_tags; \
+                     DELETE FROM jobq_jobs; PRAGMA foreign_keys = ON; \
+                     DELETE FROM jobq_flow_jobs; DELETE FROM jobq_deps; \
                      DELETE FROM jobq_batches; DELETE FROM jobq_batch_jobs; \
                      DELETE FROM jobq_keys; DELETE FROM jobq_key_jobs",
                 )

@@ -11,7 +11,8 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use jobq_runtime::{JobStatus, Jobq, Rate, job};
+use jobq_runtime::__inject::{Action, Point, arm};
+use jobq_runtime::{JobStatus, Jobq, Rate, State, Worker, job};
 use jobq_tests::sql::{Arg, Db};
 use jobq_tests::{TestDb, WorkerProcess, on, unique_queue, wait_until};
 use tokio::process::Command;
@@ -282,6 +283,64 @@ async fn a_killed_workers_slots_come_back_with_its_leases(db: TestDb) {
             "{status:?}"
         );
     }
+}
+
+/// How many [`hold`] jobs run at once in this process, the most seen, and
+/// how many ran.
+#[derive(Debug, Clone, Default)]
+struct Gauge {
+    now: Arc<std::sync::atomic::AtomicU64>,
+    most: Arc<std::sync::atomic::AtomicU64>,
+    ran: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Counts itself running for 20 ms.
+#[job(name = "jobq_flow_hold")]
+async fn hold(gauge: State<Gauge>, n: u64) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let _ = n;
+    let now = gauge.now.fetch_add(1, SeqCst) + 1;
+    gauge.most.fetch_max(now, SeqCst);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    gauge.now.fetch_sub(1, SeqCst);
+    gauge.ran.fetch_add(1, SeqCst);
+}
+
+/// A worker's first read of its queues' controls arrives while its claim
+/// loop's first turn is under way (the loop's thread stalled just after it
+/// read the controls, as a preempted thread would be): the turn claims
+/// nothing or claims under the limit, never past it. Before, the turn took
+/// the limit from "no controls read yet" and "not paused" from the read
+/// that had arrived meanwhile, and claimed 4 jobs without slots under a
+/// limit of 1 (the Galera CI run's 4 rows running under a limit of 3).
+async fn a_limit_read_while_a_claim_turn_is_under_way_holds(db: TestDb) {
+    use std::sync::atomic::Ordering::SeqCst;
+    const JOBS: u64 = 8;
+    let jobq = db.jobq().await;
+    let queue = unique_queue("flow-turn");
+    jobq.set_queue_limit(&queue, Some(1)).await.unwrap();
+    let jobs = (0..JOBS).map(|n| (Hold::new(n), on(&queue)));
+    jobq.enqueue_many_with(jobs).await.unwrap();
+    arm(
+        &queue,
+        Point::ControlsRead,
+        Action::Stall(Duration::from_millis(500)),
+        1,
+    );
+    let gauge = Gauge::default();
+    let worker = Worker::builder(jobq.clone())
+        .queue_unchecked(&queue, 4)
+        .state(gauge.clone())
+        .build()
+        .unwrap()
+        .start();
+    wait_until("every job ran", LONG, || async {
+        gauge.ran.load(SeqCst) == JOBS
+    })
+    .await;
+    jobq_tests::stop(worker).await;
+    let most = gauge.most.load(SeqCst);
+    assert_eq!(most, 1, "{most} jobs ran at once under a limit of 1");
 }
 
 /// When each job of `queue` started, as the database recorded it (its
@@ -579,6 +638,7 @@ jobq_tests::on_every_backend!(
     a_global_limit_holds_across_three_worker_processes,
     a_global_limit_holds_across_three_worker_processes_for_a_minute,
     a_killed_workers_slots_come_back_with_its_leases,
+    a_limit_read_while_a_claim_turn_is_under_way_holds,
     a_rate_holds_across_three_worker_processes,
     a_rate_holds_across_three_worker_processes_for_a_minute,
     a_keys_rate_holds_across_three_worker_processes,

@@ -12,6 +12,9 @@ use std::sync::{Mutex, PoisonError};
 pub enum Point {
     /// In the claim loop, just after a claim's rows are registered as held.
     Claimed,
+    /// In the claim loop, at the start of a turn, just after it read its
+    /// queue's controls (paused, limited, rated). Takes [`Action::Stall`].
+    ControlsRead,
     /// In the claim loop, while claimed jobs wait in its buffer for a slot.
     Buffered,
     /// In a job's task, before its payload is decoded and its handler run.
@@ -46,6 +49,9 @@ pub enum Action {
     /// Ends the process there at once, as `kill -9` would: nothing after
     /// the point runs, nothing is cleaned up.
     Abort,
+    /// Blocks the thread there for this long, then goes on (the rest of the
+    /// runtime runs meanwhile): what a thread preempted there would do.
+    Stall(std::time::Duration),
 }
 
 static ARMED: AtomicBool = AtomicBool::new(false);
@@ -79,6 +85,10 @@ pub(crate) fn fire(point: Point, queue: &str) -> Option<Action> {
         Action::Panic => panic!("jobq fault injection: panic at {point:?}"),
         Action::Abort => std::process::abort(),
         Action::Drop => {}
+        Action::Stall(pause) => {
+            std::thread::sleep(pause);
+            return None;
+        }
     }
     Some(action)
 }
@@ -94,3 +104,16 @@ macro_rules! point {
     };
 }
 pub(crate) use point;
+
+/// At `point`: stalls the thread there if armed with [`Action::Stall`];
+/// a point where the task cannot end early, so `Drop` panics there.
+macro_rules! stall {
+    ($point:ident, $queue:expr) => {
+        if let ::std::option::Option::Some(_) =
+            $crate::worker::inject::fire($crate::worker::inject::Point::$point, $queue)
+        {
+            panic!("jobq fault injection: {:?} cannot drop", stringify!($point));
+        }
+    };
+}
+pub(crate) use stall;

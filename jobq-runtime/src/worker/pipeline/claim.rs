@@ -130,7 +130,19 @@ pub(in crate::worker) async fn claim_loop(
             // take them, and wakes one.
             tokio::spawn(async {});
         }
-        let limited = pause::limited(&pauses.borrow(), &queue.name);
+        // The queue's controls as last read, once for the whole turn: whether
+        // it is paused and whether it claims through its slots and its rate
+        // come from the same read. Read twice, a first read arriving in
+        // between made a turn that saw no controls yet (so no limit) and
+        // then "not paused" claim past the limit.
+        let (paused, limited) = {
+            let controls = pauses.borrow_and_update();
+            (
+                pause::holds(&controls, &queue.name),
+                pause::limited(&controls, &queue.name),
+            )
+        };
+        inject::stall!(ControlsRead, &queue.name);
         // Under a global limit, a job claimed ahead would hold a slot
         // another worker could be running it in. Under a rate it spends its
         // start at the claim and runs when a slot frees: about one claim
@@ -172,7 +184,6 @@ pub(in crate::worker) async fn claim_loop(
             )
         };
         let wanted = wanted_now();
-        let paused = pause::holds(&pauses.borrow_and_update(), &queue.name);
         // Armed before the due time is read, so a hint after it is not
         // missed; only while the loop may leave its queue to the watcher
         // (not on every turn of a busy loop).

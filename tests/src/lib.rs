@@ -241,6 +241,37 @@ pub struct Run {
     pub at: Instant,
 }
 
+/// How many of a test's jobs run at once in this process, the most seen,
+/// and how many ran; handed to handlers as `State<Concurrency>`.
+#[derive(Debug, Clone, Default)]
+pub struct Concurrency {
+    now: Arc<std::sync::atomic::AtomicU64>,
+    most: Arc<std::sync::atomic::AtomicU64>,
+    ran: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Concurrency {
+    /// Counts a job running for `hold`, then ran.
+    pub async fn run_for(&self, hold: Duration) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.now.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(now, SeqCst);
+        tokio::time::sleep(hold).await;
+        self.now.fetch_sub(1, SeqCst);
+        self.ran.fetch_add(1, SeqCst);
+    }
+
+    /// The most jobs seen running at once.
+    pub fn most(&self) -> u64 {
+        self.most.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// How many jobs ran to their end.
+    pub fn ran(&self) -> u64 {
+        self.ran.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 /// Records handler runs by job id; handed to handlers as `State<Recorder>`.
 #[derive(Debug, Clone, Default)]
 pub struct Recorder {

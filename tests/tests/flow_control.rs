@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use jobq_runtime::__inject::{Action, Point, arm};
 use jobq_runtime::{JobStatus, Jobq, Rate, State, Worker, job};
 use jobq_tests::sql::{Arg, Db};
-use jobq_tests::{TestDb, WorkerProcess, on, unique_queue, wait_until};
+use jobq_tests::{Concurrency, TestDb, WorkerProcess, on, unique_queue, wait_until};
 use tokio::process::Command;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobq-flow-worker");
@@ -285,25 +285,11 @@ async fn a_killed_workers_slots_come_back_with_its_leases(db: TestDb) {
     }
 }
 
-/// How many [`hold`] jobs run at once in this process, the most seen, and
-/// how many ran.
-#[derive(Debug, Clone, Default)]
-struct Gauge {
-    now: Arc<std::sync::atomic::AtomicU64>,
-    most: Arc<std::sync::atomic::AtomicU64>,
-    ran: Arc<std::sync::atomic::AtomicU64>,
-}
-
 /// Counts itself running for 20 ms.
 #[job(name = "jobq_flow_hold")]
-async fn hold(gauge: State<Gauge>, n: u64) {
-    use std::sync::atomic::Ordering::SeqCst;
+async fn hold(running: State<Concurrency>, n: u64) {
     let _ = n;
-    let now = gauge.now.fetch_add(1, SeqCst) + 1;
-    gauge.most.fetch_max(now, SeqCst);
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    gauge.now.fetch_sub(1, SeqCst);
-    gauge.ran.fetch_add(1, SeqCst);
+    running.run_for(Duration::from_millis(20)).await;
 }
 
 /// A worker's first read of its queues' controls arrives while its claim
@@ -314,7 +300,6 @@ async fn hold(gauge: State<Gauge>, n: u64) {
 /// that had arrived meanwhile, and claimed 4 jobs without slots under a
 /// limit of 1 (the Galera CI run's 4 rows running under a limit of 3).
 async fn a_limit_read_while_a_claim_turn_is_under_way_holds(db: TestDb) {
-    use std::sync::atomic::Ordering::SeqCst;
     const JOBS: u64 = 8;
     let jobq = db.jobq().await;
     let queue = unique_queue("flow-turn");
@@ -327,19 +312,16 @@ async fn a_limit_read_while_a_claim_turn_is_under_way_holds(db: TestDb) {
         Action::Stall(Duration::from_millis(500)),
         1,
     );
-    let gauge = Gauge::default();
+    let running = Concurrency::default();
     let worker = Worker::builder(jobq.clone())
         .queue_unchecked(&queue, 4)
-        .state(gauge.clone())
+        .state(running.clone())
         .build()
         .unwrap()
         .start();
-    wait_until("every job ran", LONG, || async {
-        gauge.ran.load(SeqCst) == JOBS
-    })
-    .await;
+    wait_until("every job ran", LONG, || async { running.ran() == JOBS }).await;
     jobq_tests::stop(worker).await;
-    let most = gauge.most.load(SeqCst);
+    let most = running.most();
     assert_eq!(most, 1, "{most} jobs ran at once under a limit of 1");
 }
 

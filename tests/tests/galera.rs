@@ -23,7 +23,7 @@ use futures_util::FutureExt;
 use futures_util::future::join_all;
 use jobq_runtime::{CheckStatus, Enqueue, JobContext, JobStatus, Jobq, State, Unique, Worker, job};
 use jobq_tests::galera::{self, Cluster};
-use jobq_tests::{Recorder, wait_until};
+use jobq_tests::{Concurrency, Recorder, wait_until};
 use sqlx::mysql::MySqlDatabaseError;
 use sqlx::{Connection, Executor, MySqlConnection};
 
@@ -457,23 +457,11 @@ async fn enqueuers_of_one_key_on_every_node_make_one_job() {
     assert_eq!(counts.total(), 10, "{counts:?}");
 }
 
-/// How many [`limited`] jobs run at once in this process, and the most seen.
-#[derive(Debug, Clone, Default)]
-struct Running {
-    now: std::sync::Arc<AtomicU64>,
-    most: std::sync::Arc<AtomicU64>,
-    ran: std::sync::Arc<AtomicU64>,
-}
-
 /// Counts itself running for a few milliseconds.
 #[job(name = "galera_limited")]
-async fn limited(running: State<Running>, n: u64) {
+async fn limited(running: State<Concurrency>, n: u64) {
     let _ = n;
-    let now = running.now.fetch_add(1, Ordering::SeqCst) + 1;
-    running.most.fetch_max(now, Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    running.now.fetch_sub(1, Ordering::SeqCst);
-    running.ran.fetch_add(1, Ordering::SeqCst);
+    running.run_for(Duration::from_millis(5)).await;
 }
 
 /// A queue limited to 3 drained by workers on all three nodes (4 slots
@@ -497,7 +485,7 @@ async fn a_queue_limit_holds_with_workers_on_every_node() {
         .enqueue_many_with((0..jobs).map(|n| (Limited::new(n), Enqueue::new().queue(&queue))))
         .await
         .unwrap();
-    let running = Running::default();
+    let running = Concurrency::default();
     let pool = sqlx::MySqlPool::connect(&db.url(0)).await.unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = {
@@ -533,7 +521,7 @@ async fn a_queue_limit_holds_with_workers_on_every_node() {
         })
         .collect();
     wait_until("every job ran", Duration::from_secs(120), || async {
-        running.ran.load(Ordering::SeqCst) == jobs
+        running.ran() == jobs
     })
     .await;
     let took = started.elapsed();
@@ -542,7 +530,7 @@ async fn a_queue_limit_holds_with_workers_on_every_node() {
     for w in workers {
         jobq_tests::stop(w).await;
     }
-    let most = running.most.load(Ordering::SeqCst);
+    let most = running.most();
     eprintln!(
         "galera limit: {jobs} jobs under a limit of 3 on 3 nodes in {took:.2?}; at most {most} handlers and {in_database} rows running at once"
     );
@@ -574,7 +562,7 @@ async fn a_queue_rate_holds_with_workers_on_every_node() {
         .enqueue_many_with((0..jobs).map(|n| (Limited::new(n), Enqueue::new().queue(&queue))))
         .await
         .unwrap();
-    let running = Running::default();
+    let running = Concurrency::default();
     let started = Instant::now();
     let workers: Vec<_> = handles
         .iter()
@@ -589,7 +577,7 @@ async fn a_queue_rate_holds_with_workers_on_every_node() {
         })
         .collect();
     wait_until("every job ran", Duration::from_secs(120), || async {
-        running.ran.load(Ordering::SeqCst) == jobs
+        running.ran() == jobs
     })
     .await;
     let took = started.elapsed();

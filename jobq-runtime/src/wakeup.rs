@@ -151,19 +151,30 @@ pub(crate) fn became_idle() -> &'static Notify {
 }
 
 /// How often a watcher looks (MySQL's waiter sleeps at most this long in
-/// one statement; PostgreSQL's and SQLite's look this often): a poll
-/// interval or reap interval shorter than this is kept as configured.
-pub(crate) const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// one statement; PostgreSQL's and SQLite's look this often): a reap
+/// interval shorter than this is kept as configured. An idle worker
+/// process's statements are this one per 1.25 s (0.8/s), its presence's
+/// refresh every 10 s (0.1/s) and, on MySQL/MariaDB, the controls'
+/// waiter's (one a minute) and the waiters' rows' refreshes (two a
+/// minute): under one a second in all, where a look every second made
+/// them 1.1–1.2.
+pub(crate) const WATCH_EVERY: Duration = Duration::from_millis(1250);
+
+/// A poll interval at least this long is left to the watcher while it
+/// watches (the loops then poll only as a safety net); a shorter one is
+/// kept as configured, its polls finding jobs sooner than the watcher
+/// would.
+pub(crate) const POLL_WATCHED_FROM: Duration = Duration::from_millis(500);
 
 /// How recent a watcher's comparison of the controls must be for the
-/// pause loop to trust it (a watcher compares them about once a second
-/// while it watches).
+/// pause loop to trust it (a watcher compares them at each look while it
+/// watches).
 pub(crate) const WATCH_FRESH: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// What a worker's database watcher covers for it (see
 /// `Store::listen`), so that an idle worker need not poll: while
 /// [`Watch::jobs`] holds, a statement of the watcher's asks the database
-/// at least once a second which of the worker's queues have a job due
+/// every [`WATCH_EVERY`] which of the worker's queues have a job due
 /// (scheduled, retried, reaped or enqueued, by any process) and wakes
 /// their claim loops, which then poll only as a safety net, and tells
 /// the reaper when it sees an expired lease (which then reaps only then,

@@ -229,7 +229,7 @@ async fn a_killed_worker_process_drops_out_within_its_expiry(db: TestDb) {
     let jobq = db.jobq().await;
     let queue = unique_queue("killed");
     let gates = Gates::default();
-    // Deletes expired rows at every third of its refreshes.
+    // Deletes expired rows at every tenth of its refreshes.
     let survivor = start(&jobq, &[&unique_queue("survivor")], &gates);
     let mut process = Process::start(&db, &queue).await;
     let id = process.worker_id.clone();

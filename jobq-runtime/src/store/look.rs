@@ -1,7 +1,7 @@
 //! The watcher of the backends whose statements cannot sleep until an
 //! enqueue interrupts them (PostgreSQL, SQLite; MySQL's waiter is its own,
 //! see `mysql::wake`): while their wake-up channel is up (a `LISTEN`
-//! connection, a bound socket), one look a second at every queue whose
+//! connection, a bound socket), one look every [`LOOK_EVERY`] at every queue whose
 //! claim loops wait for jobs — the earliest `run_at` of its `pending` and
 //! of its `processing` rows — wakes the loops of a queue with a job due
 //! (scheduled, retried, reaped, or written by hand), tells the reaper of

@@ -3,11 +3,11 @@
 //! **The waiter** (a worker's): one connection of its own, kept in one
 //! statement ([`wake_wait_sql`]) that returns at once with the queues that have a
 //! due job, else sleeps (`SLEEP`) until the next job of its queues is due
-//! or a second has passed. Its queues are those whose claim loops in this
+//! or [`WAIT_SLEEP`] has passed. Its queues are those whose claim loops in this
 //! process wait for jobs ([`wakeup::Waiting`]): a process busy with its
 //! backlog sends it nothing, and a queue is reported once per claim of its
-//! loops. Idle, a worker process sends one statement a second for all its
-//! queues.
+//! loops. Idle, a worker process sends one statement per [`WAIT_SLEEP`]
+//! (1.25 s) for all its queues.
 //!
 //! **The ringer** (every process that enqueues): after an enqueue commits,
 //! `KILL QUERY` of the waiters of the enqueued queues, found in
@@ -25,7 +25,7 @@
 //! ringer kills only waiters of the server its own connection is on,
 //! started when it saw it start, and of its own user. Across Galera nodes
 //! (or to a waiter of another user) no kill is sent: those waiters find
-//! the job at their next statement, within a second. A waiter first checks
+//! the job at their next statement, within [`WAIT_SLEEP`]. A waiter first checks
 //! that a kill reaches it (through a proxy that multiplexes connections it
 //! may not: two checks in a row the first time) and otherwise falls back
 //! to polling with a warning, and checks again a minute later (longer
@@ -776,7 +776,7 @@ impl MySqlBell {
                 tracing::warn!(
                     waiter_user = %waiter.at.user,
                     user = %me.user,
-                    "a worker waiting for these queues connects as another user, whose connections this one may not KILL QUERY: it finds jobs enqueued here within a second, not at once"
+                    "a worker waiting for these queues connects as another user, whose connections this one may not KILL QUERY: it finds jobs enqueued here within 1.25 s, not at once"
                 );
             }
         }

@@ -2,7 +2,7 @@
 //! the commit path.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use sqlx::SqlitePool;
 use tokio_util::sync::CancellationToken;
@@ -18,6 +18,8 @@ pub(super) const WAL_AUTOCHECKPOINT_BACKSTOP: u32 = 10_000;
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 /// Longest pause between checkpoints when nothing is written.
 const CHECKPOINT_IDLE: Duration = Duration::from_secs(2);
+/// Longest a lone write after a quiet spell waits in the log.
+const CHECKPOINT_LAZY: Duration = Duration::from_secs(30);
 
 /// Copies the write-ahead log into the database file from a connection of
 /// its own, so that no commit does it.
@@ -34,24 +36,42 @@ const CHECKPOINT_IDLE: Duration = Duration::from_secs(2);
 /// Between checkpoints it looks at the log's file (its size and modification
 /// time, no statement): while no process has written since the last
 /// checkpoint there is nothing to copy, and an idle worker sends nothing.
+/// A lone write into an idle log (a worker's presence every 10 s, one job)
+/// is copied within [`CHECKPOINT_LAZY`], or at once if more writes follow
+/// it: a few pages in the log cost nothing, and an idle worker would
+/// otherwise checkpoint after every presence refresh of every process.
 pub(super) async fn checkpoint_loop(pool: SqlitePool, stop: CancellationToken) {
     let log = log_path(&pool.connect_options().get_filename().to_string_lossy());
     let mut pause = CHECKPOINT_EVERY;
     let mut last = (-1, -1);
     let mut seen = None;
+    // Since when the log holds lone writes not yet copied.
+    let mut lone: Option<Instant> = None;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(pause) => {}
         }
+        let overdue = lone.is_some_and(|since| since.elapsed() >= CHECKPOINT_LAZY);
         // A log that cannot be read (not there yet, say) is checkpointed.
         if let Some(stamp) = log_stamp(&log) {
             if seen == Some(stamp) {
                 pause = (pause * 2).min(CHECKPOINT_IDLE);
-                continue;
+                if !overdue {
+                    continue;
+                }
+            } else {
+                seen = Some(stamp);
+                // Written after a quiet spell: looked at again soon, and
+                // copied then only if the writes go on.
+                if pause == CHECKPOINT_IDLE && !overdue {
+                    lone.get_or_insert_with(Instant::now);
+                    pause = CHECKPOINT_EVERY;
+                    continue;
+                }
             }
-            seen = Some(stamp);
         }
+        lone = None;
         let result: Result<(i64, i64, i64), sqlx::Error> =
             sqlx::query_as(CHECKPOINT).fetch_one(&pool).await;
         match result {

@@ -201,7 +201,7 @@ pub(in crate::worker) async fn claim_loop(
             Some(since)
                 if !backlog
                     && failures == 0
-                    && shared.settings.poll * 2 >= wakeup::WATCH_EVERY
+                    && shared.settings.poll >= wakeup::POLL_WATCHED_FROM
                     && shared.watch.jobs() =>
             {
                 let net = next_poll.max(since + shared.settings.poll.max(WATCHED_POLL));

@@ -77,7 +77,7 @@ pub(in crate::worker) async fn pause_loop(pauses: Arc<Pauses>) {
                 // configured, as the claim loops keep it.
                 if first.is_none()
                     && failures == 0
-                    && poll * 2 >= crate::wakeup::WATCH_EVERY
+                    && poll >= crate::wakeup::POLL_WATCHED_FROM
                     && shared.watch.controls_fresh(crate::wakeup::WATCH_FRESH)
                     && last_read.elapsed() < CONTROLS_NET.max(poll)
                 {

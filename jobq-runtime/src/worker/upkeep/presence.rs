@@ -7,9 +7,9 @@
 //! interval (running count, last seen, expiry three intervals ahead),
 //! deleted at the end of a clean shutdown. A worker that stops refreshing
 //! (killed, frozen, cut off) is ignored by readers once its row expires,
-//! and a worker refreshing deletes the row within three intervals: no
-//! leader. Per worker, per interval: an UPDATE of a table of a few rows,
-//! and every third interval a DELETE; nothing per job or per claim.
+//! and a worker refreshing deletes the row within ten intervals of that:
+//! no leader. Per worker, per interval: an UPDATE of a table of a few
+//! rows, and every tenth interval a DELETE; nothing per job or per claim.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,6 +62,12 @@ impl Presence {
 /// before it counts as gone.
 const EXPIRY_INTERVALS: u32 = 3;
 
+/// Expired rows of other workers are deleted every this many refreshes:
+/// nothing reads an expired row, so they only take room meanwhile, and an
+/// idle worker's statements stay under one a second (see
+/// `wakeup::WATCH_EVERY`).
+const PRUNE_EVERY: u32 = 10;
+
 /// How long a row lives without a refresh.
 fn ttl(shared: &Shared) -> Duration {
     shared.settings.presence * EXPIRY_INTERVALS
@@ -88,9 +94,8 @@ pub(in crate::worker) async fn presence_loop(presence: Arc<Presence>) {
             _ = ticks.tick() => {}
         }
         // Stopped mid-statement too: a frozen database does not hold up the shutdown.
-        // Expired rows are deleted every EXPIRY_INTERVALS beats: within an
-        // expiry of expiring (nothing reads an expired row meanwhile).
-        let prune = registered && beats % EXPIRY_INTERVALS == 0;
+        // Expired rows are deleted every PRUNE_EVERY beats.
+        let prune = registered && beats % PRUNE_EVERY == 0;
         beats = beats.wrapping_add(1);
         let Some(beaten) =
             unless(&shared.stop_background, beat(&presence, registered, prune)).await

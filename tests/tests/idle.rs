@@ -31,7 +31,7 @@ async fn retry_once(ctx: JobContext, n: u64) -> Result<(), JobError> {
 
 /// A retry this worker schedules starts at its time, at the default poll
 /// with the watcher covering the queue: the loop claims it when due, not
-/// at the watcher's next look (up to a second later; without the loop's
+/// at the watcher's next look (up to 1.25 s later; without the loop's
 /// due time, 0.30–1.1 s measured).
 async fn a_retry_starts_at_its_time_while_the_watcher_covers_the_queue(db: TestDb) {
     let jobq = db.jobq().await;

@@ -199,10 +199,18 @@ fn kill_all(pids: &[String]) -> bool {
 /// processes on their way in, and those in the namespace found by its
 /// inode (read before the delete). No process can open the namespace
 /// after the delete, so this ends.
+///
+/// The namespace is held open meanwhile: freed, its inode number goes to
+/// the next namespace made (the kernel hands out the lowest free one), and
+/// a scan by that number killed the processes of another test's network
+/// made a moment later (a listener on a host of `net.rs`'s dropping test,
+/// in two full CI runs: "host 2 does not reach host 1").
 fn remove_namespace(ns: &str) {
     use std::os::unix::fs::MetadataExt;
-    let inode = std::fs::metadata(format!("/run/netns/{ns}"))
-        .ok()
+    let held = File::open(format!("/run/netns/{ns}")).ok();
+    let inode = held
+        .as_ref()
+        .and_then(|f| f.metadata().ok())
         .map(|m| m.ino());
     for _ in 0..50 {
         let mut pids = entering(ns);
@@ -222,6 +230,8 @@ fn remove_namespace(ns: &str) {
             break;
         }
     }
+    // Freed now, once its last process is gone.
+    drop(held);
 }
 
 /// Removes every object of slot `slot`: namespaces (and what runs in them),

@@ -206,6 +206,9 @@ mod postgres {
     }
 }
 
+/// How long a listener started in a namespace may take to listen.
+const LISTENER_DEADLINE: Duration = Duration::from_secs(30);
+
 fn output(program: &str, args: &[&str]) -> String {
     let out = Command::new(program).args(args).output().expect(program);
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -244,7 +247,8 @@ fn dropping_a_network_removes_its_namespaces_links_and_processes() {
     let slot = network.slot();
     assert_eq!(leftovers(slot).len(), 3 + 3 + 1, "{:?}", leftovers(slot));
     // Hosts reach the gateway and each other: a listener on host 1, a
-    // client on host 2.
+    // client on host 2, once the listener listens (`ip netns exec` can take
+    // seconds to start it while other tests make and drop namespaces).
     let listener = network
         .host(1)
         .command("socat")
@@ -252,6 +256,23 @@ fn dropping_a_network_removes_its_namespaces_links_and_processes() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("socat");
+    let listens = || {
+        let out = network
+            .host(1)
+            .command("ss")
+            .args(["-Hltn", "sport = :7000"])
+            .output()
+            .expect("ss");
+        !String::from_utf8_lossy(&out.stdout).trim().is_empty()
+    };
+    let deadline = Instant::now() + LISTENER_DEADLINE;
+    while !listens() {
+        assert!(
+            Instant::now() < deadline,
+            "host 1's listener did not listen within {LISTENER_DEADLINE:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let target = format!("TCP:{}:7000,retry=50,interval=0.1", network.host(1).ip);
     let sent = network
         .host(2)
@@ -260,7 +281,7 @@ fn dropping_a_network_removes_its_namespaces_links_and_processes() {
         .status()
         .expect("socat client");
     if !sent.success() {
-        // Seen once in a full CI run, never alone: say what the hosts had.
+        // Seen twice in full CI runs, never alone: say what the hosts had.
         let show = |args: &[&str]| {
             std::process::Command::new("ip")
                 .args(args)
@@ -268,11 +289,17 @@ fn dropping_a_network_removes_its_namespaces_links_and_processes() {
                 .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
                 .unwrap_or_default()
         };
+        let (h1, h2) = (&network.host(1).name, &network.host(2).name);
         panic!(
-            "host 2 does not reach host 1 ({}:7000)\nnamespaces:\n{}\nlinks:\n{}",
+            "host 2 does not reach host 1 ({}:7000; host 1 listening: {})\nnamespaces:\n{}\nlinks:\n{}\nbridge ports:\n{}\nhost 1:\n{}\nhost 2:\n{}{}",
             network.host(1).ip,
+            listens(),
             show(&["netns", "list"]),
             show(&["-br", "link"]),
+            output("bridge", &["link"]),
+            show(&["-n", h1, "-br", "addr"]),
+            show(&["-n", h2, "-br", "addr"]),
+            show(&["-n", h2, "neigh"]),
         );
     }
     let out = listener.wait_with_output().expect("listener");
@@ -348,12 +375,15 @@ fn networks_made_at_once_get_their_own_slots_and_a_new_one_clears_a_crashed_ones
     assert_ne!(a.gateway(), b.gateway());
     assert_ne!(a.host(0).name, b.host(0).name);
     drop(b);
-    let slot = a.slot();
     drop(a);
-    // What a crashed run leaves: a namespace with a process, a host link.
-    // The next network takes the lowest free slot, which is `slot` unless
-    // another process took it meanwhile: then try again.
-    for _ in 0..5 {
+    // What a crashed run leaves: a namespace with a process, a host link,
+    // in a slot free a moment ago. The next network takes the lowest free
+    // slot, which is that one unless another network took it meanwhile
+    // (the other tests here make theirs at the same time, and hold them
+    // for seconds): then try again, in whatever slot is free then.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let slot = Network::create("probe", 1).expect("probe").slot();
         let ns = format!("jq{slot}-crashed-h0");
         let status = Command::new("ip").args(["netns", "add", &ns]).status();
         assert!(status.is_ok_and(|s| s.success()), "make {ns}");
@@ -373,6 +403,7 @@ fn networks_made_at_once_get_their_own_slots_and_a_new_one_clears_a_crashed_ones
             let _ = orphan.kill();
             let _ = orphan.wait();
             let _ = Command::new("ip").args(["netns", "del", &ns]).status();
+            std::thread::sleep(Duration::from_millis(100));
             continue;
         }
         let left = leftovers(slot);
@@ -388,5 +419,5 @@ fn networks_made_at_once_get_their_own_slots_and_a_new_one_clears_a_crashed_ones
         );
         return;
     }
-    panic!("slot {slot} was taken by others five times in a row");
+    panic!("another network took the free slot every time for a minute");
 }

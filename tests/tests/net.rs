@@ -282,13 +282,7 @@ fn dropping_a_network_removes_its_namespaces_links_and_processes() {
         .expect("socat client");
     if !sent.success() {
         // Seen twice in full CI runs, never alone: say what the hosts had.
-        let show = |args: &[&str]| {
-            std::process::Command::new("ip")
-                .args(args)
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                .unwrap_or_default()
-        };
+        let show = |args: &[&str]| output("ip", args);
         let (h1, h2) = (&network.host(1).name, &network.host(2).name);
         panic!(
             "host 2 does not reach host 1 ({}:7000; host 1 listening: {})\nnamespaces:\n{}\nlinks:\n{}\nbridge ports:\n{}\nhost 1:\n{}\nhost 2:\n{}{}",

@@ -776,7 +776,7 @@ impl MySqlBell {
                 tracing::warn!(
                     waiter_user = %waiter.at.user,
                     user = %me.user,
-                    "a worker waiting for these queues connects as another user, whose connections this one may not KILL QUERY: it finds jobs enqueued here within 1.25 s, not at once"
+                    "a worker waiting for these queues connects as another user, whose connections this one may not KILL QUERY: it finds jobs enqueued here within {WAIT_SLEEP:?}, not at once"
                 );
             }
         }
